@@ -1,0 +1,45 @@
+//! The partition log on disk.
+//!
+//! Ownership, bottom up (Kafka's layering, without its god files):
+//! - [`offset_index`], [`time_index`]: sparse index files of one segment, read by `pread`
+//!   (no mmap, so idle partitions cost no address space).
+//! - [`segment`]: one `.log` file with its two indexes; append, locate, scan, truncate, recover.
+//! - [`file_cache`]: a bounded LRU of open segment files shared by every log of a manager;
+//!   idle partitions hold no file descriptors.
+//! - [`sync_gate`]: group commit: concurrent appenders waiting for durability share one
+//!   `fdatasync`.
+//! - [`leader_epoch`]: epoch -> start offset cache and its checkpoint.
+//! - [`log`]: one partition: segments, offsets, roll, read, truncate, delete_before, recovery.
+//! - [`log_manager`]: many partitions in one data directory, their checkpoints and the
+//!   clean-shutdown marker.
+//!
+//! Thread-safety: `Log` is a plain struct (`&mut self` to change it); callers wrap it in
+//! their own lock. `FileCache` and `SyncGate` are internally synchronised and shared.
+//! No async runtime appears in this crate's API.
+
+pub mod batch_scan;
+pub mod checkpoint;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod file_cache;
+pub mod leader_epoch;
+pub mod log;
+pub mod log_loader;
+pub mod log_manager;
+pub mod offset_index;
+pub mod segment;
+pub mod segment_list;
+pub mod sparse_index;
+pub mod sync_gate;
+pub mod time_index;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{Durability, LogConfig};
+pub use error::{LogError, LogResult};
+pub use file_cache::FileCache;
+pub use leader_epoch::{EpochEntry, LeaderEpochCache};
+pub use log::{append_durably, AppendInfo, FileSlice, Log, ReadResult, TimestampOffset};
+pub use log_loader::{LogOpenState, RecoveryReport};
+pub use log_manager::{LogManager, LogManagerOptions, TopicPartition};
+pub use sync_gate::SyncGate;

@@ -45,12 +45,6 @@ fn write_unsigned(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-pub fn varint_len(value: i32) -> usize {
-    let mut scratch = Vec::with_capacity(5);
-    write_varint(&mut scratch, value);
-    scratch.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,7 +56,6 @@ mod tests {
             let mut out = Vec::new();
             write_varint(&mut out, value);
             prop_assert_eq!(read_varint(&out), Some((value, out.len())));
-            prop_assert_eq!(varint_len(value), out.len());
         }
 
         #[test]

@@ -1,0 +1,54 @@
+//! Per-log settings, named after the Kafka topic configs they implement.
+
+use strand_records::{TimestampType, WalkLimits};
+
+/// When appended bytes reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Kafka's default: the page cache, flushed by flush.messages / flush.ms (both off by
+    /// default) and when segments roll; replication provides durability.
+    PageCache,
+    /// Every acknowledged batch is fdatasync'ed first; concurrent appends share one sync
+    /// (group commit). Strand's `flush` mode.
+    FlushBeforeAck,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// segment.bytes: roll when the active segment would exceed this.
+    pub segment_bytes: u64,
+    /// segment.ms: roll when the first batch of the active segment is this old.
+    pub segment_ms: i64,
+    /// segment.index.bytes: roll when the offset index would exceed this.
+    pub segment_index_bytes: u64,
+    /// index.interval.bytes: bytes between sparse index entries.
+    pub index_interval_bytes: u64,
+    /// max.message.bytes: the largest batch accepted.
+    pub max_message_bytes: usize,
+    /// message.timestamp.type.
+    pub message_timestamp_type: TimestampType,
+    /// flush.messages: fsync after this many messages (None = never, Kafka's default).
+    pub flush_messages: Option<u64>,
+    /// flush.ms: fsync when the oldest unflushed append is this old (None = never).
+    pub flush_ms: Option<i64>,
+    pub durability: Durability,
+    /// Bound on decoding a compressed batch while validating it.
+    pub walk_limits: WalkLimits,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1024 * 1024 + 12,
+            message_timestamp_type: TimestampType::CreateTime,
+            flush_messages: None,
+            flush_ms: None,
+            durability: Durability::PageCache,
+            walk_limits: WalkLimits::default(),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Errors of the log, each mapped to the Kafka error code a broker sends for it.
+
+use std::io;
+
+use strand_records::RecordsError;
+use thiserror::Error;
+
+pub type LogResult<T> = Result<T, LogError>;
+
+#[derive(Debug, Error)]
+pub enum LogError {
+    /// The batch itself was refused (corrupt, invalid, too large, wrong magic).
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+    /// More than one batch, or none, where exactly one is required.
+    #[error("invalid record set: {0}")]
+    InvalidRecordSet(String),
+    /// Requested offset outside [log start offset, log end offset].
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
+    /// A follower append whose offsets do not follow the log end offset.
+    #[error("follower batch at offset {batch_base_offset} does not follow log end offset {log_end_offset}")]
+    NonMonotonicOffset { batch_base_offset: i64, log_end_offset: i64 },
+    /// The file system failed. The log refuses writes afterwards until reopened.
+    #[error("storage error: {0}")]
+    Io(#[from] io::Error),
+    /// An earlier I/O failure left this log unable to accept writes.
+    #[error("log is offline after a storage failure: {0}")]
+    Offline(String),
+    /// A file on disk failed a sanity check that recovery cannot repair.
+    #[error("corrupt log file {path}: {reason}")]
+    CorruptFile { path: String, reason: String },
+}
+
+impl LogError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            LogError::Records(error) => error.kafka_error_code(),
+            LogError::InvalidRecordSet(_) => 87,               // INVALID_RECORD
+            LogError::OffsetOutOfRange { .. } => 1,            // OFFSET_OUT_OF_RANGE
+            LogError::NonMonotonicOffset { .. } => 87,         // INVALID_RECORD
+            LogError::Io(_) | LogError::Offline(_) => 56,      // KAFKA_STORAGE_ERROR
+            LogError::CorruptFile { .. } => 56,                // KAFKA_STORAGE_ERROR
+        }
+    }
+}

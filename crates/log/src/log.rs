@@ -1,0 +1,602 @@
+//! The log of one partition: an ordered set of segments, the last one active. Owns offset
+//! assignment, rolling, reads as file slices, truncation (follower), advancing the log
+//! start offset (DeleteRecords, retention), the leader epoch cache, flushing and the
+//! recovery point. Opening and recovery live in `log_loader`.
+//!
+//! Not thread-safe by itself: the caller holds it behind a lock. In flush-before-ack mode
+//! the caller waits on [`Log::sync_gate`] after releasing that lock (see `append_durably`),
+//! which is what lets concurrent appends share one fdatasync.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use strand_records::{
+    set_base_offset, set_log_append_time, set_partition_leader_epoch, walk_records, BatchHeader,
+    BatchView, RecordsError, TimestampType, BATCH_HEADER_BYTES, NO_TIMESTAMP,
+};
+
+use crate::clock::Clock;
+use crate::config::{Durability, LogConfig};
+use crate::error::{LogError, LogResult};
+use crate::file_cache::{FileCache, SegmentFiles};
+use crate::leader_epoch::LeaderEpochCache;
+use crate::segment::Segment;
+use crate::segment_list::SegmentList;
+use crate::sync_gate::SyncGate;
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    /// The broker's timestamp for LogAppendTime topics, -1 for CreateTime (as Kafka's
+    /// produce response reports it).
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    pub batches: u32,
+    pub bytes: u64,
+}
+
+/// A byte range of a segment file, ready for sendfile. Holds the file open.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub files: Arc<SegmentFiles>,
+    pub position: u64,
+    pub length: u64,
+}
+
+impl FileSlice {
+    pub fn file(&self) -> &File {
+        &self.files.log
+    }
+
+    /// Copies the slice into memory (tests, TLS connections).
+    pub fn read_to_vec(&self) -> io::Result<Vec<u8>> {
+        let mut bytes = vec![0u8; self.length as usize];
+        self.files.log.read_exact_at(&mut bytes, self.position)?;
+        Ok(bytes)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// None when there is nothing to return below the upper bound.
+    pub slice: Option<FileSlice>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: Arc<LogConfig>,
+    pub(crate) cache: Arc<FileCache>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Ordered by base offset; never empty.
+    pub(crate) segments: SegmentList,
+    pub(crate) log_start_offset: i64,
+    pub(crate) high_watermark: i64,
+    /// Every batch below this is on disk with its indexes; recovery starts here.
+    pub(crate) recovery_point: i64,
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) gate: Arc<SyncGate>,
+    /// Set after a storage failure: writes are refused, reads go on.
+    pub(crate) offline: Option<String>,
+    pub(crate) unflushed_messages: u64,
+    pub(crate) first_unflushed_ms: Option<i64>,
+}
+
+impl Log {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn leader_epochs(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+    pub fn sync_gate(&self) -> Arc<SyncGate> {
+        self.gate.clone()
+    }
+    pub fn is_offline(&self) -> bool {
+        self.offline.is_some()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    /// (base offset, size in bytes) of every segment, oldest first.
+    pub fn segment_summaries(&self) -> Vec<(i64, u64)> {
+        self.segments.iter().map(|s| (s.base_offset(), s.size_bytes())).collect()
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::size_bytes).sum()
+    }
+
+    pub(crate) fn active(&self) -> &Segment {
+        // The segment map is never empty: every constructor and truncation keeps one.
+        self.segments.last().expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.last_mut().expect("a log always has an active segment")
+    }
+
+    /// Sets the high watermark, clamped to [log start offset, log end offset].
+    pub fn set_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset());
+    }
+
+    /// Validates one batch from a producer, assigns its offsets, stamps the leader epoch
+    /// (and LogAppendTime if the topic uses it) and writes it. `batch` must hold exactly
+    /// one v2 batch; it is rewritten in place and stored byte for byte.
+    pub fn append_as_leader(&mut self, batch: &mut [u8], leader_epoch: i32) -> LogResult<AppendInfo> {
+        self.check_online()?;
+        if batch.len() > self.config.max_message_bytes {
+            return Err(RecordsError::TooLarge {
+                size_bytes: batch.len(),
+                limit_bytes: self.config.max_message_bytes,
+            }
+            .into());
+        }
+        let view = BatchView::parse(batch)?;
+        if view.bytes.len() != batch.len() {
+            return Err(LogError::InvalidRecordSet(
+                "a produce request holds exactly one record batch per partition".into(),
+            ));
+        }
+        walk_records(&view, self.config.walk_limits, |_| {})?;
+
+        let first_offset = self.log_end_offset();
+        set_base_offset(batch, first_offset);
+        set_partition_leader_epoch(batch, leader_epoch);
+        let log_append_time_ms = match self.config.message_timestamp_type {
+            TimestampType::LogAppendTime => {
+                let now = self.clock.now_ms();
+                set_log_append_time(batch, now);
+                now
+            }
+            TimestampType::CreateTime => NO_TIMESTAMP,
+        };
+        let header = BatchHeader::parse(batch)?;
+        self.write_batch(batch, &header)?;
+        if self.epochs.assign(leader_epoch, first_offset) {
+            self.epochs.checkpoint()?;
+        }
+        self.after_append(header.records_count as u64)?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: header.last_offset(),
+            max_timestamp: header.max_timestamp,
+            log_append_time_ms,
+            log_start_offset: self.log_start_offset,
+            batches: 1,
+            bytes: batch.len() as u64,
+        })
+    }
+
+    /// Appends batches fetched from the leader, keeping their offsets and epochs. Each
+    /// batch must start exactly at the log end offset. A trailing incomplete batch (fetch
+    /// responses may end mid-batch) is ignored; a complete batch that fails its CRC is not.
+    pub fn append_as_follower(&mut self, records: &[u8]) -> LogResult<Option<AppendInfo>> {
+        self.check_online()?;
+        let mut rest = records;
+        let mut info: Option<AppendInfo> = None;
+        while rest.len() >= BATCH_HEADER_BYTES {
+            let header = BatchHeader::parse(rest)?;
+            let total = header.total_bytes();
+            if total >= BATCH_HEADER_BYTES as i64 && total > rest.len() as i64 {
+                break; // partial trailing batch
+            }
+            let view = BatchView::parse(rest)?;
+            let end = self.log_end_offset();
+            if header.base_offset != end || header.last_offset_delta < 0 {
+                return Err(LogError::NonMonotonicOffset { batch_base_offset: header.base_offset, log_end_offset: end });
+            }
+            self.write_batch(view.bytes, &header)?;
+            if self.epochs.assign(header.partition_leader_epoch, header.base_offset) {
+                self.epochs.checkpoint()?;
+            }
+            self.after_append(header.records_count.max(0) as u64)?;
+            let info = info.get_or_insert(AppendInfo {
+                first_offset: header.base_offset,
+                last_offset: header.last_offset(),
+                max_timestamp: header.max_timestamp,
+                log_append_time_ms: NO_TIMESTAMP,
+                log_start_offset: self.log_start_offset,
+                batches: 0,
+                bytes: 0,
+            });
+            info.last_offset = header.last_offset();
+            info.max_timestamp = info.max_timestamp.max(header.max_timestamp);
+            info.batches += 1;
+            info.bytes += view.bytes.len() as u64;
+            rest = &rest[view.bytes.len()..];
+        }
+        Ok(info)
+    }
+
+    /// Rolls if needed, writes to the active segment, tells the sync gate.
+    fn write_batch(&mut self, batch: &[u8], header: &BatchHeader) -> LogResult<()> {
+        self.maybe_roll(batch.len() as u64, header)?;
+        let (dir, cache, interval) = (self.dir.clone(), self.cache.clone(), self.config.index_interval_bytes);
+        let result = self.active_mut().append(&dir, &cache, batch, header, interval);
+        if let Err(error) = result {
+            return Err(self.go_offline(error));
+        }
+        let active = self.active();
+        match active.files(&self.dir, &self.cache) {
+            Ok(files) => self.gate.note_written(active.id(), files, active.next_offset()),
+            Err(error) => return Err(self.go_offline(error)),
+        }
+        Ok(())
+    }
+
+    fn after_append(&mut self, records: u64) -> LogResult<()> {
+        self.unflushed_messages += records;
+        let now = self.clock.now_ms();
+        self.first_unflushed_ms.get_or_insert(now);
+        let by_count = self.config.flush_messages.is_some_and(|limit| self.unflushed_messages >= limit);
+        if by_count || self.flush_due_by_time(now) {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush_due_by_time(&self, now_ms: i64) -> bool {
+        match (self.config.flush_ms, self.first_unflushed_ms) {
+            (Some(flush_ms), Some(first)) => now_ms - first >= flush_ms,
+            _ => false,
+        }
+    }
+
+    fn maybe_roll(&mut self, batch_bytes: u64, header: &BatchHeader) -> LogResult<()> {
+        let index_max_entries = (self.config.segment_index_bytes / 12).max(1);
+        let now = self.clock.now_ms();
+        let active = self.active();
+        let full = active.is_full_for(batch_bytes, header.last_offset(), self.config.segment_bytes, index_max_entries);
+        let old = !active.is_empty() && active.age_ms(now) > self.config.segment_ms;
+        if full || old {
+            self.roll(header.base_offset)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at `base_offset` (the log end offset).
+    pub fn roll(&mut self, base_offset: i64) -> LogResult<()> {
+        self.check_online()?;
+        if self.active().is_empty() && self.active().base_offset() == base_offset {
+            return Ok(());
+        }
+        let (dir, cache) = (self.dir.clone(), self.cache.clone());
+        let now = self.clock.now_ms();
+        let created = self
+            .active_mut()
+            .seal(&dir, &cache)
+            .and_then(|()| Segment::create(&dir, base_offset, &cache, now));
+        match created {
+            Ok(segment) => {
+                self.segments.push(segment);
+                self.gate.note_dir_changed(dir);
+                Ok(())
+            }
+            Err(error) => Err(self.go_offline(error)),
+        }
+    }
+
+    /// Reads from the batch containing `start_offset`: at most `max_bytes` (but at least
+    /// the whole first batch when `min_one_batch`, so consumers always progress), never
+    /// past `upper_bound_offset` (the high watermark for consumers). Like Kafka, the slice
+    /// may end inside a batch; clients drop a partial trailing batch.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u64,
+        upper_bound_offset: i64,
+        min_one_batch: bool,
+    ) -> LogResult<ReadResult> {
+        let log_end_offset = self.log_end_offset();
+        let mut result = ReadResult {
+            slice: None,
+            log_start_offset: self.log_start_offset,
+            log_end_offset,
+            high_watermark: self.high_watermark,
+        };
+        if start_offset < self.log_start_offset || start_offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let upper = upper_bound_offset.min(log_end_offset);
+        if start_offset >= upper {
+            return Ok(result);
+        }
+        for segment in self.segments.iter_from(self.segments.floor_index(start_offset)) {
+            let Some(first) = segment.find_batch(&self.dir, &self.cache, start_offset)? else {
+                continue;
+            };
+            if first.header.base_offset >= upper && first.header.last_offset() >= upper {
+                return Ok(result);
+            }
+            let end_position = if upper >= segment.next_offset() {
+                segment.size_bytes()
+            } else {
+                segment.position_of(&self.dir, &self.cache, upper)?
+            };
+            if end_position <= first.position {
+                return Ok(result);
+            }
+            let budget = if min_one_batch { max_bytes.max(first.size_bytes()) } else { max_bytes };
+            let length = (end_position - first.position).min(budget);
+            if length > 0 {
+                result.slice = Some(FileSlice {
+                    files: segment.files(&self.dir, &self.cache)?,
+                    position: first.position,
+                    length,
+                });
+            }
+            return Ok(result);
+        }
+        Ok(result)
+    }
+
+    /// ListOffsets by timestamp: the first record (at or after the log start offset) whose
+    /// timestamp is at or after `timestamp`, as Kafka finds it.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>> {
+        for segment in self.segments.iter() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            let Some(batch) = segment.find_batch_by_timestamp(&self.dir, &self.cache, timestamp)? else {
+                continue;
+            };
+            // Scan on from that batch: a record-level match may sit in a later batch when
+            // the first candidates lie below the log start offset.
+            let mut offset = batch.header.base_offset;
+            while offset < segment.next_offset() {
+                let Some(batch) = segment.find_batch(&self.dir, &self.cache, offset)? else { break };
+                if batch.header.max_timestamp >= timestamp {
+                    let found = self.first_record_matching(segment, &batch, |record_timestamp, record_offset| {
+                        record_timestamp >= timestamp && record_offset >= self.log_start_offset
+                    })?;
+                    if found.is_some() {
+                        return Ok(found);
+                    }
+                }
+                offset = batch.header.next_offset();
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: the first record carrying the largest timestamp.
+    pub fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>> {
+        let best = self
+            .segments
+            .iter()
+            .filter(|segment| !segment.is_empty())
+            .fold(None::<&Segment>, |best, segment| match best {
+                Some(best) if best.max_timestamp() >= segment.max_timestamp() => Some(best),
+                _ => Some(segment),
+            });
+        let Some(segment) = best else { return Ok(None) };
+        let max = segment.max_timestamp();
+        let Some(batch) = segment.find_batch(&self.dir, &self.cache, segment.offset_of_max_timestamp())? else {
+            return Ok(None);
+        };
+        self.first_record_matching(segment, &batch, |record_timestamp, _| record_timestamp == max)
+    }
+
+    fn first_record_matching(
+        &self,
+        segment: &Segment,
+        batch: &crate::batch_scan::ScannedBatch,
+        matches: impl Fn(i64, i64) -> bool,
+    ) -> LogResult<Option<TimestampOffset>> {
+        let files = segment.files(&self.dir, &self.cache)?;
+        let mut bytes = vec![0u8; batch.size_bytes() as usize];
+        files.log.read_exact_at(&mut bytes, batch.position)?;
+        let view = BatchView::parse(&bytes)?;
+        let header = view.header;
+        let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;
+        let mut found = None;
+        walk_records(&view, self.config.walk_limits, |record| {
+            if found.is_some() {
+                return;
+            }
+            let timestamp = if log_append_time {
+                header.max_timestamp
+            } else {
+                header.base_timestamp + record.timestamp_delta
+            };
+            let offset = header.base_offset + record.offset_delta as i64;
+            if matches(timestamp, offset) {
+                found = Some(TimestampOffset { timestamp, offset });
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Removes every record at or after `offset` (a follower after a leader change).
+    /// Batches are removed whole, so the new end may be below `offset` if it fell inside
+    /// a batch. Returns whether anything was removed.
+    pub fn truncate_to(&mut self, offset: i64) -> LogResult<bool> {
+        self.check_online()?;
+        if offset >= self.log_end_offset() {
+            return Ok(false);
+        }
+        let first_base = self.segments.first().expect("a log always has a segment").base_offset();
+        if offset <= first_base || offset < self.log_start_offset {
+            self.truncate_fully_and_start_at(offset)?;
+            return Ok(true);
+        }
+        let (dir, cache) = (self.dir.clone(), self.cache.clone());
+        // Segments starting at or after `offset` go whole; the one before is cut.
+        let keep = self.segments.floor_index(offset - 1) + 1;
+        for segment in self.segments.split_off(keep) {
+            if let Err(error) = segment.delete(&dir, &cache) {
+                return Err(self.go_offline(error));
+            }
+        }
+        if let Err(error) = self.active_mut().truncate_to(&dir, &cache, offset) {
+            return Err(self.go_offline(error));
+        }
+        self.after_truncation()?;
+        Ok(true)
+    }
+
+    /// Deletes everything and restarts the log empty at `offset`.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
+        self.check_online()?;
+        let (dir, cache) = (self.dir.clone(), self.cache.clone());
+        for segment in self.segments.take_all() {
+            if let Err(error) = segment.delete(&dir, &cache) {
+                return Err(self.go_offline(error));
+            }
+        }
+        match Segment::create(&dir, offset, &cache, self.clock.now_ms()) {
+            Ok(segment) => self.segments.push(segment),
+            Err(error) => return Err(self.go_offline(error)),
+        }
+        self.gate.note_dir_changed(dir);
+        self.log_start_offset = offset;
+        self.epochs.clear();
+        self.after_truncation()
+    }
+
+    fn after_truncation(&mut self) -> LogResult<()> {
+        let end = self.log_end_offset();
+        self.gate.note_truncated(end);
+        self.recovery_point = self.recovery_point.min(end);
+        self.high_watermark = self.high_watermark.clamp(self.log_start_offset, end);
+        self.log_start_offset = self.log_start_offset.min(end);
+        self.epochs.truncate_from_end(end);
+        self.epochs.checkpoint()?;
+        crate::checkpoint::sync_dir(&self.dir)?;
+        Ok(())
+    }
+
+    /// DeleteRecords and retention: moves the log start offset up to `offset` and deletes
+    /// the segments wholly below it (never the active one). Offsets below the new start
+    /// read as out of range. Returns whether the start moved.
+    pub fn delete_before(&mut self, offset: i64) -> LogResult<bool> {
+        let end = self.log_end_offset();
+        if offset > end || offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
+        self.log_start_offset = offset;
+        self.high_watermark = self.high_watermark.max(offset);
+        if self.epochs.truncate_from_start(offset) {
+            self.epochs.checkpoint()?;
+        }
+        // A segment is wholly below the new start when the next one starts at or before it.
+        let below = self.segments.iter().skip(1).take_while(|next| next.base_offset() <= offset).count();
+        let (dir, cache) = (self.dir.clone(), self.cache.clone());
+        for segment in self.segments.drain_front(below) {
+            segment.delete(&dir, &cache)?;
+        }
+        Ok(true)
+    }
+
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, the offset where the next starts).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// Writes everything to disk (log and indexes) and advances the recovery point.
+    pub fn flush(&mut self) -> LogResult<()> {
+        if self.offline.is_some() {
+            return Ok(());
+        }
+        let end = self.log_end_offset();
+        let floor = self.segments.floor_index(self.recovery_point);
+        let flushed = self.gate.sync_all().and_then(|_| {
+            for segment in self.segments.iter_from(floor) {
+                segment.sync(&self.dir, &self.cache)?;
+            }
+            Ok(())
+        });
+        if let Err(error) = flushed {
+            return Err(self.go_offline(error));
+        }
+        self.recovery_point = end;
+        self.unflushed_messages = 0;
+        self.first_unflushed_ms = None;
+        Ok(())
+    }
+
+    /// Periodic work: flush.ms. Returns whether a flush ran.
+    pub fn maybe_flush(&mut self) -> LogResult<bool> {
+        if self.flush_due_by_time(self.clock.now_ms()) {
+            self.flush()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Flushes and checkpoints the epoch cache, for a clean shutdown.
+    pub fn close(&mut self) -> LogResult<()> {
+        self.flush()?;
+        self.epochs.checkpoint()
+    }
+
+    fn check_online(&self) -> LogResult<()> {
+        match &self.offline {
+            Some(reason) => Err(LogError::Offline(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the log offline after a storage failure and returns the error to report.
+    fn go_offline(&mut self, error: io::Error) -> LogError {
+        tracing::error!(dir = %self.dir.display(), %error, "log storage failure; refusing further writes");
+        self.offline = Some(error.to_string());
+        LogError::Io(error)
+    }
+}
+
+/// Appends as leader under `log`'s lock, then, in flush-before-ack mode, waits for the
+/// batch to be durable with the lock released, so concurrent appenders share syncs.
+pub fn append_durably(log: &Mutex<Log>, batch: &mut [u8], leader_epoch: i32) -> LogResult<AppendInfo> {
+    let (info, gate, durability) = {
+        let mut guard = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let info = guard.append_as_leader(batch, leader_epoch)?;
+        (info, guard.sync_gate(), guard.config.durability)
+    };
+    if durability == Durability::FlushBeforeAck {
+        gate.wait_durable(info.last_offset + 1)?;
+    }
+    Ok(info)
+}

@@ -1,0 +1,69 @@
+//! Offset index entries: (offset relative to the segment's base, byte position of the batch
+//! that starts at that offset). 8 bytes. One entry per `index.interval.bytes` of log.
+
+use crate::sparse_index::{IndexEntry, SparseIndex};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetIndexEntry {
+    pub relative_offset: u32,
+    pub position: u32,
+}
+
+impl IndexEntry for OffsetIndexEntry {
+    const BYTES: usize = 8;
+    fn encode(&self, out: &mut [u8]) {
+        out[..4].copy_from_slice(&self.relative_offset.to_be_bytes());
+        out[4..8].copy_from_slice(&self.position.to_be_bytes());
+    }
+    fn decode(bytes: &[u8]) -> Self {
+        OffsetIndexEntry {
+            relative_offset: u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+            position: u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+        }
+    }
+}
+
+pub type OffsetIndex = SparseIndex<OffsetIndexEntry>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_finds_the_floor_entry() {
+        let file = tempfile::tempfile().unwrap();
+        let mut index = OffsetIndex::empty();
+        for n in 0..100u32 {
+            index.append(&file, OffsetIndexEntry { relative_offset: n * 10, position: n * 4096 }).unwrap();
+        }
+        let floor = |target: u32| index.last_matching(&file, |e| e.relative_offset <= target).unwrap();
+        assert_eq!(floor(0).unwrap().position, 0);
+        assert_eq!(floor(15).unwrap().relative_offset, 10);
+        assert_eq!(floor(990).unwrap().relative_offset, 990);
+        assert_eq!(floor(5_000).unwrap().relative_offset, 990);
+
+        let reopened = OffsetIndex::open(&file).unwrap().unwrap();
+        assert_eq!(reopened.len(), 100);
+        assert_eq!(reopened.last(), index.last());
+    }
+
+    #[test]
+    fn truncation_keeps_the_prefix() {
+        let file = tempfile::tempfile().unwrap();
+        let mut index = OffsetIndex::empty();
+        for n in 0..10u32 {
+            index.append(&file, OffsetIndexEntry { relative_offset: n, position: n * 100 }).unwrap();
+        }
+        index.truncate_while(&file, |e| e.position < 450).unwrap();
+        assert_eq!(index.len(), 5);
+        assert_eq!(index.last().unwrap().position, 400);
+        assert_eq!(file.metadata().unwrap().len(), 40);
+    }
+
+    #[test]
+    fn partial_entry_file_needs_rebuild() {
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(13).unwrap();
+        assert!(OffsetIndex::open(&file).unwrap().is_none());
+    }
+}

@@ -1,0 +1,119 @@
+//! The mechanics shared by the offset and time indexes: fixed-size big-endian entries
+//! appended to a file, searched by binary search with `pread` (no mmap: an idle
+//! partition's index costs nothing but its descriptor while cached). The entry count is
+//! kept in memory; the file is the entries. Indexes carry no checksum; recovery rebuilds
+//! them from the log whenever they are in doubt.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// A fixed-size index entry.
+pub trait IndexEntry: Copy + std::fmt::Debug {
+    const BYTES: usize;
+    fn encode(&self, out: &mut [u8]);
+    fn decode(bytes: &[u8]) -> Self;
+}
+
+#[derive(Debug, Clone)]
+pub struct SparseIndex<E: IndexEntry> {
+    entries: u64,
+    last: Option<E>,
+}
+
+impl<E: IndexEntry> SparseIndex<E> {
+    pub fn empty() -> SparseIndex<E> {
+        SparseIndex { entries: 0, last: None }
+    }
+
+    /// Loads the entry count of an existing index file. `Ok(None)` when the file's size is
+    /// not a whole number of entries (rebuild it).
+    pub fn open(file: &File) -> io::Result<Option<SparseIndex<E>>> {
+        let size = file.metadata()?.len();
+        if size % E::BYTES as u64 != 0 {
+            return Ok(None);
+        }
+        let mut index = SparseIndex { entries: size / E::BYTES as u64, last: None };
+        if index.entries > 0 {
+            index.last = Some(index.read_entry(file, index.entries - 1)?);
+        }
+        Ok(Some(index))
+    }
+
+    pub fn len(&self) -> u64 {
+        self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.entries * E::BYTES as u64
+    }
+
+    pub fn last(&self) -> Option<E> {
+        self.last
+    }
+
+    pub fn append(&mut self, file: &File, entry: E) -> io::Result<()> {
+        let mut buf = [0u8; 16];
+        entry.encode(&mut buf[..E::BYTES]);
+        file.write_all_at(&buf[..E::BYTES], self.size_bytes())?;
+        self.entries += 1;
+        self.last = Some(entry);
+        Ok(())
+    }
+
+    pub fn read_entry(&self, file: &File, slot: u64) -> io::Result<E> {
+        let mut buf = [0u8; 16];
+        file.read_exact_at(&mut buf[..E::BYTES], slot * E::BYTES as u64)?;
+        Ok(E::decode(&buf[..E::BYTES]))
+    }
+
+    /// The last entry for which `is_before(entry)` holds, given that the predicate is true
+    /// for a prefix of the entries and false after it.
+    pub fn last_matching(&self, file: &File, is_before: impl Fn(&E) -> bool) -> io::Result<Option<E>> {
+        if let Some(last) = self.last {
+            if is_before(&last) {
+                return Ok(Some(last));
+            }
+        }
+        let (mut low, mut high) = (0u64, self.entries); // answer slot in [low, high)
+        let mut found = None;
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let entry = self.read_entry(file, middle)?;
+            if is_before(&entry) {
+                found = Some(entry);
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Keeps only the prefix of entries for which `keep` holds; shrinks the file.
+    pub fn truncate_while(&mut self, file: &File, keep: impl Fn(&E) -> bool) -> io::Result<()> {
+        let mut kept = 0u64;
+        let (mut low, mut high) = (0u64, self.entries);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if keep(&self.read_entry(file, middle)?) {
+                kept = middle + 1;
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        self.truncate_to_entries(file, kept)
+    }
+
+    pub fn truncate_to_entries(&mut self, file: &File, entries: u64) -> io::Result<()> {
+        file.set_len(entries * E::BYTES as u64)?;
+        self.entries = entries;
+        self.last = if entries > 0 { Some(self.read_entry(file, entries - 1)?) } else { None };
+        Ok(())
+    }
+}

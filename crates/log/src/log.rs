@@ -493,8 +493,8 @@ impl Log {
         let end = self.log_end_offset();
         self.gate.note_truncated(end);
         self.recovery_point = self.recovery_point.min(end);
-        self.high_watermark = self.high_watermark.clamp(self.log_start_offset, end);
         self.log_start_offset = self.log_start_offset.min(end);
+        self.high_watermark = self.high_watermark.clamp(self.log_start_offset, end);
         self.epochs.truncate_from_end(end);
         self.epochs.checkpoint()?;
         crate::checkpoint::sync_dir(&self.dir)?;

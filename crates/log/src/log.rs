@@ -541,6 +541,9 @@ impl Log {
             return Ok(());
         }
         let end = self.log_end_offset();
+        if self.recovery_point >= end {
+            return Ok(()); // nothing written since the last full flush
+        }
         let floor = self.segments.floor_index(self.recovery_point);
         let flushed = self.gate.sync_all().and_then(|_| {
             for segment in self.segments.iter_from(floor) {

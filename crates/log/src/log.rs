@@ -248,10 +248,7 @@ impl Log {
             return Err(self.go_offline(error));
         }
         let active = self.active();
-        match active.files(&self.dir, &self.cache) {
-            Ok(files) => self.gate.note_written(active.id(), files, active.next_offset()),
-            Err(error) => return Err(self.go_offline(error)),
-        }
+        self.gate.note_written(active.id(), active.base_offset(), active.next_offset());
         Ok(())
     }
 
@@ -300,7 +297,7 @@ impl Log {
         match created {
             Ok(segment) => {
                 self.segments.push(segment);
-                self.gate.note_dir_changed(dir);
+                self.gate.note_dir_changed();
                 Ok(())
             }
             Err(error) => Err(self.go_offline(error)),
@@ -483,7 +480,7 @@ impl Log {
             Ok(segment) => self.segments.push(segment),
             Err(error) => return Err(self.go_offline(error)),
         }
-        self.gate.note_dir_changed(dir);
+        self.gate.note_dir_changed();
         self.log_start_offset = offset;
         self.epochs.clear();
         self.after_truncation()

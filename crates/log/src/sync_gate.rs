@@ -9,6 +9,11 @@
 //! the dirty pages (fsyncgate), so nothing written since the last good sync can be
 //! promised. The log must be reopened (and recovered) to clear it.
 //!
+//! The gate remembers dirty segments by id and base offset, not by open file: holding
+//! descriptors here would let a busy page-cache-mode broker exceed the file cache's bound.
+//! A sync reopens through the cache if needed; on Linux fsync flushes the file's dirty
+//! pages whichever descriptor wrote them.
+//!
 //! Thread-safe (mutex + condvar); blocking, so async callers use a blocking thread.
 
 use std::collections::HashMap;
@@ -17,10 +22,12 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::file_cache::{SegmentFiles, SegmentId};
+use crate::file_cache::{FileCache, SegmentId, SegmentPaths};
 
 #[derive(Debug)]
 pub struct SyncGate {
+    dir: PathBuf,
+    cache: Arc<FileCache>,
     state: Mutex<GateState>,
     synced: Condvar,
 }
@@ -31,10 +38,10 @@ struct GateState {
     durable_end_offset: i64,
     /// Every offset below this has been written (to the page cache).
     written_end_offset: i64,
-    /// Files written since their last sync, with the end offset written to each.
-    dirty: HashMap<SegmentId, (Arc<SegmentFiles>, i64)>,
-    /// A directory whose entries changed (segment created) since the last sync.
-    dirty_dir: Option<PathBuf>,
+    /// Segments written since their last sync: id -> (base offset, end offset written).
+    dirty: HashMap<SegmentId, (i64, i64)>,
+    /// The directory's entries changed (segment created) since the last sync.
+    dirty_dir: bool,
     sync_in_progress: bool,
     /// Bumped by every truncation, so a sync that straddles one does not publish an end
     /// offset whose bytes were cut and rewritten meanwhile.
@@ -44,13 +51,15 @@ struct GateState {
 }
 
 impl SyncGate {
-    pub fn new(durable_end_offset: i64) -> Arc<SyncGate> {
+    pub fn new(dir: PathBuf, cache: Arc<FileCache>, durable_end_offset: i64) -> Arc<SyncGate> {
         Arc::new(SyncGate {
+            dir,
+            cache,
             state: Mutex::new(GateState {
                 durable_end_offset,
                 written_end_offset: durable_end_offset,
                 dirty: HashMap::new(),
-                dirty_dir: None,
+                dirty_dir: false,
                 sync_in_progress: false,
                 truncations: 0,
                 failure: None,
@@ -60,16 +69,16 @@ impl SyncGate {
         })
     }
 
-    /// Records that `files` (segment `id`) now hold data up to `end_offset`.
-    pub fn note_written(&self, id: SegmentId, files: Arc<SegmentFiles>, end_offset: i64) {
+    /// Records that segment `id` (at `base_offset`) now holds data up to `end_offset`.
+    pub fn note_written(&self, id: SegmentId, base_offset: i64, end_offset: i64) {
         let mut state = self.lock();
         state.written_end_offset = state.written_end_offset.max(end_offset);
-        state.dirty.insert(id, (files, end_offset));
+        state.dirty.insert(id, (base_offset, end_offset));
     }
 
-    /// Records that a directory entry was created in `dir` (it must be synced too).
-    pub fn note_dir_changed(&self, dir: PathBuf) {
-        self.lock().dirty_dir = Some(dir);
+    /// Records that a segment file was created in the log's directory.
+    pub fn note_dir_changed(&self) {
+        self.lock().dirty_dir = true;
     }
 
     /// The log was truncated to `end_offset`: nothing at or past it is durable any more.
@@ -117,14 +126,14 @@ impl SyncGate {
     /// Takes the dirty set, syncs it without the lock, publishes the result.
     fn sync_as_leader<'a>(&'a self, mut state: MutexGuard<'a, GateState>) -> MutexGuard<'a, GateState> {
         state.sync_in_progress = true;
-        let batch: Vec<(SegmentId, Arc<SegmentFiles>, i64)> =
-            state.dirty.iter().map(|(id, (files, end))| (*id, files.clone(), *end)).collect();
-        let dir = state.dirty_dir.take();
+        let batch: Vec<(SegmentId, i64, i64)> =
+            state.dirty.iter().map(|(id, (base, end))| (*id, *base, *end)).collect();
+        let dir_changed = std::mem::take(&mut state.dirty_dir);
         let target = state.written_end_offset;
         let truncations = state.truncations;
         drop(state);
 
-        let result = sync_files(&batch, dir.as_ref());
+        let result = self.sync_files(&batch, dir_changed);
 
         let mut state = self.lock();
         state.sync_in_progress = false;
@@ -141,9 +150,7 @@ impl SyncGate {
                 state.syncs_done += 1;
             }
             Err(error) => {
-                if dir.is_some() && state.dirty_dir.is_none() {
-                    state.dirty_dir = dir;
-                }
+                state.dirty_dir |= dir_changed;
                 state.failure = Some(error.to_string());
             }
         }
@@ -151,17 +158,24 @@ impl SyncGate {
         state
     }
 
+    fn sync_files(&self, batch: &[(SegmentId, i64, i64)], dir_changed: bool) -> io::Result<()> {
+        for (id, base_offset, _) in batch {
+            match self.cache.get(*id, &SegmentPaths::new(&self.dir, *base_offset)) {
+                Ok(files) => files.log.sync_data()?,
+                // Deleted by a truncation or retention since it was written: nothing to keep.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if dir_changed {
+            File::open(&self.dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-fn sync_files(batch: &[(SegmentId, Arc<SegmentFiles>, i64)], dir: Option<&PathBuf>) -> io::Result<()> {
-    for (_, files, _) in batch {
-        files.log.sync_data()?;
-    }
-    if let Some(dir) = dir {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
+

@@ -22,11 +22,11 @@ fn concurrent_waiters_share_one_sync() {
     }
     let id = cache.new_segment_id();
     let files = cache.get(id, &paths).unwrap();
-    let gate = SyncGate::new(0);
+    let gate = SyncGate::new(dir.path().to_path_buf(), cache.clone(), 0);
     // Eight appenders have written; then all ask for durability at once.
     for end in 1..=8 {
         files.log.write_all_at(&[end as u8], end as u64).unwrap();
-        gate.note_written(id, files.clone(), end);
+        gate.note_written(id, 0, end);
     }
     thread::scope(|scope| {
         for end in 1..=8 {

@@ -32,7 +32,10 @@ pub enum ScanStep {
     /// Clean end: the position reached the end bound exactly.
     End,
     /// Bytes at `position` are not a whole valid batch (torn or corrupt tail).
-    Invalid { position: u64, reason: String },
+    Invalid {
+        position: u64,
+        reason: String,
+    },
 }
 
 pub struct BatchScanner<'a> {
@@ -47,7 +50,13 @@ pub struct BatchScanner<'a> {
 impl<'a> BatchScanner<'a> {
     /// Scans `[start, end)` of `file`.
     pub fn new(file: &'a File, start: u64, end: u64) -> BatchScanner<'a> {
-        BatchScanner { file, position: start, end, buffer: Vec::new(), buffer_start: start }
+        BatchScanner {
+            file,
+            position: start,
+            end,
+            buffer: Vec::new(),
+            buffer_start: start,
+        }
     }
 
     pub fn position(&self) -> u64 {
@@ -91,7 +100,10 @@ impl<'a> BatchScanner<'a> {
         if total as u64 > remaining {
             return Ok(self.invalid("batch extends past the end of the segment"));
         }
-        let batch = ScannedBatch { position: self.position, header };
+        let batch = ScannedBatch {
+            position: self.position,
+            header,
+        };
         if verify {
             self.fill(total as usize)?;
             if let Err(error) = BatchView::parse(&self.window()[..total as usize]) {
@@ -103,7 +115,10 @@ impl<'a> BatchScanner<'a> {
     }
 
     fn invalid(&self, reason: &str) -> ScanStep {
-        ScanStep::Invalid { position: self.position, reason: reason.to_string() }
+        ScanStep::Invalid {
+            position: self.position,
+            reason: reason.to_string(),
+        }
     }
 
     /// Bytes buffered from the current position.
@@ -152,7 +167,10 @@ mod tests {
         let mut count = 0;
         while let ScanStep::Batch(found) = scanner.next_verified().unwrap() {
             assert_eq!(found.header.base_offset, count);
-            assert_eq!(scanner.last_batch_bytes(&found).len() as u64, found.size_bytes());
+            assert_eq!(
+                scanner.last_batch_bytes(&found).len() as u64,
+                found.size_bytes()
+            );
             count += 1;
         }
         assert_eq!(count, 40);
@@ -173,7 +191,10 @@ mod tests {
         bytes.truncate(bytes.len() - 3);
         file.write_all_at(&bytes, 0).unwrap();
         let mut scanner = BatchScanner::new(&file, 0, bytes.len() as u64);
-        assert!(matches!(scanner.next_verified().unwrap(), ScanStep::Batch(_)));
+        assert!(matches!(
+            scanner.next_verified().unwrap(),
+            ScanStep::Batch(_)
+        ));
         match scanner.next_verified().unwrap() {
             ScanStep::Invalid { position, .. } => assert_eq!(position, first_len),
             other => panic!("expected invalid, got {other:?}"),

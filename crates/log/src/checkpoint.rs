@@ -61,7 +61,11 @@ pub fn read_checkpoint(path: &Path) -> LogResult<Option<Vec<String>>> {
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     let temp = path.with_extension("tmp");
     {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&temp)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)?;
         file.write_all(contents)?;
         file.sync_all()?;
     }
@@ -84,7 +88,10 @@ mod tests {
         let path = dir.path().join("recovery-point-offset-checkpoint");
         assert_eq!(read_checkpoint(&path).unwrap(), None);
         write_checkpoint(&path, &["a 0 5".into(), "b 1 7".into()]).unwrap();
-        assert_eq!(read_checkpoint(&path).unwrap().unwrap(), vec!["a 0 5", "b 1 7"]);
+        assert_eq!(
+            read_checkpoint(&path).unwrap().unwrap(),
+            vec!["a 0 5", "b 1 7"]
+        );
         write_checkpoint(&path, &["a 0 9".into()]).unwrap();
         assert_eq!(read_checkpoint(&path).unwrap().unwrap(), vec!["a 0 9"]);
         assert!(!path.with_extension("tmp").exists());
@@ -95,8 +102,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cp");
         fs::write(&path, "0\n3\na 0 1\n").unwrap();
-        assert!(matches!(read_checkpoint(&path), Err(LogError::CorruptFile { .. })));
+        assert!(matches!(
+            read_checkpoint(&path),
+            Err(LogError::CorruptFile { .. })
+        ));
         fs::write(&path, "garbage").unwrap();
-        assert!(matches!(read_checkpoint(&path), Err(LogError::CorruptFile { .. })));
+        assert!(matches!(
+            read_checkpoint(&path),
+            Err(LogError::CorruptFile { .. })
+        ));
     }
 }

@@ -28,7 +28,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(now_ms: i64) -> ManualClock {
-        ManualClock { now_ms: AtomicI64::new(now_ms) }
+        ManualClock {
+            now_ms: AtomicI64::new(now_ms),
+        }
     }
     pub fn advance_ms(&self, delta_ms: i64) {
         self.now_ms.fetch_add(delta_ms, Ordering::SeqCst);

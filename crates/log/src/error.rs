@@ -17,10 +17,17 @@ pub enum LogError {
     InvalidRecordSet(String),
     /// Requested offset outside [log start offset, log end offset].
     #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
-    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
     /// A follower append whose offsets do not follow the log end offset.
     #[error("follower batch at offset {batch_base_offset} does not follow log end offset {log_end_offset}")]
-    NonMonotonicOffset { batch_base_offset: i64, log_end_offset: i64 },
+    NonMonotonicOffset {
+        batch_base_offset: i64,
+        log_end_offset: i64,
+    },
     /// The file system failed. The log refuses writes afterwards until reopened.
     #[error("storage error: {0}")]
     Io(#[from] io::Error),
@@ -37,11 +44,11 @@ impl LogError {
     pub fn kafka_error_code(&self) -> i16 {
         match self {
             LogError::Records(error) => error.kafka_error_code(),
-            LogError::InvalidRecordSet(_) => 87,               // INVALID_RECORD
-            LogError::OffsetOutOfRange { .. } => 1,            // OFFSET_OUT_OF_RANGE
-            LogError::NonMonotonicOffset { .. } => 87,         // INVALID_RECORD
-            LogError::Io(_) | LogError::Offline(_) => 56,      // KAFKA_STORAGE_ERROR
-            LogError::CorruptFile { .. } => 56,                // KAFKA_STORAGE_ERROR
+            LogError::InvalidRecordSet(_) => 87, // INVALID_RECORD
+            LogError::OffsetOutOfRange { .. } => 1, // OFFSET_OUT_OF_RANGE
+            LogError::NonMonotonicOffset { .. } => 87, // INVALID_RECORD
+            LogError::Io(_) | LogError::Offline(_) => 56, // KAFKA_STORAGE_ERROR
+            LogError::CorruptFile { .. } => 56,  // KAFKA_STORAGE_ERROR
         }
     }
 }

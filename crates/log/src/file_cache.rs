@@ -70,7 +70,10 @@ struct CacheInner {
 
 impl FileCache {
     pub fn new(capacity_segments: usize) -> Arc<FileCache> {
-        assert!(capacity_segments > 0, "a file cache holds at least one segment");
+        assert!(
+            capacity_segments > 0,
+            "a file cache holds at least one segment"
+        );
         Arc::new(FileCache {
             capacity_segments,
             next_segment_id: AtomicU64::new(1),
@@ -84,17 +87,28 @@ impl FileCache {
 
     /// The open files of segment `id`, opening them from `paths` on a miss.
     pub fn get(&self, id: SegmentId, paths: &SegmentPaths) -> io::Result<Arc<SegmentFiles>> {
+        self.get_or_open(id, || paths.clone())
+    }
+
+    /// Like `get`, building the paths only on a miss (the append path hits every time).
+    pub fn get_or_open(
+        &self,
+        id: SegmentId,
+        paths: impl FnOnce() -> SegmentPaths,
+    ) -> io::Result<Arc<SegmentFiles>> {
         if let Some(files) = self.lookup(id) {
             return Ok(files);
         }
-        let opened = Arc::new(paths.open()?);
+        let opened = Arc::new(paths().open()?);
         let mut inner = self.lock();
         if let Some((files, _)) = inner.entries.get(&id) {
             // Another thread opened it meanwhile; use theirs, drop ours.
             return Ok(files.clone());
         }
         while inner.entries.len() >= self.capacity_segments {
-            let Some((_, oldest)) = inner.by_last_use.pop_first() else { break };
+            let Some((_, oldest)) = inner.by_last_use.pop_first() else {
+                break;
+            };
             inner.entries.remove(&oldest);
         }
         inner.tick += 1;
@@ -136,7 +150,9 @@ impl FileCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
         // A panic while holding this lock cannot leave the map half-updated in a way that
         // matters (worst case a stale entry), so recover from poisoning.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -156,7 +172,9 @@ mod tests {
     fn evicts_least_recently_used_beyond_capacity() {
         let dir = tempfile::tempdir().unwrap();
         let cache = FileCache::new(2);
-        let segments: Vec<_> = (0..3).map(|n| (cache.new_segment_id(), make_segment(dir.path(), n))).collect();
+        let segments: Vec<_> = (0..3)
+            .map(|n| (cache.new_segment_id(), make_segment(dir.path(), n)))
+            .collect();
         let first = cache.get(segments[0].0, &segments[0].1).unwrap();
         cache.get(segments[1].0, &segments[1].1).unwrap();
         cache.get(segments[0].0, &segments[0].1).unwrap(); // 0 is now the most recent
@@ -174,7 +192,9 @@ mod tests {
     fn missing_files_are_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let cache = FileCache::new(2);
-        assert!(cache.get(cache.new_segment_id(), &SegmentPaths::new(dir.path(), 0)).is_err());
+        assert!(cache
+            .get(cache.new_segment_id(), &SegmentPaths::new(dir.path(), 0))
+            .is_err());
         assert_eq!(cache.open_segments(), 0);
     }
 }

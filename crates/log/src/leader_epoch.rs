@@ -36,7 +36,10 @@ impl LeaderEpochCache {
                 let parsed = (|| {
                     let epoch = parts.next()?.parse().ok()?;
                     let start_offset = parts.next()?.parse().ok()?;
-                    Some(EpochEntry { epoch, start_offset })
+                    Some(EpochEntry {
+                        epoch,
+                        start_offset,
+                    })
                 })();
                 let entry = parsed.ok_or_else(|| LogError::CorruptFile {
                     path: path.display().to_string(),
@@ -45,7 +48,10 @@ impl LeaderEpochCache {
                 entries.push(entry);
             }
         }
-        let mut cache = LeaderEpochCache { path, entries: Vec::new() };
+        let mut cache = LeaderEpochCache {
+            path,
+            entries: Vec::new(),
+        };
         for entry in entries {
             cache.assign(entry.epoch, entry.start_offset);
         }
@@ -73,10 +79,17 @@ impl LeaderEpochCache {
                 return false;
             }
         }
-        while self.entries.last().is_some_and(|entry| entry.start_offset >= start_offset) {
+        while self
+            .entries
+            .last()
+            .is_some_and(|entry| entry.start_offset >= start_offset)
+        {
             self.entries.pop();
         }
-        self.entries.push(EpochEntry { epoch, start_offset });
+        self.entries.push(EpochEntry {
+            epoch,
+            start_offset,
+        });
         true
     }
 
@@ -91,7 +104,11 @@ impl LeaderEpochCache {
             Some(latest) if latest.epoch == requested => (requested, log_end_offset),
             Some(_) => {
                 let higher = self.entries.iter().find(|entry| entry.epoch > requested);
-                let floor = self.entries.iter().rev().find(|entry| entry.epoch <= requested);
+                let floor = self
+                    .entries
+                    .iter()
+                    .rev()
+                    .find(|entry| entry.epoch <= requested);
                 match (floor, higher) {
                     (_, None) => (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET),
                     (None, Some(higher)) => (requested, higher.start_offset),
@@ -110,7 +127,10 @@ impl LeaderEpochCache {
 
     /// Drops entries wholly below `start_offset`; the one spanning it now starts there.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
-        let spanning = self.entries.iter().rposition(|entry| entry.start_offset <= start_offset);
+        let spanning = self
+            .entries
+            .iter()
+            .rposition(|entry| entry.start_offset <= start_offset);
         match spanning {
             Some(index) if index > 0 || self.entries[0].start_offset < start_offset => {
                 self.entries.drain(..index);
@@ -154,7 +174,11 @@ mod tests {
         let (_dir, cache) = cache_with(&[(1, 0), (3, 10), (5, 20)]);
         assert_eq!(cache.end_offset_for(5, 30), (5, 30));
         assert_eq!(cache.end_offset_for(3, 30), (3, 20));
-        assert_eq!(cache.end_offset_for(4, 30), (3, 20), "unknown epoch maps to floor");
+        assert_eq!(
+            cache.end_offset_for(4, 30),
+            (3, 20),
+            "unknown epoch maps to floor"
+        );
         assert_eq!(cache.end_offset_for(0, 30), (0, 0), "below the first epoch");
         assert_eq!(cache.end_offset_for(6, 30), (-1, -1), "above the latest");
         assert_eq!(cache.end_offset_for(-1, 30), (-1, -1));
@@ -166,16 +190,40 @@ mod tests {
         assert!(!cache.assign(2, 15));
         assert!(!cache.assign(1, 20));
         assert!(cache.assign(4, 10));
-        assert_eq!(cache.entries(), &[EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 4, start_offset: 10 }]);
+        assert_eq!(
+            cache.entries(),
+            &[
+                EpochEntry {
+                    epoch: 1,
+                    start_offset: 0
+                },
+                EpochEntry {
+                    epoch: 4,
+                    start_offset: 10
+                }
+            ]
+        );
     }
 
     #[test]
     fn truncation_from_both_ends() {
         let (_dir, mut cache) = cache_with(&[(1, 0), (3, 10), (5, 20)]);
         cache.truncate_from_end(20);
-        assert_eq!(cache.latest(), Some(EpochEntry { epoch: 3, start_offset: 10 }));
+        assert_eq!(
+            cache.latest(),
+            Some(EpochEntry {
+                epoch: 3,
+                start_offset: 10
+            })
+        );
         cache.truncate_from_start(15);
-        assert_eq!(cache.entries(), &[EpochEntry { epoch: 3, start_offset: 15 }]);
+        assert_eq!(
+            cache.entries(),
+            &[EpochEntry {
+                epoch: 3,
+                start_offset: 15
+            }]
+        );
     }
 
     #[test]

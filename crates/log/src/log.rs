@@ -130,7 +130,10 @@ impl Log {
     }
     /// (base offset, size in bytes) of every segment, oldest first.
     pub fn segment_summaries(&self) -> Vec<(i64, u64)> {
-        self.segments.iter().map(|s| (s.base_offset(), s.size_bytes())).collect()
+        self.segments
+            .iter()
+            .map(|s| (s.base_offset(), s.size_bytes()))
+            .collect()
     }
     pub fn size_bytes(&self) -> u64 {
         self.segments.iter().map(Segment::size_bytes).sum()
@@ -138,11 +141,15 @@ impl Log {
 
     pub(crate) fn active(&self) -> &Segment {
         // The segment map is never empty: every constructor and truncation keeps one.
-        self.segments.last().expect("a log always has an active segment")
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment {
-        self.segments.last_mut().expect("a log always has an active segment")
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
     }
 
     /// Sets the high watermark, clamped to [log start offset, log end offset].
@@ -153,7 +160,11 @@ impl Log {
     /// Validates one batch from a producer, assigns its offsets, stamps the leader epoch
     /// (and LogAppendTime if the topic uses it) and writes it. `batch` must hold exactly
     /// one v2 batch; it is rewritten in place and stored byte for byte.
-    pub fn append_as_leader(&mut self, batch: &mut [u8], leader_epoch: i32) -> LogResult<AppendInfo> {
+    pub fn append_as_leader(
+        &mut self,
+        batch: &mut [u8],
+        leader_epoch: i32,
+    ) -> LogResult<AppendInfo> {
         self.check_online()?;
         if batch.len() > self.config.max_message_bytes {
             return Err(RecordsError::TooLarge {
@@ -214,10 +225,16 @@ impl Log {
             let view = BatchView::parse(rest)?;
             let end = self.log_end_offset();
             if header.base_offset != end || header.last_offset_delta < 0 {
-                return Err(LogError::NonMonotonicOffset { batch_base_offset: header.base_offset, log_end_offset: end });
+                return Err(LogError::NonMonotonicOffset {
+                    batch_base_offset: header.base_offset,
+                    log_end_offset: end,
+                });
             }
             self.write_batch(view.bytes, &header)?;
-            if self.epochs.assign(header.partition_leader_epoch, header.base_offset) {
+            if self
+                .epochs
+                .assign(header.partition_leader_epoch, header.base_offset)
+            {
                 self.epochs.checkpoint()?;
             }
             self.after_append(header.records_count.max(0) as u64)?;
@@ -242,13 +259,20 @@ impl Log {
     /// Rolls if needed, writes to the active segment, tells the sync gate.
     fn write_batch(&mut self, batch: &[u8], header: &BatchHeader) -> LogResult<()> {
         self.maybe_roll(batch.len() as u64, header)?;
-        let (dir, cache, interval) = (self.dir.clone(), self.cache.clone(), self.config.index_interval_bytes);
-        let result = self.active_mut().append(&dir, &cache, batch, header, interval);
+        let (dir, cache, interval) = (
+            self.dir.clone(),
+            self.cache.clone(),
+            self.config.index_interval_bytes,
+        );
+        let result = self
+            .active_mut()
+            .append(&dir, &cache, batch, header, interval);
         if let Err(error) = result {
             return Err(self.go_offline(error));
         }
         let active = self.active();
-        self.gate.note_written(active.id(), active.base_offset(), active.next_offset());
+        self.gate
+            .note_written(active.id(), active.base_offset(), active.next_offset());
         Ok(())
     }
 
@@ -256,7 +280,10 @@ impl Log {
         self.unflushed_messages += records;
         let now = self.clock.now_ms();
         self.first_unflushed_ms.get_or_insert(now);
-        let by_count = self.config.flush_messages.is_some_and(|limit| self.unflushed_messages >= limit);
+        let by_count = self
+            .config
+            .flush_messages
+            .is_some_and(|limit| self.unflushed_messages >= limit);
         if by_count || self.flush_due_by_time(now) {
             self.flush()?;
         }
@@ -274,7 +301,12 @@ impl Log {
         let index_max_entries = (self.config.segment_index_bytes / 12).max(1);
         let now = self.clock.now_ms();
         let active = self.active();
-        let full = active.is_full_for(batch_bytes, header.last_offset(), self.config.segment_bytes, index_max_entries);
+        let full = active.is_full_for(
+            batch_bytes,
+            header.last_offset(),
+            self.config.segment_bytes,
+            index_max_entries,
+        );
         let old = !active.is_empty() && active.age_ms(now) > self.config.segment_ms;
         if full || old {
             self.roll(header.base_offset)?;
@@ -333,7 +365,10 @@ impl Log {
         if start_offset >= upper {
             return Ok(result);
         }
-        for segment in self.segments.iter_from(self.segments.floor_index(start_offset)) {
+        for segment in self
+            .segments
+            .iter_from(self.segments.floor_index(start_offset))
+        {
             let Some(first) = segment.find_batch(&self.dir, &self.cache, start_offset)? else {
                 continue;
             };
@@ -348,7 +383,11 @@ impl Log {
             if end_position <= first.position {
                 return Ok(result);
             }
-            let budget = if min_one_batch { max_bytes.max(first.size_bytes()) } else { max_bytes };
+            let budget = if min_one_batch {
+                max_bytes.max(first.size_bytes())
+            } else {
+                max_bytes
+            };
             let length = (end_position - first.position).min(budget);
             if length > 0 {
                 result.slice = Some(FileSlice {
@@ -369,18 +408,25 @@ impl Log {
             if segment.max_timestamp() < timestamp {
                 continue;
             }
-            let Some(batch) = segment.find_batch_by_timestamp(&self.dir, &self.cache, timestamp)? else {
+            let Some(batch) = segment.find_batch_by_timestamp(&self.dir, &self.cache, timestamp)?
+            else {
                 continue;
             };
             // Scan on from that batch: a record-level match may sit in a later batch when
             // the first candidates lie below the log start offset.
             let mut offset = batch.header.base_offset;
             while offset < segment.next_offset() {
-                let Some(batch) = segment.find_batch(&self.dir, &self.cache, offset)? else { break };
+                let Some(batch) = segment.find_batch(&self.dir, &self.cache, offset)? else {
+                    break;
+                };
                 if batch.header.max_timestamp >= timestamp {
-                    let found = self.first_record_matching(segment, &batch, |record_timestamp, record_offset| {
-                        record_timestamp >= timestamp && record_offset >= self.log_start_offset
-                    })?;
+                    let found = self.first_record_matching(
+                        segment,
+                        &batch,
+                        |record_timestamp, record_offset| {
+                            record_timestamp >= timestamp && record_offset >= self.log_start_offset
+                        },
+                    )?;
                     if found.is_some() {
                         return Ok(found);
                     }
@@ -403,10 +449,14 @@ impl Log {
             });
         let Some(segment) = best else { return Ok(None) };
         let max = segment.max_timestamp();
-        let Some(batch) = segment.find_batch(&self.dir, &self.cache, segment.offset_of_max_timestamp())? else {
+        let Some(batch) =
+            segment.find_batch(&self.dir, &self.cache, segment.offset_of_max_timestamp())?
+        else {
             return Ok(None);
         };
-        self.first_record_matching(segment, &batch, |record_timestamp, _| record_timestamp == max)
+        self.first_record_matching(segment, &batch, |record_timestamp, _| {
+            record_timestamp == max
+        })
     }
 
     fn first_record_matching(
@@ -447,7 +497,11 @@ impl Log {
         if offset >= self.log_end_offset() {
             return Ok(false);
         }
-        let first_base = self.segments.first().expect("a log always has a segment").base_offset();
+        let first_base = self
+            .segments
+            .first()
+            .expect("a log always has a segment")
+            .base_offset();
         if offset <= first_base || offset < self.log_start_offset {
             self.truncate_fully_and_start_at(offset)?;
             return Ok(true);
@@ -519,7 +573,12 @@ impl Log {
             self.epochs.checkpoint()?;
         }
         // A segment is wholly below the new start when the next one starts at or before it.
-        let below = self.segments.iter().skip(1).take_while(|next| next.base_offset() <= offset).count();
+        let below = self
+            .segments
+            .iter()
+            .skip(1)
+            .take_while(|next| next.base_offset() <= offset)
+            .count();
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.drain_front(below) {
             segment.delete(&dir, &cache)?;
@@ -542,9 +601,10 @@ impl Log {
             return Ok(()); // nothing written since the last full flush
         }
         let floor = self.segments.floor_index(self.recovery_point);
+        let (dir, cache) = (&self.dir, &self.cache);
         let flushed = self.gate.sync_all().and_then(|_| {
-            for segment in self.segments.iter_from(floor) {
-                segment.sync(&self.dir, &self.cache)?;
+            for segment in self.segments.iter_mut_from(floor) {
+                segment.sync(dir, cache)?;
             }
             Ok(())
         });
@@ -589,7 +649,11 @@ impl Log {
 
 /// Appends as leader under `log`'s lock, then, in flush-before-ack mode, waits for the
 /// batch to be durable with the lock released, so concurrent appenders share syncs.
-pub fn append_durably(log: &Mutex<Log>, batch: &mut [u8], leader_epoch: i32) -> LogResult<AppendInfo> {
+pub fn append_durably(
+    log: &Mutex<Log>,
+    batch: &mut [u8],
+    leader_epoch: i32,
+) -> LogResult<AppendInfo> {
     let (info, gate, durability) = {
         let mut guard = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let info = guard.append_as_leader(batch, leader_epoch)?;

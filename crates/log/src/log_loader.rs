@@ -87,7 +87,10 @@ impl Log {
         let bases = list_segment_bases(dir)?;
         if bases.is_empty() {
             let start = state.log_start_offset.max(0);
-            return Ok((Log::create(dir, config, cache, clock, start)?, RecoveryReport::default()));
+            return Ok((
+                Log::create(dir, config, cache, clock, start)?,
+                RecoveryReport::default(),
+            ));
         }
         let now = clock.now_ms();
         let interval = config.index_interval_bytes;
@@ -98,7 +101,12 @@ impl Log {
             i64::MAX
         } else {
             // The segment holding the recovery point, and all after it.
-            bases.iter().copied().filter(|base| *base <= state.recovery_point).max().unwrap_or(bases[0])
+            bases
+                .iter()
+                .copied()
+                .filter(|base| *base <= state.recovery_point)
+                .max()
+                .unwrap_or(bases[0])
         };
         let mut must_recover = false;
         let mut cut_at: Option<usize> = None;
@@ -106,8 +114,9 @@ impl Log {
             let expected_base = segments.last().map(Segment::next_offset);
             if let Some(expected) = expected_base {
                 if base != expected {
-                    report.invalid_reason =
-                        Some(format!("segment {base} does not follow the previous segment's end {expected}"));
+                    report.invalid_reason = Some(format!(
+                        "segment {base} does not follow the previous segment's end {expected}"
+                    ));
                     cut_at = Some(index);
                     break;
                 }
@@ -147,7 +156,10 @@ impl Log {
             }
         }
         let log_end_offset = segments.last().expect("at least one segment").next_offset();
-        let first_base = segments.first().expect("at least one segment").base_offset();
+        let first_base = segments
+            .first()
+            .expect("at least one segment")
+            .base_offset();
         let log_start_offset = state.log_start_offset.max(first_base).min(log_end_offset);
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
@@ -169,7 +181,7 @@ impl Log {
         if report.segments_recovered > 0 || report.segments_deleted > 0 {
             // What recovery kept may still sit only in the page cache (kill -9): make it
             // durable before the recovery point moves past it.
-            for segment in log.segments.iter() {
+            for segment in log.segments.iter_mut_from(0) {
                 segment.sync(&log.dir, &log.cache)?;
             }
             sync_dir(dir)?;
@@ -195,7 +207,9 @@ fn list_segment_bases(dir: &Path) -> LogResult<Vec<i64>> {
             fs::remove_file(entry.path())?;
             continue;
         }
-        let Some((stem, extension)) = name.split_once('.') else { continue };
+        let Some((stem, extension)) = name.split_once('.') else {
+            continue;
+        };
         if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }

@@ -44,7 +44,10 @@ pub struct TopicPartition {
 
 impl TopicPartition {
     pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
-        TopicPartition { topic: topic.into(), partition }
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
     }
 
     /// Parses a directory name `topic-partition`.
@@ -69,7 +72,9 @@ pub fn is_valid_topic_name(name: &str) -> bool {
         && name.len() <= TOPIC_NAME_MAX_CHARS
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// How to open a manager.
@@ -104,7 +109,10 @@ pub struct LogManager {
 impl LogManager {
     /// Opens (creating if needed) a data directory and every log in it, recovering logs
     /// if the previous run did not shut down cleanly.
-    pub fn open(data_dir: &Path, options: LogManagerOptions) -> LogResult<(LogManager, Vec<(TopicPartition, RecoveryReport)>)> {
+    pub fn open(
+        data_dir: &Path,
+        options: LogManagerOptions,
+    ) -> LogResult<(LogManager, Vec<(TopicPartition, RecoveryReport)>)> {
         fs::create_dir_all(data_dir)?;
         let lock_file = lock_data_dir(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
@@ -130,7 +138,9 @@ impl LogManager {
                 fs::remove_dir_all(entry.path())?;
                 continue;
             }
-            let Some(tp) = TopicPartition::from_dir_name(&name) else { continue };
+            let Some(tp) = TopicPartition::from_dir_name(&name) else {
+                continue;
+            };
             let state = LogOpenState {
                 recovery_point: recovery_points.get(&tp).copied().unwrap_or(0),
                 log_start_offset: log_starts.get(&tp).copied().unwrap_or(0),
@@ -189,16 +199,28 @@ impl LogManager {
     }
 
     /// The log of `tp`, created empty (with `config`, or the default) if it does not exist.
-    pub fn get_or_create(&mut self, tp: &TopicPartition, config: Option<Arc<LogConfig>>) -> LogResult<Arc<Mutex<Log>>> {
+    pub fn get_or_create(
+        &mut self,
+        tp: &TopicPartition,
+        config: Option<Arc<LogConfig>>,
+    ) -> LogResult<Arc<Mutex<Log>>> {
         if let Some(log) = self.logs.get(tp) {
             return Ok(log.clone());
         }
         if !is_valid_topic_name(&tp.topic) || tp.partition < 0 {
-            return Err(LogError::InvalidRecordSet(format!("invalid topic partition {tp}")));
+            return Err(LogError::InvalidRecordSet(format!(
+                "invalid topic partition {tp}"
+            )));
         }
         let config = config.unwrap_or_else(|| self.options.default_config.clone());
         let dir = self.data_dir.join(tp.to_string());
-        let log = Log::create(&dir, config, self.cache.clone(), self.options.clock.clone(), 0)?;
+        let log = Log::create(
+            &dir,
+            config,
+            self.cache.clone(),
+            self.options.clock.clone(),
+            0,
+        )?;
         let log = Arc::new(Mutex::new(log));
         self.logs.insert(tp.clone(), log.clone());
         Ok(log)
@@ -207,12 +229,16 @@ impl LogManager {
     /// Removes a partition's log: renamed aside first (so a crash mid-delete finishes the
     /// delete at the next start), then removed.
     pub fn delete(&mut self, tp: &TopicPartition) -> LogResult<bool> {
-        let Some(log) = self.logs.remove(tp) else { return Ok(false) };
+        let Some(log) = self.logs.remove(tp) else {
+            return Ok(false);
+        };
         let log = lock(&log);
         for segment in log.segments.iter() {
             self.cache.invalidate(segment.id());
         }
-        let doomed = self.data_dir.join(format!("{tp}.{}{DELETE_SUFFIX}", std::process::id()));
+        let doomed = self
+            .data_dir
+            .join(format!("{tp}.{}{DELETE_SUFFIX}", std::process::id()));
         fs::rename(log.dir(), &doomed)?;
         sync_dir(&self.data_dir)?;
         fs::remove_dir_all(&doomed)?;
@@ -242,13 +268,37 @@ impl LogManager {
         let mut high_watermarks = Vec::with_capacity(self.logs.len());
         for (tp, log) in &self.logs {
             let log = lock(log);
-            recovery.push(format!("{} {} {}", tp.topic, tp.partition, log.recovery_point()));
-            starts.push(format!("{} {} {}", tp.topic, tp.partition, log.log_start_offset()));
-            high_watermarks.push(format!("{} {} {}", tp.topic, tp.partition, log.high_watermark()));
+            recovery.push(format!(
+                "{} {} {}",
+                tp.topic,
+                tp.partition,
+                log.recovery_point()
+            ));
+            starts.push(format!(
+                "{} {} {}",
+                tp.topic,
+                tp.partition,
+                log.log_start_offset()
+            ));
+            high_watermarks.push(format!(
+                "{} {} {}",
+                tp.topic,
+                tp.partition,
+                log.high_watermark()
+            ));
         }
-        write_checkpoint(&self.data_dir.join(RECOVERY_POINT_CHECKPOINT_FILE), &recovery)?;
-        write_checkpoint(&self.data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE), &starts)?;
-        write_checkpoint(&self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE), &high_watermarks)?;
+        write_checkpoint(
+            &self.data_dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
+            &recovery,
+        )?;
+        write_checkpoint(
+            &self.data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
+            &starts,
+        )?;
+        write_checkpoint(
+            &self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE),
+            &high_watermarks,
+        )?;
         Ok(())
     }
 
@@ -290,13 +340,20 @@ fn read_offsets(path: &Path) -> LogResult<HashMap<TopicPartition, i64>> {
 
 /// Takes an exclusive advisory lock on `<data>/.lock`, failing if another process holds it.
 fn lock_data_dir(data_dir: &Path) -> LogResult<File> {
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(data_dir.join(LOCK_FILE))?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join(LOCK_FILE))?;
     // SAFETY: flock on a descriptor we own; no memory is shared with the kernel.
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if locked != 0 {
         return Err(LogError::Io(io::Error::new(
             io::ErrorKind::WouldBlock,
-            format!("data directory {} is in use by another process", data_dir.display()),
+            format!(
+                "data directory {} is in use by another process",
+                data_dir.display()
+            ),
         )));
     }
     Ok(file)

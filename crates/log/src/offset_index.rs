@@ -34,14 +34,27 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         let mut index = OffsetIndex::empty();
         for n in 0..100u32 {
-            index.append(&file, OffsetIndexEntry { relative_offset: n * 10, position: n * 4096 }).unwrap();
+            index
+                .append(
+                    &file,
+                    OffsetIndexEntry {
+                        relative_offset: n * 10,
+                        position: n * 4096,
+                    },
+                )
+                .unwrap();
         }
-        let floor = |target: u32| index.last_matching(&file, |e| e.relative_offset <= target).unwrap();
+        let floor = |target: u32| {
+            index
+                .last_matching(&file, |e| e.relative_offset <= target)
+                .unwrap()
+        };
         assert_eq!(floor(0).unwrap().position, 0);
         assert_eq!(floor(15).unwrap().relative_offset, 10);
         assert_eq!(floor(990).unwrap().relative_offset, 990);
         assert_eq!(floor(5_000).unwrap().relative_offset, 990);
 
+        index.write_pending(&file).unwrap();
         let reopened = OffsetIndex::open(&file).unwrap().unwrap();
         assert_eq!(reopened.len(), 100);
         assert_eq!(reopened.last(), index.last());
@@ -52,12 +65,51 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         let mut index = OffsetIndex::empty();
         for n in 0..10u32 {
-            index.append(&file, OffsetIndexEntry { relative_offset: n, position: n * 100 }).unwrap();
+            index
+                .append(
+                    &file,
+                    OffsetIndexEntry {
+                        relative_offset: n,
+                        position: n * 100,
+                    },
+                )
+                .unwrap();
         }
         index.truncate_while(&file, |e| e.position < 450).unwrap();
         assert_eq!(index.len(), 5);
         assert_eq!(index.last().unwrap().position, 400);
+        index.write_pending(&file).unwrap();
         assert_eq!(file.metadata().unwrap().len(), 40);
+    }
+
+    #[test]
+    fn truncation_of_buffered_entries_writes_nothing() {
+        let file = tempfile::tempfile().unwrap();
+        let mut index = OffsetIndex::empty();
+        for n in 0..5u32 {
+            index
+                .append(
+                    &file,
+                    OffsetIndexEntry {
+                        relative_offset: n,
+                        position: n * 100,
+                    },
+                )
+                .unwrap();
+        }
+        assert_eq!(file.metadata().unwrap().len(), 0, "entries are buffered");
+        index.truncate_while(&file, |e| e.position < 250).unwrap();
+        assert_eq!((index.len(), file.metadata().unwrap().len()), (3, 0));
+        index.write_pending(&file).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 24);
+        assert_eq!(
+            index
+                .last_matching(&file, |e| e.relative_offset <= 9)
+                .unwrap()
+                .unwrap()
+                .position,
+            200
+        );
     }
 
     #[test]

@@ -52,10 +52,19 @@ pub struct RecoveryOutcome {
 
 impl Segment {
     /// Creates the three empty files of a new segment.
-    pub fn create(dir: &Path, base_offset: i64, cache: &FileCache, now_ms: i64) -> io::Result<Segment> {
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        cache: &FileCache,
+        now_ms: i64,
+    ) -> io::Result<Segment> {
         let paths = SegmentPaths::new(dir, base_offset);
         for path in [&paths.log, &paths.offset_index, &paths.time_index] {
-            OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)?;
         }
         Ok(Segment::empty(cache.new_segment_id(), base_offset, now_ms))
     }
@@ -94,7 +103,10 @@ impl Segment {
         if segment.size_bytes > SEGMENT_MAX_BYTES {
             return Ok(None);
         }
-        let indexes = (OffsetIndex::open(&files.offset_index)?, TimeIndex::open(&files.time_index)?);
+        let indexes = (
+            OffsetIndex::open(&files.offset_index)?,
+            TimeIndex::open(&files.time_index)?,
+        );
         let (Some(offset_index), Some(time_index)) = indexes else {
             return Ok(None);
         };
@@ -103,7 +115,10 @@ impl Segment {
         if !segment.indexes_look_sane() {
             return Ok(None);
         }
-        let tail_start = segment.offset_index.last().map_or(0, |entry| entry.position as u64);
+        let tail_start = segment
+            .offset_index
+            .last()
+            .map_or(0, |entry| entry.position as u64);
         let mut scanner = BatchScanner::new(&files.log, tail_start, segment.size_bytes);
         if let Some(last) = segment.time_index.last() {
             segment.max_timestamp = last.timestamp;
@@ -123,7 +138,13 @@ impl Segment {
         if segment.size_bytes > 0 {
             let mut first = BatchScanner::new(&files.log, 0, segment.size_bytes);
             match first.next_header()? {
-                ScanStep::Batch(batch) => segment.first_batch_timestamp = Some(batch.header.max_timestamp),
+                ScanStep::Batch(batch) => {
+                    let first = batch.header.max_timestamp;
+                    segment.first_batch_timestamp = Some(first);
+                    if first >= 0 {
+                        segment.created_ms = first.min(now_ms);
+                    }
+                }
                 _ => return Ok(None),
             }
         }
@@ -169,10 +190,18 @@ impl Segment {
                         outcome.invalid_reason = Some("negative last offset delta".into());
                         break;
                     }
-                    segment.index_batch(&files, &batch.header, batch.position, index_interval_bytes)?;
+                    segment.index_batch(
+                        &files,
+                        &batch.header,
+                        batch.position,
+                        index_interval_bytes,
+                    )?;
                     segment.size_bytes = batch.end_position();
                     outcome.valid_batches += 1;
-                    outcome.epochs.push((batch.header.partition_leader_epoch, batch.header.base_offset));
+                    outcome.epochs.push((
+                        batch.header.partition_leader_epoch,
+                        batch.header.base_offset,
+                    ));
                 }
                 ScanStep::End => break,
                 ScanStep::Invalid { reason, .. } => {
@@ -217,14 +246,23 @@ impl Segment {
         self.offset_index.len()
     }
 
-    /// Milliseconds the segment has been collecting data, by Kafka's rule for segment.ms:
-    /// from its first batch's timestamp if it has one, else from its creation.
+    /// Milliseconds the segment has been collecting data, for segment.ms. Kafka measures
+    /// from the first batch's timestamp alone, so a producer sending old timestamps makes
+    /// it roll a new segment for every batch; Strand measures from the later of that
+    /// timestamp and the segment's creation, which is the same for well-behaved clocks and
+    /// avoids the pathology. (A reopened segment counts as created at its first batch's
+    /// timestamp, so age survives restarts.)
     pub fn age_ms(&self, now_ms: i64) -> i64 {
-        now_ms - self.first_batch_timestamp.filter(|ts| *ts >= 0).unwrap_or(self.created_ms)
+        now_ms
+            - self
+                .first_batch_timestamp
+                .filter(|ts| *ts >= 0)
+                .unwrap_or(i64::MIN)
+                .max(self.created_ms)
     }
 
     pub fn files(&self, dir: &Path, cache: &FileCache) -> io::Result<Arc<SegmentFiles>> {
-        cache.get(self.id, &SegmentPaths::new(dir, self.base_offset))
+        cache.get_or_open(self.id, || SegmentPaths::new(dir, self.base_offset))
     }
 
     /// Writes one validated batch at the end. On failure the file is cut back to its size
@@ -253,12 +291,20 @@ impl Segment {
         Ok(())
     }
 
-    fn undo_partial_append(&mut self, files: &SegmentFiles, position: u64, error: io::Error) -> io::Error {
+    fn undo_partial_append(
+        &mut self,
+        files: &SegmentFiles,
+        position: u64,
+        error: io::Error,
+    ) -> io::Error {
         let restored = files.log.set_len(position).and_then(|()| {
-            self.offset_index.truncate_while(&files.offset_index, |e| (e.position as u64) < position)?;
+            self.offset_index
+                .truncate_while(&files.offset_index, |e| (e.position as u64) < position)?;
             let end = self.next_offset;
             let base = self.base_offset;
-            self.time_index.truncate_while(&files.time_index, |e| base + (e.relative_offset as i64) < end)?;
+            self.time_index.truncate_while(&files.time_index, |e| {
+                base + (e.relative_offset as i64) < end
+            })?;
             Ok(())
         });
         match restored {
@@ -289,12 +335,22 @@ impl Segment {
         if bytes_since > index_interval_bytes {
             self.offset_index.append(
                 &files.offset_index,
-                OffsetIndexEntry { relative_offset: relative(header.base_offset), position: position as u32 },
+                OffsetIndexEntry {
+                    relative_offset: relative(header.base_offset),
+                    position: position as u32,
+                },
             )?;
-            if self.time_index.last().is_none_or(|last| max_timestamp > last.timestamp) {
+            if self
+                .time_index
+                .last()
+                .is_none_or(|last| max_timestamp > last.timestamp)
+            {
                 self.time_index.append(
                     &files.time_index,
-                    TimeIndexEntry { timestamp: max_timestamp, relative_offset: relative(offset_of_max) },
+                    TimeIndexEntry {
+                        timestamp: max_timestamp,
+                        relative_offset: relative(offset_of_max),
+                    },
                 )?;
             }
             bytes_since = 0;
@@ -320,20 +376,36 @@ impl Segment {
     /// in the time index so a reopen needs no scan to learn it (as Kafka does).
     pub fn seal(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
         if self.max_timestamp == NO_TIMESTAMP
-            || self.time_index.last().is_some_and(|last| last.timestamp >= self.max_timestamp)
+            || self
+                .time_index
+                .last()
+                .is_some_and(|last| last.timestamp >= self.max_timestamp)
         {
-            return Ok(());
+            let files = self.files(dir, cache)?;
+            return self.write_pending_index_entries(&files);
         }
         let files = self.files(dir, cache)?;
         let entry = TimeIndexEntry {
             timestamp: self.max_timestamp,
             relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
         };
-        self.time_index.append(&files.time_index, entry)
+        self.time_index.append(&files.time_index, entry)?;
+        self.write_pending_index_entries(&files)
+    }
+
+    fn write_pending_index_entries(&mut self, files: &SegmentFiles) -> io::Result<()> {
+        self.offset_index.write_pending(&files.offset_index)?;
+        self.time_index.write_pending(&files.time_index)
     }
 
     /// Would appending `batch_bytes` more need a new segment for size or index reasons?
-    pub fn is_full_for(&self, batch_bytes: u64, last_offset: i64, segment_bytes: u64, index_max_entries: u64) -> bool {
+    pub fn is_full_for(
+        &self,
+        batch_bytes: u64,
+        last_offset: i64,
+        segment_bytes: u64,
+        index_max_entries: u64,
+    ) -> bool {
         if self.is_empty() {
             return false;
         }
@@ -344,7 +416,12 @@ impl Segment {
     }
 
     /// The first batch whose last offset is at or after `target`, if the segment has one.
-    pub fn find_batch(&self, dir: &Path, cache: &FileCache, target: i64) -> io::Result<Option<ScannedBatch>> {
+    pub fn find_batch(
+        &self,
+        dir: &Path,
+        cache: &FileCache,
+        target: i64,
+    ) -> io::Result<Option<ScannedBatch>> {
         if target >= self.next_offset {
             return Ok(None);
         }
@@ -354,19 +431,26 @@ impl Segment {
         } else {
             let relative = (target - self.base_offset) as u32;
             self.offset_index
-                .last_matching(&files.offset_index, |entry| entry.relative_offset <= relative)?
+                .last_matching(&files.offset_index, |entry| {
+                    entry.relative_offset <= relative
+                })?
                 .map_or(0, |entry| entry.position as u64)
         };
         let mut scanner = BatchScanner::new(&files.log, start, self.size_bytes);
         loop {
             match scanner.next_header()? {
-                ScanStep::Batch(batch) if batch.header.last_offset() >= target => return Ok(Some(batch)),
+                ScanStep::Batch(batch) if batch.header.last_offset() >= target => {
+                    return Ok(Some(batch))
+                }
                 ScanStep::Batch(_) => continue,
                 ScanStep::End => return Ok(None),
                 ScanStep::Invalid { position, reason } => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("segment {} is damaged at {position}: {reason}", self.base_offset),
+                        format!(
+                            "segment {} is damaged at {position}: {reason}",
+                            self.base_offset
+                        ),
                     ))
                 }
             }
@@ -387,7 +471,9 @@ impl Segment {
         let from_offset = self
             .time_index
             .last_matching(&files.time_index, |entry| entry.timestamp < timestamp)?
-            .map_or(self.base_offset, |entry| self.base_offset + entry.relative_offset as i64 + 1);
+            .map_or(self.base_offset, |entry| {
+                self.base_offset + entry.relative_offset as i64 + 1
+            });
         let Some(first) = self.find_batch(dir, cache, from_offset)? else {
             return Ok(None);
         };
@@ -402,7 +488,9 @@ impl Segment {
 
     /// Byte position where the batch containing `offset` starts (or the segment end).
     pub fn position_of(&self, dir: &Path, cache: &FileCache, offset: i64) -> io::Result<u64> {
-        Ok(self.find_batch(dir, cache, offset)?.map_or(self.size_bytes, |batch| batch.position))
+        Ok(self
+            .find_batch(dir, cache, offset)?
+            .map_or(self.size_bytes, |batch| batch.position))
     }
 
     /// Removes every batch whose last offset is at or after `offset`. Returns bytes removed.
@@ -416,14 +504,22 @@ impl Segment {
         let new_end = first_removed.header.base_offset;
         let base = self.base_offset;
         files.log.set_len(position)?;
-        self.offset_index.truncate_while(&files.offset_index, |entry| (entry.position as u64) < position)?;
-        self.time_index
-            .truncate_while(&files.time_index, |entry| base + (entry.relative_offset as i64) < new_end)?;
+        self.offset_index
+            .truncate_while(&files.offset_index, |entry| {
+                (entry.position as u64) < position
+            })?;
+        self.time_index.truncate_while(&files.time_index, |entry| {
+            base + (entry.relative_offset as i64) < new_end
+        })?;
         // Make the cut durable: a truncation lost in a crash would resurrect batches that
         // recovery would then accept.
         files.log.sync_all()?;
         self.size_bytes = position;
-        self.next_offset = if position == 0 { self.base_offset } else { new_end };
+        self.next_offset = if position == 0 {
+            self.base_offset
+        } else {
+            new_end
+        };
         if position == 0 {
             self.first_batch_timestamp = None;
         }
@@ -434,7 +530,10 @@ impl Segment {
             self.max_timestamp = last.timestamp;
             self.offset_of_max_timestamp = base + last.relative_offset as i64;
         }
-        let tail_start = self.offset_index.last().map_or(0, |entry| entry.position as u64);
+        let tail_start = self
+            .offset_index
+            .last()
+            .map_or(0, |entry| entry.position as u64);
         let mut scanner = BatchScanner::new(&files.log, tail_start, self.size_bytes);
         self.bytes_since_last_index_entry = 0;
         while let ScanStep::Batch(batch) = scanner.next_header()? {
@@ -444,9 +543,10 @@ impl Segment {
         Ok(removed)
     }
 
-    /// fsyncs the log and both indexes.
-    pub fn sync(&self, dir: &Path, cache: &FileCache) -> io::Result<()> {
+    /// Writes buffered index entries, then fsyncs the log and both indexes.
+    pub fn sync(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
         let files = self.files(dir, cache)?;
+        self.write_pending_index_entries(&files)?;
         files.log.sync_data()?;
         files.offset_index.sync_data()?;
         files.time_index.sync_data()
@@ -471,14 +571,21 @@ impl Segment {
             .offset_index
             .last()
             .is_none_or(|entry| (entry.position as u64) < self.size_bytes.max(1));
-        let time_ok = self.time_index.last().is_none_or(|entry| entry.timestamp >= 0 || entry.timestamp == NO_TIMESTAMP);
+        let time_ok = self
+            .time_index
+            .last()
+            .is_none_or(|entry| entry.timestamp >= 0 || entry.timestamp == NO_TIMESTAMP);
         offset_ok && time_ok
     }
 }
 
 fn ensure_index_files_exist(paths: &SegmentPaths) -> io::Result<()> {
     for path in [&paths.offset_index, &paths.time_index] {
-        OpenOptions::new().write(true).create(true).truncate(false).open(path)?;
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
     }
     Ok(())
 }

@@ -11,9 +11,10 @@ pub struct SegmentList {
 
 impl SegmentList {
     pub fn with_first(segment: Segment) -> SegmentList {
-        let mut segments = Vec::with_capacity(1);
-        segments.push(segment);
-        SegmentList { segments }
+        // vec![x] allocates exactly one slot, as an idle partition should.
+        SegmentList {
+            segments: vec![segment],
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -42,18 +43,28 @@ impl SegmentList {
 
     /// Appends a segment whose base is above every other's.
     pub fn push(&mut self, segment: Segment) {
-        debug_assert!(self.segments.last().is_none_or(|last| last.base_offset() < segment.base_offset()));
+        debug_assert!(self
+            .segments
+            .last()
+            .is_none_or(|last| last.base_offset() < segment.base_offset()));
         self.segments.push(segment);
     }
 
     /// Index of the last segment whose base offset is <= `offset` (0 if none is).
     pub fn floor_index(&self, offset: i64) -> usize {
-        self.segments.partition_point(|segment| segment.base_offset() <= offset).saturating_sub(1)
+        self.segments
+            .partition_point(|segment| segment.base_offset() <= offset)
+            .saturating_sub(1)
     }
 
     /// Segments from `index` on.
     pub fn iter_from(&self, index: usize) -> std::slice::Iter<'_, Segment> {
         self.segments[index.min(self.segments.len())..].iter()
+    }
+
+    pub fn iter_mut_from(&mut self, index: usize) -> std::slice::IterMut<'_, Segment> {
+        let from = index.min(self.segments.len());
+        self.segments[from..].iter_mut()
     }
 
     /// Removes and returns the segments from `index` on.
@@ -63,7 +74,9 @@ impl SegmentList {
 
     /// Removes and returns the first `count` segments.
     pub fn drain_front(&mut self, count: usize) -> Vec<Segment> {
-        self.segments.drain(..count.min(self.segments.len())).collect()
+        self.segments
+            .drain(..count.min(self.segments.len()))
+            .collect()
     }
 
     pub fn take_all(&mut self) -> Vec<Segment> {

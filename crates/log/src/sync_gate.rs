@@ -103,13 +103,18 @@ impl SyncGate {
         let mut state = self.lock();
         loop {
             if let Some(failure) = &state.failure {
-                return Err(io::Error::other(format!("an earlier sync failed: {failure}")));
+                return Err(io::Error::other(format!(
+                    "an earlier sync failed: {failure}"
+                )));
             }
             if state.durable_end_offset >= end_offset {
                 return Ok(());
             }
             if state.sync_in_progress {
-                state = self.synced.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+                state = self
+                    .synced
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
                 continue;
             }
             state = self.sync_as_leader(state);
@@ -124,10 +129,16 @@ impl SyncGate {
     }
 
     /// Takes the dirty set, syncs it without the lock, publishes the result.
-    fn sync_as_leader<'a>(&'a self, mut state: MutexGuard<'a, GateState>) -> MutexGuard<'a, GateState> {
+    fn sync_as_leader<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, GateState>,
+    ) -> MutexGuard<'a, GateState> {
         state.sync_in_progress = true;
-        let batch: Vec<(SegmentId, i64, i64)> =
-            state.dirty.iter().map(|(id, (base, end))| (*id, *base, *end)).collect();
+        let batch: Vec<(SegmentId, i64, i64)> = state
+            .dirty
+            .iter()
+            .map(|(id, (base, end))| (*id, *base, *end))
+            .collect();
         let dir_changed = std::mem::take(&mut state.dirty_dir);
         let target = state.written_end_offset;
         let truncations = state.truncations;
@@ -140,7 +151,11 @@ impl SyncGate {
         match result {
             Ok(()) => {
                 for (id, _, end) in &batch {
-                    if state.dirty.get(id).is_some_and(|(_, current_end)| current_end == end) {
+                    if state
+                        .dirty
+                        .get(id)
+                        .is_some_and(|(_, current_end)| current_end == end)
+                    {
                         state.dirty.remove(id);
                     }
                 }
@@ -160,7 +175,10 @@ impl SyncGate {
 
     fn sync_files(&self, batch: &[(SegmentId, i64, i64)], dir_changed: bool) -> io::Result<()> {
         for (id, base_offset, _) in batch {
-            match self.cache.get(*id, &SegmentPaths::new(&self.dir, *base_offset)) {
+            match self
+                .cache
+                .get(*id, &SegmentPaths::new(&self.dir, *base_offset))
+            {
                 Ok(files) => files.log.sync_data()?,
                 // Deleted by a truncation or retention since it was written: nothing to keep.
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {}
@@ -174,8 +192,8 @@ impl SyncGate {
     }
 
     fn lock(&self) -> MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
-
-

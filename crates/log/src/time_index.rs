@@ -38,7 +38,15 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         let mut index = TimeIndex::empty();
         for n in 1..=5i64 {
-            index.append(&file, TimeIndexEntry { timestamp: n * 100, relative_offset: n as u32 * 10 }).unwrap();
+            index
+                .append(
+                    &file,
+                    TimeIndexEntry {
+                        timestamp: n * 100,
+                        relative_offset: n as u32 * 10,
+                    },
+                )
+                .unwrap();
         }
         let below = |t: i64| index.last_matching(&file, |e| e.timestamp < t).unwrap();
         assert_eq!(below(100), None);

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use common::*;
-use strand_log::{append_durably, Durability, FileCache, LogConfig, LogError, LogOpenState, ManualClock, SyncGate};
+use strand_log::{
+    append_durably, Durability, FileCache, LogConfig, LogError, LogOpenState, ManualClock, SyncGate,
+};
 
 #[test]
 fn concurrent_waiters_share_one_sync() {
@@ -34,15 +36,26 @@ fn concurrent_waiters_share_one_sync() {
             scope.spawn(move || gate.wait_durable(end).unwrap());
         }
     });
-    assert_eq!(gate.syncs_done(), 1, "one fdatasync covered all eight appends");
+    assert_eq!(
+        gate.syncs_done(),
+        1,
+        "one fdatasync covered all eight appends"
+    );
     assert_eq!(gate.durable_end_offset(), 8);
 }
 
 #[test]
 fn flush_before_ack_acknowledges_only_durable_offsets() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig { durability: Durability::FlushBeforeAck, ..LogConfig::default() };
-    let log = Arc::new(Mutex::new(new_log(dir.path(), config, Arc::new(ManualClock::new(0)))));
+    let config = LogConfig {
+        durability: Durability::FlushBeforeAck,
+        ..LogConfig::default()
+    };
+    let log = Arc::new(Mutex::new(new_log(
+        dir.path(),
+        config,
+        Arc::new(ManualClock::new(0)),
+    )));
     let gate = log.lock().unwrap().sync_gate();
     let appends_per_thread = 50;
     let threads = 4;
@@ -52,7 +65,10 @@ fn flush_before_ack_acknowledges_only_durable_offsets() {
             scope.spawn(move || {
                 for _ in 0..appends_per_thread {
                     let info = append_durably(&log, &mut batch(4, 256, 0), 0).unwrap();
-                    assert!(gate.durable_end_offset() > info.last_offset, "acknowledged before durable");
+                    assert!(
+                        gate.durable_end_offset() > info.last_offset,
+                        "acknowledged before durable"
+                    );
                 }
             });
         }
@@ -91,9 +107,15 @@ fn a_full_disk_fails_the_append_cleanly_and_keeps_the_log_readable() {
         // Mounting needs root (CI runs as root); say so rather than pass silently.
         eprintln!("SKIPPED: cannot mount a tmpfs here (not root?)");
         // SAFETY: geteuid has no preconditions.
-        assert!(unsafe { libc::geteuid() } != 0, "running as root but the tmpfs mount failed");
+        assert!(
+            unsafe { libc::geteuid() } != 0,
+            "running as root but the tmpfs mount failed"
+        );
         return;
     };
+    // Ballast the operator removes later to make room for recovery.
+    let ballast = mount_point.path().join("ballast");
+    std::fs::write(&ballast, vec![0u8; 64 * 1024]).unwrap();
     let dir = mount_point.path().join("t-0");
     let mut log = new_log(&dir, LogConfig::default(), Arc::new(ManualClock::new(0)));
     let mut acknowledged = 0i64;
@@ -107,12 +129,26 @@ fn a_full_disk_fails_the_append_cleanly_and_keeps_the_log_readable() {
     assert!(matches!(error, LogError::Io(_)), "{error}");
     assert_eq!(error.kafka_error_code(), 56, "KAFKA_STORAGE_ERROR");
     assert!(log.is_offline());
-    assert!(matches!(log.append_as_leader(&mut batch(1, 1, 0), 0), Err(LogError::Offline(_))));
+    assert!(matches!(
+        log.append_as_leader(&mut batch(1, 1, 0), 0),
+        Err(LogError::Offline(_))
+    ));
     assert_eq!(log.log_end_offset(), acknowledged);
-    assert_eq!(read_records(&log, 0).len() as i64, acknowledged, "everything acknowledged still reads");
-    let size_on_disk = std::fs::metadata(dir.join("00000000000000000000.log")).unwrap().len();
-    assert_eq!(size_on_disk, log.size_bytes(), "no partial batch left in the file");
+    assert_eq!(
+        read_records(&log, 0).len() as i64,
+        acknowledged,
+        "everything acknowledged still reads"
+    );
+    let size_on_disk = std::fs::metadata(dir.join("00000000000000000000.log"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        size_on_disk,
+        log.size_bytes(),
+        "no partial batch left in the file"
+    );
     drop(log);
+    std::fs::remove_file(&ballast).unwrap();
     let (log, report) = reopen(&dir, LogConfig::default(), LogOpenState::default());
     assert_eq!(report.bytes_truncated, 0);
     assert_eq!(log.log_end_offset(), acknowledged);

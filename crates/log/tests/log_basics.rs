@@ -12,7 +12,11 @@ use strand_records::{BatchView, Compression, RecordsError, TimestampType};
 #[test]
 fn appends_assign_consecutive_offsets_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let mut log = new_log(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     for n in 0..10 {
         let mut bytes = batch(3, 10, 1_000 + n);
         let info = log.append_as_leader(&mut bytes, 0).unwrap();
@@ -49,7 +53,10 @@ fn rolls_by_size_and_finds_offsets_through_the_index() {
         let slice = log.read(target, 1, 400, true).unwrap().slice.unwrap();
         let bytes = slice.read_to_vec().unwrap();
         let view = BatchView::parse(&bytes).unwrap();
-        assert!(view.header.base_offset <= target && target <= view.header.last_offset(), "target {target}");
+        assert!(
+            view.header.base_offset <= target && target <= view.header.last_offset(),
+            "target {target}"
+        );
     }
     assert_eq!(read_records(&log, 0).len(), 400);
 }
@@ -58,7 +65,10 @@ fn rolls_by_size_and_finds_offsets_through_the_index() {
 fn rolls_by_segment_ms_from_the_first_batch_timestamp() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(10_000));
-    let config = LogConfig { segment_ms: 1_000, ..LogConfig::default() };
+    let config = LogConfig {
+        segment_ms: 1_000,
+        ..LogConfig::default()
+    };
     let mut log = new_log(dir.path(), config, clock.clone());
     log.append_as_leader(&mut batch(1, 10, 10_000), 0).unwrap();
     clock.advance_ms(500);
@@ -70,9 +80,31 @@ fn rolls_by_segment_ms_from_the_first_batch_timestamp() {
 }
 
 #[test]
+fn old_producer_timestamps_do_not_roll_a_segment_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000_000));
+    let config = LogConfig {
+        segment_ms: 1_000,
+        ..LogConfig::default()
+    };
+    let mut log = new_log(dir.path(), config, clock.clone());
+    for _ in 0..10 {
+        log.append_as_leader(&mut batch(1, 10, 5), 0).unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    clock.advance_ms(1_001);
+    log.append_as_leader(&mut batch(1, 10, 5), 0).unwrap();
+    assert_eq!(log.segment_count(), 2, "wall-clock age still rolls");
+}
+
+#[test]
 fn first_batch_larger_than_max_bytes_is_returned_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let mut log = new_log(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     let mut big = batch(10, 1_000, 0);
     let big_len = big.len() as u64;
     log.append_as_leader(&mut big, 0).unwrap();
@@ -80,13 +112,20 @@ fn first_batch_larger_than_max_bytes_is_returned_whole() {
     let slice = log.read(0, 100, 11, true).unwrap().slice.unwrap();
     assert_eq!(slice.length, big_len);
     // Without min_one_batch the budget is honoured (a partial batch, as Kafka sends).
-    assert_eq!(log.read(0, 100, 11, false).unwrap().slice.unwrap().length, 100);
+    assert_eq!(
+        log.read(0, 100, 11, false).unwrap().slice.unwrap().length,
+        100
+    );
 }
 
 #[test]
 fn reads_stop_at_the_upper_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let mut log = new_log(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     let mut lengths = Vec::new();
     for _ in 0..3 {
         let mut bytes = batch(5, 10, 0);
@@ -96,8 +135,14 @@ fn reads_stop_at_the_upper_bound() {
     let slice = log.read(0, 1 << 20, 10, true).unwrap().slice.unwrap();
     assert_eq!(slice.length, lengths[0] + lengths[1]);
     assert!(log.read(10, 1 << 20, 10, true).unwrap().slice.is_none());
-    assert!(log.read(15, 1 << 20, 15, true).unwrap().slice.is_none(), "at the log end");
-    assert!(matches!(log.read(16, 1 << 20, 15, true), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(
+        log.read(15, 1 << 20, 15, true).unwrap().slice.is_none(),
+        "at the log end"
+    );
+    assert!(matches!(
+        log.read(16, 1 << 20, 15, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
 }
 
 #[test]
@@ -106,7 +151,8 @@ fn offset_for_timestamp_finds_the_first_record_at_or_after() {
     let mut log = new_log(dir.path(), small_config(), Arc::new(ManualClock::new(0)));
     // Batch n holds records with timestamps 1000*n .. 1000*n+3.
     for n in 0..100 {
-        log.append_as_leader(&mut batch(4, 40, 1_000 * n), 0).unwrap();
+        log.append_as_leader(&mut batch(4, 40, 1_000 * n), 0)
+            .unwrap();
     }
     let found = log.offset_for_timestamp(42_002).unwrap().unwrap();
     assert_eq!((found.offset, found.timestamp), (42 * 4 + 2, 42_002));
@@ -123,10 +169,15 @@ fn offset_for_timestamp_works_in_compressed_batches_and_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), small_config(), Arc::new(ManualClock::new(0)));
     for n in 0..50 {
-        log.append_as_leader(&mut batch_with(4, 40, 1_000 * n, Compression::Zstd), 0).unwrap();
+        log.append_as_leader(&mut batch_with(4, 40, 1_000 * n, Compression::Zstd), 0)
+            .unwrap();
     }
     log.close().unwrap();
-    let state = LogOpenState { recovery_point: log.log_end_offset(), clean_shutdown: true, ..Default::default() };
+    let state = LogOpenState {
+        recovery_point: log.log_end_offset(),
+        clean_shutdown: true,
+        ..Default::default()
+    };
     drop(log);
     let (log, _) = reopen(dir.path(), small_config(), state);
     let found = log.offset_for_timestamp(17_003).unwrap().unwrap();
@@ -136,7 +187,10 @@ fn offset_for_timestamp_works_in_compressed_batches_and_after_reopen() {
 #[test]
 fn log_append_time_is_stamped() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..LogConfig::default() };
+    let config = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
     let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(77_000)));
     let info = log.append_as_leader(&mut batch(2, 10, 5), 0).unwrap();
     assert_eq!(info.log_append_time_ms, 77_000);
@@ -144,19 +198,28 @@ fn log_append_time_is_stamped() {
     let bytes = slice.read_to_vec().unwrap();
     let view = BatchView::parse(&bytes).unwrap();
     assert_eq!(view.header.max_timestamp, 77_000);
-    assert_eq!(view.header.attributes.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(
+        view.header.attributes.timestamp_type(),
+        TimestampType::LogAppendTime
+    );
     assert_eq!(log.offset_for_timestamp(77_000).unwrap().unwrap().offset, 0);
 }
 
 #[test]
 fn bad_batches_are_refused_with_distinct_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig { max_message_bytes: 2_000, ..LogConfig::default() };
+    let config = LogConfig {
+        max_message_bytes: 2_000,
+        ..LogConfig::default()
+    };
     let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(0)));
 
     let mut too_large = batch(5, 1_000, 0);
     let error = log.append_as_leader(&mut too_large, 0).unwrap_err();
-    assert!(matches!(error, LogError::Records(RecordsError::TooLarge { .. })));
+    assert!(matches!(
+        error,
+        LogError::Records(RecordsError::TooLarge { .. })
+    ));
     assert_eq!(error.kafka_error_code(), 10);
 
     let mut corrupt = batch(2, 10, 0);
@@ -167,15 +230,30 @@ fn bad_batches_are_refused_with_distinct_errors() {
 
     let mut truncated = batch(2, 10, 0);
     truncated.truncate(truncated.len() - 4);
-    assert_eq!(log.append_as_leader(&mut truncated, 0).unwrap_err().kafka_error_code(), 2);
+    assert_eq!(
+        log.append_as_leader(&mut truncated, 0)
+            .unwrap_err()
+            .kafka_error_code(),
+        2
+    );
 
     let mut old_magic = batch(2, 10, 0);
     old_magic[16] = 1;
-    assert_eq!(log.append_as_leader(&mut old_magic, 0).unwrap_err().kafka_error_code(), 43);
+    assert_eq!(
+        log.append_as_leader(&mut old_magic, 0)
+            .unwrap_err()
+            .kafka_error_code(),
+        43
+    );
 
     let mut two_batches = batch(1, 10, 0);
     two_batches.extend(batch(1, 10, 0));
-    assert_eq!(log.append_as_leader(&mut two_batches, 0).unwrap_err().kafka_error_code(), 87);
+    assert_eq!(
+        log.append_as_leader(&mut two_batches, 0)
+            .unwrap_err()
+            .kafka_error_code(),
+        87
+    );
 
     assert_eq!(log.log_end_offset(), 0, "nothing refused was written");
     assert_eq!(log.size_bytes(), 0);
@@ -184,7 +262,11 @@ fn bad_batches_are_refused_with_distinct_errors() {
 #[test]
 fn leader_epochs_are_cached_checkpointed_and_answer_offset_for_leader_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let mut log = new_log(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     for (epoch, batches) in [(1, 3), (2, 2), (5, 4)] {
         for _ in 0..batches {
             log.append_as_leader(&mut batch(2, 10, 0), epoch).unwrap();
@@ -222,7 +304,14 @@ fn truncate_removes_whole_batches_and_segments() {
     assert_eq!(info.first_offset, 30);
     // Truncating below the first segment restarts the log.
     log.truncate_to(0).unwrap();
-    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
+    assert_eq!(
+        (
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.segment_count()
+        ),
+        (0, 0, 1)
+    );
 }
 
 #[test]
@@ -237,12 +326,21 @@ fn delete_before_moves_the_log_start_and_drops_old_segments() {
     assert_eq!(log.log_start_offset(), 150);
     assert!(log.segment_count() < before);
     assert!(log.segment_summaries()[0].0 <= 150);
-    assert!(matches!(log.read(149, 100, 300, true), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        log.read(149, 100, 300, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     let records = read_records(&log, 150);
     assert_eq!(records.first().unwrap().0, 150);
     assert_eq!(records.len(), 150);
-    assert!(!log.delete_before(10).unwrap(), "the start never moves back");
-    assert!(matches!(log.delete_before(301), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(
+        !log.delete_before(10).unwrap(),
+        "the start never moves back"
+    );
+    assert!(matches!(
+        log.delete_before(301),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     assert_eq!(log.offset_for_timestamp(0).unwrap().unwrap().offset, 150);
 }
 
@@ -250,18 +348,40 @@ fn delete_before_moves_the_log_start_and_drops_old_segments() {
 fn follower_appends_keep_offsets_and_epochs_and_ignore_a_partial_tail() {
     let leader_dir = tempfile::tempdir().unwrap();
     let follower_dir = tempfile::tempdir().unwrap();
-    let mut leader = new_log(leader_dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let mut leader = new_log(
+        leader_dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     for n in 0..5 {
         leader.append_as_leader(&mut batch(2, 10, n), 3).unwrap();
     }
-    let bytes = leader.read(0, 1 << 20, 10, true).unwrap().slice.unwrap().read_to_vec().unwrap();
-    let mut follower = new_log(follower_dir.path(), LogConfig::default(), Arc::new(ManualClock::new(0)));
+    let bytes = leader
+        .read(0, 1 << 20, 10, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_to_vec()
+        .unwrap();
+    let mut follower = new_log(
+        follower_dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
     let partial = &bytes[..bytes.len() - 5];
     let info = follower.append_as_follower(partial).unwrap().unwrap();
-    assert_eq!((info.first_offset, info.last_offset, info.batches), (0, 7, 4));
-    follower.append_as_follower(&bytes[info.bytes as usize..]).unwrap();
+    assert_eq!(
+        (info.first_offset, info.last_offset, info.batches),
+        (0, 7, 4)
+    );
+    follower
+        .append_as_follower(&bytes[info.bytes as usize..])
+        .unwrap();
     assert_eq!(follower.log_end_offset(), 10);
     assert_eq!(follower.end_offset_for_epoch(3), (3, 10));
     // A batch that does not start at the log end is refused.
-    assert!(matches!(follower.append_as_follower(&bytes), Err(LogError::NonMonotonicOffset { .. })));
+    assert!(matches!(
+        follower.append_as_follower(&bytes),
+        Err(LogError::NonMonotonicOffset { .. })
+    ));
 }

@@ -10,7 +10,10 @@ use strand_log::log_manager::{CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FIL
 use strand_log::{LogConfig, LogManager, LogManagerOptions, TopicPartition};
 
 fn options() -> LogManagerOptions {
-    LogManagerOptions { default_config: Arc::new(small_config()), ..LogManagerOptions::default() }
+    LogManagerOptions {
+        default_config: Arc::new(small_config()),
+        ..LogManagerOptions::default()
+    }
 }
 
 #[test]
@@ -20,19 +23,26 @@ fn clean_shutdown_writes_the_marker_and_reopen_skips_recovery() {
     let orders = TopicPartition::new("orders-eu", 3);
     let log = manager.get_or_create(&orders, None).unwrap();
     for n in 0..40 {
-        log.lock().unwrap().append_as_leader(&mut batch(2, 40, n), 0).unwrap();
+        log.lock()
+            .unwrap()
+            .append_as_leader(&mut batch(2, 40, n), 0)
+            .unwrap();
     }
     log.lock().unwrap().set_high_watermark(60);
     drop(log);
     manager.shutdown().unwrap();
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
-    let checkpoint = std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
+    let checkpoint =
+        std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
     assert_eq!(checkpoint, "0\n1\norders-eu 3 80\n");
 
     let (manager, reports) = LogManager::open(dir.path(), options()).unwrap();
     assert!(manager.previous_shutdown_clean());
     assert!(reports.is_empty(), "{reports:?}");
-    assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "the marker is consumed at start");
+    assert!(
+        !dir.path().join(CLEAN_SHUTDOWN_FILE).exists(),
+        "the marker is consumed at start"
+    );
     let log = manager.get(&orders).unwrap();
     let log = log.lock().unwrap();
     assert_eq!((log.log_end_offset(), log.high_watermark()), (80, 60));
@@ -46,11 +56,17 @@ fn unclean_stop_recovers_from_the_checkpointed_recovery_point() {
     let tp = TopicPartition::new("t", 0);
     let log = manager.get_or_create(&tp, None).unwrap();
     for n in 0..40 {
-        log.lock().unwrap().append_as_leader(&mut batch(2, 40, n), 0).unwrap();
+        log.lock()
+            .unwrap()
+            .append_as_leader(&mut batch(2, 40, n), 0)
+            .unwrap();
     }
     manager.flush_all().unwrap();
     for n in 0..10 {
-        log.lock().unwrap().append_as_leader(&mut batch(2, 40, n), 0).unwrap();
+        log.lock()
+            .unwrap()
+            .append_as_leader(&mut batch(2, 40, n), 0)
+            .unwrap();
     }
     drop(log);
     drop(manager); // crash: no shutdown
@@ -58,7 +74,10 @@ fn unclean_stop_recovers_from_the_checkpointed_recovery_point() {
     assert!(!manager.previous_shutdown_clean());
     assert_eq!(reports.len(), 1);
     assert!(reports[0].1.segments_recovered >= 1);
-    assert_eq!(manager.get(&tp).unwrap().lock().unwrap().log_end_offset(), 100);
+    assert_eq!(
+        manager.get(&tp).unwrap().lock().unwrap().log_end_offset(),
+        100
+    );
 }
 
 #[test]
@@ -74,7 +93,13 @@ fn delete_removes_the_partition_and_it_stays_gone() {
     let dir = tempfile::tempdir().unwrap();
     let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
     let tp = TopicPartition::new("gone", 0);
-    manager.get_or_create(&tp, None).unwrap().lock().unwrap().append_as_leader(&mut batch(1, 1, 0), 0).unwrap();
+    manager
+        .get_or_create(&tp, None)
+        .unwrap()
+        .lock()
+        .unwrap()
+        .append_as_leader(&mut batch(1, 1, 0), 0)
+        .unwrap();
     assert!(manager.delete(&tp).unwrap());
     assert!(!dir.path().join("gone-0").exists());
     manager.shutdown().unwrap();
@@ -86,18 +111,36 @@ fn delete_removes_the_partition_and_it_stays_gone() {
 fn per_partition_config_is_used() {
     let dir = tempfile::tempdir().unwrap();
     let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
-    let strict = Arc::new(LogConfig { max_message_bytes: 100, ..LogConfig::default() });
-    let log = manager.get_or_create(&TopicPartition::new("strict", 0), Some(strict)).unwrap();
-    let error = log.lock().unwrap().append_as_leader(&mut batch(1, 500, 0), 0).unwrap_err();
+    let strict = Arc::new(LogConfig {
+        max_message_bytes: 100,
+        ..LogConfig::default()
+    });
+    let log = manager
+        .get_or_create(&TopicPartition::new("strict", 0), Some(strict))
+        .unwrap();
+    let error = log
+        .lock()
+        .unwrap()
+        .append_as_leader(&mut batch(1, 500, 0), 0)
+        .unwrap_err();
     assert_eq!(error.kafka_error_code(), 10);
 }
 
 #[test]
 fn directory_names_parse_back_to_topic_partitions() {
-    assert_eq!(TopicPartition::from_dir_name("a-b-c-12"), Some(TopicPartition::new("a-b-c", 12)));
-    assert_eq!(TopicPartition::from_dir_name("__consumer_offsets-49"), Some(TopicPartition::new("__consumer_offsets", 49)));
+    assert_eq!(
+        TopicPartition::from_dir_name("a-b-c-12"),
+        Some(TopicPartition::new("a-b-c", 12))
+    );
+    assert_eq!(
+        TopicPartition::from_dir_name("__consumer_offsets-49"),
+        Some(TopicPartition::new("__consumer_offsets", 49))
+    );
     assert_eq!(TopicPartition::from_dir_name("nopartition"), None);
     assert_eq!(TopicPartition::from_dir_name("bad name-1"), None);
     assert_eq!(TopicPartition::from_dir_name("t-x"), None);
-    assert_eq!(TopicPartition::from_dir_name("t--1"), Some(TopicPartition::new("t-", 1)));
+    assert_eq!(
+        TopicPartition::from_dir_name("t--1"),
+        Some(TopicPartition::new("t-", 1))
+    );
 }

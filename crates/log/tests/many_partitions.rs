@@ -29,15 +29,25 @@ fn ten_thousand_partitions_cost_little_memory_and_bounded_files() {
         ..LogManagerOptions::default()
     };
     let mut builder = BatchBuilder::new(0, 1_000);
-    builder.push(Record::new(Some(b"k".to_vec()), Some(vec![0u8; 100]), 1_000));
+    builder.push(Record::new(
+        Some(b"k".to_vec()),
+        Some(vec![0u8; 100]),
+        1_000,
+    ));
     let record = builder.build();
 
     let started = Instant::now();
     let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
     for partition in 0..PARTITIONS {
-        let tp = TopicPartition::new(format!("topic{}", partition % 100), (partition / 100) as i32);
+        let tp = TopicPartition::new(
+            format!("topic{}", partition % 100),
+            (partition / 100) as i32,
+        );
         let log = manager.get_or_create(&tp, None).unwrap();
-        log.lock().unwrap().append_as_leader(&mut record.clone(), 0).unwrap();
+        log.lock()
+            .unwrap()
+            .append_as_leader(&mut record.clone(), 0)
+            .unwrap();
     }
     let created_in = started.elapsed();
     manager.shutdown().unwrap();
@@ -61,12 +71,21 @@ fn ten_thousand_partitions_cost_little_memory_and_bounded_files() {
         manager.file_cache().open_segments(),
     );
     // Three descriptors per cached segment, plus the manager's lock file.
-    assert!(fds_after - fds_before <= FILE_CACHE_SEGMENTS * 3 + 1, "open files not bounded by the cache");
-    assert!(per_partition_bytes < 8 * 1024, "an idle partition costs {per_partition_bytes} bytes");
+    assert!(
+        fds_after - fds_before <= FILE_CACHE_SEGMENTS * 3 + 1,
+        "open files not bounded by the cache"
+    );
+    assert!(
+        per_partition_bytes < 8 * 1024,
+        "an idle partition costs {per_partition_bytes} bytes"
+    );
 
     // Reads still work for partitions whose files were evicted.
     for partition in [0usize, 5_000, 9_999] {
-        let tp = TopicPartition::new(format!("topic{}", partition % 100), (partition / 100) as i32);
+        let tp = TopicPartition::new(
+            format!("topic{}", partition % 100),
+            (partition / 100) as i32,
+        );
         let log = manager.get(&tp).unwrap();
         let log = log.lock().unwrap();
         assert_eq!(log.log_end_offset(), 1);

@@ -12,14 +12,28 @@ use strand_log::{Log, LogConfig, LogOpenState, ManualClock};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append { count: usize, value_len: usize, first_timestamp: i64 },
-    Read { at: u16 },
+    Append {
+        count: usize,
+        value_len: usize,
+        first_timestamp: i64,
+    },
+    Read {
+        at: u16,
+    },
     Roll,
-    Truncate { at: u16 },
-    DeleteBefore { at: u16 },
+    Truncate {
+        at: u16,
+    },
+    DeleteBefore {
+        at: u16,
+    },
     Flush,
-    Reopen { clean: bool },
-    OffsetForTimestamp { timestamp: i64 },
+    Reopen {
+        clean: bool,
+    },
+    OffsetForTimestamp {
+        timestamp: i64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -46,7 +60,10 @@ struct Model {
 
 impl Model {
     fn end(&self) -> i64 {
-        self.batches.last().map_or(self.log_start, |(base, count, _, _)| base + count).max(self.log_start)
+        self.batches
+            .last()
+            .map_or(self.log_start, |(base, count, _, _)| base + count)
+            .max(self.log_start)
     }
     fn records_from(&self, from: i64) -> Vec<(i64, i64, usize)> {
         self.batches
@@ -63,7 +80,11 @@ impl Model {
 }
 
 fn config() -> LogConfig {
-    LogConfig { segment_bytes: 2_048, index_interval_bytes: 128, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes: 2_048,
+        index_interval_bytes: 128,
+        ..LogConfig::default()
+    }
 }
 
 fn state_of(log: &Log, clean: bool) -> LogOpenState {
@@ -81,20 +102,35 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     for (step, op) in ops.into_iter().enumerate() {
         match op {
-            Op::Append { count, value_len, first_timestamp } => {
-                let info = log.append_as_leader(&mut batch(count, value_len, first_timestamp), 0).unwrap();
+            Op::Append {
+                count,
+                value_len,
+                first_timestamp,
+            } => {
+                let info = log
+                    .append_as_leader(&mut batch(count, value_len, first_timestamp), 0)
+                    .unwrap();
                 prop_assert_eq!(info.first_offset, model.end(), "step {}", step);
-                model.batches.push((info.first_offset, count as i64, first_timestamp, value_len));
+                model
+                    .batches
+                    .push((info.first_offset, count as i64, first_timestamp, value_len));
             }
             Op::Read { at } => {
                 let from = model.pick(at);
-                prop_assert_eq!(read_records(&log, from), model.records_from(from), "step {}", step);
+                prop_assert_eq!(
+                    read_records(&log, from),
+                    model.records_from(from),
+                    "step {}",
+                    step
+                );
             }
             Op::Roll => log.roll(log.log_end_offset()).unwrap(),
             Op::Truncate { at } => {
                 let target = model.pick(at);
                 log.truncate_to(target).unwrap();
-                if let Some(first_removed) = model.batches.iter().position(|(b, c, _, _)| b + c - 1 >= target) {
+                if let Some(first_removed) =
+                    model.batches.iter().position(|(b, c, _, _)| b + c > target)
+                {
                     let new_end = model.batches[first_removed].0;
                     model.batches.truncate(first_removed);
                     model.log_start = model.log_start.min(new_end);
@@ -126,14 +162,25 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .into_iter()
                     .find(|record| record.1 >= timestamp)
                     .map(|record| (record.0, record.1));
-                let found = log.offset_for_timestamp(timestamp).unwrap().map(|f| (f.offset, f.timestamp));
+                let found = log
+                    .offset_for_timestamp(timestamp)
+                    .unwrap()
+                    .map(|f| (f.offset, f.timestamp));
                 prop_assert_eq!(found, expected, "step {} timestamp {}", step, timestamp);
             }
         }
         prop_assert_eq!(log.log_end_offset(), model.end(), "end after step {}", step);
-        prop_assert_eq!(log.log_start_offset(), model.log_start, "start after step {}", step);
+        prop_assert_eq!(
+            log.log_start_offset(),
+            model.log_start,
+            "start after step {}",
+            step
+        );
     }
-    prop_assert_eq!(read_records(&log, model.log_start), model.records_from(model.log_start));
+    prop_assert_eq!(
+        read_records(&log, model.log_start),
+        model.records_from(model.log_start)
+    );
     Ok(())
 }
 

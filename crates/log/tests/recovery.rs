@@ -12,8 +12,12 @@ use common::*;
 use strand_log::{LogConfig, LogOpenState, ManualClock};
 use strand_records::BatchView;
 
-const UNCLEAN: LogOpenState =
-    LogOpenState { recovery_point: 0, log_start_offset: 0, high_watermark: 0, clean_shutdown: false };
+const UNCLEAN: LogOpenState = LogOpenState {
+    recovery_point: 0,
+    log_start_offset: 0,
+    high_watermark: 0,
+    clean_shutdown: false,
+};
 
 /// (base offset, byte position, length) of each batch of the log's last segment.
 struct Fixture {
@@ -29,23 +33,39 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), small_config(), Arc::new(ManualClock::new(0)));
     for n in 0..60 {
-        log.append_as_leader(&mut batch(1 + (n % 4) as usize, 30, 1_000 * n), 1 + n as i32 / 20).unwrap();
+        log.append_as_leader(
+            &mut batch(1 + (n % 4) as usize, 30, 1_000 * n),
+            1 + n as i32 / 20,
+        )
+        .unwrap();
     }
     let (last_base, _) = *log.segment_summaries().last().unwrap();
     let end_offset = log.log_end_offset();
     let mut batches = Vec::new();
     let mut offset = last_base;
     while offset < end_offset {
-        let slice = log.read(offset, 1, end_offset, true).unwrap().slice.unwrap();
+        let slice = log
+            .read(offset, 1, end_offset, true)
+            .unwrap()
+            .slice
+            .unwrap();
         let bytes = slice.read_to_vec().unwrap();
         let view = BatchView::parse(&bytes).unwrap();
         batches.push((view.header.base_offset, slice.position, slice.length));
         offset = view.header.next_offset();
     }
-    assert!(batches.len() >= 3, "fixture needs a few batches in the last segment");
+    assert!(
+        batches.len() >= 3,
+        "fixture needs a few batches in the last segment"
+    );
     drop(log); // no close: an unclean stop
     let last_segment = dir.path().join(format!("{last_base:020}.log"));
-    Fixture { dir, last_segment, batches, end_offset }
+    Fixture {
+        dir,
+        last_segment,
+        batches,
+        end_offset,
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -66,7 +86,10 @@ fn assert_lookups_agree(log: &strand_log::Log, end: i64) {
     }
     let records = read_records(log, 0);
     assert_eq!(records.len() as i64, end);
-    assert!(records.iter().enumerate().all(|(i, r)| r.0 == i as i64), "no gaps");
+    assert!(
+        records.iter().enumerate().all(|(i, r)| r.0 == i as i64),
+        "no gaps"
+    );
 }
 
 #[test]
@@ -77,7 +100,12 @@ fn a_cut_at_every_byte_of_the_last_batch_recovers_the_prefix() {
         let copy = tempfile::tempdir().unwrap();
         copy_dir(fixture.dir.path(), copy.path());
         let segment = copy.path().join(fixture.last_segment.file_name().unwrap());
-        fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(cut).unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
 
         let (log, report) = reopen(copy.path(), small_config(), UNCLEAN);
         assert_eq!(report.bytes_truncated, cut - last_position, "cut at {cut}");
@@ -85,7 +113,12 @@ fn a_cut_at_every_byte_of_the_last_batch_recovers_the_prefix() {
         assert_eq!(fs::metadata(&segment).unwrap().len(), last_position);
         // The recovered log accepts appends at the right offset.
         let mut log = log;
-        assert_eq!(log.append_as_leader(&mut batch(1, 5, 0), 9).unwrap().first_offset, last_first_offset);
+        assert_eq!(
+            log.append_as_leader(&mut batch(1, 5, 0), 9)
+                .unwrap()
+                .first_offset,
+            last_first_offset
+        );
     }
     // The untouched log recovers whole.
     let (log, report) = reopen(fixture.dir.path(), small_config(), UNCLEAN);
@@ -109,7 +142,10 @@ impl Rng {
 
 #[test]
 fn random_byte_flips_in_the_tail_cut_the_log_at_the_damaged_batch() {
-    let seed = std::env::var("STRAND_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5EED_1234_u64);
+    let seed = std::env::var("STRAND_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_1234_u64);
     println!("seed {seed}");
     let mut rng = Rng(seed);
     let fixture = fixture();
@@ -119,7 +155,11 @@ fn random_byte_flips_in_the_tail_cut_the_log_at_the_damaged_batch() {
         copy_dir(fixture.dir.path(), copy.path());
         let segment = copy.path().join(fixture.last_segment.file_name().unwrap());
         let position = rng.below(segment_len);
-        let file = fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&segment)
+            .unwrap();
         let mut byte = [0u8; 1];
         file.read_exact_at(&mut byte, position).unwrap();
         let flip = 1 + rng.below(255) as u8;
@@ -138,7 +178,11 @@ fn random_byte_flips_in_the_tail_cut_the_log_at_the_damaged_batch() {
         if (12..16).contains(&field_offset) {
             // The partition leader epoch is outside the CRC in Kafka's format, so this
             // damage is undetectable; the batch is kept (its records are intact).
-            assert_eq!(log.log_end_offset(), fixture.end_offset, "round {round} seed {seed}");
+            assert_eq!(
+                log.log_end_offset(),
+                fixture.end_offset,
+                "round {round} seed {seed}"
+            );
         } else {
             assert_lookups_agree(&log, first_offset);
             assert_eq!(
@@ -153,8 +197,15 @@ fn random_byte_flips_in_the_tail_cut_the_log_at_the_damaged_batch() {
 #[test]
 fn garbage_after_the_last_batch_is_cut() {
     let fixture = fixture();
-    let file = fs::OpenOptions::new().append(true).open(&fixture.last_segment).unwrap();
-    file.write_all_at(&[0xAB; 100], fs::metadata(&fixture.last_segment).unwrap().len()).unwrap();
+    let file = fs::OpenOptions::new()
+        .append(true)
+        .open(&fixture.last_segment)
+        .unwrap();
+    file.write_all_at(
+        &[0xAB; 100],
+        fs::metadata(&fixture.last_segment).unwrap().len(),
+    )
+    .unwrap();
     let (log, report) = reopen(fixture.dir.path(), small_config(), UNCLEAN);
     assert_eq!(report.bytes_truncated, 100);
     assert_lookups_agree(&log, fixture.end_offset);
@@ -165,7 +216,12 @@ fn zeroed_preallocated_tail_is_cut() {
     // A file system may leave a zero-filled tail after a crash.
     let fixture = fixture();
     let len = fs::metadata(&fixture.last_segment).unwrap().len();
-    fs::OpenOptions::new().write(true).open(&fixture.last_segment).unwrap().set_len(len + 4096).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&fixture.last_segment)
+        .unwrap()
+        .set_len(len + 4096)
+        .unwrap();
     let (log, report) = reopen(fixture.dir.path(), small_config(), UNCLEAN);
     assert_eq!(report.bytes_truncated, 4096);
     assert_lookups_agree(&log, fixture.end_offset);
@@ -177,12 +233,19 @@ fn damaged_index_files_are_rebuilt() {
     // Scribble over every index of the log; recovery rebuilds them from the log.
     for entry in fs::read_dir(fixture.dir.path()).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "index" || e == "timeindex") {
+        if path
+            .extension()
+            .is_some_and(|e| e == "index" || e == "timeindex")
+        {
             fs::write(&path, [0xFFu8; 13]).unwrap();
         }
     }
     // Even after a clean shutdown, where segments are otherwise trusted.
-    let clean = LogOpenState { recovery_point: fixture.end_offset, clean_shutdown: true, ..UNCLEAN };
+    let clean = LogOpenState {
+        recovery_point: fixture.end_offset,
+        clean_shutdown: true,
+        ..UNCLEAN
+    };
     let (log, report) = reopen(fixture.dir.path(), small_config(), clean);
     assert!(report.segments_recovered > 0);
     assert_lookups_agree(&log, fixture.end_offset);
@@ -199,7 +262,11 @@ fn clean_shutdown_skips_recovery_and_keeps_everything() {
     log.close().unwrap();
     let end = log.log_end_offset();
     drop(log);
-    let state = LogOpenState { recovery_point: end, clean_shutdown: true, ..Default::default() };
+    let state = LogOpenState {
+        recovery_point: end,
+        clean_shutdown: true,
+        ..Default::default()
+    };
     let (log, report) = reopen(dir.path(), small_config(), state);
     assert_eq!(report.segments_recovered, 0);
     assert_lookups_agree(&log, end);
@@ -220,9 +287,15 @@ fn segments_below_the_recovery_point_are_trusted_and_later_ones_checked() {
     }
     let segments = log.segment_count();
     drop(log);
-    let state = LogOpenState { recovery_point: flushed, ..UNCLEAN };
+    let state = LogOpenState {
+        recovery_point: flushed,
+        ..UNCLEAN
+    };
     let (log, report) = reopen(dir.path(), small_config(), state);
-    assert!(report.segments_recovered >= 1 && report.segments_recovered < segments, "{report:?}");
+    assert!(
+        report.segments_recovered >= 1 && report.segments_recovered < segments,
+        "{report:?}"
+    );
     assert_lookups_agree(&log, 200);
 }
 
@@ -236,7 +309,13 @@ fn a_missing_middle_segment_cuts_the_log_there() {
         .collect();
     logs.sort();
     assert!(logs.len() >= 3);
-    let missing_base: i64 = logs[1].file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let missing_base: i64 = logs[1]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     fs::remove_file(&logs[1]).unwrap();
     let (log, report) = reopen(fixture.dir.path(), LogConfig { ..small_config() }, UNCLEAN);
     assert!(report.invalid_reason.is_some());

@@ -230,7 +230,11 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let mut builder = BatchBuilder::new(0, 1_000);
-        builder.push(Record::new(Some(b"k".to_vec()), Some(b"value".to_vec()), 1_000));
+        builder.push(Record::new(
+            Some(b"k".to_vec()),
+            Some(b"value".to_vec()),
+            1_000,
+        ));
         builder.push(Record::new(None, Some(b"v2".to_vec()), 1_005));
         builder.build()
     }
@@ -263,7 +267,10 @@ mod tests {
         set_log_append_time(&mut bytes, 9_999);
         let view = BatchView::parse(&bytes).unwrap();
         assert_eq!(view.header.max_timestamp, 9_999);
-        assert_eq!(view.header.attributes.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(
+            view.header.attributes.timestamp_type(),
+            TimestampType::LogAppendTime
+        );
     }
 
     #[test]
@@ -283,7 +290,10 @@ mod tests {
     fn truncation_at_every_length_is_corrupt() {
         let bytes = sample();
         for len in 0..bytes.len() {
-            assert!(matches!(BatchView::parse(&bytes[..len]), Err(RecordsError::Corrupt(_))));
+            assert!(matches!(
+                BatchView::parse(&bytes[..len]),
+                Err(RecordsError::Corrupt(_))
+            ));
         }
     }
 
@@ -291,13 +301,19 @@ mod tests {
     fn other_magic_is_unsupported() {
         let mut bytes = sample();
         bytes[MAGIC_OFFSET] = 1;
-        assert_eq!(BatchView::parse(&bytes).unwrap_err(), RecordsError::UnsupportedMagic(1));
+        assert_eq!(
+            BatchView::parse(&bytes).unwrap_err(),
+            RecordsError::UnsupportedMagic(1)
+        );
     }
 
     #[test]
     fn negative_length_is_corrupt_not_a_panic() {
         let mut bytes = sample();
         bytes[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&(-5i32).to_be_bytes());
-        assert!(matches!(BatchView::parse(&bytes), Err(RecordsError::Corrupt(_))));
+        assert!(matches!(
+            BatchView::parse(&bytes),
+            Err(RecordsError::Corrupt(_))
+        ));
     }
 }

@@ -20,7 +20,12 @@ pub struct Record {
 
 impl Record {
     pub fn new(key: Option<Vec<u8>>, value: Option<Vec<u8>>, timestamp: i64) -> Record {
-        Record { key, value, timestamp, headers: Vec::new() }
+        Record {
+            key,
+            value,
+            timestamp,
+            headers: Vec::new(),
+        }
     }
 
     pub fn with_header(mut self, header: Header) -> Record {
@@ -60,7 +65,12 @@ impl BatchBuilder {
         self
     }
 
-    pub fn producer(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> BatchBuilder {
+    pub fn producer(
+        mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+    ) -> BatchBuilder {
         self.producer_id = producer_id;
         self.producer_epoch = producer_epoch;
         self.base_sequence = base_sequence;
@@ -81,7 +91,10 @@ impl BatchBuilder {
 
     /// The finished batch. Panics on an empty builder: Kafka has no empty data batches.
     pub fn build(&self) -> Vec<u8> {
-        assert!(!self.records.is_empty(), "a record batch holds at least one record");
+        assert!(
+            !self.records.is_empty(),
+            "a record batch holds at least one record"
+        );
         let mut plain = Vec::new();
         let mut body = Vec::new();
         for (index, record) in self.records.iter().enumerate() {

@@ -107,7 +107,11 @@ impl<'a> SnappyReader<'a> {
     fn new(payload: &'a [u8]) -> Self {
         let framed = payload.len() >= XERIAL_HEADER.len()
             && payload[..XERIAL_MAGIC_BYTES] == XERIAL_HEADER[..XERIAL_MAGIC_BYTES];
-        let rest = if framed { &payload[XERIAL_HEADER.len()..] } else { payload };
+        let rest = if framed {
+            &payload[XERIAL_HEADER.len()..]
+        } else {
+            payload
+        };
         SnappyReader {
             rest,
             framed,
@@ -125,7 +129,8 @@ impl<'a> SnappyReader<'a> {
             if self.rest.len() < 4 {
                 return Err(invalid("truncated xerial block length"));
             }
-            let length = i32::from_be_bytes([self.rest[0], self.rest[1], self.rest[2], self.rest[3]]);
+            let length =
+                i32::from_be_bytes([self.rest[0], self.rest[1], self.rest[2], self.rest[3]]);
             if length < 0 || length as usize > self.rest.len() - 4 {
                 return Err(invalid("xerial block length beyond the payload"));
             }
@@ -183,11 +188,17 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips() {
-        let plain: Vec<u8> = (0..100_000u32).flat_map(|n| (n % 251).to_le_bytes()).collect();
+        let plain: Vec<u8> = (0..100_000u32)
+            .flat_map(|n| (n % 251).to_le_bytes())
+            .collect();
         for codec in CODECS {
             let packed = compress(codec, &plain);
             let mut unpacked = Vec::new();
-            codec.decoder(&packed).unwrap().read_to_end(&mut unpacked).unwrap();
+            codec
+                .decoder(&packed)
+                .unwrap()
+                .read_to_end(&mut unpacked)
+                .unwrap();
             assert_eq!(unpacked, plain, "{codec:?}");
         }
     }
@@ -197,7 +208,11 @@ mod tests {
         let plain = b"hello hello hello hello".repeat(10);
         let raw = snap::raw::Encoder::new().compress_vec(&plain).unwrap();
         let mut unpacked = Vec::new();
-        Compression::Snappy.decoder(&raw).unwrap().read_to_end(&mut unpacked).unwrap();
+        Compression::Snappy
+            .decoder(&raw)
+            .unwrap()
+            .read_to_end(&mut unpacked)
+            .unwrap();
         assert_eq!(unpacked, plain);
     }
 
@@ -206,7 +221,11 @@ mod tests {
         let mut packed = compress(Compression::Gzip, b"first ");
         packed.extend(compress(Compression::Gzip, b"second"));
         let mut unpacked = Vec::new();
-        Compression::Gzip.decoder(&packed).unwrap().read_to_end(&mut unpacked).unwrap();
+        Compression::Gzip
+            .decoder(&packed)
+            .unwrap()
+            .read_to_end(&mut unpacked)
+            .unwrap();
         assert_eq!(unpacked, b"first second");
     }
 

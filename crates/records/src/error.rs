@@ -18,7 +18,10 @@ pub enum RecordsError {
     UnsupportedMagic(i8),
     /// Batch larger than the topic's max.message.bytes. Kafka: MESSAGE_TOO_LARGE (10).
     #[error("record batch of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
-    TooLarge { size_bytes: usize, limit_bytes: usize },
+    TooLarge {
+        size_bytes: usize,
+        limit_bytes: usize,
+    },
     /// Compression codec id not in 0..=4. Kafka: CORRUPT_MESSAGE on produce.
     #[error("unknown compression codec {0}")]
     UnknownCompression(u8),

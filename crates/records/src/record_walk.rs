@@ -6,6 +6,7 @@
 use std::io::{BufReader, Read};
 
 use crate::batch::BatchView;
+use crate::compression::Compression;
 use crate::error::RecordsError;
 use crate::varint::{read_varint, read_varlong};
 
@@ -17,7 +18,9 @@ pub struct WalkLimits {
 
 impl Default for WalkLimits {
     fn default() -> Self {
-        WalkLimits { decompressed_max_bytes: 256 * 1024 * 1024 }
+        WalkLimits {
+            decompressed_max_bytes: 256 * 1024 * 1024,
+        }
     }
 }
 
@@ -52,13 +55,23 @@ pub fn walk_records(
             header.records_count
         )));
     }
-    if header.last_offset_delta < 0 || header.last_offset_delta as i64 + 1 != header.records_count as i64 {
+    if header.last_offset_delta < 0
+        || header.last_offset_delta as i64 + 1 != header.records_count as i64
+    {
         return Err(RecordsError::InvalidRecord(format!(
             "last offset delta {} disagrees with record count {}",
             header.last_offset_delta, header.records_count
         )));
     }
     let codec = header.attributes.compression()?;
+    if codec == Compression::None {
+        return walk_plain(
+            batch.records_payload(),
+            header.records_count as usize,
+            limits,
+            visit,
+        );
+    }
     let decoder = codec
         .decoder(batch.records_payload())
         .map_err(|error| RecordsError::Corrupt(format!("{codec:?} stream: {error}")))?;
@@ -73,7 +86,9 @@ pub fn walk_records(
             )));
         };
         if length < 0 {
-            return Err(RecordsError::InvalidRecord(format!("negative record length {length}")));
+            return Err(RecordsError::InvalidRecord(format!(
+                "negative record length {length}"
+            )));
         }
         let length = length as usize;
         if decompressed_bytes + length > limits.decompressed_max_bytes {
@@ -84,7 +99,9 @@ pub fn walk_records(
         decompressed_bytes += length;
         scratch.resize(length, 0);
         reader.read_exact(&mut scratch).map_err(|_| {
-            RecordsError::InvalidRecord(format!("record {index} claims {length} bytes past the end"))
+            RecordsError::InvalidRecord(format!(
+                "record {index} claims {length} bytes past the end"
+            ))
         })?;
         let record = parse_record_body(&scratch)
             .ok_or_else(|| RecordsError::InvalidRecord(format!("record {index} is malformed")))?;
@@ -100,7 +117,49 @@ pub fn walk_records(
         }
         Err(error) => return Err(RecordsError::Corrupt(format!("{codec:?} stream: {error}"))),
     }
-    Ok(RecordSummary { count: header.records_count as usize, decompressed_bytes })
+    Ok(RecordSummary {
+        count: header.records_count as usize,
+        decompressed_bytes,
+    })
+}
+
+/// The uncompressed case: records are parsed in place, with no copy (the produce path).
+fn walk_plain(
+    payload: &[u8],
+    records_count: usize,
+    limits: WalkLimits,
+    mut visit: impl FnMut(&WalkedRecord<'_>),
+) -> Result<RecordSummary, RecordsError> {
+    let mut rest = payload;
+    for index in 0..records_count {
+        let Some((length, used)) = read_varint(rest) else {
+            return Err(RecordsError::InvalidRecord(if rest.is_empty() {
+                format!("batch declares {records_count} records but holds {index}")
+            } else {
+                format!("record {index} has a malformed length")
+            }));
+        };
+        if length < 0 || length as usize > rest.len() - used {
+            return Err(RecordsError::InvalidRecord(format!(
+                "record {index} claims {length} bytes past the end"
+            )));
+        }
+        let (body, after) = rest[used..].split_at(length as usize);
+        let record = parse_record_body(body)
+            .ok_or_else(|| RecordsError::InvalidRecord(format!("record {index} is malformed")))?;
+        visit(&record);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return Err(RecordsError::InvalidRecord(
+            "incorrect declared batch size, records still remaining".into(),
+        ));
+    }
+    debug_assert!(payload.len() <= limits.decompressed_max_bytes.max(payload.len()));
+    Ok(RecordSummary {
+        count: records_count,
+        decompressed_bytes: payload.len(),
+    })
 }
 
 /// Reads a varint from a stream; `Ok(None)` at a clean end of stream.
@@ -110,7 +169,11 @@ fn read_stream_varint(reader: &mut impl Read) -> Result<Option<i32>, RecordsErro
         let mut byte = [0u8; 1];
         match reader.read(&mut byte) {
             Ok(0) if index == 0 => return Ok(None),
-            Ok(0) => return Err(RecordsError::InvalidRecord("truncated record length".into())),
+            Ok(0) => {
+                return Err(RecordsError::InvalidRecord(
+                    "truncated record length".into(),
+                ))
+            }
             Ok(_) => {}
             Err(error) => return Err(RecordsError::Corrupt(format!("decoding records: {error}"))),
         }
@@ -121,7 +184,9 @@ fn read_stream_varint(reader: &mut impl Read) -> Result<Option<i32>, RecordsErro
                 .ok_or_else(|| RecordsError::InvalidRecord("bad record length varint".into()));
         }
     }
-    Err(RecordsError::InvalidRecord("overlong record length varint".into()))
+    Err(RecordsError::InvalidRecord(
+        "overlong record length varint".into(),
+    ))
 }
 
 /// Parses one record body (everything after its length). `None` if any field runs past
@@ -147,7 +212,14 @@ fn parse_record_body(body: &[u8]) -> Option<WalkedRecord<'_>> {
     if !cursor.rest.is_empty() {
         return None;
     }
-    Some(WalkedRecord { attributes, timestamp_delta, offset_delta, key, value, headers })
+    Some(WalkedRecord {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        headers,
+    })
 }
 
 struct Cursor<'a> {
@@ -185,14 +257,20 @@ mod tests {
     use super::*;
     use crate::batch::{refresh_crc, BATCH_HEADER_BYTES};
     use crate::builder::{BatchBuilder, Header, Record};
-    use crate::compression::Compression;
 
     fn build(codec: Compression, count: usize) -> Vec<u8> {
         let mut builder = BatchBuilder::new(0, 1_000).compression(codec);
         for index in 0..count {
             builder.push(
-                Record::new(Some(format!("key-{index}").into_bytes()), Some(vec![7u8; 100]), 1_000 + index as i64)
-                    .with_header(Header { key: b"h".to_vec(), value: Some(b"v".to_vec()) }),
+                Record::new(
+                    Some(format!("key-{index}").into_bytes()),
+                    Some(vec![7u8; 100]),
+                    1_000 + index as i64,
+                )
+                .with_header(Header {
+                    key: b"h".to_vec(),
+                    value: Some(b"v".to_vec()),
+                }),
             );
         }
         builder.build()
@@ -200,7 +278,13 @@ mod tests {
 
     #[test]
     fn walks_every_codec_and_sees_every_record() {
-        for codec in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
             let bytes = build(codec, 50);
             let view = BatchView::parse(&bytes).unwrap();
             let mut keys = Vec::new();
@@ -222,7 +306,10 @@ mod tests {
         bytes[23..27].copy_from_slice(&3i32.to_be_bytes());
         refresh_crc(&mut bytes);
         let view = BatchView::parse(&bytes).unwrap();
-        assert!(matches!(walk_records(&view, WalkLimits::default(), |_| {}), Err(RecordsError::InvalidRecord(_))));
+        assert!(matches!(
+            walk_records(&view, WalkLimits::default(), |_| {}),
+            Err(RecordsError::InvalidRecord(_))
+        ));
     }
 
     #[test]
@@ -232,7 +319,10 @@ mod tests {
         bytes[23..27].copy_from_slice(&1i32.to_be_bytes());
         refresh_crc(&mut bytes);
         let view = BatchView::parse(&bytes).unwrap();
-        assert!(matches!(walk_records(&view, WalkLimits::default(), |_| {}), Err(RecordsError::InvalidRecord(_))));
+        assert!(matches!(
+            walk_records(&view, WalkLimits::default(), |_| {}),
+            Err(RecordsError::InvalidRecord(_))
+        ));
     }
 
     #[test]
@@ -241,7 +331,10 @@ mod tests {
         bytes[23..27].copy_from_slice(&5i32.to_be_bytes());
         refresh_crc(&mut bytes);
         let view = BatchView::parse(&bytes).unwrap();
-        assert!(matches!(walk_records(&view, WalkLimits::default(), |_| {}), Err(RecordsError::InvalidRecord(_))));
+        assert!(matches!(
+            walk_records(&view, WalkLimits::default(), |_| {}),
+            Err(RecordsError::InvalidRecord(_))
+        ));
     }
 
     #[test]
@@ -254,7 +347,10 @@ mod tests {
         bytes[8..12].copy_from_slice(&length.to_be_bytes());
         refresh_crc(&mut bytes);
         let view = BatchView::parse(&bytes).unwrap();
-        assert!(matches!(walk_records(&view, WalkLimits::default(), |_| {}), Err(RecordsError::InvalidRecord(_))));
+        assert!(matches!(
+            walk_records(&view, WalkLimits::default(), |_| {}),
+            Err(RecordsError::InvalidRecord(_))
+        ));
     }
 
     #[test]
@@ -264,10 +360,14 @@ mod tests {
         let bytes = builder.build();
         assert!(bytes.len() < 64 * 1024);
         let view = BatchView::parse(&bytes).unwrap();
-        let limits = WalkLimits { decompressed_max_bytes: 1024 * 1024 };
+        let limits = WalkLimits {
+            decompressed_max_bytes: 1024 * 1024,
+        };
         assert_eq!(
             walk_records(&view, limits, |_| {}).unwrap_err(),
-            RecordsError::DecompressedTooLarge { limit_bytes: 1024 * 1024 }
+            RecordsError::DecompressedTooLarge {
+                limit_bytes: 1024 * 1024
+            }
         );
     }
 

@@ -79,6 +79,10 @@ mod tests {
         assert_eq!(read_varint(&[0x02]), Some((1, 1)));
         assert_eq!(read_varint(&[0xac, 0x02]), Some((150, 2)));
         assert_eq!(read_varint(&[0x80]), None, "truncated");
-        assert_eq!(read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), None, "overlong");
+        assert_eq!(
+            read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]),
+            None,
+            "overlong"
+        );
     }
 }

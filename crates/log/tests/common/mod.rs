@@ -26,15 +26,33 @@ pub fn batch_with(count: usize, value_len: usize, timestamp: i64, codec: Compres
 }
 
 pub fn small_config() -> LogConfig {
-    LogConfig { segment_bytes: 4 * 1024, index_interval_bytes: 256, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes: 4 * 1024,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
 }
 
 pub fn new_log(dir: &Path, config: LogConfig, clock: Arc<ManualClock>) -> Log {
-    Log::create(dir, Arc::new(config), FileCache::new(64), clock as Arc<dyn Clock>, 0).unwrap()
+    Log::create(
+        dir,
+        Arc::new(config),
+        FileCache::new(64),
+        clock as Arc<dyn Clock>,
+        0,
+    )
+    .unwrap()
 }
 
 pub fn reopen(dir: &Path, config: LogConfig, state: LogOpenState) -> (Log, RecoveryReport) {
-    Log::open(dir, Arc::new(config), FileCache::new(64), Arc::new(ManualClock::new(1_000)), state).unwrap()
+    Log::open(
+        dir,
+        Arc::new(config),
+        FileCache::new(64),
+        Arc::new(ManualClock::new(1_000)),
+        state,
+    )
+    .unwrap()
 }
 
 /// Every record readable from `from` to the log end, as (offset, timestamp, value length,
@@ -54,7 +72,11 @@ pub fn read_records(log: &Log, from: i64) -> Vec<(i64, i64, usize)> {
             walk_records(&view, WalkLimits::default(), |record| {
                 let offset = header.base_offset + record.offset_delta as i64;
                 if offset >= next {
-                    records.push((offset, header.base_timestamp + record.timestamp_delta, record.value.map_or(0, |v| v.len())));
+                    records.push((
+                        offset,
+                        header.base_timestamp + record.timestamp_delta,
+                        record.value.map_or(0, |v| v.len()),
+                    ));
                 }
             })
             .unwrap();

@@ -9,7 +9,12 @@ use std::os::unix::fs::FileExt;
 
 use strand_records::{BatchHeader, BatchView, BATCH_HEADER_BYTES};
 
-const SCAN_CHUNK_BYTES: usize = 64 * 1024;
+/// Read-ahead when only headers are wanted: about one index interval, which is as far as
+/// a lookup scans past its index entry. Larger reads would cost a fetch more than the
+/// batch header it needs.
+const HEADER_SCAN_CHUNK_BYTES: usize = 4 * 1024;
+/// Read-ahead when whole batches are checked (recovery reads everything anyway).
+const VERIFY_SCAN_CHUNK_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScannedBatch {
@@ -88,7 +93,8 @@ impl<'a> BatchScanner<'a> {
         if remaining < BATCH_HEADER_BYTES as u64 {
             return Ok(self.invalid("incomplete batch header at the end"));
         }
-        self.fill(BATCH_HEADER_BYTES)?;
+        let chunk = if verify { VERIFY_SCAN_CHUNK_BYTES } else { HEADER_SCAN_CHUNK_BYTES };
+        self.fill(BATCH_HEADER_BYTES, chunk)?;
         let header = match BatchHeader::parse(self.window()) {
             Ok(header) => header,
             Err(error) => return Ok(self.invalid(&error.to_string())),
@@ -105,7 +111,7 @@ impl<'a> BatchScanner<'a> {
             header,
         };
         if verify {
-            self.fill(total as usize)?;
+            self.fill(total as usize, chunk)?;
             if let Err(error) = BatchView::parse(&self.window()[..total as usize]) {
                 return Ok(self.invalid(&error.to_string()));
             }
@@ -128,14 +134,14 @@ impl<'a> BatchScanner<'a> {
 
     /// Ensures at least `wanted` bytes from the current position are buffered (the caller
     /// has checked they exist before `end`).
-    fn fill(&mut self, wanted: usize) -> io::Result<()> {
+    fn fill(&mut self, wanted: usize, chunk: usize) -> io::Result<()> {
         let buffered_from_position =
             (self.buffer_start + self.buffer.len() as u64).saturating_sub(self.position) as usize;
         if self.position >= self.buffer_start && buffered_from_position >= wanted {
             return Ok(());
         }
         let remaining = (self.end - self.position) as usize;
-        let read_len = wanted.max(SCAN_CHUNK_BYTES).min(remaining);
+        let read_len = wanted.max(chunk).min(remaining);
         self.buffer.resize(read_len, 0);
         self.file.read_exact_at(&mut self.buffer, self.position)?;
         self.buffer_start = self.position;

@@ -372,7 +372,7 @@ impl Log {
             let Some(first) = segment.find_batch(&self.dir, &self.cache, start_offset)? else {
                 continue;
             };
-            if first.header.base_offset >= upper && first.header.last_offset() >= upper {
+            if first.header.base_offset >= upper {
                 return Ok(result);
             }
             let end_position = if upper >= segment.next_offset() {

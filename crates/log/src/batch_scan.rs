@@ -93,7 +93,11 @@ impl<'a> BatchScanner<'a> {
         if remaining < BATCH_HEADER_BYTES as u64 {
             return Ok(self.invalid("incomplete batch header at the end"));
         }
-        let chunk = if verify { VERIFY_SCAN_CHUNK_BYTES } else { HEADER_SCAN_CHUNK_BYTES };
+        let chunk = if verify {
+            VERIFY_SCAN_CHUNK_BYTES
+        } else {
+            HEADER_SCAN_CHUNK_BYTES
+        };
         self.fill(BATCH_HEADER_BYTES, chunk)?;
         let header = match BatchHeader::parse(self.window()) {
             Ok(header) => header,

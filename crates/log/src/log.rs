@@ -152,6 +152,11 @@ impl Log {
             .expect("a log always has an active segment")
     }
 
+    /// Applies new topic settings (AlterConfigs); they govern appends and rolls from now on.
+    pub fn set_config(&mut self, config: Arc<LogConfig>) {
+        self.config = config;
+    }
+
     /// Sets the high watermark, clamped to [log start offset, log end offset].
     pub fn set_high_watermark(&mut self, offset: i64) {
         self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset());

@@ -304,7 +304,7 @@ impl LogManager {
 
     /// Clean shutdown: flush and close every log, checkpoint, then write the marker that
     /// lets the next start skip recovery.
-    pub fn shutdown(self) -> LogResult<()> {
+    pub fn shutdown(&self) -> LogResult<()> {
         for log in self.logs.values() {
             lock(log).close()?;
         }

@@ -1,0 +1,164 @@
+//! CreateTopics (key 19): validated as Kafka validates (name, partitions, replication
+//! factor, assignments, configs), optionally only validated (validate_only). v5+ answers
+//! with the partition count, replication factor and configs; v7 with the topic id.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::broker::{ApiError, Broker};
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+use crate::topic_config::effective_topic_configs;
+
+/// Kafka's ConfigSource values.
+const SOURCE_TOPIC_CONFIG: i8 = 1;
+const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: CreateTopicsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = body
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.as_str().to_string()))
+        .map(|t| t.name.as_str().to_string())
+        .collect();
+    let mut results = Vec::with_capacity(body.topics.len());
+    for topic in body.topics {
+        let name = topic.name.as_str().to_string();
+        let result = if duplicates.contains(&name) {
+            Err(ApiError::new(
+                error_code::INVALID_REQUEST,
+                format!(
+                    "Create topics request from client contains multiple requests for topic {name}"
+                ),
+            ))
+        } else {
+            create_one(broker, &topic, body.validate_only)
+        };
+        results.push(match result {
+            Ok(created) => {
+                let configs = effective_topic_configs(&broker.config, &created.configs)
+                    .into_iter()
+                    .map(|(config_name, value, from_topic)| {
+                        CreatableTopicConfigs::default()
+                            .with_name(str_bytes(config_name))
+                            .with_value(Some(str_bytes(value)))
+                            .with_config_source(if from_topic {
+                                SOURCE_TOPIC_CONFIG
+                            } else {
+                                SOURCE_DEFAULT_CONFIG
+                            })
+                    })
+                    .collect();
+                CreatableTopicResult::default()
+                    .with_name(topic_name(&name))
+                    .with_topic_id(if body.validate_only {
+                        Uuid::nil()
+                    } else {
+                        created.id
+                    })
+                    .with_error_code(error_code::NONE)
+                    .with_num_partitions(created.partitions)
+                    .with_replication_factor(1)
+                    .with_configs(Some(configs))
+            }
+            Err(error) => CreatableTopicResult::default()
+                .with_name(topic_name(&name))
+                .with_error_code(error.code)
+                .with_error_message(error.message.map(str_bytes))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        });
+    }
+    respond(
+        &request,
+        &CreateTopicsResponse::default().with_topics(results),
+    )
+}
+
+fn create_one(
+    broker: &Arc<Broker>,
+    topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    validate_only: bool,
+) -> Result<crate::topics::TopicInfo, ApiError> {
+    let mut partitions = topic.num_partitions;
+    let mut replication_factor = topic.replication_factor;
+    if !topic.assignments.is_empty() {
+        if partitions != -1 || replication_factor != -1 {
+            return Err(ApiError::new(
+                error_code::INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            ));
+        }
+        let mut indexes: Vec<i32> = topic
+            .assignments
+            .iter()
+            .map(|a| a.partition_index)
+            .collect();
+        indexes.sort_unstable();
+        if indexes
+            .iter()
+            .enumerate()
+            .any(|(i, index)| *index != i as i32)
+        {
+            return Err(ApiError::new(
+                error_code::INVALID_REPLICA_ASSIGNMENT,
+                "Partitions must be numbered 0..N-1 without gaps.",
+            ));
+        }
+        for assignment in &topic.assignments {
+            if assignment
+                .broker_ids
+                .iter()
+                .any(|id| id.0 != broker.node_id())
+                || assignment.broker_ids.len() != 1
+            {
+                return Err(ApiError::new(
+                    error_code::INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "Replica assignment {:?} names brokers other than {}.",
+                        assignment
+                            .broker_ids
+                            .iter()
+                            .map(|b| b.0)
+                            .collect::<Vec<_>>(),
+                        broker.node_id()
+                    ),
+                ));
+            }
+        }
+        partitions = topic.assignments.len() as i32;
+        replication_factor = 1;
+    }
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        let Some(value) = &config.value else {
+            return Err(ApiError::new(
+                error_code::INVALID_CONFIG,
+                format!(
+                    "Null value not supported for topic configs: {}",
+                    config.name.as_str()
+                ),
+            ));
+        };
+        configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
+    }
+    broker.create_topic(
+        topic.name.as_str(),
+        partitions,
+        replication_factor,
+        configs,
+        validate_only,
+    )
+}

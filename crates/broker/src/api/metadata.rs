@@ -1,0 +1,120 @@
+//! Metadata (key 3): this broker, the cluster id, and topics with ids, partitions,
+//! leader (always this node), leader epoch, replicas and ISR. Unknown topics are created
+//! when the client allows it and auto.create.topics.enable is on, as Kafka does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::broker::{validate_topic_name, Broker};
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+use crate::topics::TopicInfo;
+
+/// Kafka's value for "authorized operations not requested".
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: MetadataRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let all_topics =
+        body.topics.is_none() || (version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
+    let allow_auto_create =
+        (version < 4 || body.allow_auto_topic_creation) && broker.config.auto_create_topics;
+    let mut topics = Vec::new();
+    if all_topics {
+        for topic in broker.topics() {
+            topics.push(describe(broker, &topic));
+        }
+    } else {
+        for requested in body.topics.unwrap_or_default() {
+            topics.push(match requested.name {
+                Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create),
+                None => match broker.topic_by_id(&requested.topic_id) {
+                    Some(topic) => describe(broker, &topic),
+                    None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
+                },
+            });
+        }
+    }
+    let response = MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(broker.node_id()))
+            .with_host(str_bytes(broker.advertised_host.clone()))
+            .with_port(broker.advertised_port as i32)])
+        .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(broker.node_id()))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    respond(&request, &response)
+}
+
+fn describe_by_name(
+    broker: &Arc<Broker>,
+    name: &str,
+    allow_auto_create: bool,
+) -> MetadataResponseTopic {
+    if let Some(topic) = broker.topic(name) {
+        return describe(broker, &topic);
+    }
+    if let Err(error) = validate_topic_name(name) {
+        return error_topic(Some(name), Uuid::nil(), error.code);
+    }
+    if !allow_auto_create {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        );
+    }
+    match broker.create_topic(name, -1, -1, BTreeMap::new(), false) {
+        Ok(topic) => describe(broker, &topic),
+        // Lost a race with another creator: describe what exists.
+        Err(error) if error.code == error_code::TOPIC_ALREADY_EXISTS => match broker.topic(name) {
+            Some(topic) => describe(broker, &topic),
+            None => error_topic(Some(name), Uuid::nil(), error_code::LEADER_NOT_AVAILABLE),
+        },
+        Err(error) => error_topic(Some(name), Uuid::nil(), error.code),
+    }
+}
+
+fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
+    let node = BrokerId(broker.node_id());
+    let partitions = (0..topic.partitions)
+        .map(|index| {
+            MetadataResponsePartition::default()
+                .with_error_code(error_code::NONE)
+                .with_partition_index(index)
+                .with_leader_id(node)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+                .with_offline_replicas(vec![])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_error_code(error_code::NONE)
+        .with_name(Some(topic_name(&topic.name)))
+        .with_topic_id(topic.id)
+        .with_is_internal(topic.is_internal())
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(code)
+        .with_name(name.map(topic_name))
+        .with_topic_id(id)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}

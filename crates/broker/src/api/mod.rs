@@ -1,0 +1,20 @@
+//! One module per Kafka API. Each decodes its request, acts, and encodes its response.
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+pub(crate) fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+pub(crate) fn str_bytes(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}

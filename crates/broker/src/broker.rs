@@ -1,0 +1,409 @@
+//! The broker's shared state: identity (node id, cluster id, advertised address), the
+//! topic registry, the log manager and the partitions hosted here; topic creation and
+//! deletion; startup and clean shutdown. API handlers reach everything through `Broker`.
+//!
+//! Thread-safe: registry and log manager behind mutexes (topic changes are rare and
+//! serialised), the partition map behind an RwLock read on every request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use strand_log::log_manager::{is_valid_topic_name, LogManagerOptions};
+use strand_log::{FileCache, LogConfig, LogManager, TopicPartition};
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::error_code;
+use crate::partition::Partition;
+use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
+use crate::topics::{TopicInfo, TopicRegistry};
+
+const META_PROPERTIES_FILE: &str = "meta.properties";
+/// Partitions one CreateTopics or CreatePartitions may ask for on this node.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 100_000;
+
+/// An error for one item of a request: a Kafka error code and an optional message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: i16,
+    pub message: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: i16, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: Some(message.into()),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub cluster_id: String,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    topics: Mutex<TopicRegistry>,
+    logs: Mutex<LogManager>,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+}
+
+impl Broker {
+    /// Opens the data directory (creating it), recovering logs if the last stop was unclean.
+    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        config.validate().map_err(anyhow::Error::msg)?;
+        let data_dir = config.data_dir.clone();
+        std::fs::create_dir_all(&data_dir).map_err(|error| {
+            anyhow::anyhow!(
+                "cannot create data directory {}: {error}",
+                data_dir.display()
+            )
+        })?;
+        let cluster_id = load_or_create_identity(&data_dir, config.node_id)?;
+        let options = LogManagerOptions {
+            default_config: Arc::new(log_config_for(&config, &BTreeMap::new())),
+            file_cache_segments: config.open_segments_max,
+            ..LogManagerOptions::default()
+        };
+        let (mut logs, recovered) = LogManager::open(&data_dir, options).map_err(|error| {
+            anyhow::anyhow!("cannot open logs in {}: {error}", data_dir.display())
+        })?;
+        for (tp, report) in &recovered {
+            tracing::info!(partition = %tp, ?report, "recovered log");
+        }
+        let topics = TopicRegistry::load(&data_dir)?;
+        let mut partitions = HashMap::new();
+        for topic in topics.all() {
+            let log_config = Arc::new(log_config_for(&config, &topic.configs));
+            for index in 0..topic.partitions {
+                let tp = TopicPartition::new(topic.name.clone(), index);
+                let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
+                log.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .set_config(log_config.clone());
+                partitions.insert(
+                    tp.clone(),
+                    Arc::new(Partition::new(tp, log, min_insync_replicas(&topic.configs))),
+                );
+            }
+        }
+        for tp in logs.partitions() {
+            if !partitions.contains_key(tp) {
+                tracing::warn!(partition = %tp, "log directory belongs to no known topic; left untouched");
+            }
+        }
+        let (advertised_host, advertised_port) = config.advertised().map_err(anyhow::Error::msg)?;
+        Ok(Arc::new(Broker {
+            config,
+            cluster_id,
+            advertised_host,
+            advertised_port,
+            topics: Mutex::new(topics),
+            logs: Mutex::new(logs),
+            partitions: RwLock::new(partitions),
+        }))
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    pub fn topic(&self, name: &str) -> Option<TopicInfo> {
+        self.registry().get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<TopicInfo> {
+        self.registry().get_by_id(id).cloned()
+    }
+
+    pub fn topics(&self) -> Vec<TopicInfo> {
+        self.registry().all().cloned().collect()
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, TopicRegistry> {
+        self.topics.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Validates and (unless `validate_only`) creates a topic, as CreateTopics and topic
+    /// auto-creation do. `partitions` and `replication_factor` of -1 take the defaults.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicInfo, ApiError> {
+        validate_topic_name(name)?;
+        let partitions = if partitions == -1 {
+            self.config.num_partitions
+        } else {
+            partitions
+        };
+        if partitions <= 0 {
+            return Err(ApiError::new(
+                error_code::INVALID_PARTITIONS,
+                "Number of partitions must be larger than 0.",
+            ));
+        }
+        if partitions > PARTITIONS_PER_TOPIC_MAX {
+            return Err(ApiError::new(
+                error_code::INVALID_PARTITIONS,
+                format!("Number of partitions {partitions} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."),
+            ));
+        }
+        let replication_factor = if replication_factor == -1 {
+            self.config.default_replication_factor
+        } else {
+            replication_factor
+        };
+        if replication_factor <= 0 {
+            return Err(ApiError::new(
+                error_code::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            ));
+        }
+        if replication_factor > 1 {
+            return Err(ApiError::new(
+                error_code::INVALID_REPLICATION_FACTOR,
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+            ));
+        }
+        for (key, value) in &configs {
+            validate_topic_config(key, Some(value))
+                .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
+        }
+        let mut registry = self.registry();
+        if registry.get(name).is_some() {
+            return Err(ApiError::new(
+                error_code::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(colliding) = registry
+            .all()
+            .find(|t| t.name != name && collision_key(&t.name) == collision_key(name))
+        {
+            return Err(ApiError::new(
+                error_code::INVALID_TOPIC_EXCEPTION,
+                format!(
+                    "Topic '{name}' collides with existing topic: {}",
+                    colliding.name
+                ),
+            ));
+        }
+        let topic = TopicInfo {
+            name: name.to_string(),
+            id: Uuid::new_v4(),
+            partitions,
+            configs,
+        };
+        if validate_only {
+            return Ok(topic);
+        }
+        registry.insert(topic.clone()).map_err(storage_error)?;
+        self.open_partitions(&topic, 0).map_err(storage_error)?;
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(topic)
+    }
+
+    /// Creates the logs of partitions `from..topic.partitions` and hosts them.
+    fn open_partitions(&self, topic: &TopicInfo, from: i32) -> anyhow::Result<()> {
+        let log_config: Arc<LogConfig> = Arc::new(log_config_for(&self.config, &topic.configs));
+        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+        for index in from..topic.partitions {
+            let tp = TopicPartition::new(topic.name.clone(), index);
+            let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
+            partitions.insert(
+                tp.clone(),
+                Arc::new(Partition::new(tp, log, min_insync_replicas(&topic.configs))),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<TopicInfo, ApiError> {
+        let mut registry = self.registry();
+        let Some(topic) = registry.remove(name).map_err(storage_error)? else {
+            return Err(ApiError {
+                code: error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                message: None,
+            });
+        };
+        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+        for index in 0..topic.partitions {
+            let tp = TopicPartition::new(topic.name.clone(), index);
+            partitions.remove(&tp);
+            if let Err(error) = logs.delete(&tp) {
+                tracing::error!(partition = %tp, %error, "deleting log failed");
+            }
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(topic)
+    }
+
+    /// Periodic work: flush.ms and checkpoints.
+    pub fn maintenance(&self) {
+        if let Err(error) = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .maintenance()
+        {
+            tracing::error!(%error, "log maintenance failed");
+        }
+    }
+
+    /// Flushes and closes every log and writes the clean-shutdown marker.
+    pub fn shutdown(&self) -> anyhow::Result<()> {
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shutdown()?;
+        Ok(())
+    }
+
+    /// The shared open-file cache (for diagnostics).
+    pub fn file_cache(&self) -> Arc<FileCache> {
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .file_cache()
+            .clone()
+    }
+}
+
+fn storage_error(error: impl std::fmt::Display) -> ApiError {
+    tracing::error!(%error, "storage failure");
+    ApiError::new(error_code::KAFKA_STORAGE_ERROR, error.to_string())
+}
+
+/// Kafka's topic name rules, with its messages.
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            "Topic name is illegal, it can't be empty",
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(ApiError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            "Topic name cannot be \".\" or \"..\"",
+        ));
+    }
+    if name.len() > 249 {
+        return Err(ApiError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            format!(
+                "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+            ),
+        ));
+    }
+    if !is_valid_topic_name(name) {
+        return Err(ApiError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            format!("Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"),
+        ));
+    }
+    Ok(())
+}
+
+/// '.' and '_' collide in metric names, so Kafka refuses topics differing only by them.
+fn collision_key(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// Reads `meta.properties` (cluster id, node id), creating it on first start.
+fn load_or_create_identity(data_dir: &Path, node_id: i32) -> anyhow::Result<String> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let value = |key: &str| {
+                text.lines().find_map(|line| {
+                    line.strip_prefix(key)
+                        .and_then(|rest| rest.strip_prefix('='))
+                        .map(str::trim)
+                })
+            };
+            let cluster_id = value("cluster.id")
+                .ok_or_else(|| anyhow::anyhow!("{} has no cluster.id", path.display()))?;
+            let stored: i32 = value("node.id")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("{} has no node.id", path.display()))?;
+            anyhow::ensure!(
+                stored == node_id,
+                "data directory {} belongs to node {stored}, not node {node_id}",
+                data_dir.display()
+            );
+            Ok(cluster_id.to_string())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let cluster_id = base64_url(Uuid::new_v4().as_bytes());
+            let text = format!(
+                "#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+            );
+            strand_log::checkpoint::write_atomically(&path, text.as_bytes())
+                .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
+            Ok(cluster_id)
+        }
+        Err(error) => Err(anyhow::anyhow!("cannot read {}: {error}", path.display())),
+    }
+}
+
+/// URL-safe base64 without padding, as Kafka prints cluster ids (22 characters).
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (*b as u32) << (16 - 8 * i));
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        assert_eq!(base64_url(&[0u8; 16]).len(), 22);
+        assert_eq!(base64_url(b"\xfb\xff"), "-_8");
+    }
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(validate_topic_name("orders.v1_eu-2").is_ok());
+        assert_eq!(
+            validate_topic_name("").unwrap_err().code,
+            error_code::INVALID_TOPIC_EXCEPTION
+        );
+        assert_eq!(
+            validate_topic_name("a b").unwrap_err().code,
+            error_code::INVALID_TOPIC_EXCEPTION
+        );
+        assert_eq!(
+            validate_topic_name(&"x".repeat(250)).unwrap_err().code,
+            error_code::INVALID_TOPIC_EXCEPTION
+        );
+    }
+}

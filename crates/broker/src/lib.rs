@@ -1,0 +1,21 @@
+//! The Strand broker: a Kafka-protocol server over the partition log.
+//!
+//! Request path: `server` accepts (bounded connections) -> `connection` reads a frame
+//! (size capped, memory reserved from a pool) -> `router` checks the API and version ->
+//! `api::<name>` decodes, acts on `Broker` / `Partition`, encodes the response.
+//! Requests on one connection are handled one at a time, so responses keep their order.
+
+pub mod api;
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod error_code;
+pub mod partition;
+pub mod router;
+pub mod server;
+pub mod topic_config;
+pub mod topics;
+
+pub use broker::{ApiError, Broker};
+pub use config::{BrokerConfig, FlushMode};
+pub use server::{serve, ServerHandle};

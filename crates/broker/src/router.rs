@@ -1,0 +1,77 @@
+//! Routes a parsed request to its API module after checking that Strand serves that API
+//! at that version. What Kafka does for the rest: an unknown API key or an unsupported
+//! version of anything but ApiVersions closes the connection; ApiVersions answers
+//! UNSUPPORTED_VERSION in its v0 format so the client can downgrade.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use strand_protocol::{
+    decode_body, encode_response, supported_versions, HeaderError, ParsedRequest,
+};
+
+use crate::api;
+use crate::broker::Broker;
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Outcome {
+    Respond(Bytes),
+    /// acks=0 produce: Kafka sends nothing back.
+    NoResponse,
+    /// Close the connection, logging why.
+    Close(String),
+}
+
+pub async fn route(broker: &Arc<Broker>, parsed: Result<ParsedRequest, HeaderError>) -> Outcome {
+    let request = match parsed {
+        Ok(request) => request,
+        Err(error) => return Outcome::Close(error.to_string()),
+    };
+    let version = request.header.request_api_version;
+    if request.api_key == ApiKey::ApiVersions {
+        return api::api_versions::handle(&request);
+    }
+    let Some((min, max)) = supported_versions(request.api_key) else {
+        return Outcome::Close(format!("unsupported API {:?}", request.api_key));
+    };
+    if version < min || version > max {
+        return Outcome::Close(format!(
+            "unsupported version {version} of {:?} (serving {min}-{max})",
+            request.api_key
+        ));
+    }
+    match request.api_key {
+        ApiKey::Produce => api::produce::handle(broker, request).await,
+        ApiKey::Fetch => api::fetch::handle(broker, request).await,
+        ApiKey::ListOffsets => api::list_offsets::handle(broker, request),
+        ApiKey::Metadata => api::metadata::handle(broker, request),
+        ApiKey::CreateTopics => api::create_topics::handle(broker, request),
+        ApiKey::DeleteTopics => api::delete_topics::handle(broker, request),
+        other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),
+    }
+}
+
+/// Decodes the request body as `T`, or an outcome that closes the connection.
+pub fn decode<T: Decodable>(request: &ParsedRequest) -> Result<T, Outcome> {
+    decode_body(request.body.clone(), request.header.request_api_version)
+        .map_err(|error| Outcome::Close(format!("{:?}: {error}", request.api_key)))
+}
+
+/// Encodes `body` as the response to `request`.
+pub fn respond<B: Encodable>(request: &ParsedRequest, body: &B) -> Outcome {
+    match encode_response(
+        request.api_key,
+        request.header.request_api_version,
+        request.header.correlation_id,
+        body,
+    ) {
+        Ok(bytes) => Outcome::Respond(bytes),
+        Err(error) => Outcome::Close(format!(
+            "cannot encode {:?} response: {error}",
+            request.api_key
+        )),
+    }
+}

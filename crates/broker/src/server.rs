@@ -1,0 +1,101 @@
+//! The listener: accepts connections up to `max_connections` (further clients wait in
+//! the kernel's backlog), spawns a task per connection, and shuts down gracefully:
+//! stop accepting, let connections finish the request in hand, then flush and close
+//! every log and write the clean-shutdown marker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::broker::Broker;
+use crate::connection::serve_connection;
+
+/// Lets the caller stop the server.
+#[derive(Debug, Clone)]
+pub struct ServerHandle {
+    shutdown: watch::Sender<bool>,
+}
+
+impl ServerHandle {
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// Binds the listener (so the caller learns of a taken port at once) and returns the
+/// server future and a handle to stop it.
+pub async fn serve(
+    broker: Arc<Broker>,
+) -> anyhow::Result<(
+    std::net::SocketAddr,
+    ServerHandle,
+    impl std::future::Future<Output = anyhow::Result<()>>,
+)> {
+    let listener = TcpListener::bind(broker.config.listen)
+        .await
+        .map_err(|error| anyhow::anyhow!("cannot listen on {}: {error}", broker.config.listen))?;
+    let local = listener.local_addr()?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let handle = ServerHandle {
+        shutdown: shutdown_tx,
+    };
+    let run = run(broker, listener, shutdown_rx);
+    Ok((local, handle, run))
+}
+
+async fn run(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let connections = Arc::new(Semaphore::new(broker.config.max_connections));
+    let request_memory = Arc::new(Semaphore::new(
+        broker.config.queued_request_max_bytes / 1024,
+    ));
+    let mut tasks = JoinSet::new();
+    let maintenance = {
+        let broker = broker.clone();
+        let interval = Duration::from_millis(broker.config.checkpoint_interval_ms.max(100));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || broker.maintenance()).await;
+            }
+        })
+    };
+    loop {
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => permit?,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (broker, memory, shutdown) = (broker.clone(), request_memory.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            serve_connection(broker, stream, peer, memory, shutdown).await;
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    drop(listener);
+    maintenance.abort();
+    while tasks.join_next().await.is_some() {}
+    let broker_for_close = broker.clone();
+    tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! The APIs Strand serves and the versions it advertises in ApiVersions. An API appears
+//! here only once the broker implements it, at exactly the versions it implements
+//! (the brief's rule: advertise only what you do).
+
+use kafka_protocol::messages::ApiKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupportedApi {
+    pub key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+}
+
+const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
+    SupportedApi {
+        key,
+        min_version,
+        max_version,
+    }
+}
+
+/// Versions follow Kafka 4.1's brokers (the schemas kafka-protocol 0.18 was generated from).
+pub const SUPPORTED_APIS: &[SupportedApi] = &[
+    api(ApiKey::Produce, 3, 13),
+    api(ApiKey::Fetch, 4, 17),
+    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::Metadata, 0, 13),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+];
+
+/// (min, max) advertised for `key`, or None if Strand does not serve it.
+pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED_APIS
+        .iter()
+        .find(|api| api.key == key)
+        .map(|api| (api.min_version, api.max_version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_versions_lie_within_the_codec_schemas() {
+        for api in SUPPORTED_APIS {
+            let known = api.key.valid_versions();
+            assert!(
+                known.min <= api.min_version && api.max_version <= known.max,
+                "{:?}",
+                api.key
+            );
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The `strand` binary. `strand serve` with no arguments is a single-node broker on
+//! 127.0.0.1:9092 with its data in ./strand-data.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use strand_broker::{serve, Broker, BrokerConfig, FlushMode};
+use strand_protocol::alloc_guard::HugeAllocationGuard;
+
+#[global_allocator]
+static ALLOCATOR: HugeAllocationGuard = HugeAllocationGuard;
+
+#[derive(Parser)]
+#[command(name = "strand", version, about = "A Kafka-compatible streaming log")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML file of broker settings (command-line options override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory for logs and metadata [default: ./strand-data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:9092].
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// HOST:PORT clients should connect to [default: the listen address].
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Node id [default: 1].
+    #[arg(long)]
+    node_id: Option<i32>,
+    /// Partitions of auto-created topics (num.partitions) [default: 1].
+    #[arg(long)]
+    num_partitions: Option<i32>,
+    /// Largest record batch accepted (message.max.bytes).
+    #[arg(long)]
+    message_max_bytes: Option<i32>,
+    /// Segment size in bytes (log.segment.bytes).
+    #[arg(long)]
+    segment_bytes: Option<i32>,
+    /// Retention in ms (log.retention.ms, -1 forever).
+    #[arg(long)]
+    retention_ms: Option<i64>,
+    /// Create topics on first use (auto.create.topics.enable) [default: true].
+    #[arg(long)]
+    auto_create_topics: Option<bool>,
+    /// page-cache (Kafka's default) or every-batch (fdatasync before ack).
+    #[arg(long, value_parser = parse_flush)]
+    flush: Option<FlushMode>,
+}
+
+fn parse_flush(value: &str) -> Result<FlushMode, String> {
+    match value {
+        "page-cache" => Ok(FlushMode::PageCache),
+        "every-batch" => Ok(FlushMode::EveryBatch),
+        other => Err(format!(
+            "unknown flush mode {other:?}: use page-cache or every-batch"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => run_serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("strand: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
+    let mut config = match &args.config {
+        Some(path) => BrokerConfig::from_toml_file(path).map_err(anyhow::Error::msg)?,
+        None => BrokerConfig::default(),
+    };
+    if let Some(value) = args.data_dir {
+        config.data_dir = value;
+    }
+    if let Some(value) = args.listen {
+        config.listen = value;
+    }
+    if let Some(value) = args.advertise {
+        config.advertise = Some(value);
+    }
+    if let Some(value) = args.node_id {
+        config.node_id = value;
+    }
+    if let Some(value) = args.num_partitions {
+        config.num_partitions = value;
+    }
+    if let Some(value) = args.message_max_bytes {
+        config.message_max_bytes = value;
+    }
+    if let Some(value) = args.segment_bytes {
+        config.segment_bytes = value;
+    }
+    if let Some(value) = args.retention_ms {
+        config.retention_ms = value;
+    }
+    if let Some(value) = args.auto_create_topics {
+        config.auto_create_topics = value;
+    }
+    if let Some(value) = args.flush {
+        config.flush = value;
+    }
+    config.validate().map_err(anyhow::Error::msg)?;
+    Ok(config)
+}
+
+fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = broker_config(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let data_dir = config.data_dir.clone();
+        let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
+        let (address, handle, server) = serve(broker.clone()).await?;
+        println!(
+            "strand {} node {} listening on {address} (advertised {}:{}), data in {}",
+            env!("CARGO_PKG_VERSION"),
+            broker.node_id(),
+            broker.advertised_host,
+            broker.advertised_port,
+            data_dir.display()
+        );
+        let server = tokio::spawn(server);
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        handle.shutdown();
+        server.await??;
+        println!("strand stopped cleanly");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {},
+        _ = terminate.recv() => {},
+    }
+}

@@ -31,6 +31,7 @@ fn clean_shutdown_writes_the_marker_and_reopen_skips_recovery() {
     log.lock().unwrap().set_high_watermark(60);
     drop(log);
     manager.shutdown().unwrap();
+    drop(manager);
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
     let checkpoint =
         std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
@@ -103,6 +104,7 @@ fn delete_removes_the_partition_and_it_stays_gone() {
     assert!(manager.delete(&tp).unwrap());
     assert!(!dir.path().join("gone-0").exists());
     manager.shutdown().unwrap();
+    drop(manager);
     let (manager, _) = LogManager::open(dir.path(), options()).unwrap();
     assert!(manager.get(&tp).is_none());
 }

@@ -51,6 +51,7 @@ fn ten_thousand_partitions_cost_little_memory_and_bounded_files() {
     }
     let created_in = started.elapsed();
     manager.shutdown().unwrap();
+    drop(manager);
 
     let fds_before = open_fds();
     let rss_before = rss_kib();

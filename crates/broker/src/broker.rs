@@ -80,9 +80,14 @@ impl Broker {
             for index in 0..topic.partitions {
                 let tp = TopicPartition::new(topic.name.clone(), index);
                 let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
-                log.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .set_config(log_config.clone());
+                {
+                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                    log.set_config(log_config.clone());
+                    // This node is the whole ISR, so everything in the log is committed;
+                    // the checkpointed high watermark may lag it after a crash.
+                    let end = log.log_end_offset();
+                    log.set_high_watermark(end);
+                }
                 partitions.insert(
                     tp.clone(),
                     Arc::new(Partition::new(tp, log, min_insync_replicas(&topic.configs))),

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every interop driver against Strand with real Kafka clients, each against a fresh
+# broker in its own temp directory, and the restart test. Exits non-zero on the first
+# failing driver. Needs: python3 with confluent-kafka, kafka-python (+ python-snappy,
+# zstandard, lz4); Go (franz-go); Java 17 + the Kafka jars (interop/kafka/fetch.sh); kcat.
+# .ci/run installs them.
+#
+#   interop/run.sh              all drivers
+#   interop/run.sh confluent    only the named ones (confluent kafka-python franz-go java cli restart)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p strand
+BIN="$PWD/target/release/strand"
+export STRAND_BIN="$BIN"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# run_driver NAME COMMAND...: fresh broker, run the command with STRAND_BOOTSTRAP, stop
+# the broker with SIGTERM and require a clean exit.
+run_driver() {
+  local name=$1; shift
+  local dir port pid status=0
+  dir=$(mktemp -d)
+  port=$(free_port)
+  "$BIN" serve --listen "127.0.0.1:$port" --data-dir "$dir/data" >"$dir/broker.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "=== $name (broker on 127.0.0.1:$port)"
+  STRAND_BOOTSTRAP="127.0.0.1:$port" timeout 600 "$@" || status=$?
+  kill -TERM "$pid" 2>/dev/null || true
+  local exit_code=0
+  wait "$pid" || exit_code=$?
+  if [ "$status" -ne 0 ]; then
+    echo "--- $name FAILED (status $status); broker log:"; tail -50 "$dir/broker.log"
+    exit 1
+  fi
+  if [ "$exit_code" -ne 0 ]; then
+    echo "--- broker did not stop cleanly after $name (exit $exit_code)"; tail -50 "$dir/broker.log"
+    exit 1
+  fi
+  if grep -q "panicked" "$dir/broker.log"; then
+    echo "--- broker panicked during $name"; grep -A5 panicked "$dir/broker.log"; exit 1
+  fi
+  rm -rf "$dir"
+}
+
+wanted=("$@")
+want() { [ ${#wanted[@]} -eq 0 ] || printf '%s\n' "${wanted[@]}" | grep -qx "$1"; }
+
+want confluent && run_driver confluent python3 interop/python/confluent_driver.py
+want kafka-python && run_driver kafka-python python3 interop/python/kafka_python_driver.py
+if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/go/run.sh; fi
+if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
+if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
+if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
+echo "interop: all drivers passed"

@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent kafka-python franz-go java cli restart)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -51,6 +51,7 @@ wanted=("$@")
 want() { [ ${#wanted[@]} -eq 0 ] || printf '%s\n' "${wanted[@]}" | grep -qx "$1"; }
 
 want confluent && run_driver confluent python3 interop/python/confluent_driver.py
+want admin && run_driver admin python3 interop/python/admin_driver.py
 want kafka-python && run_driver kafka-python python3 interop/python/kafka_python_driver.py
 if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/go/run.sh; fi
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi

@@ -238,6 +238,92 @@ impl Broker {
         Ok(())
     }
 
+    /// CreatePartitions: grows a topic to `count` partitions.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        let mut registry = self.registry();
+        let Some(topic) = registry.get(name).cloned() else {
+            return Err(ApiError::new(
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        if count == topic.partitions {
+            return Err(ApiError::new(
+                error_code::INVALID_PARTITIONS,
+                format!("Topic already has {count} partitions."),
+            ));
+        }
+        if count < topic.partitions {
+            return Err(ApiError::new(
+                error_code::INVALID_PARTITIONS,
+                format!(
+                    "Topic currently has {} partitions, which is higher than the requested {count}.",
+                    topic.partitions
+                ),
+            ));
+        }
+        if count > PARTITIONS_PER_TOPIC_MAX {
+            return Err(ApiError::new(
+                error_code::INVALID_PARTITIONS,
+                format!(
+                    "Number of partitions {count} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
+                ),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let from = topic.partitions;
+        let grown = TopicInfo {
+            partitions: count,
+            ..topic
+        };
+        registry.update(grown.clone()).map_err(storage_error)?;
+        self.open_partitions(&grown, from).map_err(storage_error)?;
+        tracing::info!(topic = name, from, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// AlterConfigs / IncrementalAlterConfigs on a topic: validates every config, then
+    /// replaces the topic's overrides and applies them to its partitions at once.
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        for (key, value) in &configs {
+            validate_topic_config(key, Some(value))
+                .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
+        }
+        let mut registry = self.registry();
+        let Some(topic) = registry.get(name).cloned() else {
+            return Err(ApiError::new(
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        if validate_only {
+            return Ok(());
+        }
+        let updated = TopicInfo { configs, ..topic };
+        registry.update(updated.clone()).map_err(storage_error)?;
+        let log_config = Arc::new(log_config_for(&self.config, &updated.configs));
+        let min_insync = min_insync_replicas(&updated.configs);
+        for index in 0..updated.partitions {
+            if let Some(partition) = self.partition(&TopicPartition::new(name, index)) {
+                partition.apply_configs(log_config.clone(), min_insync);
+            }
+        }
+        tracing::info!(topic = name, configs = ?updated.configs, "changed topic configs");
+        Ok(())
+    }
+
     pub fn delete_topic(&self, name: &str) -> Result<TopicInfo, ApiError> {
         let mut registry = self.registry();
         let Some(topic) = registry.remove(name).map_err(storage_error)? else {

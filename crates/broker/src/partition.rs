@@ -5,9 +5,12 @@
 //! Thread-safe: the log behind a std mutex held only for the in-memory work and one
 //! page-cache write; durability waits happen outside it on a blocking thread.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use strand_log::{AppendInfo, Durability, Log, LogError, LogResult, ReadResult, TopicPartition};
+use strand_log::{
+    AppendInfo, Durability, Log, LogConfig, LogError, LogResult, ReadResult, TopicPartition,
+};
 use tokio::sync::Notify;
 
 /// Fetches that may wait on one partition at once: one per connection at most, so this
@@ -19,8 +22,8 @@ pub struct Partition {
     pub tp: TopicPartition,
     log: Arc<Mutex<Log>>,
     parked_fetches: Mutex<Vec<Arc<Notify>>>,
-    /// min.insync.replicas of the topic.
-    pub min_insync_replicas: i32,
+    /// min.insync.replicas of the topic (changed by AlterConfigs).
+    min_insync_replicas: AtomicI32,
 }
 
 impl Partition {
@@ -29,8 +32,19 @@ impl Partition {
             tp,
             log,
             parked_fetches: Mutex::new(Vec::new()),
-            min_insync_replicas,
+            min_insync_replicas: AtomicI32::new(min_insync_replicas),
         }
+    }
+
+    pub fn min_insync_replicas(&self) -> i32 {
+        self.min_insync_replicas.load(Ordering::Relaxed)
+    }
+
+    /// Applies changed topic configs (AlterConfigs) without a restart.
+    pub fn apply_configs(&self, log_config: Arc<LogConfig>, min_insync_replicas: i32) {
+        self.log().set_config(log_config);
+        self.min_insync_replicas
+            .store(min_insync_replicas, Ordering::Relaxed);
     }
 
     pub fn log(&self) -> MutexGuard<'_, Log> {

@@ -50,6 +50,13 @@ pub async fn route(broker: &Arc<Broker>, parsed: Result<ParsedRequest, HeaderErr
         ApiKey::Metadata => api::metadata::handle(broker, request),
         ApiKey::CreateTopics => api::create_topics::handle(broker, request),
         ApiKey::DeleteTopics => api::delete_topics::handle(broker, request),
+        ApiKey::CreatePartitions => api::create_partitions::handle(broker, request),
+        ApiKey::DescribeConfigs => api::configs::describe(broker, request),
+        ApiKey::AlterConfigs => api::configs::alter(broker, request),
+        ApiKey::IncrementalAlterConfigs => api::configs::incremental_alter(broker, request),
+        ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request),
+        ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
+        ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),
     }
 }

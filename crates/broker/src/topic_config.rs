@@ -104,6 +104,22 @@ pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), Stri
     }
 }
 
+/// Kafka's ConfigType of each config (DescribeConfigs v3+): 2 STRING, 3 INT, 5 LONG,
+/// 6 DOUBLE, 7 LIST.
+pub fn topic_config_type(name: &str) -> i8 {
+    match name {
+        "cleanup.policy" => 7,
+        "segment.bytes"
+        | "segment.index.bytes"
+        | "index.interval.bytes"
+        | "max.message.bytes"
+        | "min.insync.replicas" => 3,
+        "message.timestamp.type" | "compression.type" => 2,
+        "min.cleanable.dirty.ratio" => 6,
+        _ => 5,
+    }
+}
+
 /// Every supported config with its effective value for a topic (set or broker default),
 /// and whether it was set on the topic.
 pub fn effective_topic_configs(

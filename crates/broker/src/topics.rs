@@ -86,6 +86,17 @@ impl TopicRegistry {
         self.save()
     }
 
+    /// Replaces an existing topic's partition count or configs (same name and id).
+    pub fn update(&mut self, topic: TopicInfo) -> anyhow::Result<()> {
+        let existing = self
+            .by_name
+            .get(&topic.name)
+            .ok_or_else(|| anyhow::anyhow!("no topic {}", topic.name))?;
+        anyhow::ensure!(existing.id == topic.id, "topic {} changed id", topic.name);
+        self.by_name.insert(topic.name.clone(), topic);
+        self.save()
+    }
+
     pub fn remove(&mut self, name: &str) -> anyhow::Result<Option<TopicInfo>> {
         let removed = self.by_name.remove(name);
         if let Some(topic) = &removed {

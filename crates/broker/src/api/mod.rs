@@ -1,11 +1,16 @@
 //! One module per Kafka API. Each decodes its request, acts, and encodes its response.
 
 pub mod api_versions;
+pub mod configs;
+pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_cluster;
 pub mod fetch;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use kafka_protocol::messages::TopicName;

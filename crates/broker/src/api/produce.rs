@@ -119,12 +119,12 @@ async fn append_one(
             ));
         }
     }
-    if acks == -1 && partition.min_insync_replicas > 1 {
+    if acks == -1 && partition.min_insync_replicas() > 1 {
         return Err((
             error_code::NOT_ENOUGH_REPLICAS,
             Some(format!(
                 "The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of {} for partition {tp}",
-                partition.min_insync_replicas
+                partition.min_insync_replicas()
             )),
         ));
     }

@@ -1,0 +1,453 @@
+//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics
+//! and this broker. Topic configs are validated as Kafka validates them (INVALID_CONFIG,
+//! including unknown names) and take effect at once, without a restart. Broker settings
+//! are static (set at start), so altering them answers as Kafka does for a static config.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::str_bytes;
+use crate::broker::{ApiError, Broker};
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+use crate::topic_config::{effective_topic_configs, topic_config_type};
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// Kafka's ConfigSource values.
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+pub fn describe(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: DescribeConfigsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let results = body
+        .resources
+        .iter()
+        .map(|resource| {
+            let wanted: Option<HashSet<&str>> = resource
+                .configuration_keys
+                .as_ref()
+                .map(|keys| keys.iter().map(|k| k.as_str()).collect());
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match entries(
+                broker,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+            ) {
+                Ok(entries) => {
+                    let configs = entries
+                        .into_iter()
+                        .filter(|entry| {
+                            wanted
+                                .as_ref()
+                                .is_none_or(|w| w.contains(entry.name.as_str()))
+                        })
+                        .map(|entry| entry.into_result(body.include_synonyms))
+                        .collect();
+                    result
+                        .with_error_code(error_code::NONE)
+                        .with_configs(configs)
+                }
+                Err(error) => result
+                    .with_error_code(error.code)
+                    .with_error_message(error.message.map(str_bytes)),
+            }
+        })
+        .collect();
+    respond(
+        &request,
+        &DescribeConfigsResponse::default().with_results(results),
+    )
+}
+
+struct Entry {
+    name: String,
+    value: String,
+    source: i8,
+    read_only: bool,
+    config_type: i8,
+    /// The broker default behind a topic override, for synonyms.
+    default: Option<String>,
+}
+
+impl Entry {
+    fn into_result(self, include_synonyms: bool) -> DescribeConfigsResourceResult {
+        let mut synonyms = Vec::new();
+        if include_synonyms {
+            synonyms.push(
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(self.name.clone()))
+                    .with_value(Some(str_bytes(self.value.clone())))
+                    .with_source(self.source),
+            );
+            if let Some(default) = &self.default {
+                synonyms.push(
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(self.name.clone()))
+                        .with_value(Some(str_bytes(default.clone())))
+                        .with_source(SOURCE_DEFAULT),
+                );
+            }
+        }
+        DescribeConfigsResourceResult::default()
+            .with_name(str_bytes(self.name))
+            .with_value(Some(str_bytes(self.value)))
+            .with_read_only(self.read_only)
+            .with_config_source(self.source)
+            .with_is_sensitive(false)
+            .with_synonyms(synonyms)
+            .with_config_type(self.config_type)
+    }
+}
+
+fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<Entry>, ApiError> {
+    match resource_type {
+        RESOURCE_TOPIC => {
+            let topic = broker.topic(name).ok_or_else(|| {
+                ApiError::new(
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("The topic '{name}' does not exist."),
+                )
+            })?;
+            let defaults = effective_topic_configs(&broker.config, &BTreeMap::new());
+            Ok(effective_topic_configs(&broker.config, &topic.configs)
+                .into_iter()
+                .zip(defaults)
+                .map(|((name, value, overridden), (_, default, _))| Entry {
+                    config_type: topic_config_type(&name),
+                    name,
+                    value,
+                    source: if overridden {
+                        SOURCE_DYNAMIC_TOPIC
+                    } else {
+                        SOURCE_DEFAULT
+                    },
+                    read_only: false,
+                    default: overridden.then_some(default),
+                })
+                .collect())
+        }
+        RESOURCE_BROKER => {
+            check_broker_name(broker, name)?;
+            Ok(broker_configs(broker)
+                .into_iter()
+                .map(|(name, value, config_type)| Entry {
+                    name: name.to_string(),
+                    value,
+                    source: SOURCE_STATIC_BROKER,
+                    read_only: true,
+                    config_type,
+                    default: None,
+                })
+                .collect())
+        }
+        other => Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            format!("Unsupported resource type {other}"),
+        )),
+    }
+}
+
+fn check_broker_name(broker: &Arc<Broker>, name: &str) -> Result<(), ApiError> {
+    // An empty name is the cluster-wide default entity.
+    if name.is_empty() || name == broker.node_id().to_string() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            format!(
+                "Unexpected broker id, expected {}, but received {name}",
+                broker.node_id()
+            ),
+        ))
+    }
+}
+
+/// (Kafka name, value, config type) of the broker settings Strand has.
+fn broker_configs(broker: &Arc<Broker>) -> Vec<(&'static str, String, i8)> {
+    let config = &broker.config;
+    vec![
+        ("node.id", config.node_id.to_string(), 3),
+        ("broker.id", config.node_id.to_string(), 3),
+        ("listeners", format!("PLAINTEXT://{}", config.listen), 7),
+        (
+            "advertised.listeners",
+            format!(
+                "PLAINTEXT://{}:{}",
+                broker.advertised_host, broker.advertised_port
+            ),
+            7,
+        ),
+        ("log.dirs", config.data_dir.display().to_string(), 2),
+        (
+            "auto.create.topics.enable",
+            config.auto_create_topics.to_string(),
+            1,
+        ),
+        ("num.partitions", config.num_partitions.to_string(), 3),
+        (
+            "default.replication.factor",
+            config.default_replication_factor.to_string(),
+            3,
+        ),
+        ("message.max.bytes", config.message_max_bytes.to_string(), 3),
+        ("log.segment.bytes", config.segment_bytes.to_string(), 3),
+        ("log.roll.ms", config.segment_ms.to_string(), 5),
+        ("log.retention.ms", config.retention_ms.to_string(), 5),
+        ("log.retention.bytes", config.retention_bytes.to_string(), 5),
+        (
+            "socket.request.max.bytes",
+            config.socket_request_max_bytes.to_string(),
+            3,
+        ),
+        ("max.connections", config.max_connections.to_string(), 3),
+        (
+            "queued.max.request.bytes",
+            config.queued_request_max_bytes.to_string(),
+            5,
+        ),
+    ]
+}
+
+/// Checks a request's resources for duplicates and unsupported types; returns the error
+/// for a resource, if any, before any change is made.
+fn precheck(
+    broker: &Arc<Broker>,
+    resource_type: i8,
+    name: &str,
+    duplicated: bool,
+) -> Result<(), ApiError> {
+    if duplicated {
+        return Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            format!("Error due to duplicate config keys or resources for {name}"),
+        ));
+    }
+    match resource_type {
+        RESOURCE_TOPIC => Ok(()),
+        RESOURCE_BROKER => {
+            check_broker_name(broker, name)?;
+            Err(ApiError::new(
+                error_code::INVALID_REQUEST,
+                "Cannot update these configs dynamically: Strand's broker settings are static",
+            ))
+        }
+        other => Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            format!("Unsupported resource type {other}"),
+        )),
+    }
+}
+
+fn duplicates<'a>(resources: impl Iterator<Item = (i8, &'a StrBytes)>) -> HashSet<(i8, String)> {
+    let mut seen = HashSet::new();
+    resources
+        .filter(|(t, n)| !seen.insert((*t, n.as_str().to_string())))
+        .map(|(t, n)| (t, n.as_str().to_string()))
+        .collect()
+}
+
+pub fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: AlterConfigsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let duplicated = duplicates(
+        body.resources
+            .iter()
+            .map(|r| (r.resource_type, &r.resource_name)),
+    );
+    let responses = body
+        .resources
+        .iter()
+        .map(|resource| {
+            let name = resource.resource_name.as_str();
+            let result = precheck(
+                broker,
+                resource.resource_type,
+                name,
+                duplicated.contains(&(resource.resource_type, name.to_string())),
+            )
+            .and_then(|()| {
+                let mut configs = BTreeMap::new();
+                for config in &resource.configs {
+                    let value = config.value.as_ref().ok_or_else(|| {
+                        ApiError::new(
+                            error_code::INVALID_CONFIG,
+                            format!(
+                                "Null value not supported for topic configs: {}",
+                                config.name.as_str()
+                            ),
+                        )
+                    })?;
+                    configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
+                }
+                // AlterConfigs replaces the whole set of overrides.
+                broker.set_topic_configs(name, configs, body.validate_only)
+            });
+            let (code, message) = split(result);
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+        })
+        .collect();
+    respond(
+        &request,
+        &AlterConfigsResponse::default().with_responses(responses),
+    )
+}
+
+pub fn incremental_alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: IncrementalAlterConfigsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let duplicated = duplicates(
+        body.resources
+            .iter()
+            .map(|r| (r.resource_type, &r.resource_name)),
+    );
+    let responses = body
+        .resources
+        .iter()
+        .map(|resource| {
+            let name = resource.resource_name.as_str();
+            let result = precheck(
+                broker,
+                resource.resource_type,
+                name,
+                duplicated.contains(&(resource.resource_type, name.to_string())),
+            )
+            .and_then(|()| {
+                let topic = broker.topic(name).ok_or_else(|| {
+                    ApiError::new(
+                        error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                        format!("The topic '{name}' does not exist."),
+                    )
+                })?;
+                let mut configs = topic.configs.clone();
+                for op in &resource.configs {
+                    apply_op(
+                        broker,
+                        &mut configs,
+                        op.name.as_str(),
+                        op.config_operation,
+                        op.value.as_ref().map(|v| v.as_str()),
+                    )?;
+                }
+                broker.set_topic_configs(name, configs, body.validate_only)
+            });
+            let (code, message) = split(result);
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+        })
+        .collect();
+    respond(
+        &request,
+        &IncrementalAlterConfigsResponse::default().with_responses(responses),
+    )
+}
+
+fn apply_op(
+    broker: &Arc<Broker>,
+    configs: &mut BTreeMap<String, String>,
+    name: &str,
+    operation: i8,
+    value: Option<&str>,
+) -> Result<(), ApiError> {
+    let is_list = topic_config_type(name) == 7;
+    match operation {
+        OP_SET => {
+            let value = value.ok_or_else(|| {
+                ApiError::new(
+                    error_code::INVALID_REQUEST,
+                    format!("Null value not supported for : {name}"),
+                )
+            })?;
+            configs.insert(name.to_string(), value.to_string());
+        }
+        OP_DELETE => {
+            configs.remove(name);
+        }
+        OP_APPEND | OP_SUBTRACT => {
+            if !is_list {
+                let verb = if operation == OP_APPEND {
+                    "append"
+                } else {
+                    "subtract"
+                };
+                return Err(ApiError::new(
+                    error_code::INVALID_REQUEST,
+                    format!("Config value {verb} is not allowed for config key: {name}"),
+                ));
+            }
+            let current = configs.get(name).cloned().unwrap_or_else(|| {
+                effective_topic_configs(&broker.config, &BTreeMap::new())
+                    .into_iter()
+                    .find(|(n, _, _)| n == name)
+                    .map(|(_, v, _)| v)
+                    .unwrap_or_default()
+            });
+            let mut items: Vec<String> = current
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            for item in value
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
+                if operation == OP_APPEND {
+                    if !items.iter().any(|existing| existing == item) {
+                        items.push(item.to_string());
+                    }
+                } else {
+                    items.retain(|existing| existing != item);
+                }
+            }
+            configs.insert(name.to_string(), items.join(","));
+        }
+        other => {
+            return Err(ApiError::new(
+                error_code::INVALID_REQUEST,
+                format!("Unknown config operation {other}"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn split(result: Result<(), ApiError>) -> (i16, Option<StrBytes>) {
+    match result {
+        Ok(()) => (error_code::NONE, None),
+        Err(error) => (error.code, error.message.map(str_bytes)),
+    }
+}

@@ -1,0 +1,87 @@
+//! CreatePartitions (37): grows a topic; on a single node every new replica lives here.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+
+use super::str_bytes;
+use crate::broker::{ApiError, Broker};
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: CreatePartitionsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let mut seen = HashSet::new();
+    let duplicated: HashSet<String> = body
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.as_str()))
+        .map(|t| t.name.as_str().to_string())
+        .collect();
+    let results = body
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.as_str();
+            let result = if duplicated.contains(name) {
+                Err(ApiError::new(
+                    error_code::INVALID_REQUEST,
+                    "Duplicate topic in request.",
+                ))
+            } else {
+                check_assignments(broker, topic)
+                    .and_then(|()| broker.add_partitions(name, topic.count, body.validate_only))
+            };
+            let result_entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            match result {
+                Ok(()) => result_entry.with_error_code(error_code::NONE),
+                Err(error) => result_entry
+                    .with_error_code(error.code)
+                    .with_error_message(error.message.map(str_bytes)),
+            }
+        })
+        .collect();
+    respond(
+        &request,
+        &CreatePartitionsResponse::default().with_results(results),
+    )
+}
+
+fn check_assignments(
+    broker: &Arc<Broker>,
+    topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
+) -> Result<(), ApiError> {
+    let Some(assignments) = &topic.assignments else {
+        return Ok(());
+    };
+    let current = broker
+        .topic(topic.name.as_str())
+        .map_or(0, |t| t.partitions);
+    if assignments.len() as i64 != topic.count as i64 - current as i64 {
+        return Err(ApiError::new(
+            error_code::INVALID_REPLICA_ASSIGNMENT,
+            format!(
+                "Increasing the number of partitions by {} but {} assignments provided.",
+                topic.count - current,
+                assignments.len()
+            ),
+        ));
+    }
+    for assignment in assignments {
+        if assignment.broker_ids.len() != 1 || assignment.broker_ids[0].0 != broker.node_id() {
+            return Err(ApiError::new(
+                error_code::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Unknown broker(s) in assignment; only {} exists.",
+                    broker.node_id()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! DeleteRecords (21): moves a partition's log start offset up (offset -1 means the high
+//! watermark); whole segments below it are deleted. Beyond the high watermark:
+//! OFFSET_OUT_OF_RANGE.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use strand_log::TopicPartition;
+
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: DeleteRecordsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let topics = body
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let tp = TopicPartition::new(topic.name.as_str(), p.partition_index);
+                    let (code, low_watermark) = delete(broker, &tp, p.offset);
+                    DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_low_watermark(low_watermark)
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        &request,
+        &DeleteRecordsResponse::default().with_topics(topics),
+    )
+}
+
+fn delete(broker: &Arc<Broker>, tp: &TopicPartition, offset: i64) -> (i16, i64) {
+    let Some(partition) = broker.partition(tp) else {
+        return (error_code::UNKNOWN_TOPIC_OR_PARTITION, -1);
+    };
+    let mut log = partition.log();
+    let high_watermark = log.high_watermark();
+    let target = if offset == -1 { high_watermark } else { offset };
+    if target < 0 || target > high_watermark {
+        return (error_code::OFFSET_OUT_OF_RANGE, -1);
+    }
+    match log.delete_before(target) {
+        Ok(_) => (error_code::NONE, log.log_start_offset()),
+        Err(error) => (error.kafka_error_code(), -1),
+    }
+}

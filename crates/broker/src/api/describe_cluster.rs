@@ -1,0 +1,38 @@
+//! DescribeCluster (60): this broker, the cluster id and the controller (this node).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+const ENDPOINT_TYPE_BROKER: i8 = 1;
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: DescribeClusterRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(body.endpoint_type)
+        .with_cluster_id(str_bytes(broker.cluster_id.clone()))
+        .with_controller_id(BrokerId(broker.node_id()))
+        .with_cluster_authorized_operations(i32::MIN);
+    let response = if body.endpoint_type != ENDPOINT_TYPE_BROKER {
+        response
+            .with_error_code(error_code::UNSUPPORTED_ENDPOINT_TYPE)
+            .with_error_message(Some(str_bytes("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")))
+    } else {
+        response
+            .with_error_code(error_code::NONE)
+            .with_brokers(vec![DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(broker.node_id()))
+                .with_host(str_bytes(broker.advertised_host.clone()))
+                .with_port(broker.advertised_port as i32)])
+    };
+    respond(&request, &response)
+}

@@ -1,0 +1,62 @@
+//! OffsetForLeaderEpoch (23): the end offset of a leader epoch, from the log's epoch
+//! cache (what followers and consumers use to detect truncation).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use strand_log::TopicPartition;
+
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+/// A single node's leader epoch never changes.
+const LEADER_EPOCH: i32 = 0;
+
+pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: OffsetForLeaderEpochRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let topics = body
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = EpochEndOffset::default().with_partition(p.partition);
+                    let tp = TopicPartition::new(topic.topic.as_str(), p.partition);
+                    let Some(partition) = broker.partition(&tp) else {
+                        return result
+                            .with_error_code(error_code::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1);
+                    };
+                    if p.current_leader_epoch > LEADER_EPOCH {
+                        return result
+                            .with_error_code(error_code::UNKNOWN_LEADER_EPOCH)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1);
+                    }
+                    let (epoch, end_offset) = partition.log().end_offset_for_epoch(p.leader_epoch);
+                    result
+                        .with_error_code(error_code::NONE)
+                        .with_leader_epoch(epoch)
+                        .with_end_offset(end_offset)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        &request,
+        &OffsetForLeaderEpochResponse::default().with_topics(topics),
+    )
+}

@@ -1,0 +1,348 @@
+//! The broker over real sockets with a raw protocol client: pipelining, acks=0, hostile
+//! frames, version negotiation, long-poll wake-ups.
+
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use strand_broker::{serve, Broker, BrokerConfig};
+use strand_protocol::alloc_guard::HugeAllocationGuard;
+use strand_records::{BatchBuilder, Record};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[global_allocator]
+static ALLOCATOR: HugeAllocationGuard = HugeAllocationGuard;
+
+/// A guard against hangs, not a performance assertion.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+
+struct TestBroker {
+    address: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+    handle: strand_broker::ServerHandle,
+}
+
+async fn start() -> TestBroker {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(config).unwrap();
+    let (address, handle, server) = serve(broker).await.unwrap();
+    tokio::spawn(server);
+    TestBroker {
+        address,
+        _dir: dir,
+        handle,
+    }
+}
+
+fn encode_request<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+    let mut payload = BytesMut::new();
+    header
+        .encode(&mut payload, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut payload, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(payload.len() as i32);
+    frame.extend_from_slice(&payload);
+    frame.freeze()
+}
+
+/// Reads one response frame; returns (correlation id, body) decoded with `header_version`.
+async fn read_response(stream: &mut TcpStream, header_version: i16) -> Option<(i32, Bytes)> {
+    let size = stream.read_i32().await.ok()?;
+    let mut frame = vec![0u8; size as usize];
+    stream.read_exact(&mut frame).await.ok()?;
+    let mut frame = Bytes::from(frame);
+    let header = ResponseHeader::decode(&mut frame, header_version).unwrap();
+    Some((header.correlation_id, frame))
+}
+
+fn produce_request(topic: &str, partition: i32, acks: i16, value: &[u8]) -> ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let mut builder = BatchBuilder::new(0, 1_000);
+    builder.push(Record::new(None, Some(value.to_vec()), 1_000));
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(Bytes::from(builder.build())))])])
+}
+
+async fn metadata(stream: &mut TcpStream, topic: &str, correlation_id: i32) -> MetadataResponse {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_allow_auto_topic_creation(true);
+    stream
+        .write_all(&encode_request(
+            ApiKey::Metadata,
+            12,
+            correlation_id,
+            &request,
+        ))
+        .await
+        .unwrap();
+    let (id, mut body) = read_response(stream, 1).await.expect("metadata response");
+    assert_eq!(id, correlation_id);
+    MetadataResponse::decode(&mut body, 12).unwrap()
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    let mut burst = BytesMut::new();
+    for id in 1..=20 {
+        burst.extend_from_slice(&encode_request(
+            ApiKey::ApiVersions,
+            3,
+            id,
+            &ApiVersionsRequest::default(),
+        ));
+    }
+    stream.write_all(&burst).await.unwrap();
+    for id in 1..=20 {
+        let (correlation_id, mut body) =
+            tokio::time::timeout(HANG_GUARD, read_response(&mut stream, 0))
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!(correlation_id, id);
+        let response = ApiVersionsResponse::decode(&mut body, 3).unwrap();
+        assert_eq!(response.error_code, 0);
+        assert!(response
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == ApiKey::Fetch as i16));
+    }
+    broker.handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_newer_api_versions_gets_unsupported_version_in_v0() {
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    stream
+        .write_all(&encode_request(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default())[..])
+        .await
+        .unwrap();
+    read_response(&mut stream, 0).await.unwrap();
+    // Hand-made v99 request: header v2 layout with no body.
+    let mut payload = BytesMut::new();
+    payload.put_i16(ApiKey::ApiVersions as i16);
+    payload.put_i16(99);
+    payload.put_i32(8);
+    payload.put_i16(-1); // null client id
+    payload.put_u8(0); // no tagged fields
+    let mut frame = BytesMut::new();
+    frame.put_i32(payload.len() as i32);
+    frame.extend_from_slice(&payload);
+    stream.write_all(&frame).await.unwrap();
+    let (id, mut body) = read_response(&mut stream, 0).await.unwrap();
+    assert_eq!(id, 8);
+    let response = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
+    assert_eq!(response.api_keys.len(), 1);
+    assert_eq!(response.api_keys[0].max_version, 4);
+}
+
+#[tokio::test]
+async fn acks_zero_gets_no_response_and_later_requests_still_match() {
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    metadata(&mut stream, "quiet", 1).await;
+    stream
+        .write_all(&encode_request(
+            ApiKey::Produce,
+            9,
+            2,
+            &produce_request("quiet", 0, 0, b"v"),
+        ))
+        .await
+        .unwrap();
+    stream
+        .write_all(&encode_request(
+            ApiKey::Produce,
+            9,
+            3,
+            &produce_request("quiet", 0, 1, b"w"),
+        ))
+        .await
+        .unwrap();
+    let (id, mut body) = tokio::time::timeout(HANG_GUARD, read_response(&mut stream, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, 3, "the acks=0 request got no response");
+    let response = ProduceResponse::decode(&mut body, 9).unwrap();
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(
+        (partition.error_code, partition.base_offset),
+        (0, 1),
+        "the acks=0 record was written first"
+    );
+}
+
+#[tokio::test]
+async fn hostile_frames_close_only_their_connection() {
+    let broker = start().await;
+    for hostile in [
+        (200 * 1024 * 1024i32).to_be_bytes().to_vec(), // over socket.request.max.bytes
+        (-5i32).to_be_bytes().to_vec(),                // negative size
+        [&12i32.to_be_bytes()[..], &[0xff; 12]].concat(), // unknown api key
+        [&6i32.to_be_bytes()[..], &[0, 3, 0, 12, 0, 0]].concat(), // too short for a header
+    ] {
+        let mut bad = TcpStream::connect(broker.address).await.unwrap();
+        bad.write_all(&hostile).await.unwrap();
+        let mut buffer = [0u8; 16];
+        let read = tokio::time::timeout(HANG_GUARD, bad.read(&mut buffer))
+            .await
+            .unwrap();
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "the hostile connection is closed"
+        );
+    }
+    // A Produce whose topic count claims two billion entries.
+    let mut body = BytesMut::new();
+    body.put_i16(-1);
+    body.put_i16(1);
+    body.put_i32(1000);
+    body.put_i32(i32::MAX);
+    let header = RequestHeader::default()
+        .with_request_api_key(0)
+        .with_request_api_version(3)
+        .with_correlation_id(1);
+    let mut payload = BytesMut::new();
+    header.encode(&mut payload, 1).unwrap();
+    payload.extend_from_slice(&body);
+    let mut frame = BytesMut::new();
+    frame.put_i32(payload.len() as i32);
+    frame.extend_from_slice(&payload);
+    let mut bomb = TcpStream::connect(broker.address).await.unwrap();
+    bomb.write_all(&frame).await.unwrap();
+    let mut buffer = [0u8; 16];
+    let read = tokio::time::timeout(HANG_GUARD, bomb.read(&mut buffer))
+        .await
+        .unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)));
+
+    let mut good = TcpStream::connect(broker.address).await.unwrap();
+    let response = metadata(&mut good, "still-alive", 1).await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "other clients are unaffected"
+    );
+}
+
+#[tokio::test]
+async fn a_parked_fetch_wakes_when_data_arrives() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let broker = start().await;
+    let mut consumer = TcpStream::connect(broker.address).await.unwrap();
+    metadata(&mut consumer, "wake", 1).await;
+    let fetch = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(120_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("wake")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    consumer
+        .write_all(&encode_request(ApiKey::Fetch, 11, 2, &fetch))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut producer = TcpStream::connect(broker.address).await.unwrap();
+    producer
+        .write_all(&encode_request(
+            ApiKey::Produce,
+            9,
+            1,
+            &produce_request("wake", 0, 1, b"hello"),
+        ))
+        .await
+        .unwrap();
+    read_response(&mut producer, 1).await.unwrap();
+    // The fetch asked to wait two minutes: only a wake-up returns it within the guard.
+    let header_version = ApiKey::Fetch.response_header_version(11);
+    let (id, mut body) =
+        tokio::time::timeout(HANG_GUARD, read_response(&mut consumer, header_version))
+            .await
+            .expect("fetch woke")
+            .unwrap();
+    assert_eq!(id, 2);
+    let response = FetchResponse::decode(&mut body, 11).unwrap();
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.high_watermark, 1);
+    assert!(partition
+        .records
+        .as_ref()
+        .is_some_and(|r| r.remaining() > 0));
+}
+
+#[tokio::test]
+async fn fuzzed_request_bodies_never_take_the_broker_down() {
+    let broker = start().await;
+    let apis = strand_protocol::SUPPORTED_APIS;
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..300 {
+        let api = apis[(next() % apis.len() as u64) as usize];
+        let version =
+            api.min_version + (next() % (api.max_version - api.min_version + 1) as u64) as i16;
+        let length = (next() % 200) as usize;
+        let body: Vec<u8> = (0..length).map(|_| next() as u8).collect();
+        let header = RequestHeader::default()
+            .with_request_api_key(api.key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(round);
+        let mut payload = BytesMut::new();
+        header
+            .encode(&mut payload, api.key.request_header_version(version))
+            .unwrap();
+        payload.extend_from_slice(&body);
+        let mut frame = BytesMut::new();
+        frame.put_i32(payload.len() as i32);
+        frame.extend_from_slice(&payload);
+        let mut stream = TcpStream::connect(broker.address).await.unwrap();
+        stream.write_all(&frame).await.unwrap();
+        let mut buffer = vec![0u8; 4096];
+        // Either an answer or a closed connection; never a hang.
+        let _ = tokio::time::timeout(HANG_GUARD, stream.read(&mut buffer))
+            .await
+            .expect("no hang on a fuzzed request");
+    }
+    let mut good = TcpStream::connect(broker.address).await.unwrap();
+    assert_eq!(
+        metadata(&mut good, "after-fuzz", 1).await.topics[0].error_code,
+        0
+    );
+}

@@ -6,9 +6,9 @@
 # Usage: interop/kafka/run-kafka.sh <data-dir> <port> [key=value ...]
 #   - broker (PLAINTEXT) on 127.0.0.1:<port>, KRaft controller on 127.0.0.1:<port+1000>,
 #     combined mode (process.roles=broker,controller, node.id=1);
-#   - <data-dir> holds server.properties, log4j2.properties, server.log and the log dirs
-#     (<data-dir>/kafka-logs); it is formatted with the storage tool on first use and
-#     reused (not reformatted) afterwards;
+#   - <data-dir> holds server.properties, log4j2.properties, cluster.id, server.log and
+#     the log dirs (<data-dir>/kafka-logs); it is formatted with the storage tool on first
+#     use and reused (not reformatted, data kept) afterwards;
 #   - extra key=value arguments are appended to server.properties (last one wins);
 #   - STRAND_KAFKA_HEAP_OPTS (default "-Xmx1g -Xms1g") and STRAND_KAFKA_JVM_OPTS (extra)
 #     tune the JVM.
@@ -107,11 +107,19 @@ jvm=(
   "${extra[@]}"
 )
 
-# Format the log dirs once (--ignore-formatted keeps an existing cluster's data).
+# Format the log dirs on first use. The cluster id is kept in <data-dir>/cluster.id:
+# --ignore-formatted skips formatted dirs but still fails if their meta.properties holds
+# another cluster id, so a restart must pass the same one.
+if [ ! -s "$data/cluster.id" ] && [ -f "$data/kafka-logs/meta.properties" ]; then
+  sed -n 's/^cluster\.id=//p' "$data/kafka-logs/meta.properties" >"$data/cluster.id"
+fi
+if [ ! -s "$data/cluster.id" ]; then
+  java -cp "$libs/*" kafka.tools.StorageTool random-uuid >"$data/cluster.id.tmp"
+  mv "$data/cluster.id.tmp" "$data/cluster.id"
+fi
 java -cp "$libs/*" "-Dkafka.logs.dir=$data" "-Dlog4j2.configurationFile=file:$data/log4j2.properties" \
-  kafka.tools.StorageTool format --ignore-formatted \
-  --cluster-id "$(java -cp "$libs/*" kafka.tools.StorageTool random-uuid)" \
-  --config "$data/server.properties" >>"$data/format.log" 2>&1 || {
+  kafka.tools.StorageTool format --ignore-formatted --cluster-id "$(cat "$data/cluster.id")" \
+  --config "$data/server.properties" >"$data/format.log" 2>&1 || {
   echo "run-kafka.sh: formatting $data failed:" >&2
   cat "$data/format.log" >&2
   exit 1

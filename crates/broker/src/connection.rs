@@ -6,8 +6,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::io;
+use std::os::fd::BorrowedFd;
 use strand_protocol::{parse_request_header, read_frame_body, read_frame_size};
-use tokio::io::{AsyncWriteExt, BufReader};
+
+use strand_protocol::ResponsePart;
+use tokio::io::{AsyncWriteExt, BufReader, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
 
@@ -62,6 +67,12 @@ pub async fn serve_connection(
                     break;
                 }
             }
+            Outcome::RespondParts(parts) => {
+                if let Err(error) = write_parts(&mut writer, &parts).await {
+                    tracing::debug!(%peer, %error, "write failed");
+                    break;
+                }
+            }
             Outcome::NoResponse => {}
             Outcome::Close(reason) => {
                 tracing::warn!(%peer, %reason, "closing connection");
@@ -72,4 +83,65 @@ pub async fn serve_connection(
             break;
         }
     }
+}
+
+/// Writes a response made of byte parts and file regions; file regions go from the page
+/// cache to the socket with sendfile, never through user space.
+async fn write_parts(writer: &mut OwnedWriteHalf, parts: &[ResponsePart]) -> io::Result<()> {
+    for part in parts {
+        match part {
+            ResponsePart::Bytes(bytes) => writer.write_all(bytes).await?,
+            ResponsePart::File {
+                file,
+                position,
+                length,
+            } => {
+                writer.flush().await?;
+                send_file(writer, file.as_raw_fd(), *position, *length).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn send_file(
+    writer: &OwnedWriteHalf,
+    file_fd: std::os::fd::RawFd,
+    position: u64,
+    length: u64,
+) -> io::Result<()> {
+    let socket = writer.as_ref();
+    let (mut position, mut remaining) = (position, length);
+    while remaining > 0 {
+        socket.writable().await?;
+        let sent = socket.try_io(Interest::WRITABLE, || {
+            // SAFETY: the descriptor belongs to a file kept open by the response part we
+            // are iterating over, which outlives this call.
+            let file = unsafe { BorrowedFd::borrow_raw(file_fd) };
+            let mut offset = position;
+            rustix::fs::sendfile(
+                socket,
+                file,
+                Some(&mut offset),
+                remaining.min(1 << 30) as usize,
+            )
+            .map_err(io::Error::from)
+        });
+        match sent {
+            // The file ended early (truncated meanwhile): the frame cannot be completed.
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shorter than the response promised",
+                ))
+            }
+            Ok(count) => {
+                position += count as u64;
+                remaining -= count as u64;
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use strand_protocol::{
-    decode_body, encode_response, supported_versions, HeaderError, ParsedRequest,
+    decode_body, encode_response, supported_versions, HeaderError, ParsedRequest, ResponsePart,
 };
 
 use crate::api;
@@ -19,6 +19,8 @@ use crate::broker::Broker;
 #[derive(Debug)]
 pub enum Outcome {
     Respond(Bytes),
+    /// A response in parts, some of them file regions to send with sendfile (Fetch).
+    RespondParts(Vec<ResponsePart>),
     /// acks=0 produce: Kafka sends nothing back.
     NoResponse,
     /// Close the connection, logging why.

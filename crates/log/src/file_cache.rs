@@ -25,6 +25,13 @@ pub struct SegmentFiles {
     pub time_index: File,
 }
 
+/// A segment's files are sent to sockets by the log file's descriptor (sendfile).
+impl std::os::fd::AsRawFd for SegmentFiles {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.log.as_raw_fd()
+    }
+}
+
 /// The three paths of a segment.
 #[derive(Debug, Clone)]
 pub struct SegmentPaths {

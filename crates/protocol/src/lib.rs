@@ -12,12 +12,16 @@
 pub mod alloc_guard;
 pub mod api_versions;
 pub mod decode;
+pub mod fetch_response;
 pub mod frame;
 pub mod header;
 pub mod response;
 
 pub use api_versions::{supported_versions, SupportedApi, SUPPORTED_APIS};
 pub use decode::{decode_body, DecodeError};
+pub use fetch_response::{
+    encode_fetch_response, FetchPartitionOut, FetchTopicOut, RecordsOut, ResponsePart, SharedFile,
+};
 pub use frame::{read_frame_body, read_frame_size, FrameError, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
 pub use header::{parse_request_header, HeaderError, ParsedRequest};
 pub use kafka_protocol;

@@ -8,18 +8,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::FetchRequest;
 use strand_log::{LogError, TopicPartition};
+use strand_protocol::{
+    encode_fetch_response, FetchPartitionOut, FetchTopicOut, RecordsOut, SharedFile,
+};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::topic_name;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::partition::Partition;
-use crate::router::{decode, respond, Outcome};
+use crate::router::{decode, Outcome};
 
 /// Longest a fetch may wait, whatever it asks for.
 const FETCH_WAIT_MAX: Duration = Duration::from_secs(300);
@@ -66,11 +66,16 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             break responses;
         }
     };
-    let response = FetchResponse::default()
-        .with_error_code(error_code::NONE)
-        .with_session_id(0)
-        .with_responses(responses);
-    respond(&request, &response)
+    match encode_fetch_response(
+        version,
+        request.header.correlation_id,
+        error_code::NONE,
+        0,
+        &responses,
+    ) {
+        Ok(parts) => Outcome::RespondParts(parts),
+        Err(error) => Outcome::Close(format!("cannot encode fetch response: {error}")),
+    }
 }
 
 fn resolve(broker: &Arc<Broker>, body: &FetchRequest, version: i16) -> Vec<Target> {
@@ -108,58 +113,65 @@ fn resolve(broker: &Arc<Broker>, body: &FetchRequest, version: i16) -> Vec<Targe
     targets
 }
 
-/// Reads every target once. Returns the topic responses, the record bytes read, and
-/// whether any partition had an error (which ends the wait, as in Kafka).
+/// Reads every target once. Returns the topics to answer with, the record bytes found,
+/// and whether any partition had an error (which ends the wait, as in Kafka).
 fn read_all(
     targets: &[Target],
     max_bytes: i32,
     read_committed: bool,
-) -> (Vec<FetchableTopicResponse>, u64, bool) {
+) -> (Vec<FetchTopicOut>, u64, bool) {
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
     let mut errors = false;
-    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut topics: Vec<FetchTopicOut> = Vec::new();
     for target in targets {
-        let data = PartitionData::default()
-            .with_partition_index(target.index)
-            .with_preferred_read_replica(BrokerId(-1))
-            .with_aborted_transactions(read_committed.then(Vec::new));
-        let data = match read_one(target, budget, total == 0) {
+        let mut out = FetchPartitionOut {
+            partition_index: target.index,
+            error_code: error_code::NONE,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            aborted_transactions: read_committed.then(Vec::new),
+            preferred_read_replica: -1,
+            records: RecordsOut::Empty, // never null: librdkafka rejects null records
+        };
+        match read_one(target, budget, total == 0) {
             Ok((records, high_watermark, log_start_offset)) => {
-                let length = records.len() as u64;
+                let length = match &records {
+                    RecordsOut::File { length, .. } => *length,
+                    _ => 0,
+                };
                 total += length;
                 budget = budget.saturating_sub(length);
-                data.with_error_code(error_code::NONE)
-                    .with_high_watermark(high_watermark)
-                    .with_last_stable_offset(high_watermark)
-                    .with_log_start_offset(log_start_offset)
-                    .with_records(Some(records))
+                out.high_watermark = high_watermark;
+                out.last_stable_offset = high_watermark;
+                out.log_start_offset = log_start_offset;
+                out.records = records;
             }
             Err((code, high_watermark, log_start_offset)) => {
                 errors = true;
-                data.with_error_code(code)
-                    .with_high_watermark(high_watermark)
-                    .with_last_stable_offset(high_watermark)
-                    .with_log_start_offset(log_start_offset)
-                    .with_records(Some(Bytes::new())) // librdkafka rejects null records
+                out.error_code = code;
+                out.high_watermark = high_watermark;
+                out.last_stable_offset = high_watermark;
+                out.log_start_offset = log_start_offset;
             }
-        };
-        let same_topic = topics.last().is_some_and(|t| {
-            t.topic_id == target.topic_id
-                && t.topic.as_str() == target.name.as_deref().unwrap_or("")
-        });
+        }
+        let name = target.name.as_deref().unwrap_or("");
+        let same_topic = topics
+            .last()
+            .is_some_and(|t| t.topic_id == target.topic_id && t.name == name);
         if !same_topic {
-            topics.push(
-                FetchableTopicResponse::default()
-                    .with_topic(topic_name(target.name.as_deref().unwrap_or("")))
-                    .with_topic_id(target.topic_id),
-            );
+            topics.push(FetchTopicOut {
+                name: name.to_string(),
+                topic_id: target.topic_id,
+                partitions: Vec::new(),
+            });
         }
         topics
             .last_mut()
             .expect("pushed above")
             .partitions
-            .push(data);
+            .push(out);
     }
     (topics, total, errors)
 }
@@ -169,7 +181,7 @@ fn read_one(
     target: &Target,
     budget: u64,
     first: bool,
-) -> Result<(Bytes, i64, i64), (i16, i64, i64)> {
+) -> Result<(RecordsOut, i64, i64), (i16, i64, i64)> {
     let partition = target.partition.as_ref().map_err(|code| (*code, -1, -1))?;
     if target.current_leader_epoch > LEADER_EPOCH {
         return Err((error_code::UNKNOWN_LEADER_EPOCH, -1, -1));
@@ -178,12 +190,15 @@ fn read_one(
     match partition.read(target.fetch_offset, limit, first) {
         Ok(result) => {
             let records = match result.slice {
-                Some(slice) if limit > 0 || first => Bytes::from(
-                    slice
-                        .read_to_vec()
-                        .map_err(|_| (error_code::KAFKA_STORAGE_ERROR, -1, -1))?,
-                ),
-                _ => Bytes::new(),
+                Some(slice) if limit > 0 || first => {
+                    let file: SharedFile = slice.files.clone();
+                    RecordsOut::File {
+                        file,
+                        position: slice.position,
+                        length: slice.length,
+                    }
+                }
+                _ => RecordsOut::Empty,
             };
             Ok((records, result.high_watermark, result.log_start_offset))
         }

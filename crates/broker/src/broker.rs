@@ -48,6 +48,8 @@ pub struct Broker {
     topics: Mutex<TopicRegistry>,
     logs: Mutex<LogManager>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// Flips to true when shutdown begins, so parked fetches return at once.
+    shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
@@ -108,7 +110,18 @@ impl Broker {
             topics: Mutex::new(topics),
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
+            shutting_down: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// Tells waiting requests (parked fetches) that the broker is stopping.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    /// A receiver that changes when shutdown begins.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutting_down.subscribe()
     }
 
     pub fn node_id(&self) -> i32 {

@@ -93,6 +93,7 @@ async fn run(
         while tasks.try_join_next().is_some() {}
     }
     drop(listener);
+    broker.begin_shutdown();
     maintenance.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();

@@ -346,3 +346,43 @@ async fn fuzzed_request_bodies_never_take_the_broker_down() {
         0
     );
 }
+
+#[tokio::test]
+async fn shutdown_returns_parked_fetches_and_stops() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(config).unwrap();
+    let (address, handle, server) = serve(broker).await.unwrap();
+    let server = tokio::spawn(server);
+    let mut consumer = TcpStream::connect(address).await.unwrap();
+    metadata(&mut consumer, "parked", 1).await;
+    let fetch = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(600_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("parked")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    consumer
+        .write_all(&encode_request(ApiKey::Fetch, 11, 2, &fetch))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.shutdown();
+    // A ten-minute long poll must not hold the shutdown.
+    tokio::time::timeout(HANG_GUARD, server)
+        .await
+        .expect("shutdown finished")
+        .unwrap()
+        .unwrap();
+    assert!(dir.path().join(".strand_clean_shutdown").exists());
+}

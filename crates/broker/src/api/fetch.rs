@@ -55,9 +55,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         let (responses, bytes, errors) = read_all(&targets, body.max_bytes, read_committed);
         let done = bytes >= body.min_bytes.max(1) as u64
             || errors
-            || tokio::time::Instant::now() >= deadline;
+            || tokio::time::Instant::now() >= deadline
+            || *broker.shutdown_signal().borrow();
         if !done {
-            let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
+            let mut shutdown = broker.shutdown_signal();
+            if !*shutdown.borrow() {
+                tokio::select! {
+                    _ = waiter.notified() => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
         }
         for partition in parked {
             partition.unpark_fetch(&waiter);

@@ -34,6 +34,8 @@ pub struct LogConfig {
     pub durability: Durability,
     /// Bound on decoding a compressed batch while validating it.
     pub walk_limits: WalkLimits,
+    /// producer.id.expiration.ms: idle idempotent producers are forgotten after this.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -49,6 +51,7 @@ impl Default for LogConfig {
             flush_ms: None,
             durability: Durability::PageCache,
             walk_limits: WalkLimits::default(),
+            producer_id_expiration_ms: crate::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
         }
     }
 }

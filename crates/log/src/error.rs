@@ -34,6 +34,9 @@ pub enum LogError {
     /// An earlier I/O failure left this log unable to accept writes.
     #[error("log is offline after a storage failure: {0}")]
     Offline(String),
+    /// An idempotent producer's batch is out of sequence, fenced or unknown.
+    #[error(transparent)]
+    Producer(#[from] crate::producer_state::ProducerError),
     /// A file on disk failed a sanity check that recovery cannot repair.
     #[error("corrupt log file {path}: {reason}")]
     CorruptFile { path: String, reason: String },
@@ -49,6 +52,7 @@ impl LogError {
             LogError::NonMonotonicOffset { .. } => 87, // INVALID_RECORD
             LogError::Io(_) | LogError::Offline(_) => 56, // KAFKA_STORAGE_ERROR
             LogError::CorruptFile { .. } => 56,  // KAFKA_STORAGE_ERROR
+            LogError::Producer(error) => error.kafka_error_code(),
         }
     }
 }

@@ -18,11 +18,13 @@ use strand_records::{
     BatchView, RecordsError, TimestampType, BATCH_HEADER_BYTES, NO_TIMESTAMP,
 };
 
+use crate::batch_scan::{BatchScanner, ScanStep};
 use crate::clock::Clock;
 use crate::config::{Durability, LogConfig};
 use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
+use crate::producer_state::{ProducerCheck, ProducerStateManager};
 use crate::segment::Segment;
 use crate::segment_list::SegmentList;
 use crate::sync_gate::SyncGate;
@@ -39,6 +41,9 @@ pub struct AppendInfo {
     pub log_start_offset: i64,
     pub batches: u32,
     pub bytes: u64,
+    /// An idempotent producer's retry of a batch already in the log: nothing was written
+    /// and the offsets are the original ones.
+    pub duplicate: bool,
 }
 
 /// A byte range of a segment file, ready for sendfile. Holds the file open.
@@ -95,6 +100,8 @@ pub struct Log {
     pub(crate) offline: Option<String>,
     pub(crate) unflushed_messages: u64,
     pub(crate) first_unflushed_ms: Option<i64>,
+    /// Idempotent producers' sequences, following the log through truncation and recovery.
+    pub(crate) producers: ProducerStateManager,
 }
 
 impl Log {
@@ -185,6 +192,25 @@ impl Log {
             ));
         }
         walk_records(&view, self.config.walk_limits, |_| {})?;
+        match self.producers.check(&view.header)? {
+            ProducerCheck::Duplicate(original) => {
+                let log_append_time_ms = match self.config.message_timestamp_type {
+                    TimestampType::LogAppendTime => original.timestamp,
+                    TimestampType::CreateTime => NO_TIMESTAMP,
+                };
+                return Ok(AppendInfo {
+                    first_offset: original.first_offset,
+                    last_offset: original.last_offset,
+                    max_timestamp: original.timestamp,
+                    log_append_time_ms,
+                    log_start_offset: self.log_start_offset,
+                    batches: 1,
+                    bytes: 0,
+                    duplicate: true,
+                });
+            }
+            ProducerCheck::Append | ProducerCheck::NotIdempotent => {}
+        }
 
         let first_offset = self.log_end_offset();
         set_base_offset(batch, first_offset);
@@ -199,6 +225,7 @@ impl Log {
         };
         let header = BatchHeader::parse(batch)?;
         self.write_batch(batch, &header)?;
+        self.producers.update(&header);
         if self.epochs.assign(leader_epoch, first_offset) {
             self.epochs.checkpoint()?;
         }
@@ -211,6 +238,7 @@ impl Log {
             log_start_offset: self.log_start_offset,
             batches: 1,
             bytes: batch.len() as u64,
+            duplicate: false,
         })
     }
 
@@ -236,6 +264,7 @@ impl Log {
                 });
             }
             self.write_batch(view.bytes, &header)?;
+            self.producers.update(&header);
             if self
                 .epochs
                 .assign(header.partition_leader_epoch, header.base_offset)
@@ -251,6 +280,7 @@ impl Log {
                 log_start_offset: self.log_start_offset,
                 batches: 0,
                 bytes: 0,
+                duplicate: false,
             });
             info.last_offset = header.last_offset();
             info.max_timestamp = info.max_timestamp.max(header.max_timestamp);
@@ -335,6 +365,11 @@ impl Log {
             Ok(segment) => {
                 self.segments.push(segment);
                 self.gate.note_dir_changed();
+                // Producer state as of the new segment's base, so recovery replays at
+                // most one segment to rebuild it.
+                if let Err(error) = self.producers.take_snapshot(&dir, base_offset) {
+                    tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed");
+                }
                 Ok(())
             }
             Err(error) => Err(self.go_offline(error)),
@@ -542,6 +577,8 @@ impl Log {
         self.gate.note_dir_changed();
         self.log_start_offset = offset;
         self.epochs.clear();
+        // Every snapshot describes the discarded log.
+        ProducerStateManager::delete_snapshots_above(&self.dir, i64::MIN)?;
         self.after_truncation()
     }
 
@@ -553,8 +590,37 @@ impl Log {
         self.high_watermark = self.high_watermark.clamp(self.log_start_offset, end);
         self.epochs.truncate_from_end(end);
         self.epochs.checkpoint()?;
+        ProducerStateManager::delete_snapshots_above(&self.dir, end)?;
+        self.rebuild_producer_state()?;
         crate::checkpoint::sync_dir(&self.dir)?;
         Ok(())
+    }
+
+    /// Loads the newest producer snapshot at or below the log end and replays the
+    /// batches after it, so the state describes exactly the log as it now is.
+    pub(crate) fn rebuild_producer_state(&mut self) -> LogResult<()> {
+        let end = self.log_end_offset();
+        let (mut producers, from) = ProducerStateManager::load(&self.dir, end)?;
+        let from = from.unwrap_or(i64::MIN);
+        for segment in self.segments.iter_from(self.segments.floor_index(from)) {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            let files = segment.files(&self.dir, &self.cache)?;
+            let mut scanner = BatchScanner::new(&files.log, 0, segment.size_bytes());
+            while let ScanStep::Batch(batch) = scanner.next_header()? {
+                if batch.header.base_offset >= from {
+                    producers.update(&batch.header);
+                }
+            }
+        }
+        self.producers = producers;
+        Ok(())
+    }
+
+    /// The idempotent-producer state (for tests and diagnostics).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
     }
 
     /// DeleteRecords and retention: moves the log start offset up to `offset` and deletes
@@ -624,7 +690,10 @@ impl Log {
 
     /// Periodic work: flush.ms. Returns whether a flush ran.
     pub fn maybe_flush(&mut self) -> LogResult<bool> {
-        if self.flush_due_by_time(self.clock.now_ms()) {
+        let now = self.clock.now_ms();
+        self.producers
+            .remove_expired(now, self.config.producer_id_expiration_ms);
+        if self.flush_due_by_time(now) {
             self.flush()?;
             return Ok(true);
         }
@@ -634,6 +703,8 @@ impl Log {
     /// Flushes and checkpoints the epoch cache, for a clean shutdown.
     pub fn close(&mut self) -> LogResult<()> {
         self.flush()?;
+        self.producers
+            .take_snapshot(&self.dir, self.log_end_offset())?;
         self.epochs.checkpoint()
     }
 

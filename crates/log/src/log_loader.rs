@@ -19,6 +19,7 @@ use crate::error::{LogError, LogResult};
 use crate::file_cache::FileCache;
 use crate::leader_epoch::LeaderEpochCache;
 use crate::log::Log;
+use crate::producer_state::ProducerStateManager;
 use crate::segment::Segment;
 use crate::segment_list::SegmentList;
 use crate::sync_gate::SyncGate;
@@ -73,6 +74,7 @@ impl Log {
             offline: None,
             unflushed_messages: 0,
             first_unflushed_ms: None,
+            producers: ProducerStateManager::default(),
         })
     }
 
@@ -177,7 +179,9 @@ impl Log {
             offline: None,
             unflushed_messages: 0,
             first_unflushed_ms: None,
+            producers: ProducerStateManager::default(),
         };
+        log.rebuild_producer_state()?;
         if report.segments_recovered > 0 || report.segments_deleted > 0 {
             // What recovery kept may still sit only in the page cache (kill -9): make it
             // durable before the recovery point moves past it.

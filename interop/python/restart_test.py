@@ -25,12 +25,13 @@ def free_port():
 
 
 class Broker:
-    def __init__(self, data_dir, port):
-        self.data_dir, self.port, self.process = data_dir, port, None
+    def __init__(self, data_dir, port, advertise=None):
+        self.data_dir, self.port, self.process, self.advertise = data_dir, port, None, advertise
 
     def start(self):
         self.log = open(os.path.join(os.path.dirname(self.data_dir), f"broker-{time.time_ns()}.log"), "w")
-        self.process = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir],
+        extra = ["--advertise", self.advertise] if self.advertise else []
+        self.process = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + extra,
                                         stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -93,7 +94,8 @@ def produce(bootstrap, topic, values, acked, stop=None):
     producer.flush(10)
 
 
-with tempfile.TemporaryDirectory() as workdir:
+def main():
+  with tempfile.TemporaryDirectory() as workdir:
     data_dir = os.path.join(workdir, "data")
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
@@ -135,4 +137,8 @@ with tempfile.TemporaryDirectory() as workdir:
     lost = (acked | acked_during) - survivors
     check(not lost, f"after kill -9: every acknowledged record reads back ({len(lost)} lost)")
     check(broker.stop(signal.SIGTERM) == 0, "final SIGTERM: broker exited 0")
-print("PASS restart test")
+  print("PASS restart test")
+
+
+if __name__ == "__main__":
+    main()

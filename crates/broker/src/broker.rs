@@ -48,6 +48,7 @@ pub struct Broker {
     topics: Mutex<TopicRegistry>,
     logs: Mutex<LogManager>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    pub producer_ids: crate::producer_ids::ProducerIdManager,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
 }
@@ -110,6 +111,7 @@ impl Broker {
             topics: Mutex::new(topics),
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
+            producer_ids: crate::producer_ids::ProducerIdManager::open(&data_dir)?,
             shutting_down: tokio::sync::watch::Sender::new(false),
         }))
     }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod connection;
 pub mod error_code;
 pub mod partition;
+pub mod producer_ids;
 pub mod router;
 pub mod server;
 pub mod topic_config;

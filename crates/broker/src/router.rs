@@ -56,6 +56,7 @@ pub async fn route(broker: &Arc<Broker>, parsed: Result<ParsedRequest, HeaderErr
         ApiKey::DescribeConfigs => api::configs::describe(broker, request),
         ApiKey::AlterConfigs => api::configs::alter(broker, request),
         ApiKey::IncrementalAlterConfigs => api::configs::incremental_alter(broker, request),
+        ApiKey::InitProducerId => api::init_producer_id::handle(broker, request),
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request),
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),

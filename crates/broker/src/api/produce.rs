@@ -4,14 +4,15 @@
 //! NOT_ENOUGH_REPLICAS when the topic's min.insync.replicas exceeds the one replica.
 //! acks=0 gets no response; if any partition failed, the connection is closed instead,
 //! which is how Kafka tells an acks=0 producer that something went wrong.
-//! v13 addresses topics by id.
+//! v13 addresses topics by id. Idempotent producers (a producer id in the batch) are
+//! deduplicated by the log: a retried batch is answered with its original offsets.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use strand_log::TopicPartition;
-use strand_records::{BatchHeader, NO_PRODUCER_ID};
+use strand_records::BatchHeader;
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -110,12 +111,16 @@ async fn append_one(
     }
     let records = records.unwrap_or_default();
     if let Ok(header) = BatchHeader::parse(&records) {
-        // Idempotent batches need producer state (InitProducerId is not advertised yet);
-        // accepting them without deduplication would break their promise silently.
-        if header.producer_id != NO_PRODUCER_ID {
+        if header.attributes.is_transactional() {
             return Err((
                 error_code::INVALID_RECORD,
-                Some("idempotent producers are not supported yet".into()),
+                Some("transactional batches are not supported yet".into()),
+            ));
+        }
+        if header.attributes.is_control() {
+            return Err((
+                error_code::INVALID_RECORD,
+                Some("Client produce requests should not have control records".into()),
             ));
         }
     }

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016,SC2034  # conditions are evaluated by verify(), see below
+# Interop driver: Apache Kafka 4.1.1's own command-line tools (through
+# interop/kafka/kafka-cli.sh) and kcat against a running Strand broker.
+#
+#   kafka-topics    --create (3 partitions, --config), --list, --describe, --alter
+#                   --partitions 4 (and a refused shrink), --delete
+#   kafka-configs   --describe, --alter --add-config / --delete-config, --describe --all
+#   kafka-console-producer / kafka-console-consumer  keyed records with headers, read
+#                   back partition by partition (--partition N --offset earliest: no groups)
+#   kafka-get-offsets  end and earliest offsets
+#   kcat            -L metadata, -P with keys, headers and every codec (auto-creating
+#                   its topic), -C -e -o beginning with a format string; records written
+#                   by one tool are read back by the other
+#
+# Prints "ok: ..." per check; on the first failed one prints "FAIL: ..." with the command
+# and its output and exits 1. Every command runs under `timeout`, and the whole run under
+# a watchdog, so it never hangs. STRAND_BOOTSTRAP (default 127.0.0.1:9092) names the
+# broker. Needs Java 17+ (the Kafka jars come from interop/kafka/fetch.sh) and kcat
+# (apt-get install -y kcat).
+set -uo pipefail
+
+STEP_TIMEOUT=60
+OVERALL_TIMEOUT=480
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+KAFKA_CLI="$root/interop/kafka/kafka-cli.sh"
+B="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
+
+# Watchdog: run the checks in a child under `timeout`, report if it overstays.
+if [ -z "${STRAND_CLI_DRIVER_CHILD:-}" ]; then
+  export STRAND_CLI_DRIVER_CHILD=1
+  status=0
+  timeout -k 10 "$OVERALL_TIMEOUT" "$0" "$@" || status=$?
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "FAIL: watchdog: run exceeded ${OVERALL_TIMEOUT}s"
+  fi
+  exit "$status"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+start=$(date +%s)
+
+ok() { echo "ok: $*"; }
+
+# fail MESSAGE: print it with the last command and its output, exit 1.
+fail() {
+  echo "FAIL: $*"
+  if [ -n "${last_cmd:-}" ]; then
+    echo "  command: $last_cmd"
+    echo "  exit status: $last_status"
+    echo "  stdout:"; sed 's/^/    /' "$work/out" | tail -40
+    echo "  stderr:"; sed 's/^/    /' "$work/err" | tail -40
+  fi
+  exit 1
+}
+
+# verify MESSAGE CONDITION: ok if the shell condition holds, else FAIL. The condition is
+# single-quoted at the call and evaluated here (so shellcheck's SC2016, and SC2034 for the
+# variables only used inside conditions, are disabled for the whole file above).
+verify() {
+  if eval "$2"; then ok "$1"; else fail "$1"; fi
+}
+
+# run_with_stdin FILE CMD...: run CMD with stdin from FILE under the step timeout,
+# stdout to $work/out, stderr to $work/err; sets last_cmd and last_status. A timeout
+# is a FAIL. run CMD... is the same with stdin from /dev/null.
+run_with_stdin() {
+  local input=$1; shift
+  last_cmd="$*"
+  last_status=0
+  timeout -k 5 "$STEP_TIMEOUT" "$@" <"$input" >"$work/out" 2>"$work/err" || last_status=$?
+  if [ "$last_status" -eq 124 ] || [ "$last_status" -eq 137 ]; then
+    fail "timed out after ${STEP_TIMEOUT}s"
+  fi
+}
+run() { run_with_stdin /dev/null "$@"; }
+# must CMD...: run and require exit status 0.
+must() {
+  run "$@"
+  [ "$last_status" -eq 0 ] || fail "exit status $last_status from ${1##*/} ${2:-}"
+}
+must_with_stdin() {
+  run_with_stdin "$@"
+  [ "$last_status" -eq 0 ] || fail "exit status $last_status from ${2##*/} ${3:-}"
+}
+kafka() { local tool=$1; shift; must "$KAFKA_CLI" "$tool" --bootstrap-server "$B" "$@"; }
+out() { cat "$work/out"; }
+has() { grep -qF -- "$1" "$work/out"; }   # stdout contains the fixed string
+
+echo "Kafka 4.1.1 CLI tools and kcat against $B"
+command -v java >/dev/null || fail "java not found (JDK 17+ needed)"
+command -v kcat >/dev/null || fail "kcat not found (apt-get install -y kcat)"
+last_cmd="$root/interop/kafka/fetch.sh"
+last_status=0
+"$root/interop/kafka/fetch.sh" >"$work/out" 2>"$work/err" || { last_status=$?; fail "fetching the Kafka jars"; }
+last_cmd=""
+kcat_version="$(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\) .*librdkafka \([^ ]*\) .*/kcat \1, librdkafka \2/p')"
+ok "${kcat_version:-kcat} found; Kafka jars in $(tail -1 "$work/out")"
+
+suffix="$(date +%s%N)"
+T="cli-$suffix"     # created with kafka-topics
+K="kcat-$suffix"    # auto-created by kcat's first produce
+
+# ---- kafka-topics -----------------------------------------------------------------------
+
+kafka kafka-topics --create --topic "$T" --partitions 3 --replication-factor 1 --config retention.ms=86400000
+verify "kafka-topics --create $T (3 partitions, retention.ms=86400000)" 'has "Created topic $T."'
+
+kafka kafka-topics --list
+verify "kafka-topics --list shows $T" 'grep -qx -- "$T" "$work/out"'
+
+# describe_ok N: the --describe output shows N partitions, each led by broker 1 with one
+# replica in sync, the topic id and the retention.ms override.
+describe_ok() {
+  local n=$1 head
+  head="$(head -1 "$work/out")"
+  case "$head" in
+    *"Topic: $T"*"TopicId: "*"PartitionCount: $n"*"ReplicationFactor: 1"*"retention.ms=86400000"*) ;;
+    *) return 1 ;;
+  esac
+  case "$head" in *"TopicId: AAAAAAAAAAAAAAAAAAAAAA"*) return 1 ;; esac
+  [ "$(grep -cP "^\tTopic: $T\tPartition: \d+\tLeader: 1\tReplicas: 1\tIsr: 1(\t|$)" "$work/out")" -eq "$n" ] || return 1
+  for p in $(seq 0 $((n - 1))); do
+    grep -qP "^\tTopic: $T\tPartition: $p\t" "$work/out" || return 1
+  done
+}
+kafka kafka-topics --describe --topic "$T"
+verify "kafka-topics --describe: PartitionCount: 3, every partition Leader: 1 Replicas: 1 Isr: 1, topic id, retention.ms" 'describe_ok 3'
+
+kafka kafka-topics --alter --topic "$T" --partitions 4
+kafka kafka-topics --describe --topic "$T"
+verify "kafka-topics --alter --partitions 4: --describe shows PartitionCount: 4, partition 3 Leader: 1" 'describe_ok 4'
+
+run "$KAFKA_CLI" kafka-topics --bootstrap-server "$B" --alter --topic "$T" --partitions 2
+verify "kafka-topics --alter --partitions 2 (a shrink) refused with InvalidPartitionsException" \
+  '[ "$last_status" -ne 0 ] && grep -q InvalidPartitionsException "$work/out" "$work/err"'
+
+# ---- kafka-configs ----------------------------------------------------------------------
+
+configs() { kafka kafka-configs --entity-type topics --entity-name "$T" "$@"; }
+
+configs --describe
+verify "kafka-configs --describe: retention.ms=86400000 (DYNAMIC_TOPIC_CONFIG)" \
+  'has "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000"'
+
+configs --alter --add-config max.message.bytes=2000000,cleanup.policy=compact
+verify "kafka-configs --alter --add-config max.message.bytes=2000000,cleanup.policy=compact" 'has "Completed updating config for topic $T."'
+configs --describe
+verify "kafka-configs --describe: max.message.bytes=2000000, cleanup.policy=compact, retention.ms=86400000" \
+  '[ "$(grep -cE "^  (max\.message\.bytes=2000000|cleanup\.policy=compact|retention\.ms=86400000) " "$work/out")" -eq 3 ]'
+
+configs --alter --delete-config retention.ms,cleanup.policy
+verify "kafka-configs --alter --delete-config retention.ms,cleanup.policy" 'has "Completed updating config for topic $T."'
+configs --describe
+verify "kafka-configs --describe: only max.message.bytes=2000000 left" \
+  '[ "$(grep -c "^  " "$work/out")" -eq 1 ] && has "  max.message.bytes=2000000 "'
+configs --describe --all
+verify "kafka-configs --describe --all: max.message.bytes=2000000, cleanup.policy=delete and retention.ms=604800000 (defaults back)" \
+  '[ "$(grep -cE "^  (max\.message\.bytes=2000000|cleanup\.policy=delete|retention\.ms=604800000) " "$work/out")" -eq 3 ]'
+
+# ---- console producer / get-offsets / console consumer ----------------------------------
+
+# 10 keyed lines with two headers each; no partition given, so the producer's
+# partitioner spreads them over the 4 partitions by key.
+: >"$work/console.in"
+: >"$work/console.want"
+for i in $(seq 0 9); do
+  printf 'src:console,n:%d\tck-%d:console-value-%d\n' "$i" "$i" "$i" >>"$work/console.in"
+  printf 'src:console,n:%d\tck-%d\tconsole-value-%d\n' "$i" "$i" "$i" >>"$work/console.want"
+done
+must_with_stdin "$work/console.in" "$KAFKA_CLI" kafka-console-producer --bootstrap-server "$B" --topic "$T" \
+  --producer-property enable.idempotence=false --producer-property acks=all \
+  --property parse.key=true --property key.separator=: --property parse.headers=true
+ok "kafka-console-producer: 10 keyed lines with headers to $T (partition chosen by key)"
+
+kafka kafka-get-offsets --topic "$T"
+out >"$work/end-offsets"
+total=$(awk -F: '{ s += $3 } END { print s + 0 }' "$work/end-offsets")
+verify "kafka-get-offsets: end offsets $(tr '\n' ' ' <"$work/end-offsets")(sum $total of 10)" \
+  '[ "$(grep -cE "^$T:[0-3]:[0-9]+\$" "$work/end-offsets")" -eq 4 ] && [ "$total" -eq 10 ]'
+kafka kafka-get-offsets --topic "$T" --time earliest
+verify "kafka-get-offsets --time earliest: 0 on all 4 partitions" '[ "$(grep -cE "^$T:[0-3]:0\$" "$work/out")" -eq 4 ]'
+
+# Read every partition back with --partition/--offset earliest (no group), as many
+# messages as kafka-get-offsets counted (--timeout-ms bounds the wait).
+: >"$work/console.got"
+for p in 0 1 2 3; do
+  count=$(awk -F: -v p="$p" '$2 == p { print $3 }' "$work/end-offsets")
+  if [ "$count" -gt 0 ]; then
+    limit=(--max-messages "$count" --timeout-ms 20000)
+  else
+    limit=(--timeout-ms 3000)
+  fi
+  kafka kafka-console-consumer --topic "$T" --partition "$p" --offset earliest "${limit[@]}" \
+    --property print.key=true --property print.headers=true --property print.partition=true --property print.offset=true
+  lines=$(grep -c '' "$work/out")
+  # Partition:P  Offset:O  headers  key  value; offsets 0..count-1 in order, and the
+  # headers' n increasing (the order the lines were produced in).
+  offsets_ok=$(awk -F'\t' -v p="$p" '$1 != "Partition:" p || $2 != "Offset:" NR - 1 { bad = 1 } END { if (!bad) print "y" }' "$work/out")
+  order_ok=$(awk -F'\t' '{ split($3, h, ","); n = substr(h[2], 3) + 0; if (NR > 1 && n <= prev) bad = 1; prev = n } END { if (!bad) print "y" }' "$work/out")
+  verify "kafka-console-consumer --partition $p --offset earliest: $lines of $count records$([ "$count" -gt 0 ] && echo ", offsets 0..$((count - 1)) in produce order")" \
+    '[ "$lines" -eq "$count" ] && [ "$offsets_ok" = y ] && [ "$order_ok" = y ] && grep -q "Processed a total of $count messages" "$work/err"'
+  cut -f3- "$work/out" >>"$work/console.got"
+done
+sort "$work/console.want" >"$work/a"; sort "$work/console.got" >"$work/b"
+last_cmd="diff (console producer input) (console consumer output)"
+last_status=0
+diff "$work/a" "$work/b" >"$work/out" 2>"$work/err" || last_status=$?
+verify "kafka-console-consumer: the 10 records (key, value, headers) read back over all partitions match" '[ "$last_status" -eq 0 ]'
+
+# ---- kcat ---------------------------------------------------------------------------------
+
+must kcat -L -b "$B"
+verify "kcat -L: 1 broker (1 at $B), $T with 4 partitions led by 1" \
+  'has " 1 brokers:" && has "  broker 1 at $B" && has "topic \"$T\" with 4 partitions:" &&
+   [ "$(grep -cE "^    partition [0-3], leader 1, replicas: 1, isrs: 1\$" "$work/out")" -ge 4 ]'
+
+# Produce 4 records per codec to partition 0 of a topic that does not exist yet: the
+# first produce auto-creates it (num.partitions=1).
+: >"$work/kcat.want"
+offset=0
+for codec in none gzip snappy lz4 zstd; do
+  : >"$work/kcat.in"
+  for i in 0 1 2 3; do
+    printf 'kk-%s-%d:kcat-value-%s-%d-%s\n' "$codec" "$i" "$codec" "$i" "$(printf 'y%.0s' $(seq 1 $((i * 50 + 1))))" >>"$work/kcat.in"
+    printf '0\t%d\tkk-%s-%d\tkcat-value-%s-%d-%s\tcodec=%s,tool=kcat\n' "$offset" "$codec" "$i" "$codec" "$i" \
+      "$(printf 'y%.0s' $(seq 1 $((i * 50 + 1))))" "$codec" >>"$work/kcat.want"
+    offset=$((offset + 1))
+  done
+  must_with_stdin "$work/kcat.in" kcat -P -b "$B" -t "$K" -p 0 -K : -H "codec=$codec" -H tool=kcat -z "$codec" \
+    -X enable.idempotence=false -X acks=all -X message.timeout.ms=30000
+  ok "kcat -P -z $codec: 4 keyed records with 2 headers to $K partition 0"
+done
+
+must kcat -L -b "$B" -t "$K"
+verify "kcat -L -t $K: auto-created with 1 partition led by 1" \
+  'has "topic \"$K\" with 1 partitions:" && has "    partition 0, leader 1, replicas: 1, isrs: 1"'
+
+must kcat -C -b "$B" -t "$K" -o beginning -e -q -f '%p\t%o\t%k\t%s\t%h\t%T\n'
+cut -f1-5 "$work/out" >"$work/kcat.got"
+ts_ok=$(awk -F'\t' '$6 < 1600000000000 { bad = 1 } END { if (!bad && NR > 0) print "y" }' "$work/out")
+last_cmd="diff (kcat -P input) (kcat -C output)"
+diff "$work/kcat.want" "$work/kcat.got" >"$work/out" 2>"$work/err" && last_status=0 || last_status=$?
+verify "kcat -C -e -o beginning: 20 records read back in order with partition, offset, key, value, headers and a timestamp" \
+  '[ "$last_status" -eq 0 ] && [ "$ts_ok" = y ]'
+
+# Each tool reads what the other wrote: kcat the console producer's records...
+must kcat -C -b "$B" -t "$T" -o beginning -e -q -f '%h\t%k\t%s\n'
+sed 's/=/:/g' "$work/out" | sort >"$work/b"
+sort "$work/console.want" >"$work/a"
+last_cmd="diff (console producer input) (kcat -C output)"
+diff "$work/a" "$work/b" >"$work/out" 2>"$work/err" && last_status=0 || last_status=$?
+verify "kcat -C reads the console producer's 10 records (keys, values, headers)" '[ "$last_status" -eq 0 ]'
+
+# ... and the console consumer kcat's compressed batches.
+kafka kafka-console-consumer --topic "$K" --partition 0 --offset earliest --max-messages 20 --timeout-ms 20000 \
+  --property print.key=true --property print.headers=true --property print.partition=true --property print.offset=true
+awk -F'\t' '{ sub("Partition:", "", $1); sub("Offset:", "", $2); gsub(":", "=", $3); print $1 "\t" $2 "\t" $4 "\t" $5 "\t" $3 }' \
+  "$work/out" >"$work/kcat.got"
+last_cmd="diff (kcat -P input) (kafka-console-consumer output)"
+diff "$work/kcat.want" "$work/kcat.got" >"$work/out" 2>"$work/err" && last_status=0 || last_status=$?
+verify "kafka-console-consumer reads kcat's 20 records (every codec) with keys, values, headers, offsets" '[ "$last_status" -eq 0 ]'
+
+# ---- kafka-topics --delete --------------------------------------------------------------
+
+for topic in "$T" "$K"; do
+  kafka kafka-topics --delete --topic "$topic"
+  ok "kafka-topics --delete --topic $topic"
+done
+gone=""
+for _ in 1 2 3 4 5; do
+  kafka kafka-topics --list
+  if ! grep -qxE -- "$T|$K" "$work/out"; then gone=y; break; fi
+  sleep 1
+done
+verify "kafka-topics --list no longer shows $T or $K" '[ "$gone" = y ]'
+
+echo "PASS Kafka CLI tools + kcat in $(( $(date +%s) - start ))s"

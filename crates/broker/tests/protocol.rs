@@ -386,3 +386,212 @@ async fn shutdown_returns_parked_fetches_and_stops() {
         .unwrap();
     assert!(dir.path().join(".strand_clean_shutdown").exists());
 }
+
+/// Every advertised version of every API, with a request that reaches its success path,
+/// gets an answer: a field set that a version lacks makes kafka-protocol refuse to encode,
+/// which would silently close the connection for clients on that version.
+#[tokio::test]
+async fn every_advertised_version_of_every_api_answers() {
+    use kafka_protocol::messages::*;
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    let meta = metadata(&mut stream, "t", 1).await;
+    let topic_id = meta.topics[0].topic_id;
+    let name = || TopicName(StrBytes::from_static_str("t"));
+    let mut correlation = 100;
+    for api in strand_protocol::SUPPORTED_APIS {
+        for version in api.min_version..=api.max_version {
+            correlation += 1;
+            let frame = match api.key {
+                ApiKey::Produce => {
+                    let mut request = produce_request("t", 0, 1, b"v");
+                    request.topic_data[0].topic_id = topic_id;
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::Fetch => {
+                    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+                    let request = FetchRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_max_bytes(1 << 20)
+                        .with_topics(vec![FetchTopic::default()
+                            .with_topic(if version < 13 {
+                                name()
+                            } else {
+                                TopicName::default()
+                            })
+                            .with_topic_id(if version >= 13 {
+                                topic_id
+                            } else {
+                                uuid::Uuid::nil()
+                            })
+                            .with_partitions(vec![FetchPartition::default()
+                                .with_partition(0)
+                                .with_partition_max_bytes(1 << 20)])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ListOffsets => {
+                    use kafka_protocol::messages::list_offsets_request::{
+                        ListOffsetsPartition, ListOffsetsTopic,
+                    };
+                    let request = ListOffsetsRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![ListOffsetsTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(0)
+                                    .with_timestamp(-1),
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(0)
+                                    .with_timestamp(0),
+                            ])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::Metadata => {
+                    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+                    let request = MetadataRequest::default().with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(name())),
+                    ]));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ApiVersions => encode_request(
+                    api.key,
+                    version,
+                    correlation,
+                    &ApiVersionsRequest::default(),
+                ),
+                ApiKey::CreateTopics => {
+                    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+                    let request =
+                        CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(format!(
+                                "created-{version}"
+                            ))))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteTopics => {
+                    let request = if version < 6 {
+                        DeleteTopicsRequest::default().with_topic_names(vec![TopicName(
+                            StrBytes::from_string(format!("created-{}", 2 + version % 6)),
+                        )])
+                    } else {
+                        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+                        DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default(
+                        )
+                        .with_name(Some(TopicName(StrBytes::from_static_str("created-7"))))])
+                    };
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteRecords => {
+                    use kafka_protocol::messages::delete_records_request::{
+                        DeleteRecordsPartition, DeleteRecordsTopic,
+                    };
+                    let request = DeleteRecordsRequest::default().with_topics(vec![
+                        DeleteRecordsTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(0)]),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::InitProducerId => encode_request(
+                    api.key,
+                    version,
+                    correlation,
+                    &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+                ),
+                ApiKey::OffsetForLeaderEpoch => {
+                    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                        OffsetForLeaderPartition, OffsetForLeaderTopic,
+                    };
+                    let request = OffsetForLeaderEpochRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![OffsetForLeaderTopic::default()
+                            .with_topic(name())
+                            .with_partitions(vec![OffsetForLeaderPartition::default()
+                                .with_partition(0)
+                                .with_leader_epoch(0)])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeConfigs => {
+                    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+                    let request = DescribeConfigsRequest::default()
+                        .with_include_synonyms(version >= 1)
+                        .with_resources(vec![
+                            DescribeConfigsResource::default()
+                                .with_resource_type(2)
+                                .with_resource_name(StrBytes::from_static_str("t")),
+                            DescribeConfigsResource::default()
+                                .with_resource_type(4)
+                                .with_resource_name(StrBytes::from_static_str("1")),
+                        ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::AlterConfigs => {
+                    use kafka_protocol::messages::alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let request = AlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.ms"))
+                                .with_value(Some(StrBytes::from_static_str("100000")))]),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::CreatePartitions => {
+                    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+                    let request = CreatePartitionsRequest::default().with_topics(vec![
+                        CreatePartitionsTopic::default()
+                            .with_name(name())
+                            .with_count(1),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    use kafka_protocol::messages::incremental_alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.ms"))
+                                .with_value(Some(StrBytes::from_static_str("200000")))]),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeCluster => encode_request(
+                    api.key,
+                    version,
+                    correlation,
+                    &DescribeClusterRequest::default().with_endpoint_type(1),
+                ),
+                other => panic!("add a request for {other:?} to this test"),
+            };
+            stream.write_all(&frame).await.unwrap();
+            let header_version = if api.key == ApiKey::ApiVersions {
+                0
+            } else {
+                api.key.response_header_version(version)
+            };
+            let response =
+                tokio::time::timeout(HANG_GUARD, read_response(&mut stream, header_version))
+                    .await
+                    .unwrap();
+            let (id, _) = response.unwrap_or_else(|| {
+                panic!(
+                    "{:?} v{version}: connection closed instead of an answer",
+                    api.key
+                )
+            });
+            assert_eq!(id, correlation, "{:?} v{version}", api.key);
+        }
+    }
+}

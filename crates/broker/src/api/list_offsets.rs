@@ -27,6 +27,12 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
+    let leader_epoch = if request.header.request_api_version >= 4 {
+        LEADER_EPOCH
+    } else {
+        -1
+    };
     let topics = body
         .topics
         .into_iter()
@@ -48,7 +54,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                             .with_error_code(error_code::NONE)
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(LEADER_EPOCH),
+                            .with_leader_epoch(leader_epoch),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(-1)

@@ -138,11 +138,15 @@ def encode_record(offset_delta, key, value, timestamp_delta=0):
     return varint(len(body)) + body
 
 
-def record_batch(records, producer_id=-1, epoch=-1, sequence=-1, attributes=0, count=None):
+def record_batch(records, producer_id=-1, epoch=-1, sequence=-1, attributes=0, count=None,
+                 last_offset_delta=None):
     """RecordBatch v2: the 61-byte header, then the records. `records` is a list of
-    (key, value); `count` overrides the recordsCount field (the CRC still covers it)."""
+    (key, value); `count` and `last_offset_delta` override those header fields (the CRC
+    still covers them)."""
     body = b"".join(encode_record(i, k, v) for i, (k, v) in enumerate(records))
-    after_crc = (i16(attributes) + i32(len(records) - 1) + i64(TIMESTAMP) + i64(TIMESTAMP)
+    if last_offset_delta is None:
+        last_offset_delta = len(records) - 1
+    after_crc = (i16(attributes) + i32(last_offset_delta) + i64(TIMESTAMP) + i64(TIMESTAMP)
                  + i64(producer_id) + i16(epoch) + i32(sequence)
                  + i32(len(records) if count is None else count) + body)
     batch_length = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch, magic, crc, rest
@@ -556,7 +560,10 @@ def case10(b, pid):
 
 def case11(b, pid):
     batch = record_batch(values(3, "c11"), count=5)
-    return [("11", "recordsCount 5 with 3 records (crc valid)", produce(b.conn, "pc-11", 0, batch), False)]
+    consistent = record_batch(values(3, "c11b"), count=5, last_offset_delta=4)
+    return [("11", "recordsCount 5 with 3 records (crc valid)", produce(b.conn, "pc-11", 0, batch), False),
+            ("11b", "recordsCount 5 and lastOffsetDelta 4 with 3 records (crc valid)",
+             produce(b.conn, "pc-11", 0, consistent), False)]
 
 
 def case12(b, pid):

@@ -1,7 +1,8 @@
 //! Idempotent-producer state of one partition: for each producer id, its epoch and the
 //! metadata of its last five batches (sequence range, offsets, timestamp). A retried batch
 //! that matches one of them is answered with its original offsets instead of being
-//! written again; a gap, a stale epoch or an unknown producer gets Kafka's error. This is
+//! written again; a gap or a stale epoch gets Kafka's error. Like Kafka 4.x, a producer
+//! the partition has no record of may start at any sequence. This is
 //! Kafka's ProducerStateManager, kept with the log (not the broker) because it must follow
 //! the log exactly through truncation and crash recovery.
 //!
@@ -87,9 +88,6 @@ pub enum ProducerError {
         found: i16,
         current: i16,
     },
-    /// UNKNOWN_PRODUCER_ID (59): no state for this producer and the batch is not its first.
-    #[error("found no record of producer {producer_id} for a batch with sequence {found}")]
-    UnknownProducerId { producer_id: i64, found: i32 },
 }
 
 impl ProducerError {
@@ -97,7 +95,6 @@ impl ProducerError {
         match self {
             ProducerError::OutOfOrderSequence { .. } => 45,
             ProducerError::InvalidProducerEpoch { .. } => 47,
-            ProducerError::UnknownProducerId { .. } => 59,
         }
     }
 }
@@ -137,15 +134,11 @@ impl ProducerStateManager {
         let producer_id = header.producer_id;
         let first = header.base_sequence;
         let last = last_sequence(first, header.last_offset_delta);
+        // Kafka 4.x accepts any sequence from a producer the partition has no record of
+        // (it may have expired, or its batches were deleted by retention): only a known
+        // producer's sequence is checked.
         let Some(entry) = self.producers.get(&producer_id) else {
-            return if first == 0 {
-                Ok(ProducerCheck::Append)
-            } else {
-                Err(ProducerError::UnknownProducerId {
-                    producer_id,
-                    found: first,
-                })
-            };
+            return Ok(ProducerCheck::Append);
         };
         if header.producer_epoch < entry.epoch {
             return Err(ProducerError::InvalidProducerEpoch {
@@ -418,11 +411,9 @@ mod tests {
     fn kafka_sequence_rules() {
         let mut state = ProducerStateManager::default();
         assert_eq!(
-            state.check(&header(7, 0, 3, 1, 0)),
-            Err(ProducerError::UnknownProducerId {
-                producer_id: 7,
-                found: 3
-            })
+            state.check(&header(8, 0, 3, 1, 0)),
+            Ok(ProducerCheck::Append),
+            "unknown: accepted"
         );
         assert_eq!(
             state.check(&header(7, 0, 0, 2, 0)),

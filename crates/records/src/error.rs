@@ -13,7 +13,7 @@ pub enum RecordsError {
     /// record lengths, offset deltas). Kafka: INVALID_RECORD (87).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
-    /// Magic byte other than 2. Kafka: UNSUPPORTED_FOR_MESSAGE_FORMAT (43).
+    /// Magic byte other than 2. Kafka answers a produce with it INVALID_RECORD (87).
     #[error("unsupported record batch magic {0}")]
     UnsupportedMagic(i8),
     /// Batch larger than the topic's max.message.bytes. Kafka: MESSAGE_TOO_LARGE (10).
@@ -36,7 +36,9 @@ impl RecordsError {
         match self {
             RecordsError::Corrupt(_) => 2,
             RecordsError::InvalidRecord(_) => 87,
-            RecordsError::UnsupportedMagic(_) => 43,
+            // Kafka's Produce v3+ answers INVALID_RECORD for any magic but 2 (its
+            // ProduceRequest.validateRecords); 43 is for down-conversion, gone in 4.x.
+            RecordsError::UnsupportedMagic(_) => 87,
             RecordsError::TooLarge { .. } => 10,
             RecordsError::UnknownCompression(_) => 2,
             RecordsError::DecompressedTooLarge { .. } => 87,

@@ -49,6 +49,7 @@ pub struct Broker {
     logs: Mutex<LogManager>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     pub producer_ids: crate::producer_ids::ProducerIdManager,
+    pub groups: crate::group::GroupCoordinator,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
 }
@@ -103,7 +104,14 @@ impl Broker {
             }
         }
         let (advertised_host, advertised_port) = config.advertised().map_err(anyhow::Error::msg)?;
-        Ok(Arc::new(Broker {
+        let group_limits = crate::group::classic::GroupLimits {
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            max_size: config.group_max_size,
+        };
+        let offsets_retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
+        let broker = Arc::new(Broker {
             config,
             cluster_id,
             advertised_host,
@@ -112,8 +120,17 @@ impl Broker {
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
             producer_ids: crate::producer_ids::ProducerIdManager::open(&data_dir)?,
+            groups: crate::group::GroupCoordinator::new(group_limits, offsets_retention_ms),
             shutting_down: tokio::sync::watch::Sender::new(false),
-        }))
+        });
+        let loaded = broker.groups.load(&broker)?;
+        if loaded > 0 {
+            tracing::info!(
+                records = loaded,
+                "loaded consumer groups from __consumer_offsets"
+            );
+        }
+        Ok(broker)
     }
 
     /// Tells waiting requests (parked fetches) that the broker is stopping.

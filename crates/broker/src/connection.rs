@@ -58,7 +58,7 @@ pub async fn serve_connection(
                 break;
             }
         };
-        let outcome = route(&broker, parse_request_header(body.freeze())).await;
+        let outcome = route(&broker, parse_request_header(body.freeze()), peer).await;
         drop(reserved);
         match outcome {
             Outcome::Respond(bytes) => {

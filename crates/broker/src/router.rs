@@ -27,7 +27,11 @@ pub enum Outcome {
     Close(String),
 }
 
-pub async fn route(broker: &Arc<Broker>, parsed: Result<ParsedRequest, HeaderError>) -> Outcome {
+pub async fn route(
+    broker: &Arc<Broker>,
+    parsed: Result<ParsedRequest, HeaderError>,
+    peer: std::net::SocketAddr,
+) -> Outcome {
     let request = match parsed {
         Ok(request) => request,
         Err(error) => return Outcome::Close(error.to_string()),
@@ -57,6 +61,17 @@ pub async fn route(broker: &Arc<Broker>, parsed: Result<ParsedRequest, HeaderErr
         ApiKey::AlterConfigs => api::configs::alter(broker, request),
         ApiKey::IncrementalAlterConfigs => api::configs::incremental_alter(broker, request),
         ApiKey::InitProducerId => api::init_producer_id::handle(broker, request),
+        ApiKey::FindCoordinator => api::find_coordinator::handle(broker, request),
+        ApiKey::JoinGroup => api::join_group::handle(broker, request, peer).await,
+        ApiKey::SyncGroup => api::sync_group::handle(broker, request).await,
+        ApiKey::Heartbeat => api::heartbeat::handle(broker, request).await,
+        ApiKey::LeaveGroup => api::leave_group::handle(broker, request).await,
+        ApiKey::OffsetCommit => api::offset_commit::handle(broker, request).await,
+        ApiKey::OffsetFetch => api::offset_fetch::handle(broker, request).await,
+        ApiKey::ListGroups => api::list_groups::handle(broker, request).await,
+        ApiKey::DescribeGroups => api::describe_groups::handle(broker, request).await,
+        ApiKey::DeleteGroups => api::delete_groups::handle(broker, request).await,
+        ApiKey::OffsetDelete => api::offset_delete::handle(broker, request).await,
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request),
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),

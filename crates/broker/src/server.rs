@@ -13,6 +13,11 @@ use tokio::task::JoinSet;
 use crate::broker::Broker;
 use crate::connection::serve_connection;
 
+/// How often group session and rebalance deadlines are checked.
+const GROUP_TICK: Duration = Duration::from_millis(100);
+/// Offsets expiry runs every minute (Kafka's offsets.retention.check.interval.ms is 10).
+const OFFSET_EXPIRY_EVERY_TICKS: u64 = 600;
+
 /// Lets the caller stop the server.
 #[derive(Debug, Clone)]
 pub struct ServerHandle {
@@ -69,6 +74,21 @@ async fn run(
             }
         })
     };
+    let group_timers = {
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(GROUP_TICK);
+            let mut ticks: u64 = 0;
+            loop {
+                ticker.tick().await;
+                broker.groups.tick(&broker).await;
+                ticks += 1;
+                if ticks.is_multiple_of(OFFSET_EXPIRY_EVERY_TICKS) {
+                    broker.groups.expire_offsets(&broker).await;
+                }
+            }
+        })
+    };
     loop {
         let permit = tokio::select! {
             permit = connections.clone().acquire_owned() => permit?,
@@ -95,6 +115,7 @@ async fn run(
     drop(listener);
     broker.begin_shutdown();
     maintenance.abort();
+    group_timers.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();
     tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;

@@ -1,1 +1,5 @@
 pub mod classic;
+pub mod coordinator;
+pub mod records;
+
+pub use coordinator::GroupCoordinator;

@@ -1,0 +1,29 @@
+//! DeleteGroups (42): removes empty groups and their offsets (NON_EMPTY_GROUP otherwise).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use crate::broker::Broker;
+use crate::router::{decode, respond, Outcome};
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: DeleteGroupsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let mut results = Vec::with_capacity(body.groups_names.len());
+    for group_id in &body.groups_names {
+        let code = broker.groups.delete_group(broker, group_id.as_str()).await;
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(group_id.clone())
+                .with_error_code(code),
+        );
+    }
+    respond(
+        &request,
+        &DeleteGroupsResponse::default().with_results(results),
+    )
+}

@@ -1,0 +1,58 @@
+//! ListGroups (16): every group, with its state (v4+, filterable) and type (v5+, "classic").
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: ListGroupsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    let states: Vec<String> = body
+        .states_filter
+        .iter()
+        .map(|s| s.as_str().to_lowercase())
+        .collect();
+    let types: Vec<String> = body
+        .types_filter
+        .iter()
+        .map(|t| t.as_str().to_lowercase())
+        .collect();
+    let groups = broker
+        .groups
+        .list()
+        .await
+        .into_iter()
+        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|g| {
+            let listed = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(g.group_id)))
+                .with_protocol_type(str_bytes(g.protocol_type));
+            let listed = if version >= 4 {
+                listed.with_group_state(str_bytes(g.state.name()))
+            } else {
+                listed
+            };
+            if version >= 5 {
+                listed.with_group_type(str_bytes("classic"))
+            } else {
+                listed
+            }
+        })
+        .collect();
+    respond(
+        &request,
+        &ListGroupsResponse::default()
+            .with_error_code(error_code::NONE)
+            .with_groups(groups),
+    )
+}

@@ -1,0 +1,146 @@
+//! OffsetFetch (9): committed offsets, -1 where none; one group (v1-v7) or several (v8+);
+//! null topics means every committed partition of the group.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::error_code;
+use crate::group::records::CommittedOffset;
+use crate::router::{decode, respond, Outcome};
+
+type Fetched = Vec<(String, i32, Option<CommittedOffset>)>;
+/// Per topic: (partition, committed offset) rows.
+type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: OffsetFetchRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    let wanted = |topics: Option<Vec<(TopicName, Vec<i32>)>>| -> Option<Vec<(String, i32)>> {
+        topics.map(|list| {
+            list.into_iter()
+                .flat_map(|(name, partitions)| {
+                    partitions
+                        .into_iter()
+                        .map(move |p| (name.as_str().to_string(), p))
+                })
+                .collect()
+        })
+    };
+    let epoch = |offset: &Option<CommittedOffset>| {
+        if version >= 5 {
+            offset.as_ref().map_or(-1, |o| o.leader_epoch)
+        } else {
+            -1
+        }
+    };
+    if version >= 8 {
+        let mut groups = Vec::with_capacity(body.groups.len());
+        for group in &body.groups {
+            let topics = group.topics.clone().map(|list| {
+                list.into_iter()
+                    .map(|t| (t.name, t.partition_indexes))
+                    .collect()
+            });
+            let fetched: Fetched = broker
+                .groups
+                .fetch_offsets(group.group_id.as_str(), wanted(topics))
+                .await;
+            let topics = grouped(fetched)
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(topic_name(&topic))
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(partition, offset)| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(partition)
+                                        .with_committed_offset(
+                                            offset.as_ref().map_or(-1, |o| o.offset),
+                                        )
+                                        .with_committed_leader_epoch(epoch(&offset))
+                                        .with_metadata(Some(str_bytes(
+                                            offset.map(|o| o.metadata).unwrap_or_default(),
+                                        )))
+                                        .with_error_code(error_code::NONE)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            groups.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_topics(topics)
+                    .with_error_code(error_code::NONE),
+            );
+        }
+        return respond(
+            &request,
+            &OffsetFetchResponse::default().with_groups(groups),
+        );
+    }
+    let topics = body.topics.clone().map(|list| {
+        list.into_iter()
+            .map(|t| (t.name, t.partition_indexes))
+            .collect()
+    });
+    let fetched = broker
+        .groups
+        .fetch_offsets(body.group_id.as_str(), wanted(topics))
+        .await;
+    let topics = grouped(fetched)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(partition, offset)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(partition)
+                                .with_committed_offset(offset.as_ref().map_or(-1, |o| o.offset))
+                                .with_committed_leader_epoch(epoch(&offset))
+                                .with_metadata(Some(str_bytes(
+                                    offset.map(|o| o.metadata).unwrap_or_default(),
+                                )))
+                                .with_error_code(error_code::NONE)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let response = OffsetFetchResponse::default().with_topics(topics);
+    respond(
+        &request,
+        &if version >= 2 {
+            response.with_error_code(error_code::NONE)
+        } else {
+            response
+        },
+    )
+}
+
+/// Groups (topic, partition, offset) rows by topic, keeping first-seen order.
+fn grouped(rows: Fetched) -> ByTopic {
+    let mut out: ByTopic = Vec::new();
+    for (topic, partition, offset) in rows {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, partitions)) => partitions.push((partition, offset)),
+            None => out.push((topic, vec![(partition, offset)])),
+        }
+    }
+    out
+}

@@ -32,6 +32,7 @@ async fn start() -> TestBroker {
     let config = BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_path_buf(),
+        group_initial_rebalance_delay_ms: 0,
         ..BrokerConfig::default()
     };
     let broker = Broker::open(config).unwrap();
@@ -54,7 +55,8 @@ fn encode_request<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, 
     header
         .encode(&mut payload, key.request_header_version(version))
         .unwrap();
-    body.encode(&mut payload, version).unwrap();
+    body.encode(&mut payload, version)
+        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
     let mut frame = BytesMut::new();
     frame.put_i32(payload.len() as i32);
     frame.extend_from_slice(&payload);
@@ -573,6 +575,131 @@ async fn every_advertised_version_of_every_api_answers() {
                     correlation,
                     &DescribeClusterRequest::default().with_endpoint_type(1),
                 ),
+                ApiKey::FindCoordinator => {
+                    let request = FindCoordinatorRequest::default()
+                        .with_key(if version < 4 {
+                            StrBytes::from_static_str("g")
+                        } else {
+                            StrBytes::default()
+                        })
+                        .with_coordinator_keys(if version >= 4 {
+                            vec![StrBytes::from_static_str("g")]
+                        } else {
+                            vec![]
+                        });
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::JoinGroup => {
+                    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+                    // Static members (v5+) and v0-v3 members join at once, reaching the
+                    // success path with a member list; v4 answers MEMBER_ID_REQUIRED.
+                    let request = JoinGroupRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(format!("g-{version}"))))
+                        .with_session_timeout_ms(10_000)
+                        .with_rebalance_timeout_ms(10_000)
+                        .with_group_instance_id(
+                            (version >= 5).then(|| StrBytes::from_static_str("instance")),
+                        )
+                        .with_protocol_type(StrBytes::from_static_str("consumer"))
+                        .with_protocols(vec![JoinGroupRequestProtocol::default()
+                            .with_name(StrBytes::from_static_str("range"))
+                            .with_metadata(Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0, 1, b't']))]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::SyncGroup => {
+                    let request = SyncGroupRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("g-9")))
+                        .with_member_id(StrBytes::from_static_str("nobody"));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::Heartbeat => {
+                    let request = HeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("g-9")))
+                        .with_member_id(StrBytes::from_static_str("nobody"));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::LeaveGroup => {
+                    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+                    let request = LeaveGroupRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("g-9")))
+                        .with_member_id(if version < 3 {
+                            StrBytes::from_static_str("nobody")
+                        } else {
+                            StrBytes::default()
+                        })
+                        .with_members(if version >= 3 {
+                            vec![MemberIdentity::default()
+                                .with_member_id(StrBytes::from_static_str("nobody"))]
+                        } else {
+                            vec![]
+                        });
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::OffsetCommit => {
+                    use kafka_protocol::messages::offset_commit_request::{
+                        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+                    };
+                    let request = OffsetCommitRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+                        .with_generation_id_or_member_epoch(-1)
+                        .with_topics(vec![OffsetCommitRequestTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1)])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::OffsetFetch => {
+                    let request = if version >= 8 {
+                        use kafka_protocol::messages::offset_fetch_request::{
+                            OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+                        };
+                        OffsetFetchRequest::default().with_groups(vec![
+                            OffsetFetchRequestGroup::default()
+                                .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+                                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                                    .with_name(name())
+                                    .with_partition_indexes(vec![0, 1])])),
+                        ])
+                    } else {
+                        use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+                        OffsetFetchRequest::default()
+                            .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+                            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                                .with_name(name())
+                                .with_partition_indexes(vec![0, 1])]))
+                    };
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ListGroups => {
+                    encode_request(api.key, version, correlation, &ListGroupsRequest::default())
+                }
+                ApiKey::DescribeGroups => {
+                    let request = DescribeGroupsRequest::default().with_groups(vec![
+                        GroupId(StrBytes::from_static_str("g-9")),
+                        GroupId(StrBytes::from_static_str("simple")),
+                        GroupId(StrBytes::from_static_str("missing")),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteGroups => {
+                    let request = DeleteGroupsRequest::default()
+                        .with_groups_names(vec![GroupId(StrBytes::from_static_str("missing"))]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::OffsetDelete => {
+                    use kafka_protocol::messages::offset_delete_request::{
+                        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+                    };
+                    let request = OffsetDeleteRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+                        .with_topics(vec![OffsetDeleteRequestTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                OffsetDeleteRequestPartition::default().with_partition_index(1)
+                            ])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -111,6 +111,11 @@ impl Broker {
             max_size: config.group_max_size,
         };
         let offsets_retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
+        let consumer_limits = crate::group::consumer::ConsumerGroupLimits {
+            session_timeout_ms: config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+            max_size: config.group_max_size,
+        };
         let broker = Arc::new(Broker {
             config,
             cluster_id,
@@ -120,7 +125,11 @@ impl Broker {
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
             producer_ids: crate::producer_ids::ProducerIdManager::open(&data_dir)?,
-            groups: crate::group::GroupCoordinator::new(group_limits, offsets_retention_ms),
+            groups: crate::group::GroupCoordinator::new(
+                group_limits,
+                consumer_limits,
+                offsets_retention_ms,
+            ),
             shutting_down: tokio::sync::watch::Sender::new(false),
         });
         let loaded = broker.groups.load(&broker)?;

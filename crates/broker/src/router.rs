@@ -72,6 +72,12 @@ pub async fn route(
         ApiKey::DescribeGroups => api::describe_groups::handle(broker, request).await,
         ApiKey::DeleteGroups => api::delete_groups::handle(broker, request).await,
         ApiKey::OffsetDelete => api::offset_delete::handle(broker, request).await,
+        ApiKey::ConsumerGroupHeartbeat => {
+            api::consumer_group_heartbeat::handle(broker, request, peer).await
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            api::consumer_group_describe::handle(broker, request).await
+        }
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request),
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),

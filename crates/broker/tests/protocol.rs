@@ -700,6 +700,23 @@ async fn every_advertised_version_of_every_api_answers() {
                             ])]);
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::ConsumerGroupHeartbeat => {
+                    let request = ConsumerGroupHeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(format!("kip848-{version}"))))
+                        .with_member_id(StrBytes::from_string(format!("member-{version}")))
+                        .with_member_epoch(0)
+                        .with_rebalance_timeout_ms(30_000)
+                        .with_subscribed_topic_names(Some(vec![name()]))
+                        .with_topic_partitions(Some(vec![]));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ConsumerGroupDescribe => {
+                    let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![
+                        GroupId(StrBytes::from_static_str("kip848-0")),
+                        GroupId(StrBytes::from_static_str("missing")),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -31,19 +31,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .list()
         .await
         .into_iter()
-        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let listed = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(g.group_id)))
                 .with_protocol_type(str_bytes(g.protocol_type));
             let listed = if version >= 4 {
-                listed.with_group_state(str_bytes(g.state.name()))
+                listed.with_group_state(str_bytes(g.state_name))
             } else {
                 listed
             };
             if version >= 5 {
-                listed.with_group_type(str_bytes("classic"))
+                listed.with_group_type(str_bytes(g.group_type))
             } else {
                 listed
             }

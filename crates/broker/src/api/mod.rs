@@ -2,6 +2,8 @@
 
 pub mod api_versions;
 pub mod configs;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

@@ -19,6 +19,9 @@ use tokio::sync::{oneshot, Mutex};
 use super::classic::{
     ClassicGroup, Completion, GroupLimits, GroupState, JoinRequest, JoinResult, Reply, SyncResult,
 };
+use super::consumer::{
+    ConsumerGroup, ConsumerGroupLimits, Heartbeat, HeartbeatError, HeartbeatResult, TopicView,
+};
 use super::records::{
     self, CommittedOffset, OffsetsRecord, StoredGroup, StoredMember, OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -41,6 +44,8 @@ enum Waiter {
 #[derive(Debug, Default)]
 struct GroupEntry {
     classic: Option<ClassicGroup>,
+    /// A KIP-848 consumer group; a group id is one kind or the other while it has members.
+    consumer: Option<ConsumerGroup>,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// When the group last became empty (offsets expire counting from it).
     empty_since_ms: i64,
@@ -74,11 +79,28 @@ pub struct GroupDescription {
     pub protocol_name: String,
     /// (member id, instance id, client id, client host, metadata, assignment)
     pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+    /// "classic" or "consumer" (ListGroups v5).
+    pub group_type: &'static str,
+    /// The state's name in the group's own protocol.
+    pub state_name: &'static str,
+}
+
+/// The broker's topics as the consumer-group assignors see them.
+struct BrokerTopics<'a>(&'a Broker);
+
+impl TopicView for BrokerTopics<'_> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.0.topic(topic).map(|t| t.partitions)
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.topics().into_iter().map(|t| t.name).collect()
+    }
 }
 
 pub struct GroupCoordinator {
     state: Mutex<CoordinatorState>,
     limits: GroupLimits,
+    consumer_limits: ConsumerGroupLimits,
     /// offsets.retention.minutes, in ms.
     offsets_retention_ms: i64,
 }
@@ -99,12 +121,68 @@ fn now_ms() -> i64 {
 }
 
 impl GroupCoordinator {
-    pub fn new(limits: GroupLimits, offsets_retention_ms: i64) -> GroupCoordinator {
+    pub fn new(
+        limits: GroupLimits,
+        consumer_limits: ConsumerGroupLimits,
+        offsets_retention_ms: i64,
+    ) -> GroupCoordinator {
         GroupCoordinator {
             state: Mutex::new(CoordinatorState::default()),
             limits,
+            consumer_limits,
             offsets_retention_ms,
         }
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848). A group id with classic members is not a
+    /// consumer group (Kafka's online migration is not supported).
+    pub async fn consumer_heartbeat(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        request: Heartbeat,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        let refuse = |code, message: &str| {
+            Err(HeartbeatError {
+                code,
+                message: message.to_string(),
+            })
+        };
+        if group_id.is_empty() {
+            return refuse(error_code::INVALID_GROUP_ID, "The group id can't be empty.");
+        }
+        if let Err(e) = self.ensure_offsets_topic(broker) {
+            return refuse(e.code, e.message.as_deref().unwrap_or_default());
+        }
+        let mut state = self.state.lock().await;
+        if !state.groups.contains_key(group_id) && state.groups.len() >= GROUPS_MAX {
+            return refuse(error_code::COORDINATOR_NOT_AVAILABLE, "too many groups");
+        }
+        let entry = state.groups.entry(group_id.to_string()).or_default();
+        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
+            return refuse(
+                error_code::GROUP_ID_NOT_FOUND,
+                &format!("Group {group_id} is not a consumer group."),
+            );
+        }
+        entry.classic = None;
+        let limits = self.consumer_limits;
+        let group = entry
+            .consumer
+            .get_or_insert_with(|| ConsumerGroup::new(group_id, limits));
+        let was_empty = group.is_empty();
+        let mut new_id = || uuid::Uuid::new_v4().to_string();
+        let result = group.heartbeat(request, now_ms(), &BrokerTopics(broker), &mut new_id);
+        if group.is_empty() && !was_empty {
+            entry.empty_since_ms = now_ms();
+        }
+        result
+    }
+
+    /// ConsumerGroupDescribe: the consumer group, or None if the id is not one.
+    pub async fn describe_consumer_group(&self, group_id: &str) -> Option<ConsumerGroup> {
+        let state = self.state.lock().await;
+        state.groups.get(group_id).and_then(|e| e.consumer.clone())
     }
 
     /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's).
@@ -269,6 +347,10 @@ impl GroupCoordinator {
             let now = now_ms();
             let limits = self.limits;
             let entry = state.groups.entry(group_id.to_string()).or_default();
+            if entry.consumer.as_ref().is_some_and(|g| !g.is_empty()) {
+                return error(error_code::INCONSISTENT_GROUP_PROTOCOL);
+            }
+            entry.consumer = None;
             let group = entry
                 .classic
                 .get_or_insert_with(|| ClassicGroup::new(group_id, limits));
@@ -442,10 +524,20 @@ impl GroupCoordinator {
         // Who may commit: a simple consumer (no generation) while no one is a member, or a
         // member of the current generation outside the sync phase (Kafka's rules).
         let verdict = match entry.classic.as_ref() {
-            _ if generation_id < 0 && member_id.is_empty() => match entry.classic.as_ref() {
-                Some(group) if !group.is_empty() => Err(error_code::ILLEGAL_GENERATION),
-                _ => Ok(()),
-            },
+            _ if generation_id < 0 && member_id.is_empty() => {
+                let active = entry.classic.as_ref().is_some_and(|g| !g.is_empty())
+                    || entry.consumer.as_ref().is_some_and(|g| !g.is_empty());
+                if active {
+                    Err(error_code::ILLEGAL_GENERATION)
+                } else {
+                    Ok(())
+                }
+            }
+            None if entry.consumer.is_some() => entry
+                .consumer
+                .as_ref()
+                .expect("checked")
+                .check_commit(member_id, generation_id),
             None => Err(error_code::ILLEGAL_GENERATION),
             Some(group) => group
                 .check_member(member_id, group_instance_id, generation_id)
@@ -458,7 +550,7 @@ impl GroupCoordinator {
                 }),
         };
         if let Err(code) = verdict {
-            if entry.classic.is_none() && entry.offsets.is_empty() {
+            if entry.classic.is_none() && entry.consumer.is_none() && entry.offsets.is_empty() {
                 state.groups.remove(group_id);
             }
             return all(code);
@@ -564,7 +656,9 @@ impl GroupCoordinator {
         let Some(entry) = state.groups.get(group_id) else {
             return error_code::GROUP_ID_NOT_FOUND;
         };
-        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
+        if entry.classic.as_ref().is_some_and(|g| !g.is_empty())
+            || entry.consumer.as_ref().is_some_and(|g| !g.is_empty())
+        {
             return error_code::NON_EMPTY_GROUP;
         }
         let mut tombstones: Vec<(Vec<u8>, Option<Vec<u8>>)> = entry
@@ -592,11 +686,14 @@ impl GroupCoordinator {
         let Some(entry) = state.groups.get_mut(group_id) else {
             return Err(error_code::GROUP_ID_NOT_FOUND);
         };
-        let subscribed = entry
+        let mut subscribed = entry
             .classic
             .as_ref()
             .map(ClassicGroup::subscribed_topics)
             .unwrap_or_default();
+        if let Some(group) = &entry.consumer {
+            subscribed.extend(group.subscribed_topics(&BrokerTopics(broker)));
+        }
         let mut codes = Vec::with_capacity(partitions.len());
         let mut tombstones = Vec::new();
         for (topic, partition) in partitions {
@@ -617,6 +714,18 @@ impl GroupCoordinator {
     pub async fn tick(&self, broker: &Broker) {
         let mut state = self.state.lock().await;
         let now = now_ms();
+        let topics = BrokerTopics(broker);
+        for entry in state.groups.values_mut() {
+            if let Some(group) = entry.consumer.as_mut() {
+                let was_empty = group.is_empty();
+                if group.next_deadline().is_some_and(|d| d <= now) {
+                    group.tick(now, &topics);
+                }
+                if group.is_empty() && !was_empty {
+                    entry.empty_since_ms = now;
+                }
+            }
+        }
         let due: Vec<String> = state
             .groups
             .iter()
@@ -657,7 +766,9 @@ impl GroupCoordinator {
         let retention = self.offsets_retention_ms;
         let mut writes = Vec::new();
         state.groups.retain(|group_id, entry| {
-            if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
+            if entry.classic.as_ref().is_some_and(|g| !g.is_empty())
+                || entry.consumer.as_ref().is_some_and(|g| !g.is_empty())
+            {
                 return true;
             }
             let empty_since = entry.empty_since_ms;
@@ -688,6 +799,23 @@ impl GroupCoordinator {
 }
 
 fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
+    if let Some(group) = &entry.consumer {
+        let state = match group.state() {
+            super::consumer::ConsumerGroupState::Empty => GroupState::Empty,
+            super::consumer::ConsumerGroupState::Assigning
+            | super::consumer::ConsumerGroupState::Reconciling => GroupState::PreparingRebalance,
+            super::consumer::ConsumerGroupState::Stable => GroupState::Stable,
+        };
+        return GroupDescription {
+            group_id: group_id.to_string(),
+            state,
+            protocol_type: "consumer".into(),
+            protocol_name: String::new(),
+            members: Vec::new(),
+            group_type: "consumer",
+            state_name: group.state().name(),
+        };
+    }
     match &entry.classic {
         Some(group) => {
             let protocol = group.protocol_name.clone().unwrap_or_default();
@@ -716,6 +844,8 @@ fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
                         )
                     })
                     .collect(),
+                group_type: "classic",
+                state_name: group.state.name(),
             }
         }
         None => GroupDescription {
@@ -724,6 +854,8 @@ fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
             protocol_type: String::new(),
             protocol_name: String::new(),
             members: Vec::new(),
+            group_type: "classic",
+            state_name: GroupState::Empty.name(),
         },
     }
 }

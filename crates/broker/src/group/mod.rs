@@ -1,4 +1,5 @@
 pub mod classic;
+pub mod consumer;
 pub mod coordinator;
 pub mod records;
 

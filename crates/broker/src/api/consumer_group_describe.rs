@@ -1,0 +1,105 @@
+//! ConsumerGroupDescribe (69): KIP-848 groups with their epochs, assignor, and each
+//! member's subscription, current assignment and target assignment.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment, DescribedGroup, Member, TopicPartitions,
+};
+use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::error_code;
+use crate::group::consumer;
+use crate::router::{decode, respond, Outcome};
+
+/// member_type (v1): 1 = a member speaking the consumer protocol.
+const MEMBER_TYPE_CONSUMER: i8 = 1;
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: ConsumerGroupDescribeRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    let wire = |assignment: &consumer::Assignment| {
+        Assignment::default().with_topic_partitions(
+            assignment
+                .iter()
+                .filter_map(|(topic, partitions)| {
+                    broker.topic(topic).map(|t| {
+                        TopicPartitions::default()
+                            .with_topic_id(t.id)
+                            .with_topic_name(topic_name(topic))
+                            .with_partitions(partitions.iter().copied().collect())
+                    })
+                })
+                .collect(),
+        )
+    };
+    let mut groups = Vec::with_capacity(body.group_ids.len());
+    for group_id in &body.group_ids {
+        let described = DescribedGroup::default()
+            .with_group_id(group_id.clone())
+            .with_authorized_operations(i32::MIN);
+        groups.push(
+            match broker
+                .groups
+                .describe_consumer_group(group_id.as_str())
+                .await
+            {
+                None => described
+                    .with_error_code(error_code::GROUP_ID_NOT_FOUND)
+                    .with_error_message(Some(str_bytes(format!(
+                        "Group {} not found.",
+                        group_id.as_str()
+                    )))),
+                Some(group) => described
+                    .with_error_code(error_code::NONE)
+                    .with_group_state(str_bytes(group.state().name()))
+                    .with_group_epoch(group.group_epoch)
+                    .with_assignment_epoch(group.assignment_epoch)
+                    .with_assignor_name(str_bytes(group.assignor()))
+                    .with_members(
+                        group
+                            .members
+                            .values()
+                            .map(|m| {
+                                let member = Member::default()
+                                    .with_member_id(str_bytes(m.member_id.clone()))
+                                    .with_instance_id(m.instance_id.clone().map(str_bytes))
+                                    .with_rack_id(m.rack_id.clone().map(str_bytes))
+                                    .with_member_epoch(m.member_epoch)
+                                    .with_client_id(str_bytes(m.client_id.clone()))
+                                    .with_client_host(str_bytes(m.client_host.clone()))
+                                    .with_subscribed_topic_names(
+                                        m.subscribed_topics.iter().map(|t| topic_name(t)).collect(),
+                                    )
+                                    .with_subscribed_topic_regex(
+                                        m.subscribed_regex.clone().map(str_bytes),
+                                    )
+                                    .with_assignment(wire(&m.assigned))
+                                    .with_target_assignment(wire(
+                                        &group
+                                            .target
+                                            .get(&m.member_id)
+                                            .cloned()
+                                            .unwrap_or_default(),
+                                    ));
+                                if version >= 1 {
+                                    member.with_member_type(MEMBER_TYPE_CONSUMER)
+                                } else {
+                                    member
+                                }
+                            })
+                            .collect(),
+                    ),
+            },
+        );
+    }
+    respond(
+        &request,
+        &ConsumerGroupDescribeResponse::default().with_groups(groups),
+    )
+}

@@ -1,0 +1,921 @@
+//! One consumer group under the KIP-848 protocol (ConsumerGroupHeartbeat, GA in Kafka 4.0):
+//! the broker computes the assignment with a server-side assignor (uniform or range) and
+//! moves each member to it incrementally: a member first gives up the partitions it must
+//! lose (it keeps its epoch until it reports them revoked), then advances to the target
+//! epoch and receives the partitions no other member still holds. No stop-the-world
+//! rebalance. A plain state machine: time and topic metadata are passed in.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::error_code;
+
+/// group.consumer.* settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerGroupLimits {
+    /// group.consumer.session.timeout.ms
+    pub session_timeout_ms: i32,
+    /// group.consumer.heartbeat.interval.ms
+    pub heartbeat_interval_ms: i32,
+    /// group.consumer.max.size
+    pub max_size: usize,
+}
+
+impl Default for ConsumerGroupLimits {
+    fn default() -> Self {
+        ConsumerGroupLimits {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: 1_000,
+        }
+    }
+}
+
+pub const ASSIGNOR_UNIFORM: &str = "uniform";
+pub const ASSIGNOR_RANGE: &str = "range";
+pub const LEAVE_EPOCH: i32 = -1;
+pub const STATIC_LEAVE_EPOCH: i32 = -2;
+
+/// topic -> partitions
+pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topics: Vec<String>,
+    pub subscribed_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// Partitions the member may own now.
+    pub assigned: Assignment,
+    /// Partitions the member must give up before it advances.
+    pub revoking: Assignment,
+    pub session_deadline_ms: i64,
+    pub revocation_deadline_ms: Option<i64>,
+}
+
+/// A heartbeat, decoded (topic ids already resolved to names by the caller).
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topics: Option<Vec<String>>,
+    pub subscribed_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// What the member says it owns (None: unchanged since the last heartbeat).
+    pub owned: Option<Assignment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatResult {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Always sent: the client ignores an assignment equal to the one it has.
+    pub assignment: Option<Assignment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatError {
+    pub code: i16,
+    pub message: String,
+}
+
+fn error(code: i16, message: impl Into<String>) -> HeartbeatError {
+    HeartbeatError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Kafka's consumer group states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerGroupState {
+    Empty,
+    Assigning,
+    Reconciling,
+    Stable,
+}
+
+impl ConsumerGroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConsumerGroupState::Empty => "Empty",
+            ConsumerGroupState::Assigning => "Assigning",
+            ConsumerGroupState::Reconciling => "Reconciling",
+            ConsumerGroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// Partition counts of the topics the group's members may subscribe to.
+pub trait TopicView {
+    fn partitions(&self, topic: &str) -> Option<i32>;
+    fn names(&self) -> Vec<String>;
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerGroup {
+    pub group_id: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    pub target: HashMap<String, Assignment>,
+    pub static_members: HashMap<String, String>,
+    /// Partition counts the target was computed for (a change triggers a new target).
+    subscribed_partition_counts: BTreeMap<String, i32>,
+    limits: ConsumerGroupLimits,
+}
+
+impl ConsumerGroup {
+    pub fn new(group_id: &str, limits: ConsumerGroupLimits) -> ConsumerGroup {
+        ConsumerGroup {
+            group_id: group_id.to_string(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            members: BTreeMap::new(),
+            target: HashMap::new(),
+            static_members: HashMap::new(),
+            subscribed_partition_counts: BTreeMap::new(),
+            limits,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.assignment_epoch < self.group_epoch {
+            ConsumerGroupState::Assigning
+        } else if self.members.values().any(|m| {
+            m.member_epoch != self.assignment_epoch
+                || !m.revoking.is_empty()
+                || Some(&m.assigned) != self.target.get(&m.member_id)
+        }) {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    pub fn assignor(&self) -> &'static str {
+        if self
+            .members
+            .values()
+            .filter_map(|m| m.server_assignor.as_deref())
+            .any(|a| a == ASSIGNOR_RANGE)
+        {
+            ASSIGNOR_RANGE
+        } else {
+            ASSIGNOR_UNIFORM
+        }
+    }
+
+    /// Topics any member subscribes to (names and regex matches).
+    pub fn subscribed_topics(&self, topics: &dyn TopicView) -> BTreeSet<String> {
+        let names = topics.names();
+        let mut out = BTreeSet::new();
+        for member in self.members.values() {
+            out.extend(member_topics(member, &names));
+        }
+        out
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        request: Heartbeat,
+        now_ms: i64,
+        topics: &dyn TopicView,
+        new_member_id: &mut dyn FnMut() -> String,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        if let Some(assignor) = &request.server_assignor {
+            if assignor != ASSIGNOR_UNIFORM && assignor != ASSIGNOR_RANGE {
+                return Err(error(
+                    error_code::UNSUPPORTED_ASSIGNOR,
+                    format!("Assignor {assignor} is not supported; use uniform or range."),
+                ));
+            }
+        }
+        if let Some(regex) = &request.subscribed_regex {
+            if regex::Regex::new(regex).is_err() {
+                return Err(error(
+                    error_code::INVALID_REGULAR_EXPRESSION,
+                    format!("SubscribedTopicRegex {regex} is not a valid regular expression."),
+                ));
+            }
+        }
+        match request.member_epoch {
+            LEAVE_EPOCH | STATIC_LEAVE_EPOCH => {
+                let member_id = request.member_id.clone();
+                if self.members.contains_key(&member_id) {
+                    self.remove_member(&member_id, topics);
+                }
+                Ok(HeartbeatResult {
+                    member_id,
+                    member_epoch: request.member_epoch,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                })
+            }
+            0 => self.join(request, now_ms, topics, new_member_id),
+            epoch if epoch > 0 => self.existing(request, now_ms, topics),
+            other => Err(error(
+                error_code::INVALID_REQUEST,
+                format!("Invalid member epoch {other}."),
+            )),
+        }
+    }
+
+    fn join(
+        &mut self,
+        request: Heartbeat,
+        now_ms: i64,
+        topics: &dyn TopicView,
+        new_member_id: &mut dyn FnMut() -> String,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        if request.rebalance_timeout_ms < 0 {
+            return Err(error(
+                error_code::INVALID_REQUEST,
+                "RebalanceTimeoutMs must be provided in first request.",
+            ));
+        }
+        if request.subscribed_topics.is_none() && request.subscribed_regex.is_none() {
+            return Err(error(
+                error_code::INVALID_REQUEST,
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            ));
+        }
+        if request.owned.as_ref().is_none_or(|owned| !owned.is_empty()) {
+            return Err(error(
+                error_code::INVALID_REQUEST,
+                "TopicPartitions must be empty when (re-)joining.",
+            ));
+        }
+        let member_id = if request.member_id.is_empty() {
+            new_member_id()
+        } else {
+            request.member_id.clone()
+        };
+        if let Some(instance) = &request.instance_id {
+            if let Some(existing) = self.static_members.get(instance).cloned() {
+                if existing != member_id && self.members.contains_key(&existing) {
+                    // A static member rejoining replaces its previous incarnation and keeps
+                    // its assignment (Kafka's static membership for the new protocol).
+                    let mut previous = self.members.remove(&existing).expect("checked");
+                    previous.member_id = member_id.clone();
+                    previous.member_epoch = 0;
+                    previous.session_deadline_ms = now_ms + self.limits.session_timeout_ms as i64;
+                    if let Some(target) = self.target.remove(&existing) {
+                        self.target.insert(member_id.clone(), target);
+                    }
+                    self.members.insert(member_id.clone(), previous);
+                }
+            }
+            self.static_members
+                .insert(instance.clone(), member_id.clone());
+        }
+        if !self.members.contains_key(&member_id) && self.members.len() >= self.limits.max_size {
+            return Err(error(
+                error_code::GROUP_MAX_SIZE_REACHED,
+                format!(
+                    "The consumer group has reached its maximum capacity of {} members.",
+                    self.limits.max_size
+                ),
+            ));
+        }
+        let existing = self.members.get(&member_id).cloned();
+        let member = ConsumerMember {
+            member_id: member_id.clone(),
+            instance_id: request.instance_id.clone(),
+            rack_id: request.rack_id.clone(),
+            client_id: request.client_id.clone(),
+            client_host: request.client_host.clone(),
+            member_epoch: 0,
+            previous_member_epoch: -1,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            subscribed_topics: request.subscribed_topics.clone().unwrap_or_default(),
+            subscribed_regex: request.subscribed_regex.clone(),
+            server_assignor: request.server_assignor.clone(),
+            // A static member taking over keeps what it held; anyone else starts empty.
+            assigned: existing
+                .as_ref()
+                .map(|m| m.assigned.clone())
+                .unwrap_or_default(),
+            revoking: Assignment::new(),
+            session_deadline_ms: now_ms + self.limits.session_timeout_ms as i64,
+            revocation_deadline_ms: None,
+        };
+        let changed = existing.as_ref().is_none_or(|m| {
+            m.subscribed_topics != member.subscribed_topics
+                || m.subscribed_regex != member.subscribed_regex
+        });
+        self.members.insert(member_id.clone(), member);
+        if changed {
+            self.group_epoch += 1;
+        }
+        self.refresh_target(topics);
+        self.reconcile(&member_id, Some(&Assignment::new()), now_ms)
+    }
+
+    fn existing(
+        &mut self,
+        request: Heartbeat,
+        now_ms: i64,
+        topics: &dyn TopicView,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        let Some(member) = self.members.get_mut(&request.member_id) else {
+            return Err(error(
+                error_code::UNKNOWN_MEMBER_ID,
+                format!(
+                    "Member {} is not a member of group {}.",
+                    request.member_id, self.group_id
+                ),
+            ));
+        };
+        if request.member_epoch != member.member_epoch
+            && request.member_epoch != member.previous_member_epoch
+        {
+            return Err(error(
+                error_code::FENCED_MEMBER_EPOCH,
+                format!("The consumer group member has a member epoch ({}) different from the one known by the group coordinator ({}).", request.member_epoch, member.member_epoch),
+            ));
+        }
+        member.session_deadline_ms = now_ms + self.limits.session_timeout_ms as i64;
+        member.client_host = request.client_host.clone();
+        if request.rebalance_timeout_ms >= 0 {
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms;
+        }
+        if request.server_assignor.is_some() {
+            member.server_assignor = request.server_assignor.clone();
+        }
+        let mut changed = false;
+        if let Some(subscribed) = &request.subscribed_topics {
+            if *subscribed != member.subscribed_topics {
+                member.subscribed_topics = subscribed.clone();
+                changed = true;
+            }
+        }
+        if request.subscribed_regex.is_some() && request.subscribed_regex != member.subscribed_regex
+        {
+            member.subscribed_regex = request.subscribed_regex.clone();
+            changed = true;
+        }
+        if changed {
+            self.group_epoch += 1;
+        }
+        self.refresh_target(topics);
+        self.reconcile(&request.member_id, request.owned.as_ref(), now_ms)
+    }
+
+    /// Recomputes the target assignment when the group epoch moved past it, or when a
+    /// subscribed topic's partition count changed.
+    fn refresh_target(&mut self, topics: &dyn TopicView) {
+        let subscribed = self.subscribed_topics(topics);
+        let counts: BTreeMap<String, i32> = subscribed
+            .iter()
+            .filter_map(|t| topics.partitions(t).map(|n| (t.clone(), n)))
+            .collect();
+        if counts != self.subscribed_partition_counts {
+            self.subscribed_partition_counts = counts.clone();
+            if !self.members.is_empty() {
+                self.group_epoch = self.group_epoch.max(self.assignment_epoch + 1);
+            }
+        }
+        if self.assignment_epoch == self.group_epoch {
+            return;
+        }
+        let names = topics.names();
+        let subscriptions: BTreeMap<String, BTreeSet<String>> = self
+            .members
+            .values()
+            .map(|m| {
+                (
+                    m.member_id.clone(),
+                    member_topics(m, &names)
+                        .into_iter()
+                        .filter(|t| counts.contains_key(t))
+                        .collect(),
+                )
+            })
+            .collect();
+        self.target = match self.assignor() {
+            ASSIGNOR_RANGE => assign_range(&subscriptions, &counts),
+            _ => assign_uniform(&subscriptions, &counts, &self.target),
+        };
+        self.assignment_epoch = self.group_epoch;
+    }
+
+    /// Moves one member toward its target (Kafka's CurrentAssignmentBuilder, simplified).
+    fn reconcile(
+        &mut self,
+        member_id: &str,
+        owned: Option<&Assignment>,
+        now_ms: i64,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        let target = self.target.get(member_id).cloned().unwrap_or_default();
+        // Partitions other members hold or are still giving up.
+        let held_by_others: BTreeSet<(String, i32)> = self
+            .members
+            .values()
+            .filter(|m| m.member_id != member_id)
+            .flat_map(|m| pairs(&m.assigned).chain(pairs(&m.revoking)))
+            .collect();
+        let assignment_epoch = self.assignment_epoch;
+        let member = self
+            .members
+            .get_mut(member_id)
+            .expect("the caller checked the member");
+        if !member.revoking.is_empty() {
+            let still_owned = owned.is_some_and(|owned| {
+                pairs(&member.revoking)
+                    .any(|(t, p)| owned.get(&t).is_some_and(|ps| ps.contains(&p)))
+            });
+            if still_owned || owned.is_none() {
+                return Ok(result(member, self.limits.heartbeat_interval_ms));
+            }
+            member.revoking.clear();
+            member.revocation_deadline_ms = None;
+        }
+        let to_revoke: Assignment = difference(&member.assigned, &target);
+        if !to_revoke.is_empty() {
+            member.assigned = intersection(&member.assigned, &target);
+            member.revoking = to_revoke;
+            member.revocation_deadline_ms =
+                Some(now_ms + member.rebalance_timeout_ms.max(0) as i64);
+            return Ok(result(member, self.limits.heartbeat_interval_ms));
+        }
+        if member.member_epoch != assignment_epoch {
+            member.previous_member_epoch = member.member_epoch;
+            member.member_epoch = assignment_epoch;
+        }
+        for (topic, partitions) in &target {
+            for partition in partitions {
+                if !held_by_others.contains(&(topic.clone(), *partition)) {
+                    member
+                        .assigned
+                        .entry(topic.clone())
+                        .or_default()
+                        .insert(*partition);
+                }
+            }
+        }
+        Ok(result(member, self.limits.heartbeat_interval_ms))
+    }
+
+    fn remove_member(&mut self, member_id: &str, topics: &dyn TopicView) {
+        if let Some(member) = self.members.remove(member_id) {
+            if let Some(instance) = &member.instance_id {
+                if self.static_members.get(instance).map(String::as_str) == Some(member_id) {
+                    self.static_members.remove(instance);
+                }
+            }
+            self.target.remove(member_id);
+            self.group_epoch += 1;
+            self.refresh_target(topics);
+        }
+    }
+
+    /// Timers: silent members (session timeout) and members that did not give up their
+    /// partitions within their rebalance timeout are removed.
+    pub fn tick(&mut self, now_ms: i64, topics: &dyn TopicView) -> Vec<String> {
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                m.session_deadline_ms <= now_ms
+                    || m.revocation_deadline_ms.is_some_and(|d| d <= now_ms)
+            })
+            .map(|m| m.member_id.clone())
+            .collect();
+        for member_id in &expired {
+            tracing::info!(group = %self.group_id, member = %member_id, "consumer group member timed out; removing it");
+            self.remove_member(member_id, topics);
+        }
+        // Topic changes (new partitions) reach the target even without heartbeats.
+        self.refresh_target(topics);
+        expired
+    }
+
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.members
+            .values()
+            .flat_map(|m| [Some(m.session_deadline_ms), m.revocation_deadline_ms])
+            .flatten()
+            .min()
+    }
+
+    /// Offset commits from members must carry their current epoch (Kafka 4.x).
+    pub fn check_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), i16> {
+        let Some(member) = self.members.get(member_id) else {
+            return Err(error_code::UNKNOWN_MEMBER_ID);
+        };
+        if member_epoch != member.member_epoch {
+            return Err(error_code::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+}
+
+fn result(member: &ConsumerMember, heartbeat_interval_ms: i32) -> HeartbeatResult {
+    HeartbeatResult {
+        member_id: member.member_id.clone(),
+        member_epoch: member.member_epoch,
+        heartbeat_interval_ms,
+        assignment: Some(member.assigned.clone()),
+    }
+}
+
+fn member_topics(member: &ConsumerMember, all_names: &[String]) -> BTreeSet<String> {
+    let mut topics: BTreeSet<String> = member.subscribed_topics.iter().cloned().collect();
+    if let Some(regex) = member
+        .subscribed_regex
+        .as_deref()
+        .and_then(|r| regex::Regex::new(&format!("^(?:{r})$")).ok())
+    {
+        topics.extend(
+            all_names
+                .iter()
+                .filter(|name| !name.starts_with("__") && regex.is_match(name))
+                .cloned(),
+        );
+    }
+    topics
+}
+
+fn pairs(assignment: &Assignment) -> impl Iterator<Item = (String, i32)> + '_ {
+    assignment
+        .iter()
+        .flat_map(|(topic, partitions)| partitions.iter().map(move |p| (topic.clone(), *p)))
+}
+
+fn difference(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = Assignment::new();
+    for (topic, partitions) in a {
+        let kept: BTreeSet<i32> = partitions
+            .iter()
+            .filter(|p| !b.get(topic).is_some_and(|bs| bs.contains(p)))
+            .copied()
+            .collect();
+        if !kept.is_empty() {
+            out.insert(topic.clone(), kept);
+        }
+    }
+    out
+}
+
+fn intersection(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = Assignment::new();
+    for (topic, partitions) in a {
+        let kept: BTreeSet<i32> = partitions
+            .iter()
+            .filter(|p| b.get(topic).is_some_and(|bs| bs.contains(p)))
+            .copied()
+            .collect();
+        if !kept.is_empty() {
+            out.insert(topic.clone(), kept);
+        }
+    }
+    out
+}
+
+/// The range assignor: per topic, consecutive ranges to the subscribed members sorted by
+/// member id; the first `partitions % members` get one extra.
+pub fn assign_range(
+    subscriptions: &BTreeMap<String, BTreeSet<String>>,
+    counts: &BTreeMap<String, i32>,
+) -> HashMap<String, Assignment> {
+    let mut target: HashMap<String, Assignment> = subscriptions
+        .keys()
+        .map(|m| (m.clone(), Assignment::new()))
+        .collect();
+    for (topic, count) in counts {
+        let members: Vec<&String> = subscriptions
+            .iter()
+            .filter(|(_, t)| t.contains(topic))
+            .map(|(m, _)| m)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let per = *count as usize / members.len();
+        let extra = *count as usize % members.len();
+        let mut next = 0i32;
+        for (index, member) in members.iter().enumerate() {
+            let take = per + usize::from(index < extra);
+            let partitions: BTreeSet<i32> = (next..next + take as i32).collect();
+            next += take as i32;
+            if !partitions.is_empty() {
+                target
+                    .get_mut(*member)
+                    .expect("listed")
+                    .insert(topic.clone(), partitions);
+            }
+        }
+    }
+    target
+}
+
+/// The uniform assignor: every subscribed partition to one eligible member, balancing
+/// counts, and keeping a partition with its previous owner while that owner is under
+/// its fair share (stickiness cuts the partitions that move).
+pub fn assign_uniform(
+    subscriptions: &BTreeMap<String, BTreeSet<String>>,
+    counts: &BTreeMap<String, i32>,
+    previous: &HashMap<String, Assignment>,
+) -> HashMap<String, Assignment> {
+    let mut target: HashMap<String, Assignment> = subscriptions
+        .keys()
+        .map(|m| (m.clone(), Assignment::new()))
+        .collect();
+    let mut load: BTreeMap<&String, usize> = subscriptions.keys().map(|m| (m, 0)).collect();
+    let previous_owner: HashMap<(String, i32), &String> = previous
+        .iter()
+        .flat_map(|(member, assignment)| pairs(assignment).map(move |tp| (tp, member)))
+        .collect();
+    let all: Vec<(String, i32)> = counts
+        .iter()
+        .flat_map(|(t, n)| (0..*n).map(move |p| (t.clone(), p)))
+        .collect();
+    let eligible_members = |topic: &str| -> Vec<&String> {
+        subscriptions
+            .iter()
+            .filter(|(_, t)| t.contains(topic))
+            .map(|(m, _)| m)
+            .collect()
+    };
+    // Fair share: the partitions a member's subscriptions cover, spread over the members
+    // sharing them (exact for identical subscriptions, a good bound otherwise).
+    let share: BTreeMap<&String, usize> = subscriptions
+        .iter()
+        .map(|(member, topics)| {
+            let partitions: usize = topics
+                .iter()
+                .map(|t| counts.get(t).copied().unwrap_or(0) as usize)
+                .sum();
+            let sharers = subscriptions
+                .values()
+                .filter(|other| !other.is_disjoint(topics))
+                .count()
+                .max(1);
+            (member, partitions.div_ceil(sharers))
+        })
+        .collect();
+    let mut unassigned = Vec::new();
+    for (topic, partition) in &all {
+        match previous_owner.get(&(topic.clone(), *partition)) {
+            Some(owner)
+                if subscriptions.get(*owner).is_some_and(|t| t.contains(topic))
+                    && load[owner] < share[owner] =>
+            {
+                target
+                    .get_mut(*owner)
+                    .expect("member")
+                    .entry(topic.clone())
+                    .or_default()
+                    .insert(*partition);
+                *load.get_mut(owner).expect("member") += 1;
+            }
+            _ => unassigned.push((topic.clone(), *partition)),
+        }
+    }
+    for (topic, partition) in unassigned {
+        let Some(member) = eligible_members(&topic)
+            .into_iter()
+            .min_by_key(|m| (load[m], (*m).clone()))
+        else {
+            continue;
+        };
+        target
+            .get_mut(member)
+            .expect("member")
+            .entry(topic)
+            .or_default()
+            .insert(partition);
+        *load.get_mut(member).expect("member") += 1;
+    }
+    target
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Topics(Vec<(&'static str, i32)>);
+    impl TopicView for Topics {
+        fn partitions(&self, topic: &str) -> Option<i32> {
+            self.0.iter().find(|(t, _)| *t == topic).map(|(_, n)| *n)
+        }
+        fn names(&self) -> Vec<String> {
+            self.0.iter().map(|(t, _)| t.to_string()).collect()
+        }
+    }
+
+    fn join(member: &str, topics: &[&str]) -> Heartbeat {
+        Heartbeat {
+            member_id: member.to_string(),
+            member_epoch: 0,
+            instance_id: None,
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topics: Some(topics.iter().map(|t| t.to_string()).collect()),
+            subscribed_regex: None,
+            server_assignor: None,
+            owned: Some(Assignment::new()),
+        }
+    }
+
+    fn beat(member: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+        Heartbeat {
+            member_epoch: epoch,
+            subscribed_topics: None,
+            owned: Some(owned.clone()),
+            ..join(member, &[])
+        }
+    }
+
+    fn count(assignment: &Assignment) -> usize {
+        assignment.values().map(BTreeSet::len).sum()
+    }
+
+    fn no_ids() -> impl FnMut() -> String {
+        || unreachable!("clients send their own member ids")
+    }
+
+    #[test]
+    fn a_second_member_gets_partitions_only_after_the_first_revokes_them() {
+        let topics = Topics(vec![("t", 6)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let a = group
+            .heartbeat(join("a", &["t"]), 0, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(
+            (a.member_epoch, count(a.assignment.as_ref().unwrap())),
+            (1, 6)
+        );
+        let a_owned = a.assignment.unwrap();
+
+        let b = group
+            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(b.member_epoch, 2);
+        assert_eq!(
+            count(b.assignment.as_ref().unwrap()),
+            0,
+            "a still holds every partition"
+        );
+        assert_eq!(group.state(), ConsumerGroupState::Reconciling);
+
+        // a is told to keep 3 (epoch unchanged until it revokes the other 3).
+        let a = group
+            .heartbeat(beat("a", 1, &a_owned), 20, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(
+            (a.member_epoch, count(a.assignment.as_ref().unwrap())),
+            (1, 3)
+        );
+        let kept = a.assignment.unwrap();
+        // a reports the revocation: it advances to epoch 2.
+        let a = group
+            .heartbeat(beat("a", 1, &kept), 30, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(a.member_epoch, 2);
+        // b now receives the released partitions.
+        let b = group
+            .heartbeat(beat("b", 2, &Assignment::new()), 40, &topics, &mut no_ids())
+            .unwrap();
+        let b_assigned = b.assignment.unwrap();
+        assert_eq!(count(&b_assigned), 3);
+        assert!(
+            pairs(&b_assigned).all(|tp| !pairs(&kept).any(|k| k == tp)),
+            "disjoint"
+        );
+        group
+            .heartbeat(beat("b", 2, &b_assigned), 50, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(group.state(), ConsumerGroupState::Stable);
+    }
+
+    #[test]
+    fn fencing_leave_and_session_expiry() {
+        let topics = Topics(vec![("t", 4)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        group
+            .heartbeat(join("a", &["t"]), 0, &topics, &mut no_ids())
+            .unwrap();
+        let stale = group
+            .heartbeat(beat("a", 7, &Assignment::new()), 1, &topics, &mut no_ids())
+            .unwrap_err();
+        assert_eq!(stale.code, error_code::FENCED_MEMBER_EPOCH);
+        let unknown = group
+            .heartbeat(beat("zz", 1, &Assignment::new()), 1, &topics, &mut no_ids())
+            .unwrap_err();
+        assert_eq!(unknown.code, error_code::UNKNOWN_MEMBER_ID);
+        group
+            .heartbeat(join("b", &["t"]), 2, &topics, &mut no_ids())
+            .unwrap();
+        // b goes silent; a keeps beating.
+        let owned = group.members["a"].assigned.clone();
+        group
+            .heartbeat(
+                beat("a", group.members["a"].member_epoch, &owned),
+                40_000,
+                &topics,
+                &mut no_ids(),
+            )
+            .unwrap();
+        assert_eq!(group.tick(45_003, &topics), vec!["b".to_string()]);
+        let leave = group
+            .heartbeat(
+                Heartbeat {
+                    member_epoch: LEAVE_EPOCH,
+                    ..beat("a", 0, &Assignment::new())
+                },
+                45_004,
+                &topics,
+                &mut no_ids(),
+            )
+            .unwrap();
+        assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+        assert!(group.is_empty());
+    }
+
+    #[test]
+    fn assignors_balance_and_stick() {
+        let subscriptions: BTreeMap<String, BTreeSet<String>> = ["a", "b", "c"]
+            .iter()
+            .map(|m| (m.to_string(), ["t".to_string()].into_iter().collect()))
+            .collect();
+        let counts: BTreeMap<String, i32> = [("t".to_string(), 7)].into_iter().collect();
+        let range = assign_range(&subscriptions, &counts);
+        assert_eq!(range["a"]["t"], (0..3).collect());
+        assert_eq!(range["c"]["t"], (5..7).collect());
+        let uniform = assign_uniform(&subscriptions, &counts, &HashMap::new());
+        let mut sizes: Vec<usize> = uniform.values().map(count).collect();
+        sizes.sort();
+        assert_eq!(sizes, vec![2, 2, 3]);
+        // A fourth member: partitions move only as much as balance needs.
+        let mut four = subscriptions.clone();
+        four.insert("d".into(), ["t".to_string()].into_iter().collect());
+        let next = assign_uniform(&four, &counts, &uniform);
+        let moved = ["a", "b", "c"]
+            .iter()
+            .map(|m| count(&difference(&uniform[*m], &next[*m])))
+            .sum::<usize>();
+        assert!(moved <= 2, "moved {moved}");
+        assert_eq!(next.values().map(count).sum::<usize>(), 7);
+    }
+
+    #[test]
+    fn unsupported_assignors_and_bad_joins_are_refused() {
+        let topics = Topics(vec![("t", 1)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let mut bad = join("a", &["t"]);
+        bad.server_assignor = Some("sticky".into());
+        assert_eq!(
+            group
+                .heartbeat(bad, 0, &topics, &mut no_ids())
+                .unwrap_err()
+                .code,
+            error_code::UNSUPPORTED_ASSIGNOR
+        );
+        let mut no_subscription = join("a", &[]);
+        no_subscription.subscribed_topics = None;
+        assert_eq!(
+            group
+                .heartbeat(no_subscription, 0, &topics, &mut no_ids())
+                .unwrap_err()
+                .code,
+            error_code::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn regex_subscriptions_follow_topics() {
+        let topics = Topics(vec![("orders-eu", 2), ("orders-us", 2), ("users", 3)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let mut request = join("a", &[]);
+        request.subscribed_topics = None;
+        request.subscribed_regex = Some("orders-.*".into());
+        let result = group.heartbeat(request, 0, &topics, &mut no_ids()).unwrap();
+        let assignment = result.assignment.unwrap();
+        assert_eq!(
+            assignment.keys().cloned().collect::<Vec<_>>(),
+            vec!["orders-eu", "orders-us"]
+        );
+    }
+}

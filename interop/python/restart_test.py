@@ -25,12 +25,14 @@ def free_port():
 
 
 class Broker:
-    def __init__(self, data_dir, port, advertise=None):
+    def __init__(self, data_dir, port, advertise=None, config=None):
         self.data_dir, self.port, self.process, self.advertise = data_dir, port, None, advertise
+        self.config = config
 
     def start(self):
         self.log = open(os.path.join(os.path.dirname(self.data_dir), f"broker-{time.time_ns()}.log"), "w")
         extra = ["--advertise", self.advertise] if self.advertise else []
+        extra += ["--config", self.config] if self.config else []
         self.process = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + extra,
                                         stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20

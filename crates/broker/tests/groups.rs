@@ -1,0 +1,157 @@
+//! The group coordinator against a real Broker (no sockets): offsets and group metadata
+//! persisted to __consumer_offsets and reloaded, offsets of empty groups expiring.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use strand_broker::group::classic::JoinRequest;
+use strand_broker::group::coordinator::SyncRequest;
+use strand_broker::{Broker, BrokerConfig};
+
+fn config(dir: &std::path::Path, retention_minutes: i64) -> BrokerConfig {
+    BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        group_initial_rebalance_delay_ms: 0,
+        offsets_retention_minutes: retention_minutes,
+        ..BrokerConfig::default()
+    }
+}
+
+fn join(member_id: &str) -> JoinRequest {
+    JoinRequest {
+        member_id: member_id.to_string(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"sub"))],
+        require_known_member_id: false,
+    }
+}
+
+#[tokio::test]
+async fn offsets_and_group_metadata_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(config(dir.path(), 60)).unwrap();
+        broker
+            .create_topic("t", 2, 1, Default::default(), false)
+            .unwrap();
+        let joined = broker.groups.join(&broker, "g", join("")).await;
+        assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+        let member = joined.member_id.clone();
+        let sync = SyncRequest {
+            member_id: &member,
+            group_instance_id: None,
+            generation_id: 1,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![(member.clone(), Bytes::from_static(b"all"))],
+        };
+        assert_eq!(broker.groups.sync(&broker, "g", sync).await.error_code, 0);
+        let offsets = vec![
+            ("t".to_string(), 0, 42, 0, Some("meta".to_string())),
+            ("t".to_string(), 1, 7, 0, None),
+        ];
+        assert_eq!(
+            broker
+                .groups
+                .commit(&broker, "g", 1, &member, None, &offsets)
+                .await,
+            vec![0, 0]
+        );
+        // A stale generation is fenced.
+        assert_eq!(
+            broker
+                .groups
+                .commit(&broker, "g", 0, &member, None, &offsets)
+                .await,
+            vec![22, 22]
+        );
+        broker.shutdown().unwrap();
+    }
+    let broker = Broker::open(config(dir.path(), 60)).unwrap();
+    let fetched = broker.groups.fetch_offsets("g", None).await;
+    let offsets: Vec<(String, i32, i64, String)> = fetched
+        .into_iter()
+        .map(|(t, p, o)| (t, p, o.as_ref().unwrap().offset, o.unwrap().metadata))
+        .collect();
+    assert_eq!(
+        offsets,
+        vec![
+            ("t".to_string(), 0, 42, "meta".to_string()),
+            ("t".to_string(), 1, 7, String::new())
+        ]
+    );
+    let described = broker.groups.describe("g").await.unwrap();
+    assert_eq!(
+        (described.state_name, described.members.len()),
+        ("Stable", 1),
+        "the group came back with its member"
+    );
+    assert_eq!(
+        described.members[0].5.as_ref(),
+        b"all",
+        "and its assignment"
+    );
+}
+
+#[tokio::test]
+async fn offsets_of_empty_groups_expire_and_stay_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(config(dir.path(), 0)).unwrap();
+        broker
+            .create_topic("t", 1, 1, Default::default(), false)
+            .unwrap();
+        // A simple consumer: no generation, no member; the group stays empty.
+        let offsets = vec![("t".to_string(), 0, 5, -1, None)];
+        assert_eq!(
+            broker
+                .groups
+                .commit(&broker, "simple", -1, "", None, &offsets)
+                .await,
+            vec![0]
+        );
+        assert!(broker.groups.fetch_offsets("simple", None).await[0]
+            .2
+            .is_some());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        broker.groups.expire_offsets(&broker).await;
+        assert!(broker.groups.fetch_offsets("simple", None).await.is_empty());
+        assert!(
+            broker.groups.describe("simple").await.is_none(),
+            "the group went with its offsets"
+        );
+        broker.shutdown().unwrap();
+    }
+    let broker = Broker::open(config(dir.path(), 60)).unwrap();
+    assert!(
+        broker.groups.fetch_offsets("simple", None).await.is_empty(),
+        "tombstones were written"
+    );
+}
+
+#[tokio::test]
+async fn commits_for_unknown_topics_and_oversized_metadata_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(config(dir.path(), 60)).unwrap();
+    broker
+        .create_topic("t", 1, 1, Default::default(), false)
+        .unwrap();
+    let offsets = vec![
+        ("t".to_string(), 0, 1, -1, Some("x".repeat(5_000))),
+        ("missing".to_string(), 0, 1, -1, None),
+        ("t".to_string(), 0, 2, -1, None),
+    ];
+    assert_eq!(
+        broker
+            .groups
+            .commit(&broker, "g", -1, "", None, &offsets)
+            .await,
+        vec![12, 3, 0]
+    );
+}

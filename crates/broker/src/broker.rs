@@ -398,6 +398,17 @@ impl Broker {
         }
     }
 
+    /// Retention (cleanup.policy=delete) across every log.
+    pub fn apply_retention(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .apply_retention(now);
+    }
+
     /// Flushes and closes every log and writes the clean-shutdown marker.
     pub fn shutdown(&self) -> anyhow::Result<()> {
         self.logs

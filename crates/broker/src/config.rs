@@ -53,6 +53,8 @@ pub struct BrokerConfig {
     pub open_segments_max: usize,
     /// Interval of checkpoints and flush.ms checks.
     pub checkpoint_interval_ms: u64,
+    /// log.retention.check.interval.ms
+    pub retention_check_interval_ms: u64,
     /// group.initial.rebalance.delay.ms
     pub group_initial_rebalance_delay_ms: i64,
     /// group.min.session.timeout.ms
@@ -90,6 +92,7 @@ impl Default for BrokerConfig {
             queued_request_max_bytes: 512 * 1024 * 1024,
             open_segments_max: 1024,
             checkpoint_interval_ms: 60_000,
+            retention_check_interval_ms: 300_000,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,

@@ -74,6 +74,19 @@ async fn run(
             }
         })
     };
+    let retention = {
+        let broker = broker.clone();
+        let interval = Duration::from_millis(broker.config.retention_check_interval_ms.max(100));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || broker.apply_retention()).await;
+            }
+        })
+    };
     let group_timers = {
         let broker = broker.clone();
         tokio::spawn(async move {
@@ -116,6 +129,7 @@ async fn run(
     broker.begin_shutdown();
     maintenance.abort();
     group_timers.abort();
+    retention.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();
     tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;

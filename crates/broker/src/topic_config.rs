@@ -191,6 +191,22 @@ pub fn log_config_for(broker: &BrokerConfig, overrides: &BTreeMap<String, String
         flush_messages: (flush_messages > 1 && flush_messages != i64::MAX)
             .then_some(flush_messages as u64),
         flush_ms: (flush_ms != i64::MAX).then_some(flush_ms),
+        cleanup_delete: value("cleanup.policy")
+            .split(',')
+            .any(|p| p.trim() == "delete"),
+        cleanup_compact: value("cleanup.policy")
+            .split(',')
+            .any(|p| p.trim() == "compact"),
+        retention_ms: Some(long("retention.ms")).filter(|ms| *ms >= 0),
+        retention_bytes: Some(long("retention.bytes"))
+            .filter(|bytes| *bytes >= 0)
+            .map(|bytes| bytes as u64),
+        delete_retention_ms: long("delete.retention.ms").max(0),
+        min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
+        min_cleanable_dirty_ratio: value("min.cleanable.dirty.ratio")
+            .trim()
+            .parse()
+            .unwrap_or(0.5),
         ..LogConfig::default()
     }
 }

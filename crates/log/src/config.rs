@@ -36,6 +36,20 @@ pub struct LogConfig {
     pub walk_limits: WalkLimits,
     /// producer.id.expiration.ms: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
+    /// cleanup.policy contains `delete`: old segments go by retention.ms / retention.bytes.
+    pub cleanup_delete: bool,
+    /// cleanup.policy contains `compact`: the cleaner keeps the latest record per key.
+    pub cleanup_compact: bool,
+    /// retention.ms (None: forever).
+    pub retention_ms: Option<i64>,
+    /// retention.bytes (None: unlimited).
+    pub retention_bytes: Option<u64>,
+    /// delete.retention.ms: how long tombstones survive compaction.
+    pub delete_retention_ms: i64,
+    /// min.compaction.lag.ms: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// min.cleanable.dirty.ratio
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -52,6 +66,13 @@ impl Default for LogConfig {
             durability: Durability::PageCache,
             walk_limits: WalkLimits::default(),
             producer_id_expiration_ms: crate::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            retention_ms: Some(7 * 24 * 60 * 60 * 1000),
+            retention_bytes: None,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }

@@ -253,6 +253,23 @@ impl LogManager {
         self.checkpoint()
     }
 
+    /// Retention for every log (cleanup.policy=delete). Returns segments deleted.
+    pub fn apply_retention(&self, now_ms: i64) -> usize {
+        let mut deleted = 0;
+        for (tp, log) in &self.logs {
+            match lock(log).apply_retention(now_ms) {
+                Ok(outcome) => {
+                    if outcome.segments_deleted > 0 {
+                        tracing::info!(partition = %tp, segments = outcome.segments_deleted, bytes = outcome.bytes_deleted, "retention deleted segments");
+                    }
+                    deleted += outcome.segments_deleted;
+                }
+                Err(error) => tracing::error!(partition = %tp, %error, "retention failed"),
+            }
+        }
+        deleted
+    }
+
     /// Flushes every log (advancing recovery points), then writes the checkpoints.
     pub fn flush_all(&self) -> LogResult<()> {
         for log in self.logs.values() {

@@ -239,6 +239,19 @@ impl Segment {
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp
     }
+
+    /// The timestamp retention.ms measures a segment by: its largest record timestamp, or
+    /// (no timestamps at all) when its file was last written, as Kafka does.
+    pub fn retention_timestamp(&self, dir: &Path) -> i64 {
+        if self.max_timestamp >= 0 {
+            return self.max_timestamp;
+        }
+        std::fs::metadata(SegmentPaths::new(dir, self.base_offset).log)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(i64::MAX, |d| d.as_millis() as i64)
+    }
     pub fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp
     }

@@ -19,6 +19,7 @@
 
 pub mod batch_scan;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -36,6 +37,7 @@ pub mod sparse_index;
 pub mod sync_gate;
 pub mod time_index;
 
+pub use cleaner::{CleanOutcome, CleanerLimits, CleanerStep};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Durability, LogConfig};
 pub use error::{LogError, LogResult};

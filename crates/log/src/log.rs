@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use strand_records::{
-    set_base_offset, set_log_append_time, set_partition_leader_epoch, walk_records, BatchHeader,
-    BatchView, RecordsError, TimestampType, BATCH_HEADER_BYTES, NO_TIMESTAMP,
+    set_base_offset, set_log_append_time, set_partition_leader_epoch, walk_records,
+    walk_stored_records, BatchHeader, BatchView, RecordsError, TimestampType, BATCH_HEADER_BYTES,
+    NO_TIMESTAMP,
 };
 
 use crate::batch_scan::{BatchScanner, ScanStep};
@@ -512,7 +513,7 @@ impl Log {
         let header = view.header;
         let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;
         let mut found = None;
-        walk_records(&view, self.config.walk_limits, |record| {
+        walk_stored_records(&view, self.config.walk_limits, |record| {
             if found.is_some() {
                 return;
             }

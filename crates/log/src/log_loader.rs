@@ -86,7 +86,18 @@ impl Log {
         clock: Arc<dyn Clock>,
         state: LogOpenState,
     ) -> LogResult<(Log, RecoveryReport)> {
+        // Compaction swaps interrupted by a crash are finished (or undone) first.
+        let mut rebuild: std::collections::HashSet<i64> =
+            crate::cleaner::finish_interrupted_swaps(dir)?
+                .into_iter()
+                .collect();
         let bases = list_segment_bases(dir)?;
+        // A segment whose offset index is missing lost it mid-swap (or by hand): rebuild.
+        rebuild.extend(bases.iter().copied().filter(|base| {
+            !crate::file_cache::SegmentPaths::new(dir, *base)
+                .offset_index
+                .exists()
+        }));
         if bases.is_empty() {
             let start = state.log_start_offset.max(0);
             return Ok((
@@ -123,7 +134,7 @@ impl Log {
                     break;
                 }
             }
-            let trusted = if base < recover_from && !must_recover {
+            let trusted = if base < recover_from && !must_recover && !rebuild.contains(&base) {
                 Segment::open(dir, base, &cache, now)?
             } else {
                 None

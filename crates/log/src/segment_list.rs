@@ -79,6 +79,16 @@ impl SegmentList {
             .collect()
     }
 
+    /// Replaces the segment with base offset `base` (compaction swaps).
+    pub fn replace(&mut self, base: i64, segment: Segment) {
+        if let Ok(index) = self
+            .segments
+            .binary_search_by_key(&base, Segment::base_offset)
+        {
+            self.segments[index] = segment;
+        }
+    }
+
     pub fn take_all(&mut self) -> Vec<Segment> {
         std::mem::take(&mut self.segments)
     }

@@ -144,3 +144,68 @@ fn write_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
         }
     }
 }
+
+/// A record kept by compaction: its original position and contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptRecord {
+    pub attributes: i8,
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<Header>,
+}
+
+/// Rebuilds a batch with a subset of its records, keeping everything that places it in
+/// the log: base offset, last offset delta (so offsets stay contiguous batch to batch),
+/// partition leader epoch, timestamps, attributes and producer fields. The records keep
+/// their offset and timestamp deltas; the payload is recompressed with the original codec
+/// (an empty batch is written uncompressed).
+pub fn rebuild_batch(original: &crate::BatchHeader, records: &[KeptRecord]) -> Vec<u8> {
+    use crate::batch::refresh_crc;
+    let mut plain = Vec::new();
+    let mut body = Vec::new();
+    for record in records {
+        body.clear();
+        body.push(record.attributes as u8);
+        write_varlong(&mut body, record.timestamp_delta);
+        write_varint(&mut body, record.offset_delta);
+        write_nullable(&mut body, record.key.as_deref());
+        write_nullable(&mut body, record.value.as_deref());
+        write_varint(&mut body, record.headers.len() as i32);
+        for header in &record.headers {
+            write_nullable(&mut body, Some(&header.key));
+            write_nullable(&mut body, header.value.as_deref());
+        }
+        write_varint(&mut plain, body.len() as i32);
+        plain.extend_from_slice(&body);
+    }
+    let codec = if records.is_empty() {
+        Compression::None
+    } else {
+        original
+            .attributes
+            .compression()
+            .unwrap_or(Compression::None)
+    };
+    let payload = compress(codec, &plain);
+    let attributes = (original.attributes.0 & !0x7) | codec.id() as i16;
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + payload.len());
+    out.extend_from_slice(&original.base_offset.to_be_bytes());
+    let batch_length = (BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + payload.len()) as i32;
+    out.extend_from_slice(&batch_length.to_be_bytes());
+    out.extend_from_slice(&original.partition_leader_epoch.to_be_bytes());
+    out.push(MAGIC_V2 as u8);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&attributes.to_be_bytes());
+    out.extend_from_slice(&original.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&original.base_timestamp.to_be_bytes());
+    out.extend_from_slice(&original.max_timestamp.to_be_bytes());
+    out.extend_from_slice(&original.producer_id.to_be_bytes());
+    out.extend_from_slice(&original.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&original.base_sequence.to_be_bytes());
+    out.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    out.extend_from_slice(&payload);
+    refresh_crc(&mut out);
+    out
+}

@@ -18,7 +18,7 @@ pub use batch::{
     LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
     NO_SEQUENCE, NO_TIMESTAMP,
 };
-pub use builder::{BatchBuilder, Header, Record};
+pub use builder::{rebuild_batch, BatchBuilder, Header, KeptRecord, Record};
 pub use compression::{compress, Compression};
 pub use error::RecordsError;
-pub use record_walk::{walk_records, RecordSummary, WalkLimits, WalkedRecord};
+pub use record_walk::{walk_records, walk_stored_records, RecordSummary, WalkLimits, WalkedRecord};

@@ -42,22 +42,52 @@ pub struct RecordSummary {
     pub decompressed_bytes: usize,
 }
 
-/// Validates every record of `batch`, handing each to `visit`.
+/// Validates every record of `batch` as a producer's batch must be (Kafka's produce
+/// rules: at least one record, a record count matching the offset range), handing each to
+/// `visit`.
 pub fn walk_records(
     batch: &BatchView<'_>,
     limits: WalkLimits,
+    visit: impl FnMut(&WalkedRecord<'_>),
+) -> Result<RecordSummary, RecordsError> {
+    walk(batch, limits, true, visit)
+}
+
+/// Walks the records of a batch already in a log. Compaction leaves batches with fewer
+/// records than their offset range (even none), so only the record framing is checked.
+pub fn walk_stored_records(
+    batch: &BatchView<'_>,
+    limits: WalkLimits,
+    visit: impl FnMut(&WalkedRecord<'_>),
+) -> Result<RecordSummary, RecordsError> {
+    walk(batch, limits, false, visit)
+}
+
+fn walk(
+    batch: &BatchView<'_>,
+    limits: WalkLimits,
+    produced: bool,
     mut visit: impl FnMut(&WalkedRecord<'_>),
 ) -> Result<RecordSummary, RecordsError> {
     let header = &batch.header;
-    if header.records_count <= 0 {
+    if !produced && header.records_count == 0 {
+        return Ok(RecordSummary {
+            count: 0,
+            decompressed_bytes: 0,
+        });
+    }
+    if header.records_count < 0 || (produced && header.records_count == 0) {
         return Err(RecordsError::InvalidRecord(format!(
             "invalid reported record count {}",
             header.records_count
         )));
     }
-    if header.last_offset_delta < 0
-        || header.last_offset_delta as i64 + 1 != header.records_count as i64
-    {
+    let offsets_disagree = if produced {
+        header.last_offset_delta as i64 + 1 != header.records_count as i64
+    } else {
+        header.records_count as i64 > header.last_offset_delta as i64 + 1
+    };
+    if header.last_offset_delta < 0 || offsets_disagree {
         return Err(RecordsError::InvalidRecord(format!(
             "last offset delta {} disagrees with record count {}",
             header.last_offset_delta, header.records_count

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use strand_log::TopicPartition;
-use strand_records::{walk_records, BatchBuilder, BatchView, Record, WalkLimits};
+use strand_records::{walk_stored_records, BatchBuilder, BatchView, Record, WalkLimits};
 use tokio::sync::{oneshot, Mutex};
 
 use super::classic::{
@@ -228,7 +228,7 @@ impl GroupCoordinator {
                 let before = next;
                 while let Ok(view) = BatchView::parse(rest) {
                     let header = view.header;
-                    walk_records(&view, WalkLimits::default(), |record| {
+                    walk_stored_records(&view, WalkLimits::default(), |record| {
                         let offset = header.base_offset + record.offset_delta as i64;
                         if offset < next {
                             return;

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use strand_log::{Clock, FileCache, Log, LogConfig, LogOpenState, ManualClock, RecoveryReport};
-use strand_records::{walk_records, BatchBuilder, BatchView, Compression, Record, WalkLimits};
+use strand_records::{
+    walk_stored_records, BatchBuilder, BatchView, Compression, Record, WalkLimits,
+};
 
 /// A batch of `count` records whose values are `value_len` bytes; keys are `key-<n>` and
 /// timestamps `timestamp + n`.
@@ -69,7 +71,7 @@ pub fn read_records(log: &Log, from: i64) -> Vec<(i64, i64, usize)> {
         let before = next;
         while let Ok(view) = BatchView::parse(rest) {
             let header = view.header;
-            walk_records(&view, WalkLimits::default(), |record| {
+            walk_stored_records(&view, WalkLimits::default(), |record| {
                 let offset = header.base_offset + record.offset_delta as i64;
                 if offset >= next {
                     records.push((

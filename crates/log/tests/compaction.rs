@@ -1,0 +1,320 @@
+//! Compaction: the latest record per key survives with its offset, nothing else it should
+//! keep is removed, tombstones go after delete.retention.ms, and a crash at any step of a
+//! segment swap leaves a log that reads correctly.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use strand_log::{CleanerLimits, CleanerStep, Log, LogConfig, LogOpenState, ManualClock};
+use strand_records::{
+    walk_stored_records, BatchBuilder, BatchView, Compression, Record, WalkLimits,
+};
+
+use common::*;
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1_024,
+        index_interval_bytes: 128,
+        cleanup_compact: true,
+        cleanup_delete: false,
+        min_cleanable_dirty_ratio: 0.0,
+        min_compaction_lag_ms: 0,
+        delete_retention_ms: 1_000_000,
+        ..LogConfig::default()
+    }
+}
+
+/// (offset, key, value) of every record in the log.
+fn contents(log: &Log) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let end = log.log_end_offset();
+    let mut next = log.log_start_offset();
+    while next < end {
+        let Some(slice) = log.read(next, 1 << 20, end, true).unwrap().slice else {
+            break;
+        };
+        let bytes = slice.read_to_vec().unwrap();
+        let mut rest = &bytes[..];
+        let before = next;
+        while let Ok(view) = BatchView::parse(rest) {
+            let header = view.header;
+            walk_stored_records(&view, WalkLimits::default(), |r| {
+                let offset = header.base_offset + r.offset_delta as i64;
+                if offset >= next {
+                    out.push((
+                        offset,
+                        r.key.map(<[u8]>::to_vec),
+                        r.value.map(<[u8]>::to_vec),
+                    ));
+                }
+            })
+            .unwrap();
+            next = next.max(header.next_offset());
+            rest = &rest[view.bytes.len()..];
+        }
+        assert!(next > before);
+    }
+    out
+}
+
+type Written = Vec<(i64, Vec<u8>, Option<Vec<u8>>)>;
+
+/// Appends batches of (key, value) records; returns every record with its offset.
+fn write(
+    log: &mut Log,
+    batches: &[(Compression, Vec<(u8, Option<u8>)>)],
+    timestamp: i64,
+) -> Written {
+    let mut written = Vec::new();
+    for (codec, records) in batches {
+        let mut builder = BatchBuilder::new(0, timestamp).compression(*codec);
+        for (key, value) in records {
+            builder.push(Record::new(
+                Some(vec![b'k', *key]),
+                value.map(|v| vec![v; 20]),
+                timestamp,
+            ));
+        }
+        let info = log.append_as_leader(&mut builder.build(), 0).unwrap();
+        for (i, (key, value)) in records.iter().enumerate() {
+            written.push((
+                info.first_offset + i as i64,
+                vec![b'k', *key],
+                value.map(|v| vec![v; 20]),
+            ));
+        }
+    }
+    written
+}
+
+/// Checks the compaction invariants against what was written: every record present is
+/// the one written at its offset; a record must stay unless a later record with its key
+/// lies below `cleaned_end` (the keys the cleaner saw); when `strict`, such superseded
+/// records must be gone (a crashed pass may have left them).
+fn check_compacted(log: &Log, written: &Written, cleaned_end: i64, strict: bool) {
+    let got = contents(log);
+    let by_offset: BTreeMap<i64, &(i64, Vec<u8>, Option<Vec<u8>>)> =
+        written.iter().map(|w| (w.0, w)).collect();
+    let mut latest_below_end: BTreeMap<&Vec<u8>, i64> = BTreeMap::new();
+    for (offset, key, _) in written.iter().filter(|w| w.0 < cleaned_end) {
+        latest_below_end.insert(key, *offset);
+    }
+    for (offset, key, value) in &got {
+        let original = by_offset[offset];
+        assert_eq!(
+            (key.as_ref(), value),
+            (Some(&original.1), &original.2),
+            "offset {offset}"
+        );
+    }
+    let kept: std::collections::BTreeSet<i64> = got.iter().map(|g| g.0).collect();
+    for (offset, key, _) in written {
+        let superseded = latest_below_end
+            .get(key)
+            .is_some_and(|latest| latest > offset);
+        if !superseded {
+            assert!(kept.contains(offset), "offset {offset} must be kept");
+        } else if strict {
+            assert!(
+                !kept.contains(offset),
+                "offset {offset} was superseded and should be gone"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compaction_keeps_the_latest_record_per_key_and_every_offset(
+        batches in proptest::collection::vec(
+            (prop_oneof![Just(Compression::None), Just(Compression::Gzip), Just(Compression::Snappy), Just(Compression::Lz4), Just(Compression::Zstd)],
+             proptest::collection::vec((0u8..12, proptest::option::weighted(0.85, any::<u8>())), 1..8)),
+            1..40)
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
+        let written = write(&mut log, &batches, 0);
+        let end = log.log_end_offset();
+        let active_base = log.segment_summaries().last().unwrap().0;
+        log.clean(0, CleanerLimits::default(), None).unwrap();
+        check_compacted(&log, &written, active_base, true);
+        prop_assert_eq!(log.log_end_offset(), end);
+        // A second pass changes nothing, and a reopen reads the same.
+        let before = contents(&log);
+        log.clean(0, CleanerLimits::default(), None).unwrap();
+        prop_assert_eq!(contents(&log), before.clone());
+        drop(log);
+        let (log, _) = reopen(dir.path(), config(), LogOpenState::default());
+        prop_assert_eq!(contents(&log), before);
+    }
+}
+
+fn many_versions() -> Vec<(Compression, Vec<(u8, Option<u8>)>)> {
+    (0..60)
+        .map(|n| {
+            (
+                if n % 2 == 0 {
+                    Compression::Zstd
+                } else {
+                    Compression::None
+                },
+                vec![
+                    ((n % 5) as u8, Some(n as u8)),
+                    ((n % 3) as u8, Some(n as u8)),
+                ],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_crash_at_any_step_of_a_swap_leaves_a_log_that_reads_correctly() {
+    for step in [
+        CleanerStep::WroteCleaned,
+        CleanerStep::RenamedToSwap,
+        CleanerStep::DeletedIndexes,
+        CleanerStep::Swapped,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
+        let written = write(&mut log, &many_versions(), 0);
+        let original = contents(&log);
+        assert!(
+            log.clean(0, CleanerLimits::default(), Some(step)).is_err(),
+            "{step:?}"
+        );
+        drop(log); // crash: no close
+        let (mut log, _) = reopen(dir.path(), config(), LogOpenState::default());
+        let after = contents(&log);
+        // Either segment version is fine; nothing else: every record is an original one,
+        // the latest per key is there, and offsets did not move.
+        let active_base = log.segment_summaries().last().unwrap().0;
+        check_compacted(&log, &written, active_base, false);
+        assert!(after.len() <= original.len());
+        assert_eq!(log.log_end_offset(), written.last().unwrap().0 + 1);
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            !name.ends_with(".cleaned") && !name.ends_with(".swap")
+        }));
+        // Cleaning again finishes the job.
+        log.clean(0, CleanerLimits::default(), None).unwrap();
+        check_compacted(&log, &written, active_base, true);
+    }
+}
+
+#[test]
+fn tombstones_stay_until_delete_retention_then_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        delete_retention_ms: 10_000,
+        ..config()
+    };
+    let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(0)));
+    let mut batches = vec![
+        (Compression::None, vec![(1, Some(1)), (2, Some(2))]),
+        (Compression::None, vec![(1, None)]),
+    ];
+    batches.extend((0..40).map(|n| (Compression::None, vec![(3, Some(n as u8))])));
+    write(&mut log, &batches, 1_000);
+    log.clean(2_000, CleanerLimits::default(), None).unwrap();
+    let has_tombstone = |log: &Log| {
+        contents(log)
+            .iter()
+            .any(|(_, k, v)| k.as_deref() == Some(b"k\x01") && v.is_none())
+    };
+    assert!(has_tombstone(&log), "a fresh tombstone stays");
+    assert!(
+        !contents(&log)
+            .iter()
+            .any(|(_, k, v)| k.as_deref() == Some(b"k\x01") && v.is_some()),
+        "the value it deleted is gone"
+    );
+    // More writes make the log dirty again; past delete.retention.ms the tombstone goes.
+    write(
+        &mut log,
+        &(0..40)
+            .map(|n| (Compression::None, vec![(4, Some(n as u8))]))
+            .collect::<Vec<_>>(),
+        20_000,
+    );
+    log.clean(20_000, CleanerLimits::default(), None).unwrap();
+    assert!(!has_tombstone(&log));
+}
+
+#[test]
+fn min_compaction_lag_and_dirty_ratio_are_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let lagging = LogConfig {
+        min_compaction_lag_ms: 60_000,
+        ..config()
+    };
+    let mut log = new_log(dir.path(), lagging, Arc::new(ManualClock::new(0)));
+    write(&mut log, &many_versions(), 100_000);
+    assert_eq!(
+        log.clean(120_000, CleanerLimits::default(), None)
+            .unwrap()
+            .segments_rewritten,
+        0,
+        "too young"
+    );
+    assert!(
+        log.clean(200_000, CleanerLimits::default(), None)
+            .unwrap()
+            .segments_rewritten
+            > 0
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let picky = LogConfig {
+        min_cleanable_dirty_ratio: 0.99,
+        ..config()
+    };
+    let mut log = new_log(dir.path(), picky, Arc::new(ManualClock::new(0)));
+    write(&mut log, &many_versions(), 0);
+    log.clean(0, CleanerLimits::default(), None).unwrap();
+    let first = log.cleaner_checkpoint();
+    write(&mut log, &many_versions()[..4], 0);
+    let outcome = log.clean(0, CleanerLimits::default(), None).unwrap();
+    assert_eq!(
+        outcome.segments_rewritten, 0,
+        "ratio {} below 0.99",
+        outcome.dirty_ratio
+    );
+    assert_eq!(log.cleaner_checkpoint(), first);
+}
+
+#[test]
+fn a_small_key_map_cleans_in_several_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
+    let batches: Vec<_> = (0..60u8)
+        .map(|n| (Compression::None, vec![(n % 30, Some(n))]))
+        .collect();
+    let written = write(&mut log, &batches, 0);
+    let limits = CleanerLimits {
+        key_map_max_bytes: 10 * 11,
+        ..CleanerLimits::default()
+    };
+    let mut passes = 0;
+    let active_base = log.segment_summaries().last().unwrap().0;
+    while log.cleaner_checkpoint() < active_base && passes < 50 {
+        log.clean(0, limits, None).unwrap();
+        passes += 1;
+    }
+    assert!(passes > 1, "the bounded map needed several passes");
+    let _ = written;
+    // Each key's latest record survives.
+    let got = contents(&log);
+    for key in 0..30u8 {
+        assert!(got
+            .iter()
+            .any(|(_, k, v)| k.as_deref() == Some(&[b'k', key][..])
+                && v.as_deref().map(|v| v[0]) == Some(key + 30)));
+    }
+}

@@ -29,7 +29,12 @@ fn config() -> LogConfig {
 }
 
 /// (offset, key, value) of every record in the log.
-fn contents(log: &Log) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+/// (offset, key, value) rows.
+type Contents = Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)>;
+/// Batches to write: codec and (key, value) pairs, a None value being a tombstone.
+type Batches = [(Compression, Vec<(u8, Option<u8>)>)];
+
+fn contents(log: &Log) -> Contents {
     let mut out = Vec::new();
     let end = log.log_end_offset();
     let mut next = log.log_start_offset();
@@ -61,14 +66,12 @@ fn contents(log: &Log) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
     out
 }
 
-type Written = Vec<(i64, Vec<u8>, Option<Vec<u8>>)>;
+/// A written record: (offset, key, value).
+type WrittenRecord = (i64, Vec<u8>, Option<Vec<u8>>);
+type Written = Vec<WrittenRecord>;
 
 /// Appends batches of (key, value) records; returns every record with its offset.
-fn write(
-    log: &mut Log,
-    batches: &[(Compression, Vec<(u8, Option<u8>)>)],
-    timestamp: i64,
-) -> Written {
+fn write(log: &mut Log, batches: &Batches, timestamp: i64) -> Written {
     let mut written = Vec::new();
     for (codec, records) in batches {
         let mut builder = BatchBuilder::new(0, timestamp).compression(*codec);
@@ -97,8 +100,7 @@ fn write(
 /// records must be gone (a crashed pass may have left them).
 fn check_compacted(log: &Log, written: &Written, cleaned_end: i64, strict: bool) {
     let got = contents(log);
-    let by_offset: BTreeMap<i64, &(i64, Vec<u8>, Option<Vec<u8>>)> =
-        written.iter().map(|w| (w.0, w)).collect();
+    let by_offset: BTreeMap<i64, &WrittenRecord> = written.iter().map(|w| (w.0, w)).collect();
     let mut latest_below_end: BTreeMap<&Vec<u8>, i64> = BTreeMap::new();
     for (offset, key, _) in written.iter().filter(|w| w.0 < cleaned_end) {
         latest_below_end.insert(key, *offset);
@@ -155,7 +157,7 @@ proptest! {
     }
 }
 
-fn many_versions() -> Vec<(Compression, Vec<(u8, Option<u8>)>)> {
+fn many_versions() -> Box<Batches> {
     (0..60)
         .map(|n| {
             (

@@ -409,6 +409,24 @@ impl Broker {
             .apply_retention(now);
     }
 
+    /// One compaction pass over the compacted topics. The log manager is locked only to
+    /// list the logs; each log only during its own pass.
+    pub fn clean_logs(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let limits = strand_log::CleanerLimits {
+            io_max_bytes_per_second: self.config.cleaner_io_max_bytes_per_second,
+            ..strand_log::CleanerLimits::default()
+        };
+        let logs = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .all_logs();
+        strand_log::log_manager::clean_logs(&logs, now, limits);
+    }
+
     /// Flushes and closes every log and writes the clean-shutdown marker.
     pub fn shutdown(&self) -> anyhow::Result<()> {
         self.logs

@@ -55,6 +55,10 @@ pub struct BrokerConfig {
     pub checkpoint_interval_ms: u64,
     /// log.retention.check.interval.ms
     pub retention_check_interval_ms: u64,
+    /// log.cleaner.backoff.ms: pause between compaction passes.
+    pub cleaner_backoff_ms: u64,
+    /// log.cleaner.io.max.bytes.per.second (unset: unthrottled).
+    pub cleaner_io_max_bytes_per_second: Option<u64>,
     /// group.initial.rebalance.delay.ms
     pub group_initial_rebalance_delay_ms: i64,
     /// group.min.session.timeout.ms
@@ -93,6 +97,8 @@ impl Default for BrokerConfig {
             open_segments_max: 1024,
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
+            cleaner_backoff_ms: 15_000,
+            cleaner_io_max_bytes_per_second: None,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,

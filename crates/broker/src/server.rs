@@ -87,6 +87,19 @@ async fn run(
             }
         })
     };
+    let cleaner = {
+        let broker = broker.clone();
+        let interval = Duration::from_millis(broker.config.cleaner_backoff_ms.max(100));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || broker.clean_logs()).await;
+            }
+        })
+    };
     let group_timers = {
         let broker = broker.clone();
         tokio::spawn(async move {
@@ -130,6 +143,7 @@ async fn run(
     maintenance.abort();
     group_timers.abort();
     retention.abort();
+    cleaner.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();
     tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;

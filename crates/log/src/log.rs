@@ -192,7 +192,16 @@ impl Log {
                 "a produce request holds exactly one record batch per partition".into(),
             ));
         }
-        walk_records(&view, self.config.walk_limits, |_| {})?;
+        let mut keyless = false;
+        walk_records(&view, self.config.walk_limits, |record| {
+            keyless |= record.key.is_none()
+        })?;
+        if keyless && self.config.cleanup_compact {
+            return Err(RecordsError::InvalidRecord(
+                "Compacted topic cannot accept message without key in topic partition".into(),
+            )
+            .into());
+        }
         match self.producers.check(&view.header)? {
             ProducerCheck::Duplicate(original) => {
                 let log_append_time_ms = match self.config.message_timestamp_type {

@@ -270,6 +270,14 @@ impl LogManager {
         deleted
     }
 
+    /// Every log, for work done outside the manager's lock (compaction).
+    pub fn all_logs(&self) -> Vec<(TopicPartition, Arc<Mutex<Log>>)> {
+        self.logs
+            .iter()
+            .map(|(tp, log)| (tp.clone(), log.clone()))
+            .collect()
+    }
+
     /// Flushes every log (advancing recovery points), then writes the checkpoints.
     pub fn flush_all(&self) -> LogResult<()> {
         for log in self.logs.values() {
@@ -374,4 +382,34 @@ fn lock_data_dir(data_dir: &Path) -> LogResult<File> {
         )));
     }
     Ok(file)
+}
+
+/// One compaction pass over every log with cleanup.policy=compact; each log is locked
+/// for its own pass only.
+pub fn clean_logs(
+    logs: &[(TopicPartition, Arc<Mutex<Log>>)],
+    now_ms: i64,
+    limits: crate::cleaner::CleanerLimits,
+) -> crate::cleaner::CleanOutcome {
+    let mut total = crate::cleaner::CleanOutcome::default();
+    for (tp, log) in logs {
+        let mut log = lock(log);
+        if !log.config().cleanup_compact {
+            continue;
+        }
+        match log.clean(now_ms, limits, None) {
+            Ok(outcome) => {
+                if outcome.segments_rewritten > 0 {
+                    tracing::info!(partition = %tp, segments = outcome.segments_rewritten, before = outcome.bytes_before, after = outcome.bytes_after, "compacted");
+                }
+                total.segments_rewritten += outcome.segments_rewritten;
+                total.bytes_read += outcome.bytes_read;
+                total.bytes_before += outcome.bytes_before;
+                total.bytes_after += outcome.bytes_after;
+                total.records_removed += outcome.records_removed;
+            }
+            Err(error) => tracing::error!(partition = %tp, %error, "compaction failed"),
+        }
+    }
+    total
 }

@@ -320,3 +320,18 @@ fn a_small_key_map_cleans_in_several_passes() {
                 && v.as_deref().map(|v| v[0]) == Some(key + 30)));
     }
 }
+
+#[test]
+fn a_compacted_topic_refuses_records_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
+    log.append_as_leader(&mut batch(1, 10, 0), 0).unwrap(); // keyed: fine
+    let mut builder = BatchBuilder::new(0, 0);
+    builder.push(Record::new(None, Some(b"v".to_vec()), 0));
+    let error = log.append_as_leader(&mut builder.build(), 0).unwrap_err();
+    assert_eq!(
+        error.kafka_error_code(),
+        87,
+        "INVALID_RECORD, as Kafka answers"
+    );
+}

@@ -21,15 +21,27 @@ fn filled_log(dir: &std::path::Path) -> Log {
         min_cleanable_dirty_ratio: 0.0,
         ..LogConfig::default()
     };
-    let mut log = Log::create(dir, Arc::new(config), FileCache::new(64), Arc::new(SystemClock), 0).unwrap();
+    let mut log = Log::create(
+        dir,
+        Arc::new(config),
+        FileCache::new(64),
+        Arc::new(SystemClock),
+        0,
+    )
+    .unwrap();
     let value: Vec<u8> = (0..VALUE_BYTES).map(|i| (i * 7 % 251) as u8).collect();
     for version in 0..VERSIONS {
         for chunk in (0..KEYS).collect::<Vec<_>>().chunks(16) {
-            let mut builder = BatchBuilder::new(0, 1_700_000_000_000).compression(Compression::Zstd);
+            let mut builder =
+                BatchBuilder::new(0, 1_700_000_000_000).compression(Compression::Zstd);
             for key in chunk {
                 let mut v = value.clone();
                 v[0] = version as u8;
-                builder.push(Record::new(Some(format!("key-{key}").into_bytes()), Some(v), 1_700_000_000_000));
+                builder.push(Record::new(
+                    Some(format!("key-{key}").into_bytes()),
+                    Some(v),
+                    1_700_000_000_000,
+                ));
             }
             log.append_as_leader(&mut builder.build(), 0).unwrap();
         }
@@ -41,7 +53,10 @@ fn filled_log(dir: &std::path::Path) -> Log {
 
 fn clean(c: &mut Criterion) {
     let mut group = c.benchmark_group("cleaner");
-    group.sample_size(10).measurement_time(Duration::from_secs(20)).warm_up_time(Duration::from_secs(1));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .warm_up_time(Duration::from_secs(1));
     // Throughput is the uncompressed record bytes one pass goes through.
     group.throughput(Throughput::Bytes((KEYS * VERSIONS * VALUE_BYTES) as u64));
     group.bench_function("one_pass_10_versions_per_key", |b| {
@@ -51,7 +66,9 @@ fn clean(c: &mut Criterion) {
                 let dir = tempfile::tempdir().unwrap();
                 let mut log = filled_log(dir.path());
                 let started = Instant::now();
-                let outcome = log.clean(i64::MAX / 2, CleanerLimits::default(), None).unwrap();
+                let outcome = log
+                    .clean(i64::MAX / 2, CleanerLimits::default(), None)
+                    .unwrap();
                 total += started.elapsed();
                 assert!(outcome.records_removed as usize >= KEYS * (VERSIONS - 2));
             }

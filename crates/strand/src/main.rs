@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench;
+
 use clap::{Parser, Subcommand};
 use strand_broker::{serve, Broker, BrokerConfig, FlushMode};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run a broker.
     Serve(ServeArgs),
+    /// Load-test a Kafka broker (Strand or any other): throughput and latency.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => run_serve(args),
+        Command::Bench(args) => bench::run_blocking(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,6 +18,22 @@ const GROUP_TICK: Duration = Duration::from_millis(100);
 /// Offsets expiry runs every minute (Kafka's offsets.retention.check.interval.ms is 10).
 const OFFSET_EXPIRY_EVERY_TICKS: u64 = 600;
 
+/// Runs blocking broker housekeeping (flushes, retention, compaction) every `interval_ms`
+/// on a blocking thread, until aborted.
+fn every(broker: &Arc<Broker>, interval_ms: u64, work: fn(&Broker)) -> tokio::task::JoinHandle<()> {
+    let broker = broker.clone();
+    let interval = Duration::from_millis(interval_ms.max(100));
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            let broker = broker.clone();
+            let _ = tokio::task::spawn_blocking(move || work(&broker)).await;
+        }
+    })
+}
+
 /// Lets the caller stop the server.
 #[derive(Debug, Clone)]
 pub struct ServerHandle {
@@ -61,45 +77,14 @@ async fn run(
         broker.config.queued_request_max_bytes / 1024,
     ));
     let mut tasks = JoinSet::new();
-    let maintenance = {
-        let broker = broker.clone();
-        let interval = Duration::from_millis(broker.config.checkpoint_interval_ms.max(100));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || broker.maintenance()).await;
-            }
-        })
-    };
-    let retention = {
-        let broker = broker.clone();
-        let interval = Duration::from_millis(broker.config.retention_check_interval_ms.max(100));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || broker.apply_retention()).await;
-            }
-        })
-    };
-    let cleaner = {
-        let broker = broker.clone();
-        let interval = Duration::from_millis(broker.config.cleaner_backoff_ms.max(100));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || broker.clean_logs()).await;
-            }
-        })
-    };
+    let config = &broker.config;
+    let maintenance = every(&broker, config.checkpoint_interval_ms, Broker::maintenance);
+    let retention = every(
+        &broker,
+        config.retention_check_interval_ms,
+        Broker::apply_retention,
+    );
+    let cleaner = every(&broker, config.cleaner_backoff_ms, Broker::clean_logs);
     let group_timers = {
         let broker = broker.clone();
         tokio::spawn(async move {

@@ -19,7 +19,7 @@ Kafka 4.1.1 from interop/kafka/run-kafka.sh, to compare):
                   new member resumes after the last commit and reads only new records.
   cooperative  the same with partition.assignment.strategy=cooperative-sticky.
   live-restart the broker restarts (SIGTERM) under an active two-member group: exactly once
-               across it, and the members keep member ids, generation and partitions.
+               across it, and the members keep their member ids and partitions.
   static       static membership (group.instance.id, session.timeout.ms=10000): the leader
                killed with kill -9 and restarted, then the follower closed (static: stays in
                the group) and restarted: each gets its partitions back, the other member sees
@@ -29,11 +29,14 @@ Kafka 4.1.1 from interop/kafka/run-kafka.sh, to compare):
                ids), --describe --members [--verbose], --describe --state, --list [--state]
                [--type], --reset-offsets refused while active, --delete refused while
                active, --reset-offsets --to-earliest (--dry-run, --execute) while inactive
-               and a member re-reading from 0, --to-offset, --to-latest, --delete-offsets,
-               --delete.
+               and a member re-reading from 0, --to-offset, --shift-by, --to-latest,
+               --delete-offsets (two of four partitions), --delete, then --list and
+               --describe of the deleted group. Every expected output was taken from Kafka.
 
-Prints "ok: ..." per check and "FAIL: ..." per failure (a failed section is abandoned, the
-others still run); exits 1 if anything failed. Leaves no process running.
+Prints "ok: ..." per check and "FAIL: ..." per failure (a failed check the section depends
+on abandons it, others are reported and the section goes on; the other sections still run);
+exits 1 if anything failed. Leaves no process running. GROUP_TEST_CLI_TRANSCRIPT=FILE appends
+every kafka-consumer-groups call and its output to FILE (to diff Strand against Kafka).
 """
 import collections
 import os
@@ -460,7 +463,7 @@ def section_rebalance(ctx, strategy):
 def section_live_restart(ctx):
     """The broker restarts (SIGTERM) under an active group: the members reconnect, no record
     is lost or read twice, and (as in Kafka, whose coordinator reloads the group from
-    __consumer_offsets) they keep their member ids, generation and partitions."""
+    __consumer_offsets) they keep their member ids and partitions."""
     topic, group = unique("jg-live"), unique("jg-live-group")
     ctx.create(topic)
     A = ctx.member("LA", group, topic, session_ms=10000, heartbeat_ms=1000)
@@ -479,8 +482,12 @@ def section_live_restart(ctx):
     time.sleep(1)
     check_exactly_once([A, B], produced, "live restart (240 records, 120 after the restart)")
     after = {m.name: (m.status()["gen"], m.member_id, set(m.now), m.event_count()) for m in (A, B)}
-    expect(after == before, f"live restart: members kept generation, member id and partitions, no rebalance "
-                            f"(before {before}, after {after})")
+    expect(all(after[n][1:3] == before[n][1:3] for n in before),
+           f"live restart: members kept their member ids and partitions")
+    # Kafka 4.1.1 reloads the group and then goes through one rebalance (generation + 1) as
+    # the members reconnect; reported, not checked.
+    ok(f"live restart: generation {before['LA'][0]} -> {after['LA'][0]}, rebalance callbacks "
+       f"{after['LA'][3] - before['LA'][3]} (LA) / {after['LB'][3] - before['LB'][3]} (LB)")
     A.close()
     B.close()
 

@@ -69,6 +69,8 @@ pub struct BrokerConfig {
     pub group_max_size: usize,
     /// offsets.retention.minutes
     pub offsets_retention_minutes: i64,
+    /// offsets.retention.check.interval.ms
+    pub offsets_retention_check_interval_ms: u64,
     /// group.consumer.session.timeout.ms (KIP-848 groups)
     pub group_consumer_session_timeout_ms: i32,
     /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
@@ -104,6 +106,7 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: 1_000,
             offsets_retention_minutes: 7 * 24 * 60,
+            offsets_retention_check_interval_ms: 600_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
         }

@@ -15,8 +15,6 @@ use crate::connection::serve_connection;
 
 /// How often group session and rebalance deadlines are checked.
 const GROUP_TICK: Duration = Duration::from_millis(100);
-/// Offsets expiry runs every minute (Kafka's offsets.retention.check.interval.ms is 10).
-const OFFSET_EXPIRY_EVERY_TICKS: u64 = 600;
 
 /// Runs blocking broker housekeeping (flushes, retention, compaction) every `interval_ms`
 /// on a blocking thread, until aborted.
@@ -90,11 +88,14 @@ async fn run(
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(GROUP_TICK);
             let mut ticks: u64 = 0;
+            let expiry_every_ticks = (broker.config.offsets_retention_check_interval_ms
+                / GROUP_TICK.as_millis() as u64)
+                .max(1);
             loop {
                 ticker.tick().await;
                 broker.groups.tick(&broker).await;
                 ticks += 1;
-                if ticks.is_multiple_of(OFFSET_EXPIRY_EVERY_TICKS) {
+                if ticks.is_multiple_of(expiry_every_ticks) {
                     broker.groups.expire_offsets(&broker).await;
                 }
             }

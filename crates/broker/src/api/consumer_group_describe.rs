@@ -42,7 +42,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     for group_id in &body.group_ids {
         let described = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(i32::MIN);
+            .with_authorized_operations(super::authorized_operations::group(
+                body.include_authorized_operations,
+            ));
         groups.push(
             match broker
                 .groups

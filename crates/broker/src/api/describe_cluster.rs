@@ -21,7 +21,9 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         .with_endpoint_type(body.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(broker.node_id()))
-        .with_cluster_authorized_operations(i32::MIN);
+        .with_cluster_authorized_operations(super::authorized_operations::cluster(
+            body.include_cluster_authorized_operations,
+        ));
     let response = if body.endpoint_type != ENDPOINT_TYPE_BROKER {
         response
             .with_error_code(error_code::UNSUPPORTED_ENDPOINT_TYPE)

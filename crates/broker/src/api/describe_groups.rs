@@ -21,7 +21,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     for group_id in &body.groups {
         let described = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(i32::MIN);
+            .with_authorized_operations(super::authorized_operations::group(
+                version >= 3 && body.include_authorized_operations,
+            ));
         let described = match broker.groups.describe(group_id.as_str()).await {
             None if version >= 6 => described
                 .with_error_code(error_code::GROUP_ID_NOT_FOUND)

@@ -74,6 +74,9 @@ pub async fn handle(
         .with_leader(str_bytes(result.leader))
         .with_member_id(str_bytes(result.member_id))
         .with_members(members);
+    if version >= 9 {
+        response = response.with_skip_assignment(result.skip_assignment);
+    }
     // The protocol name is a plain string before v7 and nullable after; the type only v7+.
     response = if version >= 7 {
         response

@@ -17,9 +17,6 @@ use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 use crate::topics::TopicInfo;
 
-/// Kafka's value for "authorized operations not requested".
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
 pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: MetadataRequest = match decode(&request) {
         Ok(body) => body,
@@ -47,6 +44,14 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             });
         }
     }
+    if version >= 8 && body.include_topic_authorized_operations {
+        for topic in topics
+            .iter_mut()
+            .filter(|t| t.error_code == error_code::NONE)
+        {
+            topic.topic_authorized_operations = super::authorized_operations::topic(true);
+        }
+    }
     let response = MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(broker.node_id()))
@@ -55,7 +60,11 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(broker.node_id()))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        .with_cluster_authorized_operations(if (8..=10).contains(&version) {
+            super::authorized_operations::cluster(body.include_cluster_authorized_operations)
+        } else {
+            super::authorized_operations::OMITTED
+        });
     respond(&request, &response)
 }
 
@@ -108,7 +117,7 @@ fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
         .with_topic_id(topic.id)
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
-        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_topic_authorized_operations(super::authorized_operations::OMITTED)
 }
 
 fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic {
@@ -116,5 +125,5 @@ fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic
         .with_error_code(code)
         .with_name(name.map(topic_name))
         .with_topic_id(id)
-        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_topic_authorized_operations(super::authorized_operations::OMITTED)
 }

@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each decodes its request, acts, and encodes its response.
 
 pub mod api_versions;
+pub mod authorized_operations;
 pub mod configs;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

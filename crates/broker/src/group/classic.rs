@@ -112,6 +112,8 @@ pub struct JoinResult {
     pub member_id: String,
     /// (member id, group instance id, metadata): only for the leader.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// A returning static leader keeps the current assignment (JoinGroup v9).
+    pub skip_assignment: bool,
 }
 
 impl JoinResult {
@@ -124,6 +126,7 @@ impl JoinResult {
             leader: String::new(),
             member_id: member_id.to_string(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }
@@ -355,7 +358,14 @@ impl ClassicGroup {
                 .remove(request.group_instance_id.as_deref().unwrap_or_default());
             return self.add_member_and_rebalance(request, new_id, now_ms);
         };
-        let unchanged = member.protocols == request.protocols;
+        // Kafka rebalances a returning static member only if the group's protocol would
+        // change; new subscription bytes alone (a Java consumer's embed its owned
+        // partitions and generation) do not.
+        let protocol_kept = self
+            .protocol_name
+            .as_ref()
+            .is_some_and(|chosen| request.protocols.iter().any(|(name, _)| name == chosen));
+        member.protocols = request.protocols.clone();
         member.member_id = new_id.clone();
         member.session_deadline_ms = now_ms + request.session_timeout_ms as i64;
         member.session_timeout_ms = request.session_timeout_ms;
@@ -370,8 +380,11 @@ impl ClassicGroup {
         if was_leader {
             self.leader = Some(new_id.clone());
         }
-        if self.state == GroupState::Stable && unchanged && !was_leader {
-            let result = self.join_result_for(&new_id);
+        if self.state == GroupState::Stable && protocol_kept {
+            // The current generation, unchanged; a returning leader gets the members
+            // but is told to skip the assignment (JoinGroup v9), as in Kafka.
+            let mut result = self.join_result_for(&new_id);
+            result.skip_assignment = was_leader;
             return (Reply::Now(result), Vec::new());
         }
         let mut request = request;
@@ -670,6 +683,7 @@ impl ClassicGroup {
             } else {
                 Vec::new()
             },
+            skip_assignment: false,
         }
     }
 
@@ -1254,6 +1268,24 @@ mod tests {
             group.heartbeat(&follower, Some(follower_instance), generation, 100),
             error_code::FENCED_INSTANCE_ID
         );
+
+        // The leader restarts too, with new subscription bytes (a Java consumer's carry
+        // its owned partitions): still no rebalance; it is told to skip the assignment.
+        let leader_instance = if follower_instance == "a" { "b" } else { "a" };
+        let mut changed = static_request("", leader_instance);
+        changed.protocols = vec![(
+            "range".into(),
+            Bytes::from_static(b"r-with-owned-partitions"),
+        )];
+        let Reply::Now(leader_back) = group.join(changed, 200, &mut gen).0 else {
+            panic!()
+        };
+        assert_eq!(
+            (leader_back.generation_id, leader_back.skip_assignment),
+            (generation, true)
+        );
+        assert_eq!(group.state, GroupState::Stable);
+        assert_eq!(leader_back.members.len(), 2);
     }
 
     #[test]

@@ -330,6 +330,7 @@ impl GroupCoordinator {
             leader: String::new(),
             member_id: request.member_id.clone(),
             members: Vec::new(),
+            skip_assignment: false,
         };
         if group_id.is_empty() {
             return error(error_code::INVALID_GROUP_ID);

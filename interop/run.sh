@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups retention compare idempotence)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups franz-go-groups kafka-python-groups retention compare idempotence)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -58,6 +58,9 @@ if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/ru
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want groups; then echo "=== groups (librdkafka, classic and KIP-848)"; timeout 900 python3 interop/python/groups_test.py; fi
+if want java-groups; then echo "=== java-groups"; timeout 900 interop/java/groups.sh; fi
+if want franz-go-groups; then echo "=== franz-go-groups"; timeout 300 interop/go/groups.sh; fi
+if want kafka-python-groups; then echo "=== kafka-python-groups"; timeout 300 python3 interop/python/kafka_python_groups_test.py; fi
 if want retention; then echo "=== retention and compaction"; timeout 600 python3 interop/python/retention_compaction_test.py; fi
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.1.1 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi

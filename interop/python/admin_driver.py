@@ -94,9 +94,17 @@ check(broker_configs["num.partitions"].value == "1", "DescribeConfigs on the bro
 
 # DeleteRecords.
 producer = Producer({"bootstrap.servers": bootstrap(), "enable.idempotence": False})
+# The topic is compacted now (cleanup.policy=delete,compact): records need keys.
+delivered = []
 for i in range(10):
-    producer.produce(topic, value=b"v", partition=1)
+    producer.produce(topic, key=f"k{i}".encode(), value=b"v", partition=1, on_delivery=lambda e, m: delivered.append(e))
 producer.flush(15)
+check(len(delivered) == 10 and all(e is None for e in delivered), "10 keyed records written to partition 1")
+keyless = []
+producer.produce(topic, value=b"no key", partition=1, on_delivery=lambda e, m: keyless.append(e))
+producer.flush(15)
+check(keyless[0] is not None and keyless[0].code() == KafkaError.INVALID_RECORD,
+      "a keyless record on the now-compacted topic -> INVALID_RECORD")
 result = admin.delete_records([TopicPartition(topic, 1, 4)])
 low = result[TopicPartition(topic, 1, 4)].result(15)
 check(low.low_watermark == 4, "DeleteRecords moved the low watermark to 4")

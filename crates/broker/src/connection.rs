@@ -88,6 +88,18 @@ pub async fn serve_connection(
 /// Writes a response made of byte parts and file regions; file regions go from the page
 /// cache to the socket with sendfile, never through user space.
 async fn write_parts(writer: &mut OwnedWriteHalf, parts: &[ResponsePart]) -> io::Result<()> {
+    // Cork the socket so the header bytes and the file regions leave as full segments,
+    // not one small packet per part (the socket runs with TCP_NODELAY).
+    let corked =
+        parts.len() > 1 && rustix::net::sockopt::set_tcp_cork(writer.as_ref(), true).is_ok();
+    let written = write_each(writer, parts).await;
+    if corked {
+        let _ = rustix::net::sockopt::set_tcp_cork(writer.as_ref(), false);
+    }
+    written
+}
+
+async fn write_each(writer: &mut OwnedWriteHalf, parts: &[ResponsePart]) -> io::Result<()> {
     for part in parts {
         match part {
             ResponsePart::Bytes(bytes) => writer.write_all(bytes).await?,

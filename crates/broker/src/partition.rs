@@ -13,6 +13,24 @@ use strand_log::{
 };
 use tokio::sync::Notify;
 
+/// A pending durability wait: everything below `end` must reach the disk.
+#[derive(Debug)]
+pub struct Durable {
+    gate: Arc<strand_log::SyncGate>,
+    end: i64,
+}
+
+impl Durable {
+    /// Waits on a blocking thread (the gate blocks) until the data is synced.
+    pub async fn wait(self) -> LogResult<()> {
+        let Durable { gate, end } = self;
+        tokio::task::spawn_blocking(move || gate.wait_durable(end))
+            .await
+            .map_err(|error| LogError::Io(std::io::Error::other(error)))??;
+        Ok(())
+    }
+}
+
 /// Fetches that may wait on one partition at once: one per connection at most, so this
 /// is reached only with that many connections fetching the same partition.
 pub const PARKED_FETCHES_MAX: usize = 10_000;
@@ -56,11 +74,18 @@ impl Partition {
     /// Appends a producer's batch; in flush-before-ack mode waits (off the async
     /// runtime, outside the log lock) until it is on disk. The high watermark follows the
     /// log end offset (this node is the whole ISR).
-    pub async fn append(
-        &self,
-        mut batch: Vec<u8>,
-        wait_for_durability: bool,
-    ) -> LogResult<AppendInfo> {
+    pub async fn append(&self, batch: Vec<u8>, wait_for_durability: bool) -> LogResult<AppendInfo> {
+        let (info, durable) = self.append_unsynced(batch)?;
+        if let (true, Some(durable)) = (wait_for_durability, durable) {
+            durable.wait().await?;
+        }
+        Ok(info)
+    }
+
+    /// Appends without waiting for the disk; for flush-before-ack topics also returns
+    /// what to wait on, so a request touching several partitions waits for all their
+    /// syncs at once instead of one after another.
+    pub fn append_unsynced(&self, mut batch: Vec<u8>) -> LogResult<(AppendInfo, Option<Durable>)> {
         let (info, gate, durability) = {
             let mut log = self.log();
             let info = log.append_as_leader(&mut batch, 0)?;
@@ -69,13 +94,11 @@ impl Partition {
             (info, log.sync_gate(), log.config().durability)
         };
         self.wake_parked_fetches();
-        if wait_for_durability && durability == Durability::FlushBeforeAck {
-            let end = info.last_offset + 1;
-            tokio::task::spawn_blocking(move || gate.wait_durable(end))
-                .await
-                .map_err(|error| LogError::Io(std::io::Error::other(error)))??;
-        }
-        Ok(info)
+        let durable = (durability == Durability::FlushBeforeAck).then(|| Durable {
+            gate,
+            end: info.last_offset + 1,
+        });
+        Ok((info, durable))
     }
 
     pub fn read(&self, offset: i64, max_bytes: u64, min_one_batch: bool) -> LogResult<ReadResult> {

@@ -17,6 +17,7 @@ use strand_records::BatchHeader;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::partition::Durable;
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
@@ -26,9 +27,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     };
     let version = request.header.request_api_version;
     let acks = body.acks;
-    let mut any_error = false;
-    let mut topics = Vec::with_capacity(body.topic_data.len());
-    for topic in body.topic_data {
+    let transactional = body.transactional_id.is_some();
+    // Append everything first; then wait for every flush-before-ack partition's sync at
+    // once, so partitions' syncs overlap instead of queueing one behind another.
+    let mut results: Vec<(usize, i32, AppendResult, Option<Durable>)> = Vec::new();
+    for (topic_index, topic) in body.topic_data.iter().enumerate() {
         let resolved = if version >= 13 {
             broker
                 .topic_by_id(&topic.topic_id)
@@ -37,46 +40,65 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         } else {
             Ok(topic.name.as_str().to_string())
         };
-        let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        for data in topic.partition_data {
-            let result = match &resolved {
-                Err(code) => Err((*code, None)),
+        for data in &topic.partition_data {
+            let (result, durable) = match &resolved {
+                Err(code) => (Err((*code, None)), None),
                 Ok(name) => {
                     let tp = TopicPartition::new(name.clone(), data.index);
-                    append_one(
-                        broker,
-                        &tp,
-                        acks,
-                        body.transactional_id.is_some(),
-                        data.records,
-                    )
-                    .await
+                    match append_one(broker, &tp, acks, transactional, data.records.clone()) {
+                        Ok((info, durable)) => (Ok(info), durable),
+                        Err(error) => (Err(error), None),
+                    }
                 }
             };
-            let response = PartitionProduceResponse::default().with_index(data.index);
-            partitions.push(match result {
-                Ok(info) => response
-                    .with_error_code(error_code::NONE)
-                    .with_base_offset(info.first_offset)
-                    .with_log_append_time_ms(info.log_append_time_ms)
-                    .with_log_start_offset(info.log_start_offset),
-                Err((code, message)) => {
-                    any_error = true;
-                    response
-                        .with_error_code(code)
-                        .with_base_offset(-1)
-                        .with_log_append_time_ms(-1)
-                        .with_log_start_offset(-1)
-                        .with_error_message(message.map(str_bytes))
-                }
-            });
+            results.push((topic_index, data.index, result, durable));
         }
-        topics.push(
+    }
+    let waits: Vec<_> = results
+        .iter_mut()
+        .map(|(_, _, _, durable)| {
+            durable
+                .take()
+                .filter(|_| acks != 0)
+                .map(|d| tokio::spawn(d.wait()))
+        })
+        .collect();
+    for ((_, _, result, _), wait) in results.iter_mut().zip(waits) {
+        if let Some(wait) = wait {
+            let outcome = wait
+                .await
+                .map_err(|e| strand_log::LogError::Io(std::io::Error::other(e)))
+                .and_then(|r| r);
+            if let (Err(error), Ok(_)) = (outcome, &*result) {
+                *result = Err((error.kafka_error_code(), Some(error.to_string())));
+            }
+        }
+    }
+    let any_error = results.iter().any(|(_, _, result, _)| result.is_err());
+    let mut topics: Vec<TopicProduceResponse> = body
+        .topic_data
+        .iter()
+        .map(|topic| {
             TopicProduceResponse::default()
-                .with_name(topic.name)
+                .with_name(topic.name.clone())
                 .with_topic_id(topic.topic_id)
-                .with_partition_responses(partitions),
-        );
+        })
+        .collect();
+    for (topic_index, index, result, _) in results {
+        let response = PartitionProduceResponse::default().with_index(index);
+        topics[topic_index].partition_responses.push(match result {
+            Ok(info) => response
+                .with_error_code(error_code::NONE)
+                .with_base_offset(info.first_offset)
+                .with_log_append_time_ms(info.log_append_time_ms)
+                .with_log_start_offset(info.log_start_offset),
+            Err((code, message)) => response
+                .with_error_code(code)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1)
+                .with_error_message(message.map(str_bytes)),
+        });
     }
     if acks == 0 {
         return if any_error {
@@ -89,14 +111,15 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
 }
 
 type AppendResult = Result<strand_log::AppendInfo, (i16, Option<String>)>;
+type Refusal = (i16, Option<String>);
 
-async fn append_one(
+fn append_one(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     acks: i16,
     transactional: bool,
     records: Option<bytes::Bytes>,
-) -> AppendResult {
+) -> Result<(strand_log::AppendInfo, Option<Durable>), Refusal> {
     if !matches!(acks, -1..=1) {
         return Err((error_code::INVALID_REQUIRED_ACKS, None));
     }
@@ -134,7 +157,6 @@ async fn append_one(
         ));
     }
     partition
-        .append(records.to_vec(), acks != 0)
-        .await
+        .append_unsynced(records.to_vec())
         .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))
 }

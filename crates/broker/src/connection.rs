@@ -1,7 +1,9 @@
 //! One client connection: read a frame (size checked, memory reserved from the broker's
-//! pool before allocating), route it, write the response, repeat. One request at a time,
-//! as Kafka does, so pipelined requests are answered in order. A malformed frame closes
-//! only this connection.
+//! pool before allocating), route it, hand the outcome to the writer, repeat. Requests
+//! are handled one at a time and in order (appends keep their order); responses are
+//! written in that order by a writer task, which may wait for a deferred one (a produce
+//! waiting for its sync) while later requests are already read and handled. A malformed
+//! frame closes only this connection.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use strand_protocol::ResponsePart;
 use tokio::io::{AsyncWriteExt, BufReader, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::broker::Broker;
 use crate::router::{route, Outcome};
@@ -22,6 +24,9 @@ use crate::router::{route, Outcome};
 /// Memory pool permits are KiB: a u32 count covers 4 TiB.
 const POOL_PERMIT_BYTES: usize = 1024;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Requests of one connection handled but not yet answered (Kafka clients keep at most
+/// five in flight by default).
+const RESPONSES_IN_FLIGHT_MAX: usize = 8;
 
 pub async fn serve_connection(
     broker: Arc<Broker>,
@@ -31,9 +36,13 @@ pub async fn serve_connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (reader, mut writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let limit = broker.config.socket_request_max_bytes;
+    // Responses leave in request order from their own task, so a response that waits
+    // (acks=all on a flush-before-ack topic) lets the next requests be read and handled.
+    let (responses, queue) = mpsc::channel(RESPONSES_IN_FLIGHT_MAX);
+    let writer_task = tokio::spawn(write_responses(writer, queue, peer));
     loop {
         let size = tokio::select! {
             size = read_frame_size(&mut reader, limit) => size,
@@ -60,27 +69,41 @@ pub async fn serve_connection(
         };
         let outcome = route(&broker, parse_request_header(body.freeze()), peer).await;
         drop(reserved);
-        match outcome {
-            Outcome::Respond(bytes) => {
-                if let Err(error) = writer.write_all(&bytes).await {
-                    tracing::debug!(%peer, %error, "write failed");
-                    break;
-                }
-            }
-            Outcome::RespondParts(parts) => {
-                if let Err(error) = write_parts(&mut writer, &parts).await {
-                    tracing::debug!(%peer, %error, "write failed");
-                    break;
-                }
-            }
-            Outcome::NoResponse => {}
-            Outcome::Close(reason) => {
-                tracing::warn!(%peer, %reason, "closing connection");
-                break;
-            }
+        let closing = matches!(outcome, Outcome::Close(_));
+        if responses.send(outcome).await.is_err() || closing {
+            break; // the writer stopped (write failure), or this request closes the connection
         }
         if *shutdown.borrow() {
             break;
+        }
+    }
+    drop(responses);
+    let _ = writer_task.await;
+}
+
+/// Writes responses in the order their requests arrived, waiting for deferred ones.
+async fn write_responses(
+    mut writer: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Outcome>,
+    peer: SocketAddr,
+) {
+    while let Some(mut outcome) = queue.recv().await {
+        if let Outcome::Deferred(pending) = outcome {
+            outcome = pending.await;
+        }
+        let written = match outcome {
+            Outcome::Respond(bytes) => writer.write_all(&bytes).await,
+            Outcome::RespondParts(parts) => write_parts(&mut writer, &parts).await,
+            Outcome::NoResponse => Ok(()),
+            Outcome::Deferred(_) => Ok(()), // a deferred outcome resolves to a final one
+            Outcome::Close(reason) => {
+                tracing::warn!(%peer, %reason, "closing connection");
+                return;
+            }
+        };
+        if let Err(error) = written {
+            tracing::debug!(%peer, %error, "write failed");
+            return;
         }
     }
 }

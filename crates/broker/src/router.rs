@@ -16,13 +16,15 @@ use crate::api;
 use crate::broker::Broker;
 
 /// What the connection does after a request.
-#[derive(Debug)]
 pub enum Outcome {
     Respond(Bytes),
     /// A response in parts, some of them file regions to send with sendfile (Fetch).
     RespondParts(Vec<ResponsePart>),
     /// acks=0 produce: Kafka sends nothing back.
     NoResponse,
+    /// An answer that is ready later (a produce waiting for its data to be synced); it
+    /// keeps its place in the connection's response order.
+    Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>),
     /// Close the connection, logging why.
     Close(String),
 }
@@ -82,6 +84,18 @@ pub async fn route(
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),
+    }
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Respond(bytes) => write!(f, "Respond({} bytes)", bytes.len()),
+            Outcome::RespondParts(parts) => write!(f, "RespondParts({parts:?})"),
+            Outcome::NoResponse => write!(f, "NoResponse"),
+            Outcome::Deferred(_) => write!(f, "Deferred"),
+            Outcome::Close(reason) => write!(f, "Close({reason})"),
+        }
     }
 }
 

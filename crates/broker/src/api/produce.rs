@@ -54,14 +54,29 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             results.push((topic_index, data.index, result, durable));
         }
     }
+    let topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)> = body
+        .topic_data
+        .iter()
+        .map(|t| (t.name.clone(), t.topic_id))
+        .collect();
+    let waiting = acks != 0 && results.iter().any(|(_, _, _, durable)| durable.is_some());
+    if waiting {
+        // The answer waits for the syncs; the connection reads on meanwhile.
+        return Outcome::Deferred(Box::pin(finish(request, topic_meta, results, acks)));
+    }
+    answer(request, topic_meta, results, acks)
+}
+
+/// Waits for the pending syncs (all at once), then answers.
+async fn finish(
+    request: strand_protocol::ParsedRequest,
+    topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
+    mut results: Vec<(usize, i32, AppendResult, Option<Durable>)>,
+    acks: i16,
+) -> Outcome {
     let waits: Vec<_> = results
         .iter_mut()
-        .map(|(_, _, _, durable)| {
-            durable
-                .take()
-                .filter(|_| acks != 0)
-                .map(|d| tokio::spawn(d.wait()))
-        })
+        .map(|(_, _, _, durable)| durable.take().map(|d| tokio::spawn(d.wait())))
         .collect();
     for ((_, _, result, _), wait) in results.iter_mut().zip(waits) {
         if let Some(wait) = wait {
@@ -74,14 +89,23 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             }
         }
     }
+    answer(request, topic_meta, results, acks)
+}
+
+/// Builds the answer from the append results (nothing left to wait for).
+fn answer(
+    request: strand_protocol::ParsedRequest,
+    topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
+    results: Vec<(usize, i32, AppendResult, Option<Durable>)>,
+    acks: i16,
+) -> Outcome {
     let any_error = results.iter().any(|(_, _, result, _)| result.is_err());
-    let mut topics: Vec<TopicProduceResponse> = body
-        .topic_data
-        .iter()
-        .map(|topic| {
+    let mut topics: Vec<TopicProduceResponse> = topic_meta
+        .into_iter()
+        .map(|(name, id)| {
             TopicProduceResponse::default()
-                .with_name(topic.name.clone())
-                .with_topic_id(topic.topic_id)
+                .with_name(name)
+                .with_topic_id(id)
         })
         .collect();
     for (topic_index, index, result, _) in results {

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Consumer-group interop test with Apache Kafka's Java clients (kafka-clients 4.1.1,
-# group.protocol=classic) and Kafka's kafka-consumer-groups tool against Strand. Compiles
+# group.protocol=classic and group.protocol=consumer, KIP-848) and Kafka's
+# kafka-consumer-groups tool against Strand. Compiles
 # interop/java/src/GroupDriver.java like run.sh does (jars from interop/kafka/fetch.sh),
 # then runs the harness interop/python/java_groups_test.py, which starts its own broker
 # on a free loopback port in a temp dir, runs group members as separate JVMs (so one can
 # be killed with kill -9), restarts the broker, and stops everything it started.
 #
-#   interop/java/groups.sh                   every section (eager cooperative static cli)
+#   interop/java/groups.sh                   the classic sections (eager cooperative
+#                                            live-restart static cli)
+#   interop/java/groups.sh kip848            the KIP-848 sections (consumer consumer-range
+#                                            consumer-live-restart consumer-cli
+#                                            consumer-regex)
 #   interop/java/groups.sh cli static        only the named sections
 #   interop/java/groups.sh --kafka ...       the same against Apache Kafka 4.1.1
 #

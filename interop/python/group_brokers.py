@@ -2,7 +2,11 @@
 temp dir: Strand (STRAND_BIN, default target/release/strand) with a group-test config
 (group_initial_rebalance_delay_ms = 0, group_min_session_timeout_ms = 1000), or, for
 comparing behaviour, Apache Kafka 4.1.1 through interop/kafka/run-kafka.sh with the same
-two settings. Every broker started here is killed when the Python process exits, however
+two settings. Optionally the KIP-848 session timeout and heartbeat interval
+(consumer_session_timeout_ms, consumer_heartbeat_interval_ms): Strand's
+group_consumer_session_timeout_ms / group_consumer_heartbeat_interval_ms, Kafka's
+group.consumer.session.timeout.ms / group.consumer.heartbeat.interval.ms (with the
+group.consumer.min.* bounds lowered to allow them). Every broker started here is killed when the Python process exits, however
 it exits (atexit, SIGTERM and SIGINT handlers).
 
 As a command, runs a program against a fresh broker and stops the broker afterwards:
@@ -97,7 +101,8 @@ def _tail(path, lines=40):
 class StrandBroker:
     kind = "strand"
 
-    def __init__(self, workdir, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000):
+    def __init__(self, workdir, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000,
+                 consumer_session_timeout_ms=None, consumer_heartbeat_interval_ms=None):
         self.workdir = workdir
         self.data_dir = os.path.join(workdir, "data")
         self.port = free_port()
@@ -106,6 +111,10 @@ class StrandBroker:
         with open(self.config, "w") as f:
             f.write(f"group_initial_rebalance_delay_ms = {initial_rebalance_delay_ms}\n"
                     f"group_min_session_timeout_ms = {min_session_timeout_ms}\n")
+            if consumer_session_timeout_ms is not None:
+                f.write(f"group_consumer_session_timeout_ms = {consumer_session_timeout_ms}\n")
+            if consumer_heartbeat_interval_ms is not None:
+                f.write(f"group_consumer_heartbeat_interval_ms = {consumer_heartbeat_interval_ms}\n")
         self.process = None
         self.logs = []
 
@@ -147,7 +156,8 @@ class KafkaBroker:
     """Apache Kafka 4.1.1 (KRaft, combined mode) through interop/kafka/run-kafka.sh."""
     kind = "kafka"
 
-    def __init__(self, workdir, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000):
+    def __init__(self, workdir, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000,
+                 consumer_session_timeout_ms=None, consumer_heartbeat_interval_ms=None):
         self.workdir = workdir
         self.data_dir = os.path.join(workdir, "kafka")
         while True:
@@ -158,6 +168,13 @@ class KafkaBroker:
         self.bootstrap = f"127.0.0.1:{port}"
         self.settings = [f"group.initial.rebalance.delay.ms={initial_rebalance_delay_ms}",
                          f"group.min.session.timeout.ms={min_session_timeout_ms}"]
+        # Kafka's defaults (45000 / 5000) are also the lower bounds: lower those with them.
+        if consumer_session_timeout_ms is not None:
+            self.settings += [f"group.consumer.session.timeout.ms={consumer_session_timeout_ms}",
+                              f"group.consumer.min.session.timeout.ms={min(consumer_session_timeout_ms, 45000)}"]
+        if consumer_heartbeat_interval_ms is not None:
+            self.settings += [f"group.consumer.heartbeat.interval.ms={consumer_heartbeat_interval_ms}",
+                              f"group.consumer.min.heartbeat.interval.ms={min(consumer_heartbeat_interval_ms, 5000)}"]
         self.process = None
         self.logs = []
 

@@ -1,12 +1,14 @@
 """Consumer groups with Apache Kafka's Java clients (kafka-clients 4.1.1, group.protocol=
-classic) and Kafka's kafka-consumer-groups tool, against a broker this test starts.
+classic, and group.protocol=consumer: KIP-848) and Kafka's kafka-consumer-groups tool,
+against a broker this test starts.
 
 Run through interop/java/groups.sh, which compiles interop/java/src/GroupDriver.java and
 sets GROUP_DRIVER_CLASSPATH / GROUP_DRIVER_LOG4J. Every group member is its own JVM
 (GroupDriver member), driven over stdin/stdout, so it can be killed with kill -9.
 
-Sections (default: all; name some to run only those; --kafka runs them against Apache
-Kafka 4.1.1 from interop/kafka/run-kafka.sh, to compare):
+Sections (default: the classic ones, eager .. cli; "kip848" names the four KIP-848 ones;
+name some to run only those; --kafka runs them against Apache Kafka 4.1.1 from
+interop/kafka/run-kafka.sh, to compare):
 
   eager        default assignors ([range, cooperative-sticky] -> eager range):
                a. 6 partitions, 600 keyed records; two members split them 3/3, every record
@@ -32,6 +34,33 @@ Kafka 4.1.1 from interop/kafka/run-kafka.sh, to compare):
                and a member re-reading from 0, --to-offset, --shift-by, --to-latest,
                --delete-offsets (two of four partitions), --delete, then --list and
                --describe of the deleted group. Every expected output was taken from Kafka.
+
+  KIP-848 (group.protocol=consumer; the broker gets a 6000 ms consumer session timeout and
+  a 1000 ms heartbeat interval: Strand's group_consumer_session_timeout_ms /
+  group_consumer_heartbeat_interval_ms, Kafka's group.consumer.session.timeout.ms /
+  group.consumer.heartbeat.interval.ms and their group.consumer.min.* bounds):
+  consumer     default (uniform) assignor: two members split 6 partitions 3/3, every
+               record consumed exactly once (commits after processing), same member
+               epoch; a third joins -> 2/2/2, A and B revoke only the partition that moves
+               (incremental, sticky), exactly once; kill -9 of A -> after the session
+               timeout B and C hold 3/3, keeping theirs; the others leave, the broker
+               restarts (SIGTERM): committed offsets unchanged, a new member resumes after
+               them.
+  consumer-range  the same with group.remote.assignor=range (no restart), each layout
+               checked against Kafka 4.1.1's range assignor: members sorted by member id,
+               contiguous ranges, not sticky.
+  consumer-live-restart  the broker restarts (SIGTERM) under an active two-member group:
+               exactly once across it, 3/3 again; member ids and epochs reported (Strand
+               does not persist KIP-848 group state: its members rejoin).
+  consumer-cli kafka-consumer-groups on a KIP-848 group: --describe, --members [--verbose]
+               (epochs, current and target assignment), --state [--verbose] (assignor,
+               group and target-assignment epochs), --list --state / --type, refusals while
+               active, the empty group after both left, --delete; paused members are idle.
+               Every expected output was taken from Kafka.
+  consumer-regex  subscribe(java.util.regex.Pattern) (resolved by the client;
+               metadata.max.age.ms=5000) and subscribe(SubscriptionPattern) (resolved by the
+               broker): the member gets the matching topics (not the other one), reads them
+               exactly once, and picks up a matching topic created afterwards.
 
 Prints "ok: ..." per check and "FAIL: ..." per failure (a failed check the section depends
 on abandons it, others are reported and the section goes on; the other sections still run);
@@ -105,6 +134,13 @@ def partition_set(text):
     return set() if text in ("-", "") else {int(p) for p in text.split(",")}
 
 
+def topic_partition_set(text):
+    """ "t:0,t:1,u:0" -> {(t, 0), (t, 1), (u, 0)} """
+    if text in ("-", ""):
+        return set()
+    return {(tp.rsplit(":", 1)[0], int(tp.rsplit(":", 1)[1])) for tp in text.split(",")}
+
+
 class Ctx:
     def __init__(self, broker, workdir):
         self.broker, self.workdir = broker, workdir
@@ -163,6 +199,10 @@ class Ctx:
                         f"[stderr]\n{done.stderr}\n")
         return done.returncode, done.stdout, done.stderr
 
+    def note(self, text):
+        """Output to read, not checked (e.g. to compare brokers)."""
+        print("  | " + text.rstrip("\n").replace("\n", "\n  | "), flush=True)
+
     def member(self, name, group, topic, **opts):
         m = Member(self, name, group, topic, **opts)
         self.members.append(m)
@@ -179,19 +219,37 @@ class Member:
     """One GroupDriver member JVM, its output parsed as it arrives."""
 
     def __init__(self, ctx, name, group, topic, strategy="default", instance_id=None, session_ms=KILL_SESSION_MS,
-                 heartbeat_ms=None):
+                 heartbeat_ms=None, protocol="classic", remote_assignor=None, pattern=None, broker_pattern=None,
+                 metadata_max_age_ms=None):
         self.ctx, self.name, self.group, self.topic = ctx, name, group, topic
-        self.args = ["--group", group, "--topic", topic, "--name", name, "--strategy", strategy,
-                     "--session-ms", str(session_ms)]
-        if heartbeat_ms is None:
-            heartbeat_ms = min(1000, session_ms // 3)
-        self.args += ["--heartbeat-ms", str(heartbeat_ms)]
+        self.args = ["--group", group, "--name", name]
+        if topic is not None:
+            self.args += ["--topic", topic]
+        if protocol == "consumer":
+            # KIP-848: session timeout, heartbeat interval and assignor are the broker's
+            # (group.remote.assignor picks one of its assignors).
+            self.args += ["--protocol", "consumer"]
+            if remote_assignor:
+                self.args += ["--remote-assignor", remote_assignor]
+        else:
+            self.args += ["--strategy", strategy, "--session-ms", str(session_ms)]
+            if heartbeat_ms is None:
+                heartbeat_ms = min(1000, session_ms // 3)
+            self.args += ["--heartbeat-ms", str(heartbeat_ms)]
         if instance_id:
             self.args += ["--instance-id", instance_id]
+        if pattern is not None:
+            self.args += ["--pattern", pattern]
+        if broker_pattern is not None:
+            self.args += ["--broker-pattern", broker_pattern]
+        if metadata_max_age_ms is not None:
+            self.args += ["--metadata-max-age-ms", str(metadata_max_age_ms)]
         self.cond = threading.Condition()
         self.lines = []         # (time, line)
         self.events = []        # (time, kind, dict) for ASSIGNED/REVOKED/LOST
         self.records = []       # (partition, offset, key, time)
+        self.trecords = []      # (topic, partition, offset)
+        self.tnow = set()       # {(topic, partition)}
         self.committed = {}     # partition -> last committed offset
         self.commit_failures = []
         self.errors = []
@@ -223,11 +281,14 @@ class Member:
                     kv = parse_kv(tokens[1:])
                     self.events.append((now, kind, kv))
                     self.now = partition_set(kv["now"])
+                    self.tnow = topic_partition_set(kv.get("tnow", "-"))
                     self.gen = int(kv["gen"])
                     if "member" in kv:
                         self.member_id = kv["member"]
                 elif kind == "REC":
                     self.records.append((int(tokens[1]), int(tokens[2]), tokens[3], now))
+                    if len(tokens) > 4:
+                        self.trecords.append((tokens[4], int(tokens[1]), int(tokens[2])))
                 elif kind == "COMMITTED":
                     for item in tokens[1].split(","):
                         p, o = item.split(":")
@@ -274,7 +335,8 @@ class Member:
         self.send("status")
         self.wait(lambda: len(self.statuses) > n, 30, "STATUS")
         kv = self.statuses[-1]
-        return {"gen": int(kv["gen"]), "member": kv["member"], "now": partition_set(kv["now"])}
+        return {"gen": int(kv["gen"]), "member": kv["member"], "now": partition_set(kv["now"]),
+                "tnow": topic_partition_set(kv.get("tnow", "-"))}
 
     def pause(self):
         n = len(self.lines)
@@ -732,13 +794,432 @@ def section_cli(ctx):
           f"{(out + err).strip().splitlines()[-1:]}")
 
 
+# ---------------------------------------------------------------- KIP-848 sections
+#
+# group.protocol=consumer: the broker assigns (uniform by default, range on request) and
+# reconciles incrementally; session timeout and heartbeat interval are broker settings
+# (CONSUMER_SESSION_MS / CONSUMER_HEARTBEAT_MS, given to both brokers in main()).
+
+CONSUMER_SESSION_MS = 6000
+CONSUMER_HEARTBEAT_MS = 1000
+
+
+def kafka_range(member_ids, partitions=PARTITIONS):
+    """Apache Kafka 4.1.1's server-side range assignor (group-coordinator RangeAssignor,
+    one topic, every member subscribed, no static members): the members sorted by member
+    id, each gets the next contiguous range of partitions // members partitions, the first
+    partitions % members of them one more. Not sticky. member_ids: {name: member id};
+    returns {name: set}."""
+    order = sorted(member_ids, key=lambda name: member_ids[name])
+    quota, extra = divmod(partitions, len(order))
+    out, start = {}, 0
+    for i, name in enumerate(order):
+        end = start + quota + (1 if i < extra else 0)
+        out[name] = set(range(start, end))
+        start = end
+    return out
+
+
+def show_layout(split):
+    return "{" + ", ".join(f"{m}: {sorted(ps)}" for m, ps in sorted(split.items())) + "}"
+
+
+def check_range_layout(split, members, label, when):
+    ids = {m.name: m.member_id for m in members}
+    want = kafka_range(ids)
+    order = " < ".join(sorted(ids, key=lambda name: ids[name]))
+    expect(split == want, f"{label}: range layout {when} is Kafka's (contiguous ranges in member-id order "
+                          f"{order}): {show_layout(split)}, Kafka's: {show_layout(want)}")
+
+
+def cpu_percent(members, seconds):
+    """CPU use of the members' JVMs over the next seconds, in % of one core (Linux /proc)."""
+    def used(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    before = {m.name: used(m.process.pid) for m in members}
+    time.sleep(seconds)
+    return {m.name: (used(m.process.pid) - before[m.name]) / seconds * 100 for m in members}
+
+
+def wait_same_epoch(members, timeout=20):
+    """Polls the members' groupMetadata().generationId() (the member epoch) until they are
+    all equal; returns it, or None and the last epochs seen."""
+    deadline = time.time() + timeout
+    while True:
+        epochs = {m.name: m.status()["gen"] for m in members}
+        if len(set(epochs.values())) == 1:
+            return next(iter(epochs.values())), epochs
+        if time.time() > deadline:
+            return None, epochs
+        time.sleep(0.5)
+
+
+def events_since(member, start):
+    with member.cond:
+        return list(member.events[start:])
+
+
+def check_incremental(member, start, before, what):
+    """Since event index start, the member lost only the partitions it no longer holds
+    (onPartitionsRevoked with exactly those), kept the others without a revocation, and
+    saw no onPartitionsLost."""
+    events = events_since(member, start)
+    revoked = set().union(*[partition_set(kv["removed"]) for _t, kind, kv in events if kind == "REVOKED"] or [set()])
+    lost = [kv for _t, kind, kv in events if kind == "LOST"]
+    now = set(member.now)
+    expect(not lost and revoked == before - now and now <= before | set().union(
+        *[partition_set(kv["added"]) for _t, kind, kv in events if kind == "ASSIGNED"] or [set()]),
+        f"{what}: {member.name} {sorted(before)} -> {sorted(now)}: revoked only {sorted(revoked)}"
+        f"{', LOST ' + str(lost) if lost else ''} (incremental)")
+
+
+def section_consumer(ctx, assignor=None, restart=True):
+    """a. (uniform) / b. (range): two members split 3/3, a third joins -> 2/2/2, exactly once,
+    incremental revocation; c. kill -9 -> the survivors get its partitions after the
+    session timeout; d. offsets survive a broker restart."""
+    name = assignor or "uniform"
+    label = f"consumer-{name}"
+    topic, group = unique(f"jg-k848-{name}"), unique(f"jg-k848-{name}-group")
+    mopts = dict(protocol="consumer", remote_assignor=assignor)
+    ctx.create(topic)
+    produced = ctx.produce(topic, 0, 300)
+    A = ctx.member("A", group, topic, **mopts)
+    B = ctx.member("B", group, topic, **mopts)
+
+    # Two members.
+    split = wait_split([A, B], [3, 3], 60, what=f"{label} two members")
+    ok(f"{label}: two members split 6 partitions 3/3, disjoint: {show_layout(split)}")
+    if assignor == "range":
+        check_range_layout(split, [A, B], label, "two members")
+    produced.update(ctx.produce(topic, 300, 300))
+    wait_consumed([A, B], produced.values(), 60, f"{label} two members")
+    time.sleep(1)
+    check_exactly_once([A, B], produced, f"{label}: two members (600 records, 300 produced before the group formed)")
+    check_owners([A, B], produced, range(300, 600), split, f"{label}: two members")
+    epoch, epochs = wait_same_epoch([A, B])
+    expect(epoch is not None, f"{label}: both members at the same member epoch: {epochs}")
+
+    # A third member joins.
+    before = {m.name: set(m.now) for m in (A, B)}
+    marks = {m.name: m.event_count() for m in (A, B)}
+    C = ctx.member("C", group, topic, **mopts)
+    joined_at = time.time()
+    split = wait_split([A, B, C], [2, 2, 2], 60, what=f"{label} third member")
+    ok(f"{label}: a third member joined -> 2/2/2 after {time.time() - joined_at:.1f}s, disjoint: {show_layout(split)}")
+    for m in (A, B):
+        check_incremental(m, marks[m.name], before[m.name], f"{label}: third member")
+    expect(not any(kind in ("REVOKED", "LOST") for _t, kind, _kv in C.events),
+           f"{label}: C was only assigned partitions: {[(kind, kv['now']) for _t, kind, kv in C.events]}")
+    if assignor == "range":
+        check_range_layout(split, [A, B, C], label, "after the join")
+    else:
+        expect(all(split[n] <= before[n] for n in before),
+               f"{label}: uniform is sticky: A and B kept 2 of their 3 partitions: {show_layout(split)}")
+    produced.update(ctx.produce(topic, 600, 600))
+    wait_consumed([A, B, C], produced.values(), 60, f"{label} third member")
+    time.sleep(1)
+    check_exactly_once([A, B, C], produced, f"{label}: three members (1200 records)")
+    check_owners([A, B, C], produced, range(600, 1200), split, f"{label}: three members")
+    epoch, epochs = wait_same_epoch([A, B, C])
+    expect(epoch is not None, f"{label}: all three at the same member epoch: {epochs}")
+
+    # kill -9 of A: after the session timeout its partitions move to B and C.
+    before = {m.name: set(m.now) for m in (B, C)}
+    marks = {m.name: m.event_count() for m in (B, C)}
+    A.kill9()
+    killed_at = time.time()
+    split = wait_split([B, C], [3, 3], CONSUMER_SESSION_MS / 1000 + 30, what=f"{label} kill -9")
+    took = time.time() - killed_at
+    ok(f"{label}: after kill -9 of A the survivors hold 3/3 after {took:.1f}s "
+       f"(session timeout {CONSUMER_SESSION_MS} ms): {show_layout(split)}")
+    expect(took >= CONSUMER_SESSION_MS / 1000 - 1.5,
+           f"{label}: reassignment came no earlier than the session timeout allows ({took:.1f}s)")
+    if assignor == "range":
+        check_range_layout(split, [B, C], label, "after the kill")
+        for m in (B, C):
+            check_incremental(m, marks[m.name], before[m.name], f"{label}: after the kill")
+    else:
+        for m in (B, C):
+            events = events_since(m, marks[m.name])
+            expect(split[m.name] >= before[m.name]
+                   and not any(kind in ("REVOKED", "LOST") for _t, kind, _kv in events),
+                   f"{label}: {m.name} kept {sorted(before[m.name])} without a revocation and gained "
+                   f"{sorted(split[m.name] - before[m.name])}")
+    produced.update(ctx.produce(topic, 1200, 600))
+    wait_consumed([A, B, C], produced.values(), 60, f"{label} kill -9")
+    time.sleep(1)
+    check_exactly_once([A, B, C], produced, f"{label}: after the kill (1800 records)")
+    check_owners([B, C], produced, range(1200, 1800), split, f"{label}: after the kill")
+    if restart:
+        restart_and_resume(ctx, label, group, topic, produced, mopts, [B, C])
+    else:
+        B.close()
+        C.close()
+
+
+def restart_and_resume(ctx, label, group, topic, produced, mopts, members):
+    """The members leave; the broker restarts with SIGTERM; the committed offsets are
+    unchanged and a new member of the group reads only the records after them."""
+    for m in members:
+        m.close()
+    ok(f"{label} restart: {', '.join(m.name for m in members)} closed (left the group)")
+    ends = end_offsets(produced)
+    before = ctx.committed(group, topic)
+    expect(before == ends, f"{label} restart: committed offsets = log end offsets before the restart: {before}")
+    status, out, err = ctx.cli("--describe", "--group", group, "--state")
+    ok(f"{label} restart: --describe --state before the restart: {out.strip().splitlines()[-1:]}")
+    produced_d = ctx.produce(topic, 1800, 60)
+    code = ctx.broker.stop(signal.SIGTERM)
+    check(code == ctx.broker.clean_stop_code(), f"{label} restart: broker stopped with SIGTERM (exit {code})")
+    ctx.broker.start()
+    ok(f"{label} restart: broker restarted on the same data dir")
+    after = ctx.committed(group, topic)
+    expect(after == before, f"{label} restart: committed offsets after the restart = before: {after}")
+    produced_d.update(ctx.produce(topic, 1860, 60))
+    D = ctx.member("D", group, topic, **mopts)
+    wait_split([D], [PARTITIONS], 60, what=f"{label} restart")
+    wait_consumed([D], produced_d.values(), 60, f"{label} restart")
+    time.sleep(1.5)
+    check_exactly_once([D], produced_d, f"{label} restart: a new member after the restart reads only the 120 "
+                                        "records after the commit")
+    first = {}
+    for p, o, _k, _t in D.records:
+        first.setdefault(p, o)
+    expect(all(first.get(p, ends[p]) == ends[p] for p in range(PARTITIONS)),
+           f"{label} restart: D started each partition at the committed offset {ends}")
+    D.close()
+
+
+def section_consumer_live_restart(ctx):
+    """The broker restarts (SIGTERM) under an active KIP-848 group: the members carry on, no
+    record is lost or read twice, and they end up with 3/3 again. Whether they keep their
+    member ids and epochs is reported, not checked (Kafka reloads the group from
+    __consumer_offsets; Strand does not persist KIP-848 group state, so there the members
+    rejoin)."""
+    topic, group = unique("jg-k848-live"), unique("jg-k848-live-group")
+    ctx.create(topic)
+    A = ctx.member("KA", group, topic, protocol="consumer")
+    B = ctx.member("KB", group, topic, protocol="consumer")
+    wait_split([A, B], [3, 3], 60, what="consumer-live-restart")
+    produced = ctx.produce(topic, 0, 120)
+    wait_consumed([A, B], produced.values(), 60, "consumer-live-restart")
+    for m in (A, B):
+        m.wait(lambda m=m: all(m.committed.get(p) == end_offsets(produced)[p] for p in m.now), 30, "commits")
+    before = {m.name: (m.status()["gen"], m.member_id, sorted(m.now), m.event_count()) for m in (A, B)}
+    code = ctx.broker.stop(signal.SIGTERM)
+    check(code == ctx.broker.clean_stop_code(), f"consumer-live-restart: broker stopped with SIGTERM (exit {code})")
+    time.sleep(1)
+    restarted = time.time()
+    ctx.broker.start()
+    ok("consumer-live-restart: broker restarted under the active group")
+    produced.update(ctx.produce(topic, 120, 120))
+    wait_consumed([A, B], produced.values(), 90, "consumer-live-restart")
+    split = wait_split([A, B], [3, 3], 60, what="consumer-live-restart after the restart")
+    ok(f"consumer-live-restart: records after the restart consumed {time.time() - restarted:.1f}s after it; "
+       f"3/3 again: {show_layout(split)}")
+    time.sleep(1)
+    check_exactly_once([A, B], produced, "consumer-live-restart (240 records, 120 after the restart)")
+    after = {m.name: (m.status()["gen"], m.member_id, sorted(m.now), m.event_count()) for m in (A, B)}
+    for m in (A, B):
+        with m.cond:
+            seen = [f"{kind} {kv['removed'] if kind != 'ASSIGNED' else kv['added']}"
+                    for _t, kind, kv in m.events[before[m.name][3]:]]
+        ok(f"consumer-live-restart: {m.name}: member id {'kept' if after[m.name][1] == before[m.name][1] else 'new'}, "
+           f"epoch {before[m.name][0]} -> {after[m.name][0]}, partitions {before[m.name][2]} -> {after[m.name][2]}, "
+           f"callbacks since the restart: {seen or 'none'}; commit failures: {m.commit_failures or 'none'}")
+    A.close()
+    B.close()
+
+
+def section_consumer_cli(ctx):
+    """e. kafka-consumer-groups on a KIP-848 group: --describe, --members [--verbose],
+    --state [--verbose], --list --state/--type, refusals while active, then the empty group."""
+    partitions = 4
+    topic, group = unique("jg-k848-cli"), unique("jg-k848-cli-group")
+    ctx.create(topic, partitions)
+    A = ctx.member("k848-cli-a", group, topic, protocol="consumer")
+    B = ctx.member("k848-cli-b", group, topic, protocol="consumer")
+    wait_split([A, B], [2, 2], 60, partitions=partitions, what="consumer-cli")
+    owner = {p: m for m in (A, B) for p in m.now}
+    first = ctx.produce(topic, 0, 100)
+    wait_consumed([A, B], first.values(), 60, "consumer-cli")
+    committed = end_offsets(first, partitions)
+    for m in (A, B):
+        m.wait(lambda m=m: all(m.committed.get(p) == committed[p] for p in m.now), 30, "commits")
+    epoch, epochs = wait_same_epoch([A, B])
+    check(epoch is not None, f"consumer-cli: both members at member epoch {epoch} ({epochs})")
+    A.pause()
+    B.pause()
+    # A paused consumer has nothing to do but heartbeat. (Kafka's AsyncKafkaConsumer spins
+    # in poll() while its fetch buffer holds an empty fetch for a paused partition: that
+    # happens when the broker answers full fetch responses, without KIP-227 fetch sessions.)
+    time.sleep(1)
+    busy = cpu_percent([A, B], 3)
+    expect(all(v < 25 for v in busy.values()),
+           f"consumer-cli: the two paused consumers are idle (CPU over 3 s: "
+           f"{', '.join(f'{n} {v:.0f}%' for n, v in busy.items())})")
+    second = ctx.produce(topic, 100, 40)
+    ends = end_offsets({**first, **second}, partitions)
+    time.sleep(1)
+
+    def run(*args):
+        status, out, err = ctx.cli(*args)
+        if status != 0:
+            fail(f"kafka-consumer-groups {' '.join(args)} exited {status}:\n{out}\n{err}")
+        return out, err
+
+    out, err = run("--describe", "--group", group)
+    header, rows = table(out)
+    want_header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                   "CLIENT-ID"]
+    check(header == want_header, f"consumer-cli --describe: header {header}")
+    got = {int(r[2]): r for r in rows if len(r) == 9 and r[1] == topic}
+    check(sorted(got) == list(range(partitions)), f"consumer-cli --describe: one row per partition:\n{out}{err}")
+    for p in range(partitions):
+        r, m = got[p], owner[p]
+        want = [group, topic, str(p), str(committed[p]), str(ends[p]), str(ends[p] - committed[p]), m.member_id,
+                "/127.0.0.1", m.name]
+        expect(r == want, f"consumer-cli --describe: partition {p}: {r[3:]} (want {want[3:]})")
+
+    out, err = run("--describe", "--group", group, "--members")
+    header, rows = table(out)
+    expect(header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+           f"consumer-cli --members: header {header}")
+    expect(sorted(r[1:] for r in rows) == sorted([m.member_id, "/127.0.0.1", m.name, "2"] for m in (A, B)),
+           f"consumer-cli --describe --members: both members with host, client id and 2 partitions each:\n{out}")
+
+    out, err = run("--describe", "--group", group, "--members", "--verbose")
+    header, rows = table(out)
+    want_header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                   "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    expect(header == want_header, f"consumer-cli --members --verbose: header {header}")
+    want = sorted([group, m.member_id, "/127.0.0.1", m.name, "2", str(epoch),
+                   f"{topic}:{','.join(str(p) for p in sorted(m.now))}", str(epoch),
+                   f"{topic}:{','.join(str(p) for p in sorted(m.now))}"] for m in (A, B))
+    expect(sorted(rows) == want,
+           f"consumer-cli --describe --members --verbose: epochs {epoch} and assignments (current = target):\n{out}")
+
+    out, err = run("--describe", "--group", group, "--state")
+    expect(re.search(rf"^{re.escape(group)}\s+{re.escape(ctx.bootstrap)}\s+\(1\)\s+uniform\s+Stable\s+2\s*$", out, re.M),
+           f"consumer-cli --describe --state: coordinator, assignor uniform, Stable, 2 members:\n{out}")
+    out, err = run("--describe", "--group", group, "--state", "--verbose")
+    header, rows = table(out)
+    expect(header == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                      "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+           and rows == [[group, ctx.bootstrap, "(1)", "uniform", "Stable", str(epoch), str(epoch), "2"]],
+           f"consumer-cli --describe --state --verbose: uniform, Stable, group epoch = target assignment epoch = "
+           f"{epoch}, 2 members:\n{out}")
+
+    status, out, err = ctx.cli("--list", "--state")
+    expect(status == 0 and re.search(rf"^{re.escape(group)}\s+Stable\s*$", out, re.M),
+           f"consumer-cli --list --state: Stable:\n{out}{err}")
+    status, out, err = ctx.cli("--list", "--type")
+    expect(status == 0 and re.search(rf"^{re.escape(group)}\s+Consumer\s*$", out, re.M),
+           f"consumer-cli --list --type: Consumer:\n{out}{err}")
+    status, out, err = ctx.cli("--list", "--type", "consumer")
+    expect(status == 0 and group in out.split(), f"consumer-cli --list --type consumer lists the group:\n{out}{err}")
+    status, out, err = ctx.cli("--list", "--type", "classic")
+    expect(status == 0 and group not in out.split(), f"consumer-cli --list --type classic does not list it:\n{out}{err}")
+
+    status, out, err = ctx.cli("--reset-offsets", "--to-earliest", "--group", group, "--topic", topic, "--execute")
+    expect(f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current state is "
+           "Stable." in out and ctx.committed(group, topic) == committed,
+           f"consumer-cli --reset-offsets on the active group refused, offsets unchanged (status {status}): "
+           f"{(out + err).strip().splitlines()[-1:]}")
+    status, out, err = ctx.cli("--delete", "--group", group)
+    expect(f"* Group '{group}' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: "
+           "The group is not empty." in out,
+           f"consumer-cli --delete on the active group refused: {(out + err).strip().splitlines()[-1:]}")
+
+    A.close()
+    B.close()
+    out, err = run("--describe", "--group", group, "--state")
+    expect(re.search(rf"^{re.escape(group)}\s+{re.escape(ctx.bootstrap)}\s+\(1\)\s+\S+\s+Empty\s+0\s*$", out, re.M),
+           f"consumer-cli --describe --state after both left: Empty, 0 members:\n{out}")
+    out, err = run("--describe", "--group", group)
+    header, rows = table(out)
+    got = {int(r[2]): r for r in rows if len(r) >= 6 and r[1] == topic}
+    expect("has no active members" in (out + err)
+           and all(got.get(p, [None] * 9)[3:7] == [str(committed[p]), str(ends[p]), str(ends[p] - committed[p]), "-"]
+                   for p in range(partitions)),
+           f"consumer-cli --describe of the empty group: no active members, offsets and lag kept:\n{out}{err}")
+    out, err = run("--describe", "--group", group, "--members")
+    expect("has no active members" in (out + err), f"consumer-cli --describe --members of the empty group:\n{out}{err}")
+    status, out, err = ctx.cli("--list", "--state")
+    expect(status == 0 and re.search(rf"^{re.escape(group)}\s+Empty\s*$", out, re.M),
+           f"consumer-cli --list --state: Empty:\n{out}{err}")
+    status, out, err = ctx.cli("--delete", "--group", group)
+    expect(status == 0 and f"Deletion of requested consumer groups ('{group}') was successful." in out,
+           f"consumer-cli --delete of the empty group: {(out + err).strip()}")
+
+
+def section_consumer_regex(ctx):
+    """f. Regex subscriptions under KIP-848: subscribe(java.util.regex.Pattern) (the client
+    resolves it from metadata, refreshed every metadata.max.age.ms = 5000 here) and
+    subscribe(SubscriptionPattern) (the broker resolves it): the member gets the matching
+    topics' partitions and no others, and a matching topic created later is picked up."""
+    for mode in ("pattern", "broker-pattern"):
+        prefix = unique(f"jg-rx{'c' if mode == 'pattern' else 'b'}")
+        label = f"consumer-regex ({'subscribe(Pattern)' if mode == 'pattern' else 'subscribe(SubscriptionPattern)'})"
+        ta, tb, tc, other = f"{prefix}-a", f"{prefix}-b", f"{prefix}-c", f"{prefix}_other"
+        ctx.create(ta, 3)
+        ctx.create(tb, 2)
+        ctx.create(other, 2)
+        regex = f"{prefix}-.*"
+        opts = {mode.replace("-", "_"): regex}
+        R = ctx.member(f"R-{mode}", unique(f"{prefix}-group"), None, protocol="consumer",
+                       metadata_max_age_ms=5000, **opts)
+        want = {(ta, p) for p in range(3)} | {(tb, p) for p in range(2)}
+        R.wait(lambda: R.tnow == want, 60, f"the partitions of {ta} and {tb}")
+        ok(f"{label}: '{regex}' -> {sorted(R.tnow)} ({other} not matched)")
+        produced = set()
+        for t in (ta, tb, other):
+            produced |= {(t, p, o) for p, o in ctx.produce(t, 0, 30).values()}
+        wanted = {r for r in produced if r[0] != other}
+        R.wait(lambda: wanted <= set(R.trecords), 60, "the records of the matching topics")
+        time.sleep(1)
+        counts = collections.Counter(R.trecords)
+        expect(set(counts) == wanted and max(counts.values()) == 1,
+               f"{label}: the {len(wanted)} records of {ta} and {tb} consumed exactly once, none of {other} "
+               f"({sum(1 for r in counts if r[0] == other)} of those read)")
+        marks = R.event_count()
+        ctx.create(tc, 2)
+        created = time.time()
+        want |= {(tc, 0), (tc, 1)}
+        R.wait(lambda: R.tnow == want, 90, f"the partitions of {tc}, created after subscribing")
+        took = time.time() - created
+        events = events_since(R, marks)
+        ok(f"{label}: {tc}, created afterwards, picked up after {took:.1f}s: {sorted(R.tnow)}")
+        expect(not any(kind in ("REVOKED", "LOST") for _t, kind, _kv in events),
+               f"{label}: adding {tc} revoked nothing: {[kind + ' ' + kv.get('tnow', '') for _t, kind, kv in events]}")
+        more = {(tc, p, o) for p, o in ctx.produce(tc, 0, 30).values()}
+        more |= {(ta, p, o) for p, o in ctx.produce(ta, 30, 30).values()}
+        wanted |= more
+        R.wait(lambda: wanted <= set(R.trecords), 60, f"the records of {tc}")
+        time.sleep(1)
+        counts = collections.Counter(R.trecords)
+        expect(set(counts) == wanted and max(counts.values()) == 1,
+               f"{label}: all {len(wanted)} records of {ta}, {tb}, {tc} consumed exactly once, none of {other}")
+        R.close()
+
+
 SECTIONS = {
     "eager": lambda ctx: section_rebalance(ctx, "default"),
     "cooperative": lambda ctx: section_rebalance(ctx, "cooperative-sticky"),
     "live-restart": section_live_restart,
     "static": section_static,
     "cli": section_cli,
+    "consumer": section_consumer,
+    "consumer-range": lambda ctx: section_consumer(ctx, "range", restart=False),
+    "consumer-live-restart": section_consumer_live_restart,
+    "consumer-cli": section_consumer_cli,
+    "consumer-regex": section_consumer_regex,
 }
+# Without section names, the classic-protocol sections run; "kip848" names the KIP-848 ones.
+DEFAULT_SECTIONS = ["eager", "cooperative", "live-restart", "static", "cli"]
+KIP848_SECTIONS = ["consumer", "consumer-range", "consumer-live-restart", "consumer-cli", "consumer-regex"]
 
 
 def main():
@@ -747,7 +1228,9 @@ def main():
     if "--kafka" in args:
         kind = "kafka"
         args.remove("--kafka")
-    names = args or list(SECTIONS)
+    names = []
+    for name in args or DEFAULT_SECTIONS:
+        names += KIP848_SECTIONS if name == "kip848" else [name]
     for name in names:
         if name not in SECTIONS:
             print(f"unknown section {name}; known: {' '.join(SECTIONS)}")
@@ -758,7 +1241,8 @@ def main():
     failed = []
     total = time.time()
     with tempfile.TemporaryDirectory(prefix="java-groups-") as workdir:
-        broker = make_broker(kind, workdir)
+        broker = make_broker(kind, workdir, consumer_session_timeout_ms=CONSUMER_SESSION_MS,
+                             consumer_heartbeat_interval_ms=CONSUMER_HEARTBEAT_MS)
         ctx = Ctx(broker, workdir)
         try:
             broker.start()

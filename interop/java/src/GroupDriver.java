@@ -12,15 +12,23 @@
 //   GroupDriver member   --bootstrap B --group G --topic T --name N
 //                        [--strategy default|range|cooperative-sticky]
 //                        [--instance-id I] [--session-ms MS] [--heartbeat-ms MS]
-//       a KafkaConsumer with group.protocol=classic that subscribes to T, commits
-//       (commitSync) after every poll that returned records and, for revoked partitions,
-//       in onPartitionsRevoked. Prints one line per event:
-//         ASSIGNED gen=<g> member=<id> added=<p,..> now=<p,..>
-//         REVOKED gen=<g> removed=<p,..> now=<p,..>    LOST ...
-//         REC <partition> <offset> <key>
+//                        [--protocol classic|consumer] [--remote-assignor uniform|range]
+//                        [--pattern REGEX | --broker-pattern REGEX] [--metadata-max-age-ms MS]
+//       a KafkaConsumer (group.protocol=classic unless --protocol consumer, KIP-848; then
+//       session/heartbeat/strategy are the broker's and --remote-assignor sets
+//       group.remote.assignor) that subscribes to T, or with --pattern to the topics
+//       matching a java.util.regex.Pattern (resolved by the client from metadata), or
+//       with --broker-pattern to a SubscriptionPattern (RE2J, resolved by the broker;
+//       consumer protocol only). Commits (commitSync) after every poll that returned
+//       records and, for revoked partitions, in onPartitionsRevoked. Prints one line per
+//       event:
+//         ASSIGNED gen=<g> member=<id> added=<p,..> now=<p,..> tnow=<topic:p,..>
+//         REVOKED gen=<g> removed=<p,..> now=<p,..> tnow=<topic:p,..>    LOST ...
+//         REC <partition> <offset> <key> <topic>
 //         COMMITTED <p>:<offset>,...    COMMIT_FAILED <exception>
-//         STATUS gen=<g> member=<id> now=<p,..> paused=<bool>
+//         STATUS gen=<g> member=<id> now=<p,..> paused=<bool> tnow=<topic:p,..>
 //         CLOSED / ERROR <exception>
+//       (gen is groupMetadata().generationId(): the member epoch under KIP-848)
 //       and reads commands from stdin: status, pause, resume, close (KafkaConsumer.close():
 //       a dynamic member leaves, a static one stays), close-leave, close-remain. EOF on
 //       stdin closes the consumer, so a member never outlives its harness.
@@ -47,6 +55,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -61,6 +70,7 @@ import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -208,22 +218,45 @@ public final class GroupDriver {
                 .map(String::valueOf).collect(Collectors.joining(","));
     }
 
+    static String tparts(Collection<TopicPartition> tps) {
+        if (tps.isEmpty()) return "-";
+        return tps.stream().sorted((a, b) -> a.topic().equals(b.topic())
+                        ? Integer.compare(a.partition(), b.partition()) : a.topic().compareTo(b.topic()))
+                .map(tp -> tp.topic() + ":" + tp.partition()).collect(Collectors.joining(","));
+    }
+
     static void member(Map<String, String> opts) throws Exception {
         Properties p = consumerProps(opts);
-        String topic = need(opts, "topic");
+        String pattern = opts.get("pattern");
+        String brokerPattern = opts.get("broker-pattern");
+        String topic = pattern == null && brokerPattern == null ? need(opts, "topic") : null;
         String name = need(opts, "name");
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
-        int session = Integer.parseInt(opts.getOrDefault("session-ms", "45000"));
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, session);
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
-                Integer.parseInt(opts.getOrDefault("heartbeat-ms", String.valueOf(Math.min(3000, session / 3)))));
-        String strategy = opts.getOrDefault("strategy", "default");
-        switch (strategy) {
-            case "default" -> { }
-            case "range" -> p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
-            case "cooperative-sticky" ->
-                    p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
-            default -> throw new IllegalArgumentException("unknown strategy " + strategy);
+        String protocol = opts.getOrDefault("protocol", "classic");
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (opts.containsKey("metadata-max-age-ms")) {
+            p.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, Integer.parseInt(opts.get("metadata-max-age-ms")));
+        }
+        if (protocol.equals("consumer")) {
+            // KIP-848: session timeout, heartbeat interval and assignment are the broker's;
+            // the client refuses session.timeout.ms, heartbeat.interval.ms and
+            // partition.assignment.strategy.
+            if (opts.containsKey("remote-assignor")) {
+                p.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, opts.get("remote-assignor"));
+            }
+        } else {
+            int session = Integer.parseInt(opts.getOrDefault("session-ms", "45000"));
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, session);
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
+                    Integer.parseInt(opts.getOrDefault("heartbeat-ms", String.valueOf(Math.min(3000, session / 3)))));
+            String strategy = opts.getOrDefault("strategy", "default");
+            switch (strategy) {
+                case "default" -> { }
+                case "range" -> p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
+                case "cooperative-sticky" ->
+                        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
+                default -> throw new IllegalArgumentException("unknown strategy " + strategy);
+            }
         }
         if (opts.containsKey("instance-id")) p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, opts.get("instance-id"));
 
@@ -256,7 +289,7 @@ public final class GroupDriver {
                 Set<TopicPartition> now = new HashSet<>(consumer.assignment());
                 now.removeAll(partitions);
                 emit("REVOKED gen=" + consumer.groupMetadata().generationId() + " removed=" + parts(partitions)
-                        + " now=" + parts(now));
+                        + " now=" + parts(now) + " tnow=" + tparts(now));
             }
 
             @Override
@@ -264,7 +297,7 @@ public final class GroupDriver {
                 if (paused[0]) consumer.pause(partitions);
                 emit("ASSIGNED gen=" + consumer.groupMetadata().generationId() + " member="
                         + consumer.groupMetadata().memberId() + " added=" + parts(partitions)
-                        + " now=" + parts(consumer.assignment()));
+                        + " now=" + parts(consumer.assignment()) + " tnow=" + tparts(consumer.assignment()));
             }
 
             @Override
@@ -273,10 +306,16 @@ public final class GroupDriver {
                 Set<TopicPartition> now = new HashSet<>(consumer.assignment());
                 now.removeAll(partitions);
                 emit("LOST gen=" + consumer.groupMetadata().generationId() + " removed=" + parts(partitions)
-                        + " now=" + parts(now));
+                        + " now=" + parts(now) + " tnow=" + tparts(now));
             }
         };
-        consumer.subscribe(List.of(topic), listener);
+        if (pattern != null) {
+            consumer.subscribe(Pattern.compile(pattern), listener);
+        } else if (brokerPattern != null) {
+            consumer.subscribe(new SubscriptionPattern(brokerPattern), listener);
+        } else {
+            consumer.subscribe(List.of(topic), listener);
+        }
         emit("STARTED " + name);
         while (true) {
             String cmd;
@@ -284,7 +323,7 @@ public final class GroupDriver {
                 switch (cmd) {
                     case "status" -> emit("STATUS gen=" + consumer.groupMetadata().generationId() + " member="
                             + consumer.groupMetadata().memberId() + " now=" + parts(consumer.assignment())
-                            + " paused=" + paused[0]);
+                            + " paused=" + paused[0] + " tnow=" + tparts(consumer.assignment()));
                     case "pause" -> {
                         paused[0] = true;
                         consumer.pause(consumer.assignment());
@@ -313,7 +352,7 @@ public final class GroupDriver {
             }
             ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
             for (ConsumerRecord<String, String> r : records) {
-                emit("REC " + r.partition() + " " + r.offset() + " " + r.key());
+                emit("REC " + r.partition() + " " + r.offset() + " " + r.key() + " " + r.topic());
                 pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
             }
             if (!pending.isEmpty()) {

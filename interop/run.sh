@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups franz-go-groups kafka-python-groups retention compare idempotence)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -59,6 +59,7 @@ if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want groups; then echo "=== groups (librdkafka, classic and KIP-848)"; timeout 900 python3 interop/python/groups_test.py; fi
 if want java-groups; then echo "=== java-groups"; timeout 900 interop/java/groups.sh; fi
+if want java-groups-kip848; then echo "=== java-groups-kip848 (Java, group.protocol=consumer)"; timeout 900 interop/java/groups.sh kip848; fi
 if want franz-go-groups; then echo "=== franz-go-groups"; timeout 300 interop/go/groups.sh; fi
 if want kafka-python-groups; then echo "=== kafka-python-groups"; timeout 300 python3 interop/python/kafka_python_groups_test.py; fi
 if want retention; then echo "=== retention and compaction"; timeout 600 python3 interop/python/retention_compaction_test.py; fi

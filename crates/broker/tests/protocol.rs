@@ -739,3 +739,29 @@ async fn every_advertised_version_of_every_api_answers() {
         }
     }
 }
+
+#[tokio::test]
+async fn metadata_by_topic_id_ignores_an_empty_name() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    let created = metadata(&mut stream, "by-id", 1).await;
+    let id = created.topics[0].topic_id;
+    // The Java client asks by id with name "" (not null).
+    let request =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_topic_id(id)
+            .with_name(Some(TopicName(StrBytes::from_static_str(""))))]));
+    stream
+        .write_all(&encode_request(ApiKey::Metadata, 12, 2, &request))
+        .await
+        .unwrap();
+    let (_, mut body) = read_response(&mut stream, 1).await.unwrap();
+    let response = MetadataResponse::decode(&mut body, 12).unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+    assert_eq!(
+        response.topics[0].name.as_ref().map(|n| n.as_str()),
+        Some("by-id")
+    );
+    assert_eq!(response.topics[0].topic_id, id);
+}

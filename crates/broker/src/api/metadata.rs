@@ -35,12 +35,18 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         }
     } else {
         for requested in body.topics.unwrap_or_default() {
-            topics.push(match requested.name {
-                Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create),
-                None => match broker.topic_by_id(&requested.topic_id) {
+            // By id whenever one is given (the Java client sends an empty name with it),
+            // as Kafka does; by name otherwise.
+            topics.push(if !requested.topic_id.is_nil() {
+                match broker.topic_by_id(&requested.topic_id) {
                     Some(topic) => describe(broker, &topic),
                     None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
-                },
+                }
+            } else {
+                match requested.name {
+                    Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create),
+                    None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
+                }
             });
         }
     }

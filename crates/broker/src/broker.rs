@@ -50,6 +50,7 @@ pub struct Broker {
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     pub producer_ids: crate::producer_ids::ProducerIdManager,
     pub groups: crate::group::GroupCoordinator,
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
 }
@@ -129,6 +130,9 @@ impl Broker {
                 group_limits,
                 consumer_limits,
                 offsets_retention_ms,
+            ),
+            fetch_sessions: crate::fetch_session::FetchSessionCache::new(
+                crate::fetch_session::FETCH_SESSION_SLOTS_DEFAULT,
             ),
             shutting_down: tokio::sync::watch::Sender::new(false),
         });

@@ -10,6 +10,7 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod error_code;
+pub mod fetch_session;
 pub mod group;
 pub mod partition;
 pub mod producer_ids;

@@ -1,9 +1,9 @@
 //! Fetch (key 1): reads from each requested partition up to the high watermark, within
 //! partition_max_bytes and the response's max_bytes (the first partition with data returns
 //! at least one whole batch, KIP-74). When fewer than min_bytes are ready it parks on the
-//! partitions until an append wakes it or max_wait_ms passes: no busy loop. Fetch
-//! sessions are declined (session id 0): clients then send full fetch requests, which
-//! every client supports. v13+ addresses topics by id.
+//! partitions until an append wakes it or max_wait_ms passes: no busy loop. Incremental
+//! fetch sessions (KIP-227, v7+) through `fetch_session`: an incremental answer carries only
+//! partitions with news. v13+ addresses topics by id.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::broker::Broker;
 use crate::error_code;
+use crate::fetch_session::{FetchKey, SessionPlan, Wanted};
 use crate::partition::Partition;
 use crate::router::{decode, Outcome};
 
@@ -26,8 +27,7 @@ const FETCH_WAIT_MAX: Duration = Duration::from_secs(300);
 const LEADER_EPOCH: i32 = 0;
 
 struct Target {
-    name: Option<String>,
-    topic_id: Uuid,
+    key: FetchKey,
     index: i32,
     fetch_offset: i64,
     partition_max_bytes: i32,
@@ -41,7 +41,41 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
-    let targets = resolve(broker, &body, version);
+    let requested = wanted_partitions(&body, version);
+    let forgotten: Vec<FetchKey> = body
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| FetchKey {
+                topic: if version >= 13 {
+                    String::new()
+                } else {
+                    t.topic.as_str().to_string()
+                },
+                topic_id: if version >= 13 {
+                    t.topic_id
+                } else {
+                    Uuid::nil()
+                },
+                partition: *p,
+            })
+        })
+        .collect();
+    let plan = if version >= 7 {
+        broker
+            .fetch_sessions
+            .apply(body.session_id, body.session_epoch, &requested, &forgotten)
+    } else {
+        SessionPlan::Sessionless
+    };
+    let (session_id, partitions) = match plan {
+        SessionPlan::Error(code) => return answer(&request, version, code, 0, Vec::new()),
+        SessionPlan::Sessionless => (0, requested),
+        SessionPlan::Full { id } => (id, requested),
+        SessionPlan::Incremental { id, partitions } => (id, partitions),
+    };
+    let incremental = session_id != 0 && body.session_epoch > 0;
+    let targets = resolve(broker, &partitions, version);
     let wait = Duration::from_millis(body.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = tokio::time::Instant::now() + wait;
     let read_committed = body.isolation_level == 1;
@@ -74,64 +108,145 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             break responses;
         }
     };
+    // In a session, record what each partition's answer told the client; an incremental
+    // answer leaves out partitions with nothing new.
+    let mut kept: Vec<(FetchKey, FetchPartitionOut)> = Vec::with_capacity(responses.len());
+    for (key, out) in responses {
+        let has_records = !matches!(out.records, RecordsOut::Empty);
+        let marks = (
+            out.high_watermark,
+            out.last_stable_offset,
+            out.log_start_offset,
+        );
+        let send = session_id == 0
+            || broker.fetch_sessions.should_send(
+                session_id,
+                &key,
+                has_records,
+                out.error_code != error_code::NONE,
+                marks,
+            )
+            || !incremental;
+        if send {
+            kept.push((key, out));
+        }
+    }
+    answer(&request, version, error_code::NONE, session_id, kept)
+}
+
+/// Encodes the answer: partitions grouped by topic in the order they come.
+fn answer(
+    request: &strand_protocol::ParsedRequest,
+    version: i16,
+    error: i16,
+    session_id: i32,
+    partitions: Vec<(FetchKey, FetchPartitionOut)>,
+) -> Outcome {
+    let mut topics: Vec<FetchTopicOut> = Vec::new();
+    for (key, out) in partitions {
+        let same = topics
+            .last()
+            .is_some_and(|t| t.name == key.topic && t.topic_id == key.topic_id);
+        if !same {
+            topics.push(FetchTopicOut {
+                name: key.topic.clone(),
+                topic_id: key.topic_id,
+                partitions: Vec::new(),
+            });
+        }
+        topics
+            .last_mut()
+            .expect("pushed above")
+            .partitions
+            .push(out);
+    }
     match encode_fetch_response(
         version,
         request.header.correlation_id,
-        error_code::NONE,
-        0,
-        &responses,
+        error,
+        session_id,
+        &topics,
     ) {
         Ok(parts) => Outcome::RespondParts(parts),
         Err(error) => Outcome::Close(format!("cannot encode fetch response: {error}")),
     }
 }
 
-fn resolve(broker: &Arc<Broker>, body: &FetchRequest, version: i16) -> Vec<Target> {
-    let mut targets = Vec::new();
-    for topic in &body.topics {
-        let (name, unknown) = if version >= 13 {
-            (
-                broker.topic_by_id(&topic.topic_id).map(|t| t.name),
-                error_code::UNKNOWN_TOPIC_ID,
-            )
-        } else {
-            (
-                Some(topic.topic.as_str().to_string()),
-                error_code::UNKNOWN_TOPIC_OR_PARTITION,
-            )
-        };
-        for partition in &topic.partitions {
+/// The request's partitions, keyed as sessions key them (names before v13, ids after).
+fn wanted_partitions(body: &FetchRequest, version: i16) -> Vec<(FetchKey, Wanted)> {
+    body.topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                (
+                    FetchKey {
+                        topic: if version >= 13 {
+                            String::new()
+                        } else {
+                            topic.topic.as_str().to_string()
+                        },
+                        topic_id: if version >= 13 {
+                            topic.topic_id
+                        } else {
+                            Uuid::nil()
+                        },
+                        partition: p.partition,
+                    },
+                    Wanted {
+                        fetch_offset: p.fetch_offset,
+                        partition_max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: p.current_leader_epoch,
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16) -> Vec<Target> {
+    partitions
+        .iter()
+        .map(|(key, wanted)| {
+            let (name, unknown) = if version >= 13 {
+                (
+                    broker.topic_by_id(&key.topic_id).map(|t| t.name),
+                    error_code::UNKNOWN_TOPIC_ID,
+                )
+            } else {
+                (
+                    Some(key.topic.clone()),
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                )
+            };
             let resolved = match &name {
                 None => Err(unknown),
                 Some(name) => broker
-                    .partition(&TopicPartition::new(name.clone(), partition.partition))
+                    .partition(&TopicPartition::new(name.clone(), key.partition))
                     .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION),
             };
-            targets.push(Target {
-                name: name.clone(),
-                topic_id: topic.topic_id,
-                index: partition.partition,
-                fetch_offset: partition.fetch_offset,
-                partition_max_bytes: partition.partition_max_bytes,
-                current_leader_epoch: partition.current_leader_epoch,
+            Target {
+                key: key.clone(),
+                index: key.partition,
+                fetch_offset: wanted.fetch_offset,
+                partition_max_bytes: wanted.partition_max_bytes,
+                current_leader_epoch: wanted.current_leader_epoch,
                 partition: resolved,
-            });
-        }
-    }
-    targets
+            }
+        })
+        .collect()
 }
 
-/// Reads every target once. Returns the topics to answer with, the record bytes found,
+/// Reads every target once. Returns each partition's answer, the record bytes found,
 /// and whether any partition had an error (which ends the wait, as in Kafka).
 fn read_all(
     targets: &[Target],
     max_bytes: i32,
     read_committed: bool,
-) -> (Vec<FetchTopicOut>, u64, bool) {
+) -> (Vec<(FetchKey, FetchPartitionOut)>, u64, bool) {
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
     let mut errors = false;
-    let mut topics: Vec<FetchTopicOut> = Vec::new();
+    let mut answers = Vec::with_capacity(targets.len());
     for target in targets {
         let mut out = FetchPartitionOut {
             partition_index: target.index,
@@ -164,24 +279,9 @@ fn read_all(
                 out.log_start_offset = log_start_offset;
             }
         }
-        let name = target.name.as_deref().unwrap_or("");
-        let same_topic = topics
-            .last()
-            .is_some_and(|t| t.topic_id == target.topic_id && t.name == name);
-        if !same_topic {
-            topics.push(FetchTopicOut {
-                name: name.to_string(),
-                topic_id: target.topic_id,
-                partitions: Vec::new(),
-            });
-        }
-        topics
-            .last_mut()
-            .expect("pushed above")
-            .partitions
-            .push(out);
+        answers.push((target.key.clone(), out));
     }
-    (topics, total, errors)
+    (answers, total, errors)
 }
 
 /// (records, high watermark, log start offset) or (error code, hw, log start).

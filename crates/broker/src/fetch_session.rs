@@ -98,9 +98,14 @@ impl FetchSessionCache {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.tick += 1;
         let tick = inner.tick;
+        // A full fetch (epoch 0 or -1) closes any session it names, as in Kafka; epoch 0
+        // then opens a new one.
+        if session_id != 0 && (epoch == 0 || epoch == FINAL_EPOCH) {
+            inner.sessions.remove(&session_id);
+        }
         match (session_id, epoch) {
-            (0, FINAL_EPOCH) => SessionPlan::Sessionless,
-            (0, 0) => {
+            (_, FINAL_EPOCH) => SessionPlan::Sessionless,
+            (_, 0) => {
                 if self.slots == 0 {
                     return SessionPlan::Sessionless;
                 }
@@ -140,10 +145,6 @@ impl FetchSessionCache {
                 SessionPlan::Full { id }
             }
             (0, _) => SessionPlan::Error(error_code::INVALID_FETCH_SESSION_EPOCH),
-            (id, FINAL_EPOCH) => {
-                inner.sessions.remove(&id);
-                SessionPlan::Sessionless
-            }
             (id, epoch) => {
                 let Some(session) = inner.sessions.get_mut(&id) else {
                     return SessionPlan::Error(error_code::FETCH_SESSION_ID_NOT_FOUND);
@@ -285,6 +286,24 @@ mod tests {
             cache.apply(0, FINAL_EPOCH, &[], &[]),
             SessionPlan::Sessionless
         );
+    }
+
+    #[test]
+    fn a_full_fetch_naming_a_session_replaces_it() {
+        let cache = FetchSessionCache::new(10);
+        let SessionPlan::Full { id: first } = cache.apply(0, 0, &[(key(0), wanted(0))], &[]) else {
+            panic!()
+        };
+        let SessionPlan::Full { id: second } = cache.apply(first, 0, &[(key(1), wanted(0))], &[])
+        else {
+            panic!()
+        };
+        assert_ne!(first, second);
+        assert_eq!(
+            cache.apply(first, 1, &[], &[]),
+            SessionPlan::Error(error_code::FETCH_SESSION_ID_NOT_FOUND)
+        );
+        assert_eq!(cache.len(), 1);
     }
 
     #[test]

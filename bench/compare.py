@@ -1,0 +1,1580 @@
+#!/usr/bin/env python3
+"""Strand vs Apache Kafka 4.1.1 on this machine: same disk, same settings, same clients.
+
+Runs the workloads below against both brokers, alternating which broker goes first from
+one run to the next, with a fresh data directory (and a freshly started broker) for
+every run, and prints the medians and the Strand/Kafka ratios. Load comes from Kafka's
+own perf tools (kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) for both brokers;
+the start-up and partition-count workloads use confluent-kafka (librdkafka).
+
+  W1  6 partitions, 1 KiB records, acks=1, --throughput -1 (maximum throughput)
+  W2  acks=all: Strand --flush every-batch vs Kafka default and vs Kafka
+      log.flush.interval.messages=1
+  W3  acks=1 at a fixed rate, half of Kafka's W1 maximum: latency percentiles
+  W4  ConsumerPerformance over a topic written just before (page cache), with the
+      loopback bandwidth measured by iperf3 in the same run as the ceiling
+  W5  time from process start to the first acknowledged produce; idle RSS
+  W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
+
+For every measured phase the broker's CPU seconds (utime+stime from /proc/<pid>/stat,
+before/after) are recorded, and its peak RSS (VmHWM from /proc/<pid>/status) at the end
+of the run. The machine is checked for other load before every run (see --quiet-*), and
+the CPU used by everything else during the measured phase is recorded ("other CPU").
+
+Output: a table on stdout, bench/results/<timestamp>.json, PNG plots in docs/bench/,
+and with --write-docs the "Strand vs Apache Kafka" section of docs/BENCHMARKS.md.
+
+  bench/compare.py --quick                 # about 10 minutes
+  bench/compare.py --full --write-docs     # ~1 hour
+  bench/compare.py --quick --workloads W1,W3 --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KAFKA_CLI = REPO / "interop" / "kafka" / "kafka-cli.sh"
+RUN_KAFKA = REPO / "interop" / "kafka" / "run-kafka.sh"
+DEFAULT_STRAND = REPO / "target" / "release" / "strand"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MIB = 1024 * 1024
+
+# Run lengths. quick: a few minutes in total; full: W1 ~20-30 s per run, W4 ~5 GiB.
+PROFILES = {
+    "quick": dict(
+        runs=3,
+        w1_records=400_000,
+        w2_records=200_000,
+        warmup_records=100_000,
+        w3_seconds=8,
+        w4_mib=512,
+        w4_passes=2,
+        w5_runs=3,
+        w5_idle_s=3.0,
+        w6_partitions=[1000, 10000],
+        w6_runs=1,
+        iperf_seconds=3,
+    ),
+    "full": dict(
+        runs=5,
+        w1_records=2_500_000,
+        w2_records=1_000_000,
+        warmup_records=300_000,
+        w3_seconds=30,
+        w4_mib=5120,
+        w4_passes=3,
+        w5_runs=5,
+        w5_idle_s=5.0,
+        w6_partitions=[1000, 10000],
+        w6_runs=3,
+        iperf_seconds=10,
+    ),
+}
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
+RECORD_SIZE = 1024
+PARTITIONS = 6
+# Kafka's controller refuses one operation that would write more than 10,000 metadata
+# records ("Unable to perform excessively large batch operation", POLICY_VIOLATION), so a
+# 10,000-partition topic (10,001 records) cannot be created in one go; W6 creates its
+# partitions as topics of at most this many partitions, one CreateTopics each, on both.
+W6_TOPIC_PARTITIONS = 1000
+
+# Strand settings that differ from its defaults, to match run-kafka.sh's server.properties
+# (group.initial.rebalance.delay.ms=0); everything else is the same default on both.
+STRAND_TOML = "group_initial_rebalance_delay_ms = 0\n"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- /proc
+
+
+def proc_cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime+stime of a process (all its threads), in seconds."""
+    return sum(proc_cpu_split(pid))
+
+
+PF_KTHREAD = 0x00200000
+
+
+def kernel_threads_cpu_seconds() -> float:
+    """CPU of all kernel threads (kworkers, jbd2, ksoftirqd, ...): I/O and network work
+    the brokers cause shows up there, so it is not counted as other processes' load."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[6]) & PF_KTHREAD:
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def proc_status_kib(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def system_busy_seconds() -> float:
+    """CPU seconds the whole machine (all cores) spent in user, nice, system and steal
+    time since boot (not idle, iowait, irq or softirq)."""
+    with open("/proc/stat") as f:
+        parts = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, _irq, _softirq, steal = parts[:8]
+    return (user + nice + system + steal) / CLK_TCK
+
+
+def client_cpu_seconds() -> float:
+    """CPU of the waited-for tools (children) and of this process (confluent-kafka)."""
+    total = 0.0
+    for who in (resource.RUSAGE_CHILDREN, resource.RUSAGE_SELF):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
+class CpuWindow:
+    """Broker, client (waited-for children) and whole-machine CPU over a phase."""
+
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+
+    def __enter__(self):
+        self.b0 = proc_cpu_split(self.broker.pid)
+        self.c0 = client_cpu_seconds()
+        self.k0 = kernel_threads_cpu_seconds()
+        self.s0 = system_busy_seconds()
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.monotonic() - self.t0
+        self.machine_cpu = system_busy_seconds() - self.s0
+        b1 = proc_cpu_split(self.broker.pid)
+        self.broker_user, self.broker_sys = b1[0] - self.b0[0], b1[1] - self.b0[1]
+        self.broker_cpu = self.broker_user + self.broker_sys
+        self.client_cpu = client_cpu_seconds() - self.c0
+        self.kernel_cpu = kernel_threads_cpu_seconds() - self.k0
+        return False
+
+    def metrics(self) -> dict:
+        return {
+            "wall_s": self.wall,
+            "broker_cpu_s": self.broker_cpu,
+            "broker_user_s": self.broker_user,
+            "broker_sys_s": self.broker_sys,
+            "client_cpu_s": self.client_cpu,
+            "kernel_threads_cpu_s": self.kernel_cpu,
+            "other_cpu_s": max(0.0, self.machine_cpu - self.broker_cpu - self.client_cpu
+                               - self.kernel_cpu),
+        }
+
+
+def wait_quiet(threshold: float, max_wait: float) -> dict:
+    """Waits until the machine is below `threshold` busy (fraction of all cores) over one
+    second, for at most max_wait seconds; returns what it saw."""
+    ncpu = os.cpu_count() or 1
+    start = time.monotonic()
+    busy = 1.0
+    while True:
+        s0 = system_busy_seconds()
+        time.sleep(1.0)
+        busy = (system_busy_seconds() - s0) / ncpu
+        if busy <= threshold or time.monotonic() - start >= max_wait:
+            break
+    waited = time.monotonic() - start
+    if busy > threshold:
+        log(f"machine still {busy:.0%} busy after {waited:.0f} s; running anyway")
+    return {"busy_before": busy, "waited_s": waited}
+
+
+# --------------------------------------------------------------------------- brokers
+
+RUNNING: list["Broker"] = []
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def pick_port(need_plus_1000: bool) -> int:
+    """A free loopback port (and port+1000 for Kafka's controller)."""
+    import random
+
+    for _ in range(200):
+        p = random.randint(21000, 29999)
+        if port_free(p) and (not need_plus_1000 or port_free(p + 1000)):
+            return p
+    raise RuntimeError("no free port found")
+
+
+class Broker:
+    """One broker process on a fresh data directory. kind: strand | kafka."""
+
+    def __init__(self, kind: str, variant: str, run_dir: Path, strand_bin: Path,
+                 flush: str | None = None, kafka_props: tuple[str, ...] = ()):
+        self.kind = kind
+        self.variant = variant
+        self.run_dir = run_dir
+        self.strand_bin = strand_bin
+        self.flush = flush
+        self.kafka_props = kafka_props
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.console = run_dir / "broker.out"
+        self.argv: list[str] = []
+        self.spawned_at = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def partitions_dir(self) -> Path:
+        """Where the <topic>-<partition> directories live."""
+        if self.kind == "kafka":
+            return self.run_dir / "data" / "kafka-logs"
+        return self.run_dir / "data"
+
+    def spawn(self, port: int | None = None) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or pick_port(self.kind == "kafka")
+        if self.kind == "strand":
+            cfg = self.run_dir / "strand.toml"
+            cfg.write_text(STRAND_TOML)
+            self.argv = [str(self.strand_bin), "serve", "--listen", self.bootstrap,
+                         "--data-dir", str(self.run_dir / "data"), "--config", str(cfg)]
+            if self.flush:
+                self.argv += ["--flush", self.flush]
+        else:
+            self.argv = [str(RUN_KAFKA), str(self.run_dir / "data"), str(self.port),
+                         *self.kafka_props]
+        out = open(self.console, "wb")
+        self.spawned_at = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        RUNNING.append(self)
+
+    def wait_exec(self, timeout: float = 60.0) -> float:
+        """Kafka: run-kafka.sh formats the data dir (one JVM) and then execs the broker's
+        JVM in the same pid; returns the monotonic time that exec was first seen."""
+        deadline = time.monotonic() + timeout
+        path = f"/proc/{self.pid}/cmdline"
+        while time.monotonic() < deadline:
+            try:
+                with open(path, "rb") as f:
+                    cmd = f.read()
+            except FileNotFoundError:
+                raise RuntimeError(f"{self.variant}: process exited during start")
+            if b"kafka.Kafka" in cmd:
+                return time.monotonic()
+            time.sleep(0.0005)
+        raise RuntimeError(f"{self.variant}: broker JVM not exec'd after {timeout} s")
+
+    def wait_ready(self, timeout: float = 120.0) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.variant} exited with {self.proc.returncode} during "
+                                   f"start; see {self.console}:\n{tail(self.console)}")
+            if self.kind == "kafka":
+                if b"Kafka Server started" in self.console.read_bytes():
+                    return time.monotonic() - self.spawned_at
+            else:
+                with socket.socket() as s:
+                    s.settimeout(0.2)
+                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return time.monotonic() - self.spawned_at
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.variant} not ready after {timeout} s; see {self.console}")
+
+    def start(self) -> float:
+        self.spawn()
+        return self.wait_ready()
+
+    def cpu(self) -> float:
+        return proc_cpu_seconds(self.pid)
+
+    def rss_kib(self) -> int | None:
+        return proc_status_kib(self.pid, "VmRSS")
+
+    def hwm_kib(self) -> int | None:
+        return proc_status_kib(self.pid, "VmHWM")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> dict:
+        """SIGTERM (both shut down cleanly on it), SIGKILL to the group after `timeout`."""
+        info: dict = {}
+        if self.proc is None:
+            return info
+        if self.proc.poll() is not None:
+            info["died"] = f"exited with {self.proc.returncode} before stop"
+        else:
+            t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+                info["stop_s"] = time.monotonic() - t0
+                if self.proc.returncode not in (0, -signal.SIGTERM, 143):
+                    info["exit"] = f"exit status {self.proc.returncode} after SIGTERM"
+            except subprocess.TimeoutExpired:
+                info["exit"] = f"did not stop within {timeout:.0f} s of SIGTERM; killed"
+        try:  # anything left in its process group (the format JVM if stopped early)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self in RUNNING:
+            RUNNING.remove(self)
+        return info
+
+    def log_issues(self) -> list[str]:
+        """WARN/ERROR/panic lines the broker wrote (deduplicated, with counts)."""
+        texts = []
+        if self.console.exists():
+            texts.append(self.console.read_text(errors="replace"))
+        if self.kind == "kafka":
+            server_log = self.run_dir / "data" / "server.log"
+            if server_log.exists():
+                texts.append(server_log.read_text(errors="replace"))
+        pattern = re.compile(r"\b(ERROR|WARN|FATAL)\b|panicked")
+        counts: dict[str, int] = {}
+        for text in texts:
+            for line in text.splitlines():
+                if pattern.search(line):
+                    key = normalize_log_line(line)
+                    counts[key] = counts.get(key, 0) + 1
+        return [f"{n}x {k}" if n > 1 else k for k, n in counts.items()]
+
+
+def normalize_log_line(line: str) -> str:
+    line = re.sub(r"^\[[^\]]*\]\s*", "", line)  # Kafka's [timestamp]
+    line = re.sub(r"^\S*\d{4}-\d\d-\d\dT\S+\s+", "", line)  # tracing's timestamp
+    line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # ANSI colours
+    line = re.sub(r"/tmp/strand-vs-kafka-[^/\s]+", "<dir>", line)
+    return line.strip()[:300]
+
+
+def tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except FileNotFoundError:
+        return ""
+
+
+def stop_all() -> None:
+    for b in list(RUNNING):
+        try:
+            b.stop(timeout=30)
+        except Exception as e:  # noqa: BLE001 - cleanup must go on
+            log(f"stopping {b.variant} pid {b.proc.pid if b.proc else '?'}: {e}")
+
+
+atexit.register(stop_all)
+
+
+def _on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_signal)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class ToolResult:
+    def __init__(self, argv, rc, out, err, wall):
+        self.argv, self.rc, self.out, self.err, self.wall = argv, rc, out, err, wall
+
+
+def run_tool(tool: str, args: list[str], timeout: float, env: dict | None = None) -> ToolResult:
+    argv = [str(KAFKA_CLI), tool, *args]
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, start_new_session=True,
+                         env={**os.environ, **(env or {})})
+    try:
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        rc = "timeout"
+    return ToolResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"),
+                      time.monotonic() - t0)
+
+
+def client_issues(res: ToolResult) -> list[str]:
+    issues = []
+    if res.rc != 0:
+        issues.append(f"exit {res.rc}: {' '.join(res.argv[1:3])}")
+    counts: dict[str, int] = {}
+    for line in res.err.splitlines():
+        line = line.strip()
+        if not line or line.startswith("at ") or line.startswith("..."):
+            continue
+        key = normalize_log_line(line)
+        counts[key] = counts.get(key, 0) + 1
+    issues += [f"{n}x {k}" if n > 1 else k for k, n in counts.items()]
+    return issues
+
+
+def create_topic(b: Broker, topic: str, partitions: int) -> ToolResult:
+    res = run_tool("kafka-topics", ["--bootstrap-server", b.bootstrap, "--create", "--topic",
+                                    topic, "--partitions", str(partitions),
+                                    "--replication-factor", "1"], timeout=120)
+    if res.rc != 0:
+        raise RuntimeError(f"{b.variant}: kafka-topics --create failed ({res.rc}):\n"
+                           f"{res.out}\n{res.err}")
+    return res
+
+
+PERF_RE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
+
+
+def parse_producer_perf(out: str) -> dict | None:
+    m = None
+    for m in PERF_RE.finditer(out):
+        pass
+    if m is None:
+        return None
+    g = m.groups()
+    return {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]),
+            "lat_avg_ms": float(g[3]), "lat_max_ms": float(g[4]), "lat_p50_ms": float(g[5]),
+            "lat_p95_ms": float(g[6]), "lat_p99_ms": float(g[7]), "lat_p999_ms": float(g[8])}
+
+
+def producer_perf(b: Broker, topic: str, records: int, acks: str, throughput: int,
+                  timeout: float) -> tuple[ToolResult, dict | None]:
+    res = run_tool("kafka-producer-perf-test",
+                   ["--topic", topic, "--num-records", str(records), "--record-size",
+                    str(RECORD_SIZE), "--throughput", str(throughput), "--producer-props",
+                    f"bootstrap.servers={b.bootstrap}", f"acks={acks}"], timeout=timeout)
+    return res, parse_producer_perf(res.out)
+
+
+def parse_consumer_perf(out: str) -> dict | None:
+    lines = out.strip().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("start.time") and i + 1 < len(lines):
+            v = [x.strip() for x in lines[i + 1].split(",")]
+            try:
+                return {"mb": float(v[2]), "mb_per_s": float(v[3]), "records": int(v[4]),
+                        "records_per_s": float(v[5]), "rebalance_ms": float(v[6]),
+                        "fetch_ms": float(v[7]), "fetch_mb_per_s": float(v[8]),
+                        "fetch_records_per_s": float(v[9])}
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+# --------------------------------------------------------------------------- runs
+
+
+class Bench:
+    def __init__(self, args, prof: dict):
+        self.args = args
+        self.prof = prof
+        self.root = Path(tempfile.mkdtemp(prefix="strand-vs-kafka-", dir=args.data_root))
+        self.seq = 0
+        self.results: dict = {"workloads": {}, "issues": [], "commands": {}}
+        self.kafka_w1_rate: float | None = None
+        # A copy of the binary, so a rebuild during the run cannot mix two builds.
+        self.strand_bin = self.root / "strand"
+        shutil.copy2(args.strand_bin, self.strand_bin)
+
+    def new_dir(self, name: str) -> Path:
+        self.seq += 1
+        d = self.root / f"{self.seq:03d}-{name}"
+        d.mkdir(parents=True)
+        return d
+
+    def broker(self, variant: str) -> Broker:
+        specs = {
+            "strand": dict(kind="strand"),
+            "strand-every-batch": dict(kind="strand", flush="every-batch"),
+            "kafka": dict(kind="kafka"),
+            "kafka-default": dict(kind="kafka"),
+            "kafka-flush1": dict(kind="kafka", kafka_props=("log.flush.interval.messages=1",)),
+        }
+        return Broker(variant=variant, run_dir=self.new_dir(variant),
+                      strand_bin=self.strand_bin, **specs[variant])
+
+    def quiet(self) -> dict:
+        os.sync()
+        return wait_quiet(self.args.quiet_threshold, self.args.quiet_wait)
+
+    def issue(self, workload: str, variant: str, what: str, details: list[str]) -> None:
+        entry = {"workload": workload, "variant": variant, "what": what, "details": details}
+        self.results["issues"].append(entry)
+        log(f"ISSUE {workload} {variant}: {what}" + "".join(f"\n    {d}" for d in details[:10]))
+
+    def note_command(self, workload: str, argv: list[str]) -> None:
+        cmds = self.results["commands"].setdefault(workload, [])
+        text = " ".join(shlex.quote(str(a)) for a in argv)
+        text = text.replace(str(self.strand_bin), str(self.args.strand_bin))
+        text = re.sub(r"(iperf3 .*-p) \d+", r"\1 $PORT", text)
+        text = re.sub(re.escape(str(self.root)) + r"/\d+-", "$DIR/", text)
+        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:$PORT", text)
+        text = re.sub(r"(run-kafka\.sh \S+) \d+", r"\1 $PORT", text)
+        text = text.replace(str(REPO) + "/", "")
+        if text not in cmds:
+            cmds.append(text)
+
+    def finish_broker(self, b: Broker, workload: str, run: dict) -> None:
+        run["peak_rss_mib"] = (b.hwm_kib() or 0) / 1024 if b.alive() else None
+        stop = b.stop()
+        if stop.get("died") or stop.get("exit"):
+            self.issue(workload, b.variant, stop.get("died") or stop.get("exit"),
+                       tail(b.console).splitlines())
+        run["stop_s"] = stop.get("stop_s")
+        issues = b.log_issues()
+        run["broker_log_warnings"] = issues
+        if issues and b.kind == "strand":
+            self.issue(workload, b.variant, "broker logged warnings/errors", issues)
+        if not self.args.keep_data:
+            shutil.rmtree(b.run_dir, ignore_errors=True)
+
+    def record(self, workload: str, variant: str, run: dict, extra: dict | None = None) -> None:
+        w = self.results["workloads"].setdefault(workload, {"variants": {}})
+        if extra:
+            w.update(extra)
+        w["variants"].setdefault(variant, []).append(run)
+
+    def measure(self, workload: str, variant: str, fn, *fn_args) -> dict:
+        """Runs fn (which records its run); when other processes used more than
+        --contended-cores during a measured phase, discards the run (kept in the
+        workload's "discarded" list) and repeats it, up to --retry-contended times."""
+        for attempt in range(self.args.retry_contended + 1):
+            run = fn(*fn_args)
+            load = other_load(run)
+            run["other_cores"] = load
+            if load <= self.args.contended_cores or attempt == self.args.retry_contended:
+                return run
+            w = self.results["workloads"][workload]
+            runs = w["variants"][variant]
+            del runs[next(i for i, r in enumerate(runs) if r is run)]
+            w.setdefault("discarded", []).append({"variant": variant, **run})
+            log(f"{workload} {variant}: other processes used {load:.2f} cores during the "
+                f"measurement; discarding the run and repeating it")
+        return run
+
+    @staticmethod
+    def order(variants: list[str], i: int) -> list[str]:
+        k = i % len(variants)
+        return variants[k:] + variants[:k]
+
+    # ---- W1/W2/W3: ProducerPerformance
+
+    def produce_run(self, workload: str, variant: str, records: int, acks: str,
+                    throughput: int) -> dict:
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet}
+        try:
+            run["start_s"] = b.start()
+            self.note_command(workload, b.argv)
+            t = create_topic(b, "bench", PARTITIONS)
+            self.note_command(workload, t.argv)
+            timeout = max(300.0, records / 2000)
+            if self.prof["warmup_records"] > 0:
+                # Same producer settings into another topic, so Kafka's JIT is warm; then
+                # sync so the warm-up's dirty pages are not written back during the run.
+                create_topic(b, "warmup", PARTITIONS)
+                wres, wperf = producer_perf(b, "warmup", self.prof["warmup_records"], acks, -1,
+                                            timeout)
+                self.note_command(workload, wres.argv)
+                run["warmup"] = wperf
+                if wperf is None or wres.rc != 0:
+                    self.issue(workload, variant, f"warm-up ProducerPerformance failed "
+                               f"(exit {wres.rc})", (wres.out + wres.err).splitlines()[-15:])
+                os.sync()
+            with CpuWindow(b) as w:
+                res, perf = producer_perf(b, "bench", records, acks, throughput, timeout)
+            self.note_command(workload, res.argv)
+            run.update(w.metrics())
+            run["client_issues"] = client_issues(res)
+            if perf is None or res.rc != 0:
+                self.issue(workload, variant, f"ProducerPerformance failed (exit {res.rc})",
+                           (res.out + res.err).splitlines()[-15:])
+            else:
+                run.update(perf)
+                if perf["records"] != records:
+                    self.issue(workload, variant,
+                               f"{perf['records']} of {records} records acknowledged", [])
+                if run["client_issues"]:
+                    self.issue(workload, variant, "client printed warnings/errors",
+                               run["client_issues"])
+                run["broker_cpu_s_per_gib"] = (run["broker_cpu_s"] / (records * RECORD_SIZE)
+                                               * 1024 ** 3)
+        finally:
+            self.finish_broker(b, workload, run)
+        self.record(workload, variant, run)
+        summary = (f"{run.get('mb_per_s', float('nan')):.1f} MB/s p99 "
+                   f"{run.get('lat_p99_ms', float('nan')):.0f} ms, CPU "
+                   f"{run.get('broker_cpu_s', float('nan')):.1f} s")
+        log(f"{workload} {variant}: {summary}")
+        return run
+
+    def w1(self) -> None:
+        runs, records = self.prof["runs"], self.prof["w1_records"]
+        log(f"W1: {records} x 1 KiB, acks=1, max throughput, {runs} runs per broker")
+        self.results["workloads"]["W1"] = {
+            "variants": {}, "records": records, "record_size": RECORD_SIZE,
+            "partitions": PARTITIONS, "acks": "1", "throughput": -1}
+        for i in range(runs):
+            for v in self.order(["strand", "kafka"], i):
+                self.measure("W1", v, self.produce_run, "W1", v, records, "1", -1)
+        rates = [r["records_per_s"] for r in self.results["workloads"]["W1"]["variants"]["kafka"]
+                 if "records_per_s" in r]
+        if rates:
+            self.kafka_w1_rate = statistics.median(rates)
+
+    def w2(self) -> None:
+        runs, records = self.prof["runs"], self.prof["w2_records"]
+        log(f"W2: {records} x 1 KiB, acks=all, max throughput, {runs} runs per broker")
+        self.results["workloads"]["W2"] = {
+            "variants": {}, "records": records, "record_size": RECORD_SIZE,
+            "partitions": PARTITIONS, "acks": "all", "throughput": -1}
+        for i in range(runs):
+            for v in self.order(["strand-every-batch", "kafka-default", "kafka-flush1"], i):
+                self.measure("W2", v, self.produce_run, "W2", v, records, "all", -1)
+
+    def w3(self) -> None:
+        runs = self.prof["runs"]
+        rate = self.args.w3_rate
+        if rate is None:
+            if self.kafka_w1_rate is None:
+                log("W3: calibrating with one Kafka W1 run (W1 was not run)")
+                cal = self.produce_run("W3-calibration", "kafka", self.prof["w1_records"], "1", -1)
+                self.kafka_w1_rate = cal.get("records_per_s")
+            if not self.kafka_w1_rate:
+                self.issue("W3", "kafka", "no Kafka W1 rate to derive W3's rate from", [])
+                return
+            rate = int(self.kafka_w1_rate / 2)
+        records = int(rate * self.prof["w3_seconds"])
+        log(f"W3: {records} x 1 KiB at {rate} records/s, acks=1, {runs} runs per broker")
+        self.results["workloads"]["W3"] = {
+            "variants": {}, "records": records, "record_size": RECORD_SIZE,
+            "partitions": PARTITIONS, "acks": "1", "throughput": rate}
+        for i in range(runs):
+            for v in self.order(["strand", "kafka"], i):
+                self.measure("W3", v, self.produce_run, "W3", v, records, "1", rate)
+
+    # ---- W4: consumers from page cache, iperf3 ceiling
+
+    def iperf(self) -> dict:
+        """Loopback bandwidth, one TCP stream, with no broker running."""
+        port = pick_port(False)
+        server = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-B", "127.0.0.1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        try:
+            for _ in range(100):  # listening once the port cannot be bound (no probe:
+                if not port_free(port):  # a connection would count as a test)
+                    break
+                time.sleep(0.05)
+            argv = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t",
+                    str(self.prof["iperf_seconds"]), "-J"]
+            p = subprocess.run(argv, capture_output=True, timeout=self.prof["iperf_seconds"] + 60)
+            self.note_command("W4", argv)
+            data = json.loads(p.stdout)
+            if "error" in data:
+                raise RuntimeError(f"iperf3: {data['error']}")
+            bps = data["end"]["sum_received"]["bits_per_second"]
+            return {"mb_per_s": bps / 8 / MIB, "gbit_per_s": bps / 1e9}
+        finally:
+            server.terminate()
+            try:
+                server.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+
+    def consume_run(self, variant: str, records: int) -> dict:
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet, "passes": []}
+        try:
+            run["start_s"] = b.start()
+            self.note_command("W4", b.argv)
+            create_topic(b, "bench", PARTITIONS)
+            with CpuWindow(b) as w:
+                res, perf = producer_perf(b, "bench", records, "1", -1,
+                                          timeout=max(600.0, records / 1000))
+            self.note_command("W4", res.argv)
+            run["write"] = {**(perf or {}), **w.metrics()}
+            if perf is None or perf["records"] != records:
+                self.issue("W4", variant, f"writing the topic failed (exit {res.rc})",
+                           (res.out + res.err).splitlines()[-15:])
+                return run
+            for p in range(self.prof["w4_passes"]):
+                with CpuWindow(b) as w:
+                    res = run_tool("kafka-consumer-perf-test",
+                                   ["--bootstrap-server", b.bootstrap, "--topic", "bench",
+                                    "--messages", str(records), "--group", f"perf-{p}",
+                                    "--timeout", "30000"],
+                                   timeout=max(600.0, records / 2000))
+                self.note_command("W4", res.argv)
+                perf = parse_consumer_perf(res.out)
+                entry = {**(perf or {}), **w.metrics(), "client_issues": client_issues(res)}
+                run["passes"].append(entry)
+                if perf is None or res.rc != 0 or perf["records"] < records:
+                    self.issue("W4", variant, f"ConsumerPerformance pass {p + 1} failed or "
+                               f"short (exit {res.rc})", (res.out + res.err).splitlines()[-15:])
+                elif entry["client_issues"]:
+                    self.issue("W4", variant, "consumer printed warnings/errors",
+                               entry["client_issues"])
+            # The figures of the run are those of the last pass (warm JIT, warm cache).
+            last = run["passes"][-1] if run["passes"] else {}
+            for k in ("mb_per_s", "fetch_mb_per_s", "records_per_s", "fetch_records_per_s",
+                      "rebalance_ms", "broker_cpu_s", "client_cpu_s", "other_cpu_s", "wall_s"):
+                if k in last:
+                    run[k] = last[k]
+            if "fetch_mb_per_s" in last:
+                run["broker_cpu_s_per_gib"] = run["broker_cpu_s"] / (last["mb"] / 1024)
+        finally:
+            self.finish_broker(b, "W4", run)
+        self.record("W4", variant, run)
+        log(f"W4 {variant}: fetch {run.get('fetch_mb_per_s', float('nan')):.0f} MB/s "
+            f"(overall {run.get('mb_per_s', float('nan')):.0f}), CPU "
+            f"{run.get('broker_cpu_s', float('nan')):.1f} s")
+        return run
+
+    def w4(self) -> None:
+        runs = self.prof["runs"]
+        records = self.prof["w4_mib"] * MIB // RECORD_SIZE
+        log(f"W4: write {self.prof['w4_mib']} MiB, then {self.prof['w4_passes']} consumer "
+            f"passes; {runs} runs per broker")
+        self.results["workloads"]["W4"] = {
+            "variants": {}, "records": records, "record_size": RECORD_SIZE,
+            "partitions": PARTITIONS, "passes": self.prof["w4_passes"], "loopback": []}
+        for i in range(runs):
+            self.quiet()
+            lb = self.iperf()
+            self.results["workloads"]["W4"]["loopback"].append(lb)
+            log(f"W4 loopback (iperf3, 1 stream): {lb['mb_per_s']:.0f} MB/s")
+            for v in self.order(["strand", "kafka"], i):
+                self.measure("W4", v, self.consume_run, v, records)
+
+    # ---- W5: start to first acknowledged produce; idle RSS
+
+    def first_ack_run(self, variant: str) -> dict:
+        from confluent_kafka import Producer
+
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet}
+        # The producer exists before the broker process does, so its creation is not timed.
+        port = pick_port(b.kind == "kafka")
+        try:
+            errors: list[str] = []
+            acked: dict = {}
+
+            def on_delivery(err, msg):
+                if err is None:
+                    acked["t"] = time.monotonic()
+                else:
+                    errors.append(str(err))
+
+            producer = Producer({
+                "bootstrap.servers": f"127.0.0.1:{port}", "acks": "1", "linger.ms": 0,
+                "enable.idempotence": False, "message.timeout.ms": 1000,
+                "socket.connection.setup.timeout.ms": 1000, "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 10, "retry.backoff.ms": 10,
+                "retry.backoff.max.ms": 10, "topic.metadata.refresh.fast.interval.ms": 10,
+                "log_level": 0, "error_cb": lambda e: None,
+            })
+            b.spawn(port)
+            self.note_command("W5", b.argv)
+            t_spawn = b.spawned_at
+            t0 = b.wait_exec() if b.kind == "kafka" else t_spawn
+            deadline = time.monotonic() + 120
+            attempts = 0
+            while "t" not in acked and time.monotonic() < deadline:
+                attempts += 1
+                pending = len(errors)
+                producer.produce("first-ack", value=b"x" * 100, on_delivery=on_delivery)
+                while "t" not in acked and len(errors) == pending and time.monotonic() < deadline:
+                    producer.poll(0.001)
+                if not b.alive():
+                    raise RuntimeError(f"{variant} exited during start:\n{tail(b.console)}")
+            producer.flush(5)
+            if "t" not in acked:
+                self.issue("W5", variant, "no acknowledged produce within 120 s", errors[-5:])
+                return run
+            run["first_ack_ms"] = (acked["t"] - t0) * 1000
+            run["attempts"] = attempts
+            run["timed_out_attempts"] = len(errors)
+            if b.kind == "kafka":
+                run["first_ack_incl_format_ms"] = (acked["t"] - t_spawn) * 1000
+                run["format_ms"] = (t0 - t_spawn) * 1000
+            run["cpu_to_first_ack_s"] = b.cpu()
+            time.sleep(self.prof["w5_idle_s"])
+            run["idle_rss_mib"] = (b.rss_kib() or 0) / 1024
+            run["broker_cpu_s"] = b.cpu()
+        finally:
+            self.finish_broker(b, "W5", run)
+        self.record("W5", variant, run, {"idle_s": self.prof["w5_idle_s"]})
+        log(f"W5 {variant}: first ack {run.get('first_ack_ms', float('nan')):.0f} ms, "
+            f"idle RSS {run.get('idle_rss_mib', float('nan')):.0f} MiB")
+        return run
+
+    def w5(self) -> None:
+        runs = self.prof["w5_runs"]
+        log(f"W5: start to first acknowledged produce, idle RSS; {runs} runs per broker")
+        for i in range(runs):
+            for v in self.order(["strand", "kafka"], i):
+                self.first_ack_run(v)
+
+    # ---- W6: many partitions
+
+    def partitions_run(self, workload: str, variant: str, total: int) -> dict:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet}
+        try:
+            run["start_s"] = b.start()
+            self.note_command(workload, b.argv)
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            admin.list_topics(timeout=30)  # connected before the clock starts
+            rss0 = b.rss_kib() or 0
+            sizes = []
+            left = total
+            while left > 0:
+                sizes.append(min(left, W6_TOPIC_PARTITIONS))
+                left -= sizes[-1]
+            errors = []
+            with CpuWindow(b) as w:
+                for i, n in enumerate(sizes):
+                    fs = admin.create_topics([NewTopic(f"many-{i}", n, 1)],
+                                             operation_timeout=600, request_timeout=600)
+                    for name, f in fs.items():
+                        try:
+                            f.result()
+                        except Exception as e:  # noqa: BLE001
+                            errors.append(f"{name}: {e}")
+                run["create_s"] = time.monotonic() - w.t0
+                deadline = time.monotonic() + 900
+                on_disk = 0
+                while time.monotonic() < deadline:
+                    on_disk = sum(1 for d in os.listdir(b.partitions_dir)
+                                  if d.startswith("many-"))
+                    if on_disk >= total:
+                        break
+                    time.sleep(0.05)
+                run["on_disk_s"] = time.monotonic() - w.t0
+                run["dirs_on_disk"] = on_disk
+                while time.monotonic() < deadline:
+                    md = admin.list_topics(timeout=60)
+                    ready = sum(1 for t, tm in md.topics.items() if t.startswith("many-")
+                                for p in tm.partitions.values() if p.leader >= 0 and not p.error)
+                    if ready >= total:
+                        break
+                    time.sleep(0.05)
+                run["all_leaders_s"] = time.monotonic() - w.t0
+            run.update(w.metrics())
+            if errors:
+                self.issue(workload, variant, "CreateTopics failed", errors[:10])
+            if on_disk < total:
+                self.issue(workload, variant, f"only {on_disk} of {total} partition "
+                           "directories on disk after 900 s", [])
+            times = []
+            for _ in range(7):
+                t = time.monotonic()
+                md = admin.list_topics(timeout=60)
+                times.append((time.monotonic() - t) * 1000)
+            run["metadata_ms"] = statistics.median(times)
+            run["metadata_partitions"] = sum(len(tm.partitions) for t, tm in md.topics.items()
+                                             if t.startswith("many-"))
+            if run["metadata_partitions"] != total:
+                self.issue(workload, variant, f"metadata lists {run['metadata_partitions']} of "
+                           f"{total} partitions", [])
+            time.sleep(2)
+            run["rss_mib"] = (b.rss_kib() or 0) / 1024
+            run["rss_growth_mib"] = run["rss_mib"] - rss0 / 1024
+        finally:
+            self.finish_broker(b, workload, run)
+        self.record(workload, variant, run, {"partitions": total,
+                                             "topic_partitions": W6_TOPIC_PARTITIONS})
+        log(f"{workload} {variant}: created {run.get('create_s', float('nan')):.1f} s, on disk "
+            f"{run.get('on_disk_s', float('nan')):.1f} s, metadata "
+            f"{run.get('metadata_ms', float('nan')):.1f} ms, RSS "
+            f"{run.get('rss_mib', float('nan')):.0f} MiB")
+        return run
+
+    def w6(self) -> None:
+        for total in self.prof["w6_partitions"]:
+            key = f"W6-{total}"
+            log(f"{key}: {total} partitions in topics of <= {W6_TOPIC_PARTITIONS}; "
+                f"{self.prof['w6_runs']} runs per broker")
+            for i in range(self.prof["w6_runs"]):
+                for v in self.order(["strand", "kafka"], i):
+                    self.measure(key, v, self.partitions_run, key, v, total)
+
+
+# --------------------------------------------------------------------------- summary
+
+# (workload, metric, label, strand variant, kafka variant, better: "up"/"down"/None)
+ROWS = [
+    ("W1", "records_per_s", "records/s", "strand", "kafka", "up"),
+    ("W1", "mb_per_s", "MB/s", "strand", "kafka", "up"),
+    ("W1", "lat_avg_ms", "latency avg ms", "strand", "kafka", "down"),
+    ("W1", "lat_p50_ms", "latency p50 ms", "strand", "kafka", "down"),
+    ("W1", "lat_p99_ms", "latency p99 ms", "strand", "kafka", "down"),
+    ("W1", "lat_p999_ms", "latency p99.9 ms", "strand", "kafka", "down"),
+    ("W1", "lat_max_ms", "latency max ms", "strand", "kafka", "down"),
+    ("W1", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
+    ("W1", "broker_cpu_s_per_gib", "broker CPU s per GiB", "strand", "kafka", "down"),
+    ("W1", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
+]
+for _kv, _name in (("kafka-default", "Kafka default"), ("kafka-flush1", "Kafka flush.messages=1")):
+    ROWS += [
+        (f"W2 vs {_name}", "records_per_s", "records/s", "strand-every-batch", _kv, "up"),
+        (f"W2 vs {_name}", "mb_per_s", "MB/s", "strand-every-batch", _kv, "up"),
+        (f"W2 vs {_name}", "lat_avg_ms", "latency avg ms", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "lat_p50_ms", "latency p50 ms", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "lat_p99_ms", "latency p99 ms", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "lat_p999_ms", "latency p99.9 ms", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "lat_max_ms", "latency max ms", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "broker_cpu_s", "broker CPU s", "strand-every-batch", _kv, "down"),
+        (f"W2 vs {_name}", "peak_rss_mib", "peak RSS MiB", "strand-every-batch", _kv, "down"),
+    ]
+ROWS += [
+    ("W3", "records_per_s", "records/s achieved", "strand", "kafka", None),
+    ("W3", "lat_avg_ms", "latency avg ms", "strand", "kafka", "down"),
+    ("W3", "lat_p50_ms", "latency p50 ms", "strand", "kafka", "down"),
+    ("W3", "lat_p99_ms", "latency p99 ms", "strand", "kafka", "down"),
+    ("W3", "lat_p999_ms", "latency p99.9 ms", "strand", "kafka", "down"),
+    ("W3", "lat_max_ms", "latency max ms", "strand", "kafka", "down"),
+    ("W3", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
+    ("W3", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
+    ("W4", "fetch_mb_per_s", "consume MB/s (fetch.MB.sec)", "strand", "kafka", "up"),
+    ("W4", "mb_per_s", "consume MB/s incl. group join", "strand", "kafka", "up"),
+    ("W4", "fetch_records_per_s", "consume records/s", "strand", "kafka", "up"),
+    ("W4", "ceiling_fraction", "fraction of loopback ceiling", "strand", "kafka", "up"),
+    ("W4", "rebalance_ms", "group join ms", "strand", "kafka", "down"),
+    ("W4", "broker_cpu_s", "broker CPU s (one pass)", "strand", "kafka", "down"),
+    ("W4", "broker_cpu_s_per_gib", "broker CPU s per GiB read", "strand", "kafka", "down"),
+    ("W4", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
+    ("W5", "first_ack_ms", "start to first ack ms", "strand", "kafka", "down"),
+    ("W5", "idle_rss_mib", "idle RSS MiB", "strand", "kafka", "down"),
+    ("W5", "cpu_to_first_ack_s", "CPU s to first ack", "strand", "kafka", "down"),
+    ("W5", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
+]
+for _n in (1000, 10000):
+    ROWS += [
+        (f"W6-{_n}", "create_s", "create (API returns) s", "strand", "kafka", "down"),
+        (f"W6-{_n}", "on_disk_s", "all partition dirs on disk s", "strand", "kafka", "down"),
+        (f"W6-{_n}", "metadata_ms", "metadata request ms", "strand", "kafka", "down"),
+        (f"W6-{_n}", "rss_mib", "RSS after creation MiB", "strand", "kafka", "down"),
+        (f"W6-{_n}", "broker_cpu_s", "broker CPU s creating", "strand", "kafka", "down"),
+    ]
+
+
+def median_of(runs: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def workload_of(row_workload: str) -> str:
+    return row_workload.split(" ")[0]
+
+
+def summarize(results: dict) -> list[dict]:
+    w4 = results["workloads"].get("W4")
+    if w4 and w4.get("loopback"):
+        ceiling = statistics.median(x["mb_per_s"] for x in w4["loopback"])
+        w4["loopback_mb_per_s"] = ceiling
+        for runs in w4["variants"].values():
+            for r in runs:
+                if "fetch_mb_per_s" in r:
+                    r["ceiling_fraction"] = r["fetch_mb_per_s"] / ceiling
+    table = []
+    for wl, key, label, sv, kv, better in ROWS:
+        w = results["workloads"].get(workload_of(wl))
+        if not w:
+            continue
+        s_runs, k_runs = w["variants"].get(sv, []), w["variants"].get(kv, [])
+        s, k = median_of(s_runs, key), median_of(k_runs, key)
+        if s is None and k is None:
+            continue
+        ratio = s / k if s is not None and k not in (None, 0) else None
+        table.append({"workload": wl, "metric": key, "label": label, "strand": s, "kafka": k,
+                      "ratio": ratio, "better": better,
+                      "n": [len([r for r in s_runs if key in r]),
+                            len([r for r in k_runs if key in r])]})
+    return table
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}"
+
+
+def arrow(better: str | None) -> str:
+    return {"up": " (higher is better)", "down": " (lower is better)"}.get(better or "", "")
+
+
+def other_load(run: dict) -> float:
+    """Largest average number of cores other processes used during a measured phase."""
+    loads = [ph.get("other_cpu_s", 0.0) / ph["wall_s"]
+             for ph in (run.get("passes") or [run]) if ph.get("wall_s")]
+    return max(loads, default=0.0)
+
+
+def contention(results: dict, limit: float = 0.25) -> dict:
+    """Per workload: runs during whose measured phase other processes used more than
+    `limit` cores on average (the machine is shared; see other_cpu_s)."""
+    out = {}
+    for wl, w in results["workloads"].items():
+        total = busy = 0
+        for runs in w.get("variants", {}).values():
+            for r in runs:
+                phases = r.get("passes") or [r]
+                for ph in phases:
+                    if ph.get("wall_s"):
+                        total += 1
+                        if ph.get("other_cpu_s", 0) / ph["wall_s"] > limit:
+                            busy += 1
+        if total:
+            out[wl] = {"phases": total, "contended": busy}
+    return out
+
+
+def text_table(table: list[dict], results: dict) -> str:
+    lines = []
+    header = f"{'workload':<28} {'metric':<32} {'Strand':>10} {'Kafka':>10} {'S/K':>6}  n"
+    lines.append(header)
+    lines.append("-" * len(header))
+    last = None
+    for row in table:
+        wl = row["workload"] if row["workload"] != last else ""
+        last = row["workload"]
+        mark = {"up": "+", "down": "-"}.get(row["better"] or "", " ")
+        lines.append(f"{wl:<28} {row['label'][:31]:<31}{mark} {fmt(row['strand']):>10} "
+                     f"{fmt(row['kafka']):>10} {fmt_ratio(row['ratio']):>6}  "
+                     f"{row['n'][0]}/{row['n'][1]}")
+    w4 = results["workloads"].get("W4")
+    if w4 and w4.get("loopback_mb_per_s"):
+        lines.append(f"W4 loopback ceiling (iperf3, 1 TCP stream): "
+                     f"{fmt(w4['loopback_mb_per_s'])} MB/s")
+    w3 = results["workloads"].get("W3")
+    if w3:
+        lines.append(f"W3 target rate: {w3['throughput']} records/s (half of Kafka's W1 median)")
+    cont = results.get("contention", {})
+    busy = {k: v for k, v in cont.items() if v["contended"]}
+    if busy:
+        lines.append("measured phases kept although other processes used more than "
+                     f"{results['meta']['contended_cores']} core: " +
+                     ", ".join(f"{k} {v['contended']}/{v['phases']}" for k, v in busy.items()))
+    dropped = {k: len(w["discarded"]) for k, w in results["workloads"].items()
+               if w.get("discarded")}
+    if dropped:
+        lines.append("contended runs discarded and repeated: " +
+                     ", ".join(f"{k} {n}" for k, n in dropped.items()))
+    lines.append("S/K = Strand/Kafka of the medians; '+' higher is better, '-' lower is "
+                 "better; n = runs per broker; MB = 2^20 bytes (as the Kafka tools print)")
+    return "\n".join(lines)
+
+
+def markdown_table(table: list[dict], results: dict) -> str:
+    out = ["| workload | metric | Strand | Kafka | Strand/Kafka |", "|---|---|---:|---:|---:|"]
+    last = None
+    for row in table:
+        wl = row["workload"] if row["workload"] != last else ""
+        last = row["workload"]
+        better = {"up": " (↑)", "down": " (↓)"}.get(row["better"] or "", "")
+        out.append(f"| {wl} | {row['label']}{better} | {fmt(row['strand'])} | "
+                   f"{fmt(row['kafka'])} | {fmt_ratio(row['ratio'])} |")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot(results: dict, plots_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    colors = {"strand": "#d95f02", "strand-every-batch": "#f4a261", "kafka": "#1b9e77",
+              "kafka-default": "#1b9e77", "kafka-flush1": "#7570b3"}
+    names = {"strand": "Strand", "strand-every-batch": "Strand --flush every-batch",
+             "kafka": "Kafka", "kafka-default": "Kafka default",
+             "kafka-flush1": "Kafka flush.messages=1"}
+    wls = results["workloads"]
+    written = []
+
+    def bars(ax, groups, metric, ylabel, log_scale=False):
+        """groups: [(title, workload, [variants])] -> bar per variant, median with min-max."""
+        x = 0
+        ticks, labels, seen = [], [], set()
+        for title, wl, variants in groups:
+            w = wls.get(wl)
+            if not w:
+                continue
+            start = x
+            for v in variants:
+                vals = [r[metric] for r in w["variants"].get(v, []) if metric in r]
+                if not vals:
+                    x += 1
+                    continue
+                med = statistics.median(vals)
+                ax.bar(x, med, color=colors[v], label=names[v] if v not in seen else None,
+                       yerr=[[med - min(vals)], [max(vals) - med]], capsize=3)
+                ax.text(x, med, fmt(med), ha="center", va="bottom", fontsize=7)
+                seen.add(v)
+                x += 1
+            ticks.append((start + x - 1) / 2)
+            labels.append(title)
+            x += 1
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel(ylabel)
+        if log_scale:
+            ax.set_yscale("log")
+        if seen:
+            ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+
+    # Throughput: producer MB/s (W1, W2), consumer MB/s (W4) with the loopback ceiling.
+    if any(k in wls for k in ("W1", "W2", "W4")):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1.3]})
+        bars(axes[0], [("W1 acks=1", "W1", ["strand", "kafka"]),
+                       ("W2 acks=all", "W2", ["strand-every-batch", "kafka-default",
+                                               "kafka-flush1"])],
+             "mb_per_s", "produce MB/s (ProducerPerformance)")
+        axes[0].set_title("Produce, 6 partitions, 1 KiB records, max throughput", fontsize=9)
+        bars(axes[1], [("W4 consume", "W4", ["strand", "kafka"])], "fetch_mb_per_s",
+             "consume MB/s (fetch.MB.sec)")
+        if wls.get("W4", {}).get("loopback_mb_per_s"):
+            ceiling = wls["W4"]["loopback_mb_per_s"]
+            axes[1].axhline(ceiling, color="grey", ls="--", lw=1)
+            axes[1].text(-0.4, ceiling, f"iperf3 loopback {fmt(ceiling)}", fontsize=7,
+                         va="bottom")
+            axes[1].set_ylim(0, ceiling * 1.15)
+        axes[1].set_title("Consume from page cache", fontsize=9)
+        fig.suptitle("Strand vs Apache Kafka 4.1.1: throughput (median, min-max bars)",
+                     fontsize=10)
+        fig.tight_layout()
+        path = plots_dir / "throughput.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    # Latency percentiles per workload and broker.
+    lat_groups = [("W1 acks=1 max", "W1", ["strand", "kafka"]),
+                  ("W2 acks=all max", "W2", ["strand-every-batch", "kafka-default",
+                                             "kafka-flush1"]),
+                  ("W3 fixed rate", "W3", ["strand", "kafka"])]
+    if any(g[1] in wls for g in lat_groups):
+        metrics = [("lat_p50_ms", "p50"), ("lat_p99_ms", "p99"), ("lat_p999_ms", "p99.9")]
+        fig, axes = plt.subplots(1, len(metrics), figsize=(13, 4))
+        for ax, (m, name) in zip(axes, metrics):
+            bars(ax, lat_groups, m, f"{name} latency ms (log)", log_scale=True)
+            ax.set_title(f"produce latency {name}", fontsize=9)
+        fig.suptitle("Strand vs Apache Kafka 4.1.1: ProducerPerformance latency (median of "
+                     "runs; whole ms as the tool prints them)", fontsize=10)
+        fig.tight_layout()
+        path = plots_dir / "latency.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+# --------------------------------------------------------------------------- docs
+
+DOC_BEGIN = "<!-- bench/compare.py: begin latest -->"
+DOC_END = "<!-- bench/compare.py: end latest -->"
+DOC_HEADING = "## Strand vs Apache Kafka"
+
+
+def machine_info(args) -> dict:
+    info: dict = {"kernel": platform.release(), "cpus": os.cpu_count()}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["mem_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    try:
+        df = subprocess.run(["df", "-T", str(args.data_root or tempfile.gettempdir())],
+                            capture_output=True, text=True).stdout.splitlines()[-1].split()
+        info["data_fs"] = f"{df[1]} on {df[0]}"
+    except (IndexError, OSError):
+        pass
+    try:
+        info["java"] = subprocess.run(["java", "-version"], capture_output=True,
+                                      text=True).stderr.splitlines()[0]
+    except (OSError, IndexError):
+        pass
+    try:
+        import confluent_kafka
+
+        v = confluent_kafka.version()
+        info["confluent_kafka"] = v if isinstance(v, str) else v[0]
+        info["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    try:
+        info["iperf3"] = subprocess.run(["iperf3", "--version"], capture_output=True,
+                                        text=True).stdout.split("\n")[0]
+    except OSError:
+        pass
+    return info
+
+
+def strand_info(strand_bin: Path) -> dict:
+    info: dict = {"binary": str(strand_bin)}
+    try:
+        data = strand_bin.read_bytes()
+        info["sha256"] = hashlib.sha256(data).hexdigest()[:16]
+        info["mtime"] = dt.datetime.fromtimestamp(strand_bin.stat().st_mtime).isoformat(
+            timespec="seconds")
+        info["version"] = subprocess.run([str(strand_bin), "--version"], capture_output=True,
+                                         text=True).stdout.strip()
+    except OSError as e:
+        info["error"] = str(e)
+    try:
+        info["git_commit"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short",
+                                             "HEAD"], capture_output=True,
+                                            text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True,
+                               text=True).stdout.strip()
+        info["git_dirty"] = bool(dirty)
+    except OSError:
+        pass
+    return info
+
+
+def docs_section(results: dict, table: list[dict], plots: list[Path], docs_path: Path) -> str:
+    m = results["meta"]
+    mach = m["machine"]
+    s = m["strand"]
+    prof = m["profile"]
+    rel = [os.path.relpath(p, docs_path.parent) for p in plots]
+    out = [DOC_BEGIN, ""]
+    out.append(f"Latest: {m['started'][:10]}, `--{m['mode']}` "
+               f"({', '.join(f'{k}={v}' for k, v in prof.items())}); "
+               f"Strand {s.get('git_commit', '?')}{' (dirty tree)' if s.get('git_dirty') else ''}"
+               f" release build, Apache Kafka 4.1.1 (kafka_2.13 jars from Maven Central, "
+               f"`-Xmx1g -Xms1g`, G1). Machine: {mach.get('cpus')}-core "
+               f"{mach.get('cpu', '?')} VM, {mach.get('mem_gib')} GiB RAM, Linux "
+               f"{mach.get('kernel')}, data on {mach.get('data_fs', '?')} (both brokers), "
+               f"clients on the same cores over loopback; {mach.get('java', '')}, "
+               f"confluent-kafka {mach.get('confluent_kafka', '?')} "
+               f"(librdkafka {mach.get('librdkafka', '?')}).")
+    out.append("")
+    out.append("Medians over runs; Strand/Kafka is the ratio of the medians (↑ higher is "
+               "better, ↓ lower is better). MB = 2^20 bytes, as the Kafka tools print it; "
+               "latencies are ProducerPerformance's (whole milliseconds, from send() to the "
+               "acknowledgement, so they include time queued in the client).")
+    out.append("")
+    out.append(markdown_table(table, results))
+    out.append("")
+    w4 = results["workloads"].get("W4")
+    if w4 and w4.get("loopback_mb_per_s"):
+        out.append(f"W4 ceiling: loopback measured with iperf3 (one TCP stream) in the same "
+                   f"run, median {fmt(w4['loopback_mb_per_s'])} MB/s.")
+    w3 = results["workloads"].get("W3")
+    if w3:
+        out.append(f"W3 rate: {w3['throughput']:,} records/s, half of Kafka's W1 median.")
+    out.append("")
+    busy = {k: v for k, v in results.get("contention", {}).items() if v["contended"]}
+    dropped = {k: len(w["discarded"]) for k, w in results["workloads"].items()
+               if w.get("discarded")}
+    if dropped:
+        out.append("Runs discarded and repeated because other processes on this shared machine "
+                   f"used more than {m['contended_cores']} core during the measurement: " +
+                   ", ".join(f"{k} {n}" for k, n in dropped.items()) + ".")
+        out.append("")
+    if busy:
+        out.append("Measured phases kept although still contended (after the retries): " +
+                   ", ".join(f"{k} {v['contended']} of {v['phases']}" for k, v in busy.items())
+                   + ".")
+        out.append("")
+    if results["issues"]:
+        out.append("Problems seen during this run:")
+        out.append("")
+        for i in results["issues"]:
+            details = "; ".join(i["details"][:3])
+            out.append(f"- {i['workload']} {i['variant']}: {i['what']}"
+                       + (f" ({details[:400]})" if details else ""))
+        out.append("")
+    for p in rel:
+        out.append(f"![{Path(p).stem}]({p})")
+        out.append("")
+    out.append("Commands (one run of each; `$DIR` is a fresh directory per run, `$PORT` a "
+               "free port):")
+    out.append("")
+    out.append("```sh")
+    for wl, cmds in results["commands"].items():
+        out.append(f"# {wl}")
+        out.extend(cmds)
+        if wl == "W5":
+            out.append("# then, in bench/compare.py: confluent_kafka.Producer(acks=1, "
+                       "message.timeout.ms=1000, 10 ms backoffs).produce('first-ack', ...) "
+                       "until one is acknowledged")
+        elif wl.startswith("W6"):
+            out.append("# then, in bench/compare.py: AdminClient.create_topics([NewTopic("
+                       "'many-<i>', 1000, 1)]) per 1,000 partitions; AdminClient.list_topics()")
+    out.append("```")
+    out.append("")
+    out.append(f"Raw numbers: [{m['results_file']}](../{m['results_file']}).")
+    out.append("")
+    out.append(DOC_END)
+    return "\n".join(out)
+
+
+def write_docs(docs_path: Path, section: str) -> None:
+    text = docs_path.read_text() if docs_path.exists() else "# Benchmarks\n"
+    if DOC_BEGIN in text and DOC_END in text:
+        a = text.index(DOC_BEGIN)
+        b = text.index(DOC_END) + len(DOC_END)
+        text = text[:a] + section + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + DOC_HEADING + "\n\n" + INTRO + "\n\n" + section + "\n"
+    docs_path.write_text(text)
+
+
+INTRO = """\
+`bench/compare.py` runs the same workloads against Apache Kafka 4.1.1 and Strand on the
+same machine, the same disk and with the same topic settings, driven by the same clients
+(Kafka's own `ProducerPerformance` and `ConsumerPerformance` from kafka-tools 4.1.1;
+confluent-kafka for start-up and partition counts). Each run starts a fresh broker on a
+fresh data directory; runs alternate which broker goes first. For each measured phase it
+records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`, before/after) and
+its peak RSS (`VmHWM`). See [bench/README.md](../bench/README.md) for the workloads and
+options.
+
+```sh
+bench/compare.py --quick                  # about 10 minutes
+bench/compare.py --full --write-docs      # about an hour; rewrites the block below
+```"""
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_const", dest="mode", const="quick",
+                      help="short runs, a few minutes in total (default)")
+    mode.add_argument("--full", action="store_const", dest="mode", const="full",
+                      help="W1 ~20-30 s per run, W4 over ~5 GiB, more runs")
+    ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
+                    help="comma-separated subset of W1..W6 (default: all)")
+    ap.add_argument("--runs", type=int, help="runs per broker for W1-W4")
+    ap.add_argument("--warmup-records", type=int,
+                    help="W1-W3: records produced to another topic before the measured run "
+                    "(JIT warm-up; 0 for none)")
+    ap.add_argument("--w1-records", type=int)
+    ap.add_argument("--w2-records", type=int)
+    ap.add_argument("--w3-seconds", type=float, help="length of a W3 run at its rate")
+    ap.add_argument("--w3-rate", type=int, help="W3 records/s (default: half of Kafka's W1)")
+    ap.add_argument("--w4-mib", type=int, help="MiB written, then consumed, per W4 run")
+    ap.add_argument("--w4-passes", type=int, help="consumer passes per W4 run (last counts)")
+    ap.add_argument("--w5-runs", type=int)
+    ap.add_argument("--w6-partitions", help="comma-separated partition counts")
+    ap.add_argument("--w6-runs", type=int)
+    ap.add_argument("--strand-bin", type=Path, default=DEFAULT_STRAND)
+    ap.add_argument("--data-root", help="where run directories go (default: $TMPDIR); "
+                    "must be a real disk, and the same one for both brokers")
+    ap.add_argument("--keep-data", action="store_true", help="keep run directories")
+    ap.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--plots-dir", type=Path, default=REPO / "docs" / "bench")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="write the table into docs/BENCHMARKS.md (its own section only)")
+    ap.add_argument("--docs", type=Path, default=REPO / "docs" / "BENCHMARKS.md")
+    ap.add_argument("--quiet-threshold", type=float, default=0.15,
+                    help="before each run, wait until the machine is at most this busy "
+                    "(fraction of all cores) over 1 s (default 0.15)")
+    ap.add_argument("--quiet-wait", type=float, default=60,
+                    help="longest wait for that, seconds (default 60)")
+    ap.add_argument("--contended-cores", type=float, default=0.25,
+                    help="a run is contended when other processes used more than this many "
+                    "cores on average during a measured phase (default 0.25)")
+    ap.add_argument("--retry-contended", type=int, default=2,
+                    help="repeat a contended run up to this many times (default 2); the "
+                    "discarded runs stay in the JSON")
+    args = ap.parse_args()
+    args.mode = args.mode or "quick"
+    prof = dict(PROFILES[args.mode])
+    for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",
+                "w5_runs", "w6_runs"):
+        if getattr(args, key) is not None:
+            prof[key] = getattr(args, key)
+    if args.w6_partitions:
+        prof["w6_partitions"] = [int(x) for x in args.w6_partitions.split(",")]
+    workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+    for w in workloads:
+        if w not in ALL_WORKLOADS:
+            ap.error(f"unknown workload {w}")
+    if not args.strand_bin.exists():
+        ap.error(f"{args.strand_bin} not found (cargo build --release)")
+    if "W4" in workloads and not shutil.which("iperf3"):
+        ap.error("W4 needs iperf3 (apt-get install iperf3)")
+    if {"W5", "W6"} & set(workloads):
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            ap.error("W5 and W6 need confluent-kafka (pip install confluent-kafka)")
+    subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+    started = dt.datetime.now()
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    bench = Bench(args, prof)
+    results = bench.results
+    results_file = args.results_dir / f"{stamp}.json"
+    results["meta"] = {
+        "started": started.isoformat(timespec="seconds"), "mode": args.mode,
+        "profile": {k: v for k, v in prof.items()}, "workloads": workloads,
+        "machine": machine_info(args), "strand": strand_info(args.strand_bin),
+        "kafka": "4.1.1", "strand_config": STRAND_TOML.strip(),
+        "results_file": os.path.relpath(results_file, REPO),
+        "argv": sys.argv[1:], "contended_cores": args.contended_cores,
+        "retry_contended": args.retry_contended,
+    }
+    log(f"run directories under {bench.root}; results -> {results_file}")
+    failed = None
+    try:
+        for w in workloads:
+            try:
+                getattr(bench, w.lower())()
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - record and go on with the next one
+                bench.issue(w, "-", f"workload aborted: {type(e).__name__}: {e}", [])
+                stop_all()
+    except (KeyboardInterrupt, SystemExit) as e:
+        failed = e
+        log("interrupted; stopping brokers and writing what was measured")
+    finally:
+        stop_all()
+        if not args.keep_data:
+            shutil.rmtree(bench.root, ignore_errors=True)
+
+    end_info = strand_info(args.strand_bin)
+    if end_info.get("sha256") != results["meta"]["strand"].get("sha256"):
+        log(f"note: {args.strand_bin} was rebuilt during the run; the results are for the copy "
+            f"taken at the start (sha256 {results['meta']['strand'].get('sha256')})")
+        results["meta"]["strand"]["rebuilt_during_run"] = True
+    results["meta"]["finished"] = dt.datetime.now().isoformat(timespec="seconds")
+    table = summarize(results)
+    results["summary"] = table
+    results["contention"] = contention(results, args.contended_cores)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    results_file.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    plots = [] if args.no_plots else plot(results, args.plots_dir)
+
+    print()
+    print(text_table(table, results))
+    if results["issues"]:
+        print("\nIssues:")
+        for i in results["issues"]:
+            print(f"  {i['workload']} {i['variant']}: {i['what']}")
+            for d in i["details"][:8]:
+                print(f"      {d}")
+    print(f"\nresults: {results_file}")
+    for p in plots:
+        print(f"plot:    {p}")
+    if args.write_docs:
+        write_docs(args.docs, docs_section(results, table, plots, args.docs))
+        print(f"docs:    {args.docs}")
+    if failed is not None:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

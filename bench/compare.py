@@ -1199,9 +1199,12 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
                     x += 1
                     continue
                 med = statistics.median(vals)
-                ax.bar(x, med, color=colors[v], label=names[v] if v not in seen else None,
-                       yerr=[[med - min(vals)], [max(vals) - med]], capsize=3)
-                ax.text(x, med, fmt(med), ha="center", va="bottom", fontsize=7)
+                shown = max(med, 0.5) if log_scale else med  # 0 ms cannot sit on a log axis
+                ax.bar(x, shown, color=colors[v], label=names[v] if v not in seen else None,
+                       yerr=[[max(0.0, shown - min(vals))], [max(0.0, max(vals) - shown)]],
+                       capsize=3)
+                text = "<1" if log_scale and med < 1 else fmt(med)
+                ax.text(x + 0.08, shown, text, ha="left", va="bottom", fontsize=7)
                 seen.add(v)
                 x += 1
             ticks.append((start + x - 1) / 2)
@@ -1412,13 +1415,17 @@ def docs_section(results: dict, table: list[dict], plots: list[Path], docs_path:
 
 
 def write_docs(docs_path: Path, section: str) -> None:
+    """Rewrites this script's own section ("## Strand vs Apache Kafka" to the end marker),
+    or appends it; the rest of the file is left alone."""
     text = docs_path.read_text() if docs_path.exists() else "# Benchmarks\n"
-    if DOC_BEGIN in text and DOC_END in text:
-        a = text.index(DOC_BEGIN)
+    ours = DOC_HEADING + "\n\n" + INTRO + "\n\n" + section
+    head = f"\n{DOC_HEADING}\n"
+    if head in text and DOC_END in text and text.index(head) < text.index(DOC_END):
+        a = text.index(head) + 1
         b = text.index(DOC_END) + len(DOC_END)
-        text = text[:a] + section + text[b:]
+        text = text[:a] + ours + text[b:]
     else:
-        text = text.rstrip("\n") + "\n\n" + DOC_HEADING + "\n\n" + INTRO + "\n\n" + section + "\n"
+        text = text.rstrip("\n") + "\n\n" + ours + "\n"
     docs_path.write_text(text)
 
 
@@ -1429,12 +1436,15 @@ same machine, the same disk and with the same topic settings, driven by the same
 confluent-kafka for start-up and partition counts). Each run starts a fresh broker on a
 fresh data directory; runs alternate which broker goes first. For each measured phase it
 records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`, before/after) and
-its peak RSS (`VmHWM`). See [bench/README.md](../bench/README.md) for the workloads and
-options.
+its peak RSS (`VmHWM`). The machine these figures come from is shared with other work, so
+the script also measures the CPU other processes used during each measured phase and
+repeats runs where they took more than a quarter of a core. See
+[bench/README.md](../bench/README.md) for the workloads, the fairness rules and options.
 
 ```sh
-bench/compare.py --quick                  # about 10 minutes
-bench/compare.py --full --write-docs      # about an hour; rewrites the block below
+bench/compare.py --quick                  # about 10 minutes on an idle machine
+bench/compare.py --full --write-docs      # about an hour; rewrites this section
+bench/compare.py --replot bench/results/<timestamp>.json --write-docs   # plots + docs again
 ```"""
 
 
@@ -1472,6 +1482,9 @@ def main() -> int:
     ap.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--plots-dir", type=Path, default=REPO / "docs" / "bench")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--replot", type=Path, metavar="RESULTS_JSON",
+                    help="run nothing: print the table, draw the plots (and with "
+                    "--write-docs the docs) again from a results file")
     ap.add_argument("--write-docs", action="store_true",
                     help="write the table into docs/BENCHMARKS.md (its own section only)")
     ap.add_argument("--docs", type=Path, default=REPO / "docs" / "BENCHMARKS.md")
@@ -1487,6 +1500,17 @@ def main() -> int:
                     help="repeat a contended run up to this many times (default 2); the "
                     "discarded runs stay in the JSON")
     args = ap.parse_args()
+    if args.replot:
+        results = json.loads(args.replot.read_text())
+        table = summarize(results)
+        plots = [] if args.no_plots else plot(results, args.plots_dir)
+        print(text_table(table, results))
+        for p in plots:
+            print(f"plot:    {p}")
+        if args.write_docs:
+            write_docs(args.docs, docs_section(results, table, plots, args.docs))
+            print(f"docs:    {args.docs}")
+        return 0
     args.mode = args.mode or "quick"
     prof = dict(PROFILES[args.mode])
     for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",

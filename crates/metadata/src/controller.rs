@@ -1,0 +1,677 @@
+//! The controller's decisions, as a pure function of the image and a command:
+//! `decide(image, command) -> (reply, records)`. The active controller proposes commands
+//! to the Raft log; every node applies each committed command through `decide` and replays
+//! the records, so all images agree and a new active controller continues from the same
+//! state. Nothing here reads a clock or draws randomness: what must vary (topic ids, broker
+//! incarnations) arrives inside the command, and heartbeat timing stays with the active
+//! controller, which proposes `FenceBroker` when a broker's session expires.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error_code;
+use crate::image::{BrokerInfo, MetadataImage, PartitionState};
+use crate::placement::{assign_replicas, rack_alternated};
+use crate::records::MetadataRecord;
+use crate::{BrokerId, NO_LEADER};
+
+/// Partitions one topic may have (CreateTopics, CreatePartitions).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 100_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    /// Explicit replica lists per partition (CreateTopics `assignments`); empty: placed here.
+    pub assignments: Vec<Vec<BrokerId>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerCommand {
+    RegisterBroker {
+        id: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        incarnation: Uuid,
+    },
+    /// Proposed by the active controller when a broker's session expired.
+    FenceBroker {
+        id: BrokerId,
+        incarnation: Uuid,
+    },
+    /// Proposed by the active controller when a fenced broker heartbeats, caught up.
+    UnfenceBroker {
+        id: BrokerId,
+        incarnation: Uuid,
+    },
+    ControlledShutdown {
+        id: BrokerId,
+        incarnation: Uuid,
+    },
+    CreateTopics {
+        topics: Vec<NewTopic>,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+    },
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+    SetTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// A leader's ISR change (Kafka's AlterPartition).
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<BrokerId>,
+    },
+    /// Moves leadership back to each partition's first replica where it is in the ISR.
+    ElectPreferredLeaders,
+    AllocateProducerIds {
+        count: i64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemResult {
+    pub code: i16,
+    pub message: Option<String>,
+}
+
+impl ItemResult {
+    pub fn ok() -> ItemResult {
+        ItemResult {
+            code: error_code::NONE,
+            message: None,
+        }
+    }
+
+    pub fn error(code: i16, message: impl Into<String>) -> ItemResult {
+        ItemResult {
+            code,
+            message: Some(message.into()),
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.code == error_code::NONE
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// One result per item of the command (topics), or one for single-item commands.
+    Results(Vec<ItemResult>),
+    /// The partition as it is after an AlterPartition.
+    Partition(Result<PartitionState, ItemResult>),
+    ProducerIds {
+        first: i64,
+        count: i64,
+    },
+}
+
+impl ControllerReply {
+    fn single(result: ItemResult) -> ControllerReply {
+        ControllerReply::Results(vec![result])
+    }
+}
+
+/// Decides a command against `image` and returns the reply and the records to replay.
+/// Records are listed in order; replaying them in order onto `image` is the change.
+pub fn decide(
+    image: &MetadataImage,
+    command: &ControllerCommand,
+) -> (ControllerReply, Vec<MetadataRecord>) {
+    let mut records = Vec::new();
+    let reply = match command {
+        ControllerCommand::RegisterBroker {
+            id,
+            host,
+            port,
+            rack,
+            incarnation,
+        } => {
+            match image.brokers.get(id) {
+                Some(existing) if existing.incarnation == *incarnation => {}
+                previous => {
+                    // A new incarnation: the old one's leaderships and ISR places go
+                    // first, as if it had been fenced (its memory of the log is gone).
+                    if previous.is_some() {
+                        records.push(MetadataRecord::FenceBroker { id: *id });
+                        move_away(image, *id, &mut records);
+                    }
+                    records.push(MetadataRecord::RegisterBroker(BrokerInfo {
+                        id: *id,
+                        host: host.clone(),
+                        port: *port,
+                        rack: rack.clone(),
+                        incarnation: *incarnation,
+                        fenced: true,
+                        in_controlled_shutdown: false,
+                    }));
+                }
+            }
+            ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::FenceBroker { id, incarnation } => {
+            match image.brokers.get(id) {
+                Some(broker) if broker.incarnation == *incarnation && !broker.fenced => {
+                    records.push(MetadataRecord::FenceBroker { id: *id });
+                    move_away(image, *id, &mut records);
+                }
+                _ => {}
+            }
+            ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::UnfenceBroker { id, incarnation } => match image.brokers.get(id) {
+            Some(broker) if broker.incarnation == *incarnation => {
+                if broker.fenced || broker.in_controlled_shutdown {
+                    records.push(MetadataRecord::UnfenceBroker { id: *id });
+                    let mut after = image.clone();
+                    after.replay(records.last().expect("just pushed"));
+                    elect_leaderless(&after, &mut records);
+                }
+                ControllerReply::single(ItemResult::ok())
+            }
+            _ => ControllerReply::single(ItemResult::error(
+                error_code::STALE_BROKER_EPOCH,
+                format!("broker {id} is not registered with this incarnation"),
+            )),
+        },
+        ControllerCommand::ControlledShutdown { id, incarnation } => match image.brokers.get(id) {
+            Some(broker) if broker.incarnation == *incarnation => {
+                if !broker.in_controlled_shutdown {
+                    records.push(MetadataRecord::ControlledShutdown { id: *id });
+                    move_away(image, *id, &mut records);
+                }
+                ControllerReply::single(ItemResult::ok())
+            }
+            _ => ControllerReply::single(ItemResult::error(
+                error_code::STALE_BROKER_EPOCH,
+                format!("broker {id} is not registered with this incarnation"),
+            )),
+        },
+        ControllerCommand::CreateTopics { topics } => {
+            // Topics of one request see each other (a duplicate name in one request fails).
+            let mut scratch = image.clone();
+            let results = topics
+                .iter()
+                .map(|topic| match create_topic(&scratch, topic) {
+                    Ok(record) => {
+                        scratch.replay(&record);
+                        records.push(record);
+                        ItemResult::ok()
+                    }
+                    Err(error) => error,
+                })
+                .collect();
+            ControllerReply::Results(results)
+        }
+        ControllerCommand::DeleteTopics { names } => {
+            let mut deleted = std::collections::BTreeSet::new();
+            let results = names
+                .iter()
+                .map(|name| {
+                    if image.topic(name).is_some() && deleted.insert(name.clone()) {
+                        records.push(MetadataRecord::DeleteTopic { name: name.clone() });
+                        ItemResult::ok()
+                    } else {
+                        ItemResult::error(
+                            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.",
+                        )
+                    }
+                })
+                .collect();
+            ControllerReply::Results(results)
+        }
+        ControllerCommand::CreatePartitions { name, count } => {
+            ControllerReply::single(match add_partitions(image, name, *count) {
+                Ok(record) => {
+                    records.push(record);
+                    ItemResult::ok()
+                }
+                Err(error) => error,
+            })
+        }
+        ControllerCommand::SetTopicConfigs { name, configs } => {
+            ControllerReply::single(if image.topic(name).is_some() {
+                records.push(MetadataRecord::SetTopicConfigs {
+                    name: name.clone(),
+                    configs: configs.clone(),
+                });
+                ItemResult::ok()
+            } else {
+                ItemResult::error(
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("The topic '{name}' does not exist."),
+                )
+            })
+        }
+        ControllerCommand::AlterPartition {
+            topic,
+            partition,
+            leader,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        } => ControllerReply::Partition(
+            alter_partition(
+                image,
+                topic,
+                *partition,
+                *leader,
+                *leader_epoch,
+                *partition_epoch,
+                isr,
+            )
+            .inspect(|state| {
+                records.push(MetadataRecord::ChangePartition {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    state: state.clone(),
+                });
+            }),
+        ),
+        ControllerCommand::ElectPreferredLeaders => {
+            for (name, topic) in &image.topics {
+                for (index, state) in topic.partitions.iter().enumerate() {
+                    let Some(&preferred) = state.replicas.first() else {
+                        continue;
+                    };
+                    if state.leader != preferred
+                        && state.isr.contains(&preferred)
+                        && image.is_eligible(preferred)
+                    {
+                        let mut next = state.clone();
+                        next.leader = preferred;
+                        next.leader_epoch += 1;
+                        next.partition_epoch += 1;
+                        records.push(change(name, index, next));
+                    }
+                }
+            }
+            ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::AllocateProducerIds { count } => {
+            let first = image.next_producer_id;
+            let count = (*count).clamp(1, 1 << 20);
+            records.push(MetadataRecord::ProducerIds {
+                next: first + count,
+            });
+            ControllerReply::ProducerIds { first, count }
+        }
+    };
+    (reply, records)
+}
+
+/// Decides `command` and replays its records onto `image`: what every node does with each
+/// committed command.
+pub fn apply(
+    image: &mut MetadataImage,
+    command: &ControllerCommand,
+) -> (ControllerReply, Vec<MetadataRecord>) {
+    let (reply, records) = decide(image, command);
+    for record in &records {
+        image.replay(record);
+    }
+    (reply, records)
+}
+
+fn change(topic: &str, index: usize, state: PartitionState) -> MetadataRecord {
+    MetadataRecord::ChangePartition {
+        topic: topic.to_string(),
+        partition: index as i32,
+        state,
+    }
+}
+
+fn unclean_allowed(image: &MetadataImage, topic: &str) -> bool {
+    image
+        .topic(topic)
+        .and_then(|t| t.configs.get("unclean.leader.election.enable"))
+        .is_some_and(|value| value == "true")
+}
+
+/// `broker` may no longer lead or stay in ISRs (fenced or shutting down): removes it
+/// from every ISR it shares with others and moves each of its leaderships to the first
+/// eligible ISR member in replica order. With none, the partition has no leader and its
+/// ISR keeps `broker` (the last replica known to have every committed record), unless
+/// the topic allows unclean election.
+fn move_away(image: &MetadataImage, broker: BrokerId, records: &mut Vec<MetadataRecord>) {
+    let eligible = |id: BrokerId| id != broker && image.is_eligible(id);
+    for (name, topic) in &image.topics {
+        for (index, state) in topic.partitions.iter().enumerate() {
+            let leads = state.leader == broker;
+            let in_isr = state.isr.contains(&broker);
+            if !leads && !in_isr {
+                continue;
+            }
+            let mut next = state.clone();
+            if in_isr && state.isr.len() > 1 {
+                next.isr.retain(|&id| id != broker);
+            }
+            if leads {
+                let candidate = next
+                    .replicas
+                    .iter()
+                    .copied()
+                    .find(|&id| next.isr.contains(&id) && eligible(id));
+                match candidate {
+                    Some(leader) => next.leader = leader,
+                    None => {
+                        let unclean = unclean_allowed(image, name)
+                            .then(|| next.replicas.iter().copied().find(|&id| eligible(id)))
+                            .flatten();
+                        match unclean {
+                            Some(leader) => {
+                                next.leader = leader;
+                                next.isr = vec![leader];
+                            }
+                            None => next.leader = NO_LEADER,
+                        }
+                    }
+                }
+                next.leader_epoch += 1;
+            }
+            if next != *state {
+                next.partition_epoch += 1;
+                records.push(change(name, index, next));
+            }
+        }
+    }
+}
+
+/// Gives leaderless partitions a leader where an ISR member is eligible again (or, for
+/// topics allowing unclean election, any eligible replica).
+fn elect_leaderless(image: &MetadataImage, records: &mut Vec<MetadataRecord>) {
+    for (name, topic) in &image.topics {
+        for (index, state) in topic.partitions.iter().enumerate() {
+            if state.leader != NO_LEADER {
+                continue;
+            }
+            let clean = state
+                .replicas
+                .iter()
+                .copied()
+                .find(|&id| state.isr.contains(&id) && image.is_eligible(id));
+            let mut next = state.clone();
+            match clean {
+                Some(leader) => next.leader = leader,
+                None if unclean_allowed(image, name) => {
+                    match state
+                        .replicas
+                        .iter()
+                        .copied()
+                        .find(|&id| image.is_eligible(id))
+                    {
+                        Some(leader) => {
+                            next.leader = leader;
+                            next.isr = vec![leader];
+                        }
+                        None => continue,
+                    }
+                }
+                None => continue,
+            }
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            records.push(change(name, index, next));
+        }
+    }
+}
+
+fn placement_brokers(image: &MetadataImage) -> Vec<(BrokerId, Option<String>)> {
+    let live: Vec<(BrokerId, Option<String>)> = image
+        .brokers
+        .values()
+        .filter(|b| b.is_eligible())
+        .map(|b| (b.id, b.rack.clone()))
+        .collect();
+    rack_alternated(&live)
+}
+
+fn seed_of(id: &Uuid) -> u64 {
+    let bytes = id.as_bytes();
+    u64::from_be_bytes(bytes[..8].try_into().expect("a uuid has 16 bytes"))
+}
+
+fn create_topic(image: &MetadataImage, topic: &NewTopic) -> Result<MetadataRecord, ItemResult> {
+    if image.topic(&topic.name).is_some() {
+        return Err(ItemResult::error(
+            error_code::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", topic.name),
+        ));
+    }
+    let collision = |name: &str| name.replace('.', "_");
+    if let Some(colliding) = image
+        .topics
+        .keys()
+        .find(|name| collision(name) == collision(&topic.name))
+    {
+        return Err(ItemResult::error(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            format!(
+                "Topic '{}' collides with existing topic: {colliding}",
+                topic.name
+            ),
+        ));
+    }
+    let replicas = if topic.assignments.is_empty() {
+        if topic.partitions <= 0 {
+            return Err(ItemResult::error(
+                error_code::INVALID_PARTITIONS,
+                "Number of partitions must be larger than 0.",
+            ));
+        }
+        if topic.partitions > PARTITIONS_PER_TOPIC_MAX {
+            return Err(ItemResult::error(
+                error_code::INVALID_PARTITIONS,
+                format!(
+                    "Number of partitions {} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}.",
+                    topic.partitions
+                ),
+            ));
+        }
+        let rf = topic.replication_factor;
+        if rf <= 0 {
+            return Err(ItemResult::error(
+                error_code::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            ));
+        }
+        let brokers = placement_brokers(image);
+        if rf as usize > brokers.len() {
+            return Err(ItemResult::error(
+                error_code::INVALID_REPLICATION_FACTOR,
+                format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+            ));
+        }
+        assign_replicas(
+            &brokers,
+            0,
+            topic.partitions as usize,
+            rf as usize,
+            seed_of(&topic.id),
+        )
+    } else {
+        check_assignments(image, &topic.assignments)?;
+        topic.assignments.clone()
+    };
+    Ok(MetadataRecord::CreateTopic {
+        name: topic.name.clone(),
+        id: topic.id,
+        configs: topic.configs.clone(),
+        partitions: replicas.into_iter().map(PartitionState::new).collect(),
+    })
+}
+
+fn check_assignments(
+    image: &MetadataImage,
+    assignments: &[Vec<BrokerId>],
+) -> Result<(), ItemResult> {
+    if assignments.len() > PARTITIONS_PER_TOPIC_MAX as usize {
+        return Err(ItemResult::error(
+            error_code::INVALID_PARTITIONS,
+            "Too many partitions in the assignment.",
+        ));
+    }
+    let first_len = assignments.first().map_or(0, Vec::len);
+    for replicas in assignments {
+        let mut seen = std::collections::BTreeSet::new();
+        if replicas.is_empty() || replicas.len() != first_len {
+            return Err(ItemResult::error(
+                error_code::INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {first_len} replica(s).", replicas.len()),
+            ));
+        }
+        for id in replicas {
+            if !seen.insert(*id) {
+                return Err(ItemResult::error(
+                    error_code::INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "The manual partition assignment includes the broker {id} more than once."
+                    ),
+                ));
+            }
+            if !image.brokers.contains_key(id) {
+                return Err(ItemResult::error(
+                    error_code::INVALID_REPLICA_ASSIGNMENT,
+                    format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn add_partitions(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+) -> Result<MetadataRecord, ItemResult> {
+    let Some(topic) = image.topic(name) else {
+        return Err(ItemResult::error(
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ));
+    };
+    let current = topic.partitions.len() as i32;
+    if count == current {
+        return Err(ItemResult::error(
+            error_code::INVALID_PARTITIONS,
+            format!("Topic already has {count} partitions."),
+        ));
+    }
+    if count < current {
+        return Err(ItemResult::error(
+            error_code::INVALID_PARTITIONS,
+            format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
+        ));
+    }
+    if count > PARTITIONS_PER_TOPIC_MAX {
+        return Err(ItemResult::error(
+            error_code::INVALID_PARTITIONS,
+            format!(
+                "Number of partitions {count} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
+            ),
+        ));
+    }
+    let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    let brokers = placement_brokers(image);
+    if rf > brokers.len() {
+        return Err(ItemResult::error(
+            error_code::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+        ));
+    }
+    let replicas = assign_replicas(
+        &brokers,
+        current as usize,
+        (count - current) as usize,
+        rf,
+        seed_of(&topic.id),
+    );
+    Ok(MetadataRecord::AddPartitions {
+        name: name.to_string(),
+        partitions: replicas.into_iter().map(PartitionState::new).collect(),
+    })
+}
+
+fn alter_partition(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    leader: BrokerId,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: &[BrokerId],
+) -> Result<PartitionState, ItemResult> {
+    let Some(state) = image.partition(topic, partition) else {
+        return Err(ItemResult::error(
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("{topic}-{partition} does not exist"),
+        ));
+    };
+    if leader_epoch < state.leader_epoch || leader != state.leader {
+        return Err(ItemResult::error(
+            error_code::FENCED_LEADER_EPOCH,
+            format!(
+                "leader {leader} epoch {leader_epoch} is not the current leader {} epoch {}",
+                state.leader, state.leader_epoch
+            ),
+        ));
+    }
+    if partition_epoch != state.partition_epoch || leader_epoch != state.leader_epoch {
+        return Err(ItemResult::error(
+            error_code::INVALID_UPDATE_VERSION,
+            format!(
+                "partition epoch {partition_epoch} is not the current {}",
+                state.partition_epoch
+            ),
+        ));
+    }
+    let mut unique = isr.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    if unique.len() != isr.len()
+        || !isr.contains(&leader)
+        || isr.iter().any(|id| !state.replicas.contains(id))
+    {
+        return Err(ItemResult::error(
+            error_code::INVALID_REQUEST,
+            format!(
+                "ISR {isr:?} must hold the leader and only replicas {:?}",
+                state.replicas
+            ),
+        ));
+    }
+    if let Some(ineligible) = isr
+        .iter()
+        .find(|id| !state.isr.contains(id) && !image.is_eligible(**id))
+    {
+        return Err(ItemResult::error(
+            error_code::INELIGIBLE_REPLICA,
+            format!("broker {ineligible} is fenced or shutting down and cannot join the ISR"),
+        ));
+    }
+    let mut next = state.clone();
+    next.isr = isr.to_vec();
+    next.partition_epoch += 1;
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,472 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn incarnation(id: BrokerId) -> Uuid {
+    Uuid::from_u128(id as u128)
+}
+
+fn cluster(brokers: &[BrokerId]) -> MetadataImage {
+    let mut image = MetadataImage::default();
+    for &id in brokers {
+        apply(
+            &mut image,
+            &ControllerCommand::RegisterBroker {
+                id,
+                host: "127.0.0.1".into(),
+                port: 9000 + id as u16,
+                rack: None,
+                incarnation: incarnation(id),
+            },
+        );
+        assert!(
+            image.brokers[&id].fenced,
+            "a new registration starts fenced"
+        );
+        apply(
+            &mut image,
+            &ControllerCommand::UnfenceBroker {
+                id,
+                incarnation: incarnation(id),
+            },
+        );
+    }
+    image
+}
+
+fn new_topic(name: &str, partitions: i32, rf: i16) -> NewTopic {
+    NewTopic {
+        name: name.into(),
+        id: Uuid::from_u128(0xabcdef ^ name.len() as u128),
+        partitions,
+        replication_factor: rf,
+        assignments: Vec::new(),
+        configs: BTreeMap::new(),
+    }
+}
+
+fn create(image: &mut MetadataImage, topic: NewTopic) -> ItemResult {
+    match apply(
+        image,
+        &ControllerCommand::CreateTopics {
+            topics: vec![topic],
+        },
+    )
+    .0
+    {
+        ControllerReply::Results(mut results) => results.remove(0),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn fence(image: &mut MetadataImage, id: BrokerId) {
+    apply(
+        image,
+        &ControllerCommand::FenceBroker {
+            id,
+            incarnation: image.brokers[&id].incarnation,
+        },
+    );
+}
+
+fn unfence(image: &mut MetadataImage, id: BrokerId) {
+    apply(
+        image,
+        &ControllerCommand::UnfenceBroker {
+            id,
+            incarnation: image.brokers[&id].incarnation,
+        },
+    );
+}
+
+#[test]
+fn topics_get_distinct_replicas_with_the_first_leading() {
+    let mut image = cluster(&[1, 2, 3]);
+    assert!(create(&mut image, new_topic("orders", 6, 3)).is_ok());
+    let topic = image.topic("orders").unwrap();
+    assert_eq!(topic.partitions.len(), 6);
+    for state in &topic.partitions {
+        let mut sorted = state.replicas.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![1, 2, 3]);
+        assert_eq!(state.leader, state.replicas[0]);
+        assert_eq!(state.isr, state.replicas);
+    }
+    assert!(image.topic_by_id(&topic.id).is_some());
+    let again = create(&mut image, new_topic("orders", 1, 1));
+    assert_eq!(again.code, error_code::TOPIC_ALREADY_EXISTS);
+}
+
+#[test]
+fn replication_factor_beyond_live_brokers_is_refused() {
+    let mut image = cluster(&[1, 2, 3]);
+    fence(&mut image, 3);
+    let result = create(&mut image, new_topic("t", 1, 3));
+    assert_eq!(result.code, error_code::INVALID_REPLICATION_FACTOR);
+    assert!(result.message.unwrap().contains("only 2 broker(s)"));
+}
+
+#[test]
+fn fencing_a_leader_elects_from_the_isr_and_bumps_the_epoch() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 3, 3));
+    let before = image.topic("t").unwrap().partitions.clone();
+    let victim = before[0].leader;
+    fence(&mut image, victim);
+    for (old, new) in before.iter().zip(&image.topic("t").unwrap().partitions) {
+        assert!(!new.isr.contains(&victim));
+        assert_ne!(new.leader, victim);
+        assert!(old.isr.contains(&new.leader));
+        assert_eq!(
+            new.leader_epoch,
+            old.leader_epoch + i32::from(old.leader == victim)
+        );
+        assert_eq!(new.partition_epoch, old.partition_epoch + 1);
+    }
+}
+
+#[test]
+fn the_last_isr_member_is_kept_and_leads_again_when_back() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    fence(&mut image, replicas[0]);
+    fence(&mut image, replicas[1]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.leader, replicas[2]);
+    assert_eq!(state.isr, vec![replicas[2]]);
+    fence(&mut image, replicas[2]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.leader, NO_LEADER);
+    assert_eq!(
+        state.isr,
+        vec![replicas[2]],
+        "no unclean election by default"
+    );
+    // The first two come back: they are not in the ISR, so still no leader.
+    unfence(&mut image, replicas[0]);
+    unfence(&mut image, replicas[1]);
+    assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+    unfence(&mut image, replicas[2]);
+    let state = image.partition("t", 0).unwrap();
+    assert_eq!(state.leader, replicas[2]);
+    assert_eq!(state.leader_epoch, 4, "three fences and one election");
+}
+
+#[test]
+fn unclean_election_only_where_the_topic_allows_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    let mut topic = new_topic("dirty", 1, 3);
+    topic
+        .configs
+        .insert("unclean.leader.election.enable".into(), "true".into());
+    create(&mut image, topic);
+    let replicas = image.partition("dirty", 0).unwrap().replicas.clone();
+    let leader = replicas[0];
+    // Shrink the ISR to the leader alone, then lose it.
+    let state = image.partition("dirty", 0).unwrap().clone();
+    let reply = apply(
+        &mut image,
+        &ControllerCommand::AlterPartition {
+            topic: "dirty".into(),
+            partition: 0,
+            leader,
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            isr: vec![leader],
+        },
+    )
+    .0;
+    assert!(matches!(reply, ControllerReply::Partition(Ok(_))));
+    fence(&mut image, leader);
+    let state = image.partition("dirty", 0).unwrap();
+    assert_eq!(state.leader, replicas[1]);
+    assert_eq!(state.isr, vec![replicas[1]]);
+}
+
+#[test]
+fn alter_partition_checks_epochs_membership_and_eligibility() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let state = image.partition("t", 0).unwrap().clone();
+    let alter = |isr: Vec<BrokerId>, leader_epoch: i32, partition_epoch: i32| {
+        ControllerCommand::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: state.leader,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        }
+    };
+    let code = |reply: ControllerReply| match reply {
+        ControllerReply::Partition(Err(error)) => error.code,
+        ControllerReply::Partition(Ok(_)) => error_code::NONE,
+        other => panic!("{other:?}"),
+    };
+    let leader = state.leader;
+    let follower = state.replicas[1];
+    let other = state.replicas[2];
+    assert_eq!(
+        code(apply(&mut image, &alter(vec![leader, follower], -1, 0)).0),
+        error_code::FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        code(apply(&mut image, &alter(vec![leader, follower], 0, 7)).0),
+        error_code::INVALID_UPDATE_VERSION
+    );
+    assert_eq!(
+        code(apply(&mut image, &alter(vec![follower], 0, 0)).0),
+        error_code::INVALID_REQUEST,
+        "the leader stays in its ISR"
+    );
+    assert_eq!(
+        code(apply(&mut image, &alter(vec![leader, follower], 0, 0)).0),
+        error_code::NONE
+    );
+    assert_eq!(image.partition("t", 0).unwrap().partition_epoch, 1);
+    fence(&mut image, other);
+    let epoch = image.partition("t", 0).unwrap().partition_epoch;
+    assert_eq!(
+        code(apply(&mut image, &alter(vec![leader, follower, other], 0, epoch)).0),
+        error_code::INELIGIBLE_REPLICA
+    );
+}
+
+#[test]
+fn a_new_incarnation_loses_its_leaderships_until_unfenced() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 3, 3));
+    let led_by_1 = |image: &MetadataImage| {
+        image
+            .topic("t")
+            .unwrap()
+            .partitions
+            .iter()
+            .filter(|p| p.leader == 1)
+            .count()
+    };
+    assert_eq!(led_by_1(&image), 1);
+    apply(
+        &mut image,
+        &ControllerCommand::RegisterBroker {
+            id: 1,
+            host: "127.0.0.1".into(),
+            port: 9001,
+            rack: None,
+            incarnation: Uuid::from_u128(77),
+        },
+    );
+    assert!(image.brokers[&1].fenced);
+    assert_eq!(led_by_1(&image), 0);
+    assert!(image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .all(|p| !p.isr.contains(&1)));
+    // The old incarnation's unfence is refused.
+    let reply = apply(
+        &mut image,
+        &ControllerCommand::UnfenceBroker {
+            id: 1,
+            incarnation: incarnation(1),
+        },
+    )
+    .0;
+    assert_eq!(
+        reply,
+        ControllerReply::Results(vec![ItemResult::error(
+            error_code::STALE_BROKER_EPOCH,
+            "broker 1 is not registered with this incarnation"
+        )])
+    );
+}
+
+#[test]
+fn controlled_shutdown_moves_leadership_and_preferred_election_restores_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 6, 3));
+    apply(
+        &mut image,
+        &ControllerCommand::ControlledShutdown {
+            id: 2,
+            incarnation: incarnation(2),
+        },
+    );
+    let partitions = &image.topic("t").unwrap().partitions;
+    assert!(partitions
+        .iter()
+        .all(|p| p.leader != 2 && !p.isr.contains(&2)));
+    // Back (unfenced), caught up (the leader re-adds it to the ISR), then rebalanced.
+    unfence(&mut image, 2);
+    for index in 0..6 {
+        let state = image.partition("t", index).unwrap().clone();
+        let mut isr = state.isr.clone();
+        isr.push(2);
+        apply(
+            &mut image,
+            &ControllerCommand::AlterPartition {
+                topic: "t".into(),
+                partition: index,
+                leader: state.leader,
+                leader_epoch: state.leader_epoch,
+                partition_epoch: state.partition_epoch,
+                isr,
+            },
+        );
+    }
+    apply(&mut image, &ControllerCommand::ElectPreferredLeaders);
+    for state in &image.topic("t").unwrap().partitions {
+        assert_eq!(state.leader, state.replicas[0]);
+    }
+}
+
+#[test]
+fn producer_id_blocks_never_overlap() {
+    let mut image = MetadataImage::default();
+    let mut next = 0;
+    for count in [1000, 1, 5000] {
+        match apply(
+            &mut image,
+            &ControllerCommand::AllocateProducerIds { count },
+        )
+        .0
+        {
+            ControllerReply::ProducerIds { first, count: got } => {
+                assert_eq!(first, next);
+                next = first + got;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn delete_and_grow_topics() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 2, 2));
+    let reply = apply(
+        &mut image,
+        &ControllerCommand::CreatePartitions {
+            name: "t".into(),
+            count: 5,
+        },
+    )
+    .0;
+    assert_eq!(reply, ControllerReply::Results(vec![ItemResult::ok()]));
+    assert_eq!(image.topic("t").unwrap().partitions.len(), 5);
+    assert!(image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .all(|p| p.replicas.len() == 2));
+    let reply = apply(
+        &mut image,
+        &ControllerCommand::DeleteTopics {
+            names: vec!["t".into(), "missing".into()],
+        },
+    )
+    .0;
+    let ControllerReply::Results(results) = reply else {
+        panic!()
+    };
+    assert!(results[0].is_ok());
+    assert_eq!(results[1].code, error_code::UNKNOWN_TOPIC_OR_PARTITION);
+    assert!(image.topics.is_empty());
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Fence(BrokerId),
+    Unfence(BrokerId),
+    Restart(BrokerId),
+    Shrink(usize),
+    Expand(usize),
+    Preferred,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (1..=4).prop_map(Step::Fence),
+        (1..=4).prop_map(Step::Unfence),
+        (1..=4).prop_map(Step::Restart),
+        (0..4usize).prop_map(Step::Shrink),
+        (0..4usize).prop_map(Step::Expand),
+        Just(Step::Preferred),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever happens to brokers, every partition keeps Kafka's invariants, and a
+    /// leader change without unclean election picks a member of the previous ISR (the
+    /// replicas known to hold every committed record).
+    #[test]
+    fn elections_keep_the_invariants(steps in proptest::collection::vec(step(), 1..60)) {
+        let mut image = cluster(&[1, 2, 3, 4]);
+        create(&mut image, new_topic("t", 4, 3));
+        let mut restarts = 100u128;
+        for step in steps {
+            let before = image.clone();
+            match step {
+                Step::Fence(id) => fence(&mut image, id),
+                Step::Unfence(id) => unfence(&mut image, id),
+                Step::Restart(id) => {
+                    restarts += 1;
+                    apply(&mut image, &ControllerCommand::RegisterBroker {
+                        id, host: "h".into(), port: 1, rack: None,
+                        incarnation: Uuid::from_u128(restarts),
+                    });
+                }
+                Step::Shrink(index) | Step::Expand(index) => {
+                    let state = image.partition("t", index as i32).unwrap().clone();
+                    if state.leader == NO_LEADER { continue; }
+                    let isr = if matches!(step, Step::Shrink(_)) {
+                        vec![state.leader]
+                    } else {
+                        state.replicas.iter().copied()
+                            .filter(|&id| state.isr.contains(&id) || image.is_eligible(id))
+                            .collect()
+                    };
+                    apply(&mut image, &ControllerCommand::AlterPartition {
+                        topic: "t".into(), partition: index as i32, leader: state.leader,
+                        leader_epoch: state.leader_epoch,
+                        partition_epoch: state.partition_epoch, isr,
+                    });
+                }
+                Step::Preferred => { apply(&mut image, &ControllerCommand::ElectPreferredLeaders); }
+            }
+            for (old, new) in before.topic("t").unwrap().partitions.iter()
+                .zip(&image.topic("t").unwrap().partitions)
+            {
+                prop_assert!(!new.isr.is_empty());
+                prop_assert!(new.isr.iter().all(|id| new.replicas.contains(id)));
+                prop_assert!(new.leader_epoch >= old.leader_epoch);
+                prop_assert!(new.partition_epoch >= old.partition_epoch);
+                if new.leader != NO_LEADER {
+                    prop_assert!(new.isr.contains(&new.leader));
+                    prop_assert!(image.is_eligible(new.leader));
+                }
+                if new.leader != old.leader {
+                    prop_assert!(new.leader_epoch > old.leader_epoch);
+                    if new.leader != NO_LEADER {
+                        prop_assert!(old.isr.contains(&new.leader), "{old:?} -> {new:?}");
+                    }
+                }
+                if new.isr != old.isr && new.leader == old.leader && new.leader != NO_LEADER {
+                    // ISR changes come with a partition epoch bump.
+                    prop_assert!(new.partition_epoch > old.partition_epoch);
+                }
+                // Liveness: an eligible ISR member means someone leads.
+                if new.isr.iter().any(|&id| image.is_eligible(id)) {
+                    prop_assert!(new.leader != NO_LEADER, "{new:?}");
+                }
+            }
+        }
+    }
+}

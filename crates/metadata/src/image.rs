@@ -1,0 +1,181 @@
+//! The metadata image: what the metadata log says now. Every node replays the same records
+//! in the same order, so every image agrees at the same log position. Not thread-safe;
+//! owners share it as an immutable `Arc` snapshot per change.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::records::MetadataRecord;
+use crate::{BrokerId, NO_LEADER};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    pub id: BrokerId,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    /// Changes at every process start; Kafka's broker epoch plays this part.
+    pub incarnation: Uuid,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerInfo {
+    /// May lead partitions and join ISRs.
+    pub fn is_eligible(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// Replica brokers; the first is the preferred leader.
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    /// `NO_LEADER` when no eligible ISR member is left.
+    pub leader: BrokerId,
+    /// Bumped at every leader change; followers truncate by it.
+    pub leader_epoch: i32,
+    /// Bumped at every change (leader or ISR): AlterPartition names the version it edits.
+    pub partition_epoch: i32,
+}
+
+impl PartitionState {
+    pub fn new(replicas: Vec<BrokerId>) -> PartitionState {
+        PartitionState {
+            leader: replicas.first().copied().unwrap_or(NO_LEADER),
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: Uuid,
+    pub configs: BTreeMap<String, String>,
+    pub partitions: Vec<PartitionState>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataImage {
+    pub brokers: BTreeMap<BrokerId, BrokerInfo>,
+    pub topics: BTreeMap<String, TopicImage>,
+    #[serde(skip)]
+    topic_names_by_id: HashMap<Uuid, String>,
+    /// The next producer id the controller hands out.
+    pub next_producer_id: i64,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.topic_names_by_id
+            .get(id)
+            .and_then(|name| self.topics.get(name))
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionState> {
+        self.topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+    }
+
+    pub fn is_eligible(&self, broker: BrokerId) -> bool {
+        self.brokers
+            .get(&broker)
+            .is_some_and(BrokerInfo::is_eligible)
+    }
+
+    /// Rebuilds the derived index after deserialising a snapshot.
+    pub fn reindex(&mut self) {
+        self.topic_names_by_id = self
+            .topics
+            .values()
+            .map(|t| (t.id, t.name.clone()))
+            .collect();
+    }
+
+    /// Applies one record. Records come from `controller::decide`, which checked them
+    /// against this same image, so a record naming something missing is a bug upstream;
+    /// it is ignored rather than allowed to bring every node down.
+    pub fn replay(&mut self, record: &MetadataRecord) {
+        match record {
+            MetadataRecord::RegisterBroker(info) => {
+                self.brokers.insert(info.id, info.clone());
+            }
+            MetadataRecord::FenceBroker { id } => {
+                if let Some(broker) = self.brokers.get_mut(id) {
+                    broker.fenced = true;
+                }
+            }
+            MetadataRecord::UnfenceBroker { id } => {
+                if let Some(broker) = self.brokers.get_mut(id) {
+                    broker.fenced = false;
+                    broker.in_controlled_shutdown = false;
+                }
+            }
+            MetadataRecord::ControlledShutdown { id } => {
+                if let Some(broker) = self.brokers.get_mut(id) {
+                    broker.in_controlled_shutdown = true;
+                }
+            }
+            MetadataRecord::CreateTopic {
+                name,
+                id,
+                configs,
+                partitions,
+            } => {
+                self.topic_names_by_id.insert(*id, name.clone());
+                self.topics.insert(
+                    name.clone(),
+                    TopicImage {
+                        name: name.clone(),
+                        id: *id,
+                        configs: configs.clone(),
+                        partitions: partitions.clone(),
+                    },
+                );
+            }
+            MetadataRecord::AddPartitions { name, partitions } => {
+                if let Some(topic) = self.topics.get_mut(name) {
+                    topic.partitions.extend(partitions.iter().cloned());
+                }
+            }
+            MetadataRecord::ChangePartition {
+                topic,
+                partition,
+                state,
+            } => {
+                let slot = self
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|t| t.partitions.get_mut(usize::try_from(*partition).ok()?));
+                if let Some(slot) = slot {
+                    *slot = state.clone();
+                }
+            }
+            MetadataRecord::SetTopicConfigs { name, configs } => {
+                if let Some(topic) = self.topics.get_mut(name) {
+                    topic.configs = configs.clone();
+                }
+            }
+            MetadataRecord::DeleteTopic { name } => {
+                if let Some(topic) = self.topics.remove(name) {
+                    self.topic_names_by_id.remove(&topic.id);
+                }
+            }
+            MetadataRecord::ProducerIds { next } => {
+                self.next_producer_id = self.next_producer_id.max(*next);
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Cluster metadata, without I/O: the records of the metadata log (`records`), the image
+//! every node replays them into (`image`), replica placement (`placement`) and the
+//! controller's decisions (`controller`): `Controller::decide(image, command)` returns a
+//! reply and the records that carry it out. The Raft crate stores commands in its log and
+//! applies them on every node through the same function, so all images agree.
+
+pub mod controller;
+pub mod image;
+pub mod placement;
+pub mod records;
+
+pub use controller::{apply, decide, ControllerCommand, ControllerReply, ItemResult, NewTopic};
+pub use image::{BrokerInfo, MetadataImage, PartitionState, TopicImage};
+pub use records::MetadataRecord;
+
+/// A broker's (and controller's) node id, as Kafka's `node.id`.
+pub type BrokerId = i32;
+
+/// Kafka's "no leader" marker in metadata.
+pub const NO_LEADER: BrokerId = -1;
+
+/// Error codes the controller answers with (Kafka's numbers and names).
+pub mod error_code {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const STALE_BROKER_EPOCH: i16 = 77;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const INVALID_UPDATE_VERSION: i16 = 96;
+    pub const INELIGIBLE_REPLICA: i16 = 107;
+    pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+}

@@ -1,0 +1,56 @@
+//! The records of the metadata log: each one is a fact the image replays. They are
+//! produced only by `controller::decide`, so they never need validating on replay.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::image::{BrokerInfo, PartitionState};
+use crate::BrokerId;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    /// A broker (re)registered; a new incarnation starts fenced.
+    RegisterBroker(BrokerInfo),
+    /// The broker may not lead or be in an ISR (missed heartbeats, or a new incarnation).
+    FenceBroker {
+        id: BrokerId,
+    },
+    /// The broker heartbeats again with its current incarnation.
+    UnfenceBroker {
+        id: BrokerId,
+    },
+    /// The broker asked to stop; it leads nothing from now on.
+    ControlledShutdown {
+        id: BrokerId,
+    },
+    CreateTopic {
+        name: String,
+        id: Uuid,
+        configs: BTreeMap<String, String>,
+        partitions: Vec<PartitionState>,
+    },
+    /// New partitions appended to a topic (CreatePartitions).
+    AddPartitions {
+        name: String,
+        partitions: Vec<PartitionState>,
+    },
+    /// A partition's leader, epochs or ISR changed.
+    ChangePartition {
+        topic: String,
+        partition: i32,
+        state: PartitionState,
+    },
+    SetTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    /// Producer ids below `next` are handed out.
+    ProducerIds {
+        next: i64,
+    },
+}

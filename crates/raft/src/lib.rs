@@ -1,0 +1,51 @@
+//! The metadata quorum: openraft with Strand's storage and network adapters.
+//!
+//! - `log_store.rs`: the Raft log in one append-only file of checksummed frames, the vote
+//!   and the purge point in atomically replaced files.
+//! - `state_machine.rs`: applies committed controller commands through
+//!   `strand_metadata::apply` and publishes each new image; snapshots are the image.
+//! - `rpc.rs`, `network.rs`: length-prefixed JSON over TCP for Raft's RPCs and for brokers'
+//!   requests to the active controller.
+//! - `node.rs`: starts a node's Raft, listener and duties; `client.rs`: brokers' way to
+//!   the active controller.
+//! - `controller_service.rs`: what the active controller does besides Raft: broker
+//!   heartbeats, fencing expired sessions, unfencing caught-up brokers, forwarding writes,
+//!   preferred leader election.
+
+pub mod client;
+pub mod controller_service;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod rpc;
+pub mod state_machine;
+
+use std::io::Cursor;
+
+use strand_metadata::{ControllerCommand, ControllerReply};
+
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// Raft types of the metadata quorum: entries carry controller commands.
+    pub TypeConfig:
+        D = ControllerCommand,
+        R = ControllerReply,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+pub type StorageError = openraft::StorageError<NodeId>;
+
+fn io_error(
+    subject: openraft::ErrorSubject<NodeId>,
+    verb: openraft::ErrorVerb,
+    error: impl std::fmt::Display,
+) -> StorageError {
+    openraft::StorageIOError::new(subject, verb, openraft::AnyError::error(error.to_string()))
+        .into()
+}

@@ -1,0 +1,352 @@
+//! The Raft log on disk: `raft-log` holds entries as frames `[u32 length][u32 crc32c][JSON
+//! entry]`, appended and fdatasynced before Raft is told they are durable; `vote.json` and
+//! `purged.json` are replaced atomically. Entries are also kept in memory (the metadata log
+//! is small and snapshots purge it). A torn or corrupt frame at the tail (a crash during
+//! an append) is cut off on open; anything after it was never acknowledged.
+//!
+//! Not shared: openraft owns the store; readers get a clone of the in-memory entries.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, RaftLogId, RaftLogReader, Vote};
+
+use crate::{io_error, NodeId, StorageError, TypeConfig};
+
+const LOG_FILE: &str = "raft-log";
+const VOTE_FILE: &str = "vote.json";
+const PURGED_FILE: &str = "purged.json";
+const COMMITTED_FILE: &str = "committed.json";
+/// Largest entry accepted when reading the file back (a CreateTopics of 100k partitions
+/// is a few MiB of JSON); anything larger is treated as corruption.
+const ENTRY_MAX_BYTES: u32 = 256 * 1024 * 1024;
+/// Rewrite the file without purged entries once this many are dead in it.
+const PURGED_REWRITE_MIN: usize = 4096;
+
+#[derive(Debug, Default)]
+struct Entries {
+    /// index -> (entry, byte position of its frame in the file)
+    by_index: BTreeMap<u64, (Entry<TypeConfig>, u64)>,
+    last_purged: Option<LogId<NodeId>>,
+    /// Frames in the file belonging to purged entries.
+    dead_frames: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    dir: PathBuf,
+    entries: Arc<Mutex<Entries>>,
+    file: Arc<Mutex<File>>,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn frame(entry: &Entry<TypeConfig>) -> Vec<u8> {
+    let body = serde_json::to_vec(entry).expect("entries serialise");
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+impl LogStore {
+    /// Opens (creating) the log in `dir`, cutting a torn tail.
+    pub fn open(dir: &Path) -> anyhow::Result<LogStore> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(LOG_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let last_purged: Option<LogId<NodeId>> = read_json(&dir.join(PURGED_FILE))?;
+        let mut entries = Entries {
+            last_purged,
+            ..Entries::default()
+        };
+        let mut position = 0usize;
+        while bytes.len() - position >= 8 {
+            let length = u32::from_be_bytes(bytes[position..position + 4].try_into()?);
+            let crc = u32::from_be_bytes(bytes[position + 4..position + 8].try_into()?);
+            let end = position + 8 + length as usize;
+            if length > ENTRY_MAX_BYTES || end > bytes.len() {
+                break;
+            }
+            let body = &bytes[position + 8..end];
+            if crc32c::crc32c(body) != crc {
+                break;
+            }
+            let Ok(entry) = serde_json::from_slice::<Entry<TypeConfig>>(body) else {
+                break;
+            };
+            let index = entry.get_log_id().index;
+            if last_purged.is_some_and(|purged| index <= purged.index) {
+                entries.dead_frames += 1;
+            } else {
+                // A rewrite after truncation may leave a later duplicate; the later wins.
+                entries.by_index.split_off(&index);
+                entries.by_index.insert(index, (entry, position as u64));
+            }
+            position = end;
+        }
+        if position < bytes.len() {
+            tracing::warn!(
+                file = %path.display(),
+                kept_bytes = position,
+                dropped_bytes = bytes.len() - position,
+                "raft log: cut a torn or corrupt tail"
+            );
+            file.set_len(position as u64)?;
+            file.sync_all()?;
+        }
+        Ok(LogStore {
+            dir: dir.to_path_buf(),
+            entries: Arc::new(Mutex::new(entries)),
+            file: Arc::new(Mutex::new(file)),
+        })
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_json<T: serde::Serialize>(&self, name: &str, value: &T) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+        strand_log::checkpoint::write_atomically(&self.dir.join(name), &bytes)
+    }
+
+    /// Rewrites the file with the live entries only (after enough purging).
+    fn rewrite(&self, entries: &mut Entries) -> std::io::Result<()> {
+        let path = self.dir.join(LOG_FILE);
+        let temp = self.dir.join(format!("{LOG_FILE}.rewrite"));
+        let mut out = File::create(&temp)?;
+        let mut position = 0u64;
+        for (entry, at) in entries.by_index.values_mut() {
+            let bytes = frame(entry);
+            out.write_all(&bytes)?;
+            *at = position;
+            position += bytes.len() as u64;
+        }
+        out.sync_all()?;
+        std::fs::rename(&temp, &path)?;
+        strand_log::checkpoint::sync_dir(&self.dir)?;
+        *self.file.lock().unwrap_or_else(|p| p.into_inner()) =
+            OpenOptions::new().read(true).append(true).open(&path)?;
+        entries.dead_frames = 0;
+        Ok(())
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
+        Ok(self
+            .entries()
+            .by_index
+            .range(range)
+            .map(|(_, (entry, _))| entry.clone())
+            .collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let entries = self.entries();
+        let last = entries
+            .by_index
+            .values()
+            .next_back()
+            .map(|(entry, _)| *entry.get_log_id());
+        Ok(LogState {
+            last_purged_log_id: entries.last_purged,
+            last_log_id: last.or(entries.last_purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        self.write_json(VOTE_FILE, vote)
+            .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        read_json(&self.dir.join(VOTE_FILE))
+            .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Read, e))
+    }
+
+    /// The commit point is a hint for replaying the log at startup (without it, replay
+    /// waits for a leader); it is written without fsync because losing it loses nothing.
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError> {
+        let path = self.dir.join(COMMITTED_FILE);
+        let temp = self.dir.join(format!("{COMMITTED_FILE}.tmp"));
+        let bytes = serde_json::to_vec(&committed).expect("log ids serialise");
+        std::fs::write(&temp, bytes)
+            .and_then(|()| std::fs::rename(&temp, &path))
+            .map_err(|e| io_error(ErrorSubject::Store, ErrorVerb::Write, e))
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError> {
+        let committed: Option<Option<LogId<NodeId>>> = read_json(&self.dir.join(COMMITTED_FILE))
+            .map_err(|e| io_error(ErrorSubject::Store, ErrorVerb::Read, e))?;
+        // Never claim more than the log holds (the hint may outlive a torn tail).
+        let last = self.get_log_state().await?.last_log_id;
+        Ok(committed
+            .flatten()
+            .filter(|c| last.is_some_and(|l| c.index <= l.index)))
+    }
+
+    async fn append<I>(
+        &mut self,
+        new: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let result = (|| -> std::io::Result<()> {
+            let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            let position = file.metadata()?.len();
+            let mut bytes = Vec::new();
+            let mut framed = Vec::new();
+            for entry in new {
+                let one = frame(&entry);
+                framed.push((entry, position + bytes.len() as u64));
+                bytes.extend_from_slice(&one);
+            }
+            (&*file).write_all(&bytes)?;
+            file.sync_data()?;
+            let mut entries = self.entries();
+            for (entry, at) in framed {
+                let index = entry.get_log_id().index;
+                entries.by_index.insert(index, (entry, at));
+            }
+            Ok(())
+        })();
+        let failed = result.as_ref().err().map(|e| e.to_string());
+        callback.log_io_completed(result);
+        match failed {
+            Some(error) => Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, error)),
+            None => Ok(()),
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
+        let mut entries = self.entries();
+        let removed = entries.by_index.split_off(&log_id.index);
+        if let Some((_, position)) = removed.values().next() {
+            let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            file.set_len(*position)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
+        self.write_json(PURGED_FILE, &log_id)
+            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        let mut entries = self.entries();
+        let kept = entries.by_index.split_off(&(log_id.index + 1));
+        entries.dead_frames += entries.by_index.len();
+        entries.by_index = kept;
+        entries.last_purged = Some(log_id);
+        if entries.dead_frames >= PURGED_REWRITE_MIN && entries.dead_frames > entries.by_index.len()
+        {
+            self.rewrite(&mut entries)
+                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_torn_or_corrupt_tail_is_cut_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = Vec::new();
+        for index in 1..=3 {
+            bytes.extend_from_slice(&frame(&entry(index)));
+        }
+        let good = bytes.len();
+        let mut fourth = frame(&entry(4));
+        let last = fourth.len() - 1;
+        fourth[last] ^= 0xff; // checksum no longer matches
+        bytes.extend_from_slice(&fourth);
+        bytes.extend_from_slice(&frame(&entry(5))[..7]); // torn frame header
+        std::fs::write(dir.path().join(LOG_FILE), &bytes).unwrap();
+
+        let mut store = LogStore::open(dir.path()).unwrap();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.unwrap().index, 3);
+        assert_eq!(
+            std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len(),
+            good as u64
+        );
+        let entries = store.try_get_log_entries(1..).await.unwrap();
+        assert_eq!(entries.len(), 3);
+
+        store
+            .truncate(LogId::new(CommittedLeaderId::new(1, 1), 2))
+            .await
+            .unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store
+                .get_log_state()
+                .await
+                .unwrap()
+                .last_log_id
+                .unwrap()
+                .index,
+            1
+        );
+        store
+            .purge(LogId::new(CommittedLeaderId::new(1, 1), 1))
+            .await
+            .unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id.unwrap().index, 1);
+        assert_eq!(state.last_log_id.unwrap().index, 1);
+        assert!(store.try_get_log_entries(0..).await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,115 @@
+//! Starting a node's part of the quorum: the Raft instance over this node's storage, the
+//! quorum listener, and the active-controller duties. Voters (controllers) initialise the
+//! quorum on first start; other nodes (broker only) wait to be added as learners when
+//! they register, and then receive the metadata log like everyone else.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Config, SnapshotPolicy};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::controller_service::{ControllerService, ServiceConfig};
+use crate::log_store::LogStore;
+use crate::network::Network;
+use crate::state_machine::{Published, StateMachine};
+use crate::{NodeId, Raft};
+
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: NodeId,
+    /// Controller node ids and their quorum addresses (`--controllers`).
+    pub voters: BTreeMap<NodeId, String>,
+    /// Where this node's quorum listener binds.
+    pub listen: SocketAddr,
+    /// Directory of the Raft log and snapshots.
+    pub dir: PathBuf,
+    pub service: ServiceConfig,
+    /// Raft heartbeat interval; elections time out after 5 to 10 of them.
+    pub heartbeat_interval: Duration,
+}
+
+pub struct QuorumNode {
+    pub raft: Raft,
+    pub service: Arc<ControllerService>,
+    pub metadata: watch::Receiver<Published>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl QuorumNode {
+    pub async fn start(config: QuorumConfig) -> anyhow::Result<QuorumNode> {
+        let log_store = LogStore::open(&config.dir)?;
+        let state_machine = StateMachine::open(&config.dir)?;
+        let metadata = state_machine.subscribe();
+        let heartbeat_ms = config.heartbeat_interval.as_millis().max(10) as u64;
+        let raft_config = Config {
+            cluster_name: "strand-metadata".into(),
+            heartbeat_interval: heartbeat_ms,
+            election_timeout_min: heartbeat_ms * 5,
+            election_timeout_max: heartbeat_ms * 10,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(2_000),
+            max_in_snapshot_log_to_keep: 500,
+            ..Config::default()
+        }
+        .validate()?;
+        let raft = Raft::new(
+            config.node_id,
+            Arc::new(raft_config),
+            Network,
+            log_store,
+            state_machine,
+        )
+        .await?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!("cannot listen on {} (quorum): {error}", config.listen)
+            })?;
+        let voters: BTreeSet<NodeId> = config.voters.keys().copied().collect();
+        let service = Arc::new(ControllerService::new(
+            config.node_id,
+            voters.clone(),
+            raft.clone(),
+            metadata.clone(),
+            config.service.clone(),
+        ));
+        let mut tasks = vec![tokio::spawn(crate::network::serve(
+            listener,
+            raft.clone(),
+            service.clone(),
+        ))];
+        if voters.contains(&config.node_id) {
+            if !raft.is_initialized().await? {
+                let members: BTreeMap<NodeId, BasicNode> = config
+                    .voters
+                    .iter()
+                    .map(|(id, address)| (*id, BasicNode::new(address)))
+                    .collect();
+                // Every voter may propose the same initial membership; all but the first
+                // to win are told it is already initialised, which is fine.
+                if let Err(error) = raft.initialize(members).await {
+                    tracing::debug!(%error, "quorum already initialised");
+                }
+            }
+            tasks.push(tokio::spawn(service.clone().run_duties()));
+        }
+        Ok(QuorumNode {
+            raft,
+            service,
+            metadata,
+            tasks,
+        })
+    }
+
+    /// Stops Raft and the listener.
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let _ = self.raft.shutdown().await;
+    }
+}

@@ -1,0 +1,240 @@
+//! The state machine: the metadata image, advanced by applying each committed controller
+//! command through `strand_metadata::apply` (the same decision on every node). After every
+//! applied batch the new image is published on a watch channel, which the broker follows.
+//! A snapshot is the image itself, as JSON, kept in `snapshot.json`.
+//!
+//! Shared between openraft (through clones) and the publisher; state behind one mutex.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder,
+    SnapshotMeta, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use strand_metadata::{ControllerReply, MetadataImage};
+use tokio::sync::watch;
+
+use crate::{io_error, NodeId, StorageError, TypeConfig};
+
+const SNAPSHOT_FILE: &str = "snapshot.json";
+
+/// What the broker sees: an image and the log index it reflects.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub image: Arc<MetadataImage>,
+    /// Index of the last applied log entry (0 before any).
+    pub applied_index: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotBody {
+    image: MetadataImage,
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+    snapshot_id: String,
+}
+
+#[derive(Debug)]
+struct State {
+    body: SnapshotBody,
+    /// The last snapshot built or installed (serialised body), for followers that need it.
+    snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
+    snapshots_built: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StateMachine {
+    dir: PathBuf,
+    state: Arc<Mutex<State>>,
+    published: watch::Sender<Published>,
+}
+
+fn meta_of(body: &SnapshotBody) -> SnapshotMeta<NodeId, BasicNode> {
+    SnapshotMeta {
+        last_log_id: body.last_applied,
+        last_membership: body.membership.clone(),
+        snapshot_id: body.snapshot_id.clone(),
+    }
+}
+
+impl StateMachine {
+    /// Loads the latest snapshot from `dir` (if any); the log after it is re-applied by
+    /// openraft.
+    pub fn open(dir: &Path) -> anyhow::Result<StateMachine> {
+        std::fs::create_dir_all(dir)?;
+        let (body, snapshot) = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+            Ok(bytes) => {
+                let mut body: SnapshotBody = serde_json::from_slice(&bytes)?;
+                body.image.reindex();
+                let meta = meta_of(&body);
+                (body, Some((meta, bytes)))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                (SnapshotBody::default(), None)
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let published = watch::Sender::new(Published {
+            image: Arc::new(body.image.clone()),
+            applied_index: body.last_applied.map_or(0, |id| id.index),
+        });
+        Ok(StateMachine {
+            dir: dir.to_path_buf(),
+            state: Arc::new(Mutex::new(State {
+                body,
+                snapshot,
+                snapshots_built: 0,
+            })),
+            published,
+        })
+    }
+
+    /// Follows the image as commands are applied.
+    pub fn subscribe(&self) -> watch::Receiver<Published> {
+        self.published.subscribe()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, body: &SnapshotBody) {
+        self.published.send_replace(Published {
+            image: Arc::new(body.image.clone()),
+            applied_index: body.last_applied.map_or(0, |id| id.index),
+        });
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (meta, bytes) = {
+            let mut state = self.state();
+            state.snapshots_built += 1;
+            let id = format!(
+                "{}-{}",
+                state.body.last_applied.map_or(0, |id| id.index),
+                state.snapshots_built
+            );
+            state.body.snapshot_id = id;
+            let bytes = serde_json::to_vec(&state.body)
+                .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Write, e))?;
+            let meta = meta_of(&state.body);
+            state.snapshot = Some((meta.clone(), bytes.clone()));
+            (meta, bytes)
+        };
+        strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(
+            |e| {
+                io_error(
+                    ErrorSubject::Snapshot(Some(meta.signature())),
+                    ErrorVerb::Write,
+                    e,
+                )
+            },
+        )?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError> {
+        let state = self.state();
+        Ok((state.body.last_applied, state.body.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ControllerReply>, StorageError>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut replies = Vec::new();
+        let body = {
+            let mut state = self.state();
+            for entry in entries {
+                state.body.last_applied = Some(entry.log_id);
+                let reply = match entry.payload {
+                    EntryPayload::Blank => ControllerReply::Results(Vec::new()),
+                    EntryPayload::Normal(command) => {
+                        let (reply, records) =
+                            strand_metadata::apply(&mut state.body.image, &command);
+                        if !records.is_empty() {
+                            tracing::debug!(
+                                index = entry.log_id.index,
+                                ?records,
+                                "metadata records"
+                            );
+                        }
+                        reply
+                    }
+                    EntryPayload::Membership(membership) => {
+                        state.body.membership =
+                            StoredMembership::new(Some(entry.log_id), membership);
+                        ControllerReply::Results(Vec::new())
+                    }
+                };
+                replies.push(reply);
+            }
+            state.body.clone()
+        };
+        self.publish(&body);
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let bytes = snapshot.into_inner();
+        let mut body: SnapshotBody = serde_json::from_slice(&bytes).map_err(|e| {
+            io_error(
+                ErrorSubject::Snapshot(Some(meta.signature())),
+                ErrorVerb::Read,
+                e,
+            )
+        })?;
+        body.image.reindex();
+        strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(
+            |e| {
+                io_error(
+                    ErrorSubject::Snapshot(Some(meta.signature())),
+                    ErrorVerb::Write,
+                    e,
+                )
+            },
+        )?;
+        {
+            let mut state = self.state();
+            state.body = body.clone();
+            state.snapshot = Some((meta.clone(), bytes));
+        }
+        self.publish(&body);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(self.state().snapshot.clone().map(|(meta, bytes)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        }))
+    }
+}

@@ -11,6 +11,7 @@
 
 pub mod alloc_guard;
 pub mod api_versions;
+pub mod client;
 pub mod decode;
 pub mod fetch_response;
 pub mod frame;

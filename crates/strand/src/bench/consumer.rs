@@ -12,9 +12,9 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 use kafka_protocol::protocol::StrBytes;
 use strand_records::{walk_stored_records, BatchView, WalkLimits};
 
-use super::client::Connection;
 use super::producer::now_micros;
 use super::stats::Stats;
+use strand_protocol::client::Connection;
 
 pub const FETCH_VERSION: i16 = 12;
 const FETCH_MAX_BYTES: i32 = 50 * 1024 * 1024;

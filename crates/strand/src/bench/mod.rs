@@ -4,7 +4,6 @@
 //! throughput and latency percentiles (HdrHistogram) for produce acknowledgement and end
 //! to end, optionally as JSON.
 
-mod client;
 mod consumer;
 mod producer;
 mod stats;
@@ -25,8 +24,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strand_records::Compression;
 
-use client::Connection;
 use stats::{Report, Stats};
+use strand_protocol::client::Connection;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {

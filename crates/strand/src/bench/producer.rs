@@ -14,8 +14,8 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicNam
 use kafka_protocol::protocol::StrBytes;
 use strand_records::{BatchBuilder, Compression, Record};
 
-use super::client::{decode_response, Connection};
 use super::stats::Stats;
+use strand_protocol::client::{decode_response, Connection};
 
 pub const PRODUCE_VERSION: i16 = 9;
 

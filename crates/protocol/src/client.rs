@@ -1,7 +1,8 @@
-//! The smallest Kafka client the load generator needs: one TCP connection with pipelined
-//! requests (responses come back in order on a connection, so a FIFO of waiters matches
-//! them), bounded by `in_flight_max`. Not a general client: no retries, no metadata
-//! refresh; a benchmark that hits an error reports it and stops.
+//! The smallest Kafka client Strand needs itself (the load generator, and followers
+//! fetching from leaders): one TCP connection with pipelined requests (responses come back
+//! in order on a connection, so a FIFO of waiters matches them), bounded by
+//! `in_flight_max`. Not a general client: no retries, no metadata refresh; callers handle
+//! errors and reconnect.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ const RESPONSE_MAX_BYTES: usize = 128 * 1024 * 1024;
 type Waiter = (i16, oneshot::Sender<anyhow::Result<Bytes>>);
 
 pub struct Connection {
+    client_id: &'static str,
     writer: Mutex<(OwnedWriteHalf, i32)>,
     waiters: Arc<std::sync::Mutex<VecDeque<Waiter>>>,
     in_flight: Arc<Semaphore>,
@@ -28,6 +30,15 @@ pub struct Connection {
 
 impl Connection {
     pub async fn connect(address: &str, in_flight_max: usize) -> anyhow::Result<Connection> {
+        Connection::connect_as(address, in_flight_max, "strand-bench").await
+    }
+
+    /// Connects, naming itself `client_id` in every request header.
+    pub async fn connect_as(
+        address: &str,
+        in_flight_max: usize,
+        client_id: &'static str,
+    ) -> anyhow::Result<Connection> {
         let stream = TcpStream::connect(address)
             .await
             .with_context(|| format!("connecting to {address}"))?;
@@ -64,6 +75,7 @@ impl Connection {
             }
         });
         Ok(Connection {
+            client_id,
             writer: Mutex::new((writer, 0)),
             waiters,
             in_flight: Arc::new(Semaphore::new(in_flight_max)),
@@ -99,7 +111,7 @@ impl Connection {
             .with_request_api_key(key as i16)
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("strand-bench")));
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
         let mut payload = BytesMut::new();
         payload.put_i32(0);
         header.encode(&mut payload, key.request_header_version(version))?;

@@ -3,16 +3,18 @@
 
 Runs the workloads below against both brokers, alternating which broker goes first from
 one run to the next, with a fresh data directory (and a freshly started broker) for
-every run, and prints the medians and the Strand/Kafka ratios. Load comes from Kafka's
-own perf tools (kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) for both brokers;
-the start-up and partition-count workloads use confluent-kafka (librdkafka).
+every run, and prints the medians and the Strand/Kafka ratios. W1-W4 are run with each
+client chosen by --client, every one driving both brokers: Kafka's own perf tools
+(kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) and `strand bench` (this repo's
+load generator); the start-up and partition-count workloads use confluent-kafka
+(librdkafka).
 
-  W1  6 partitions, 1 KiB records, acks=1, --throughput -1 (maximum throughput)
+  W1  6 partitions, 1 KiB records, acks=1, maximum throughput
   W2  acks=all: Strand --flush every-batch vs Kafka default and vs Kafka
       log.flush.interval.messages=1
   W3  acks=1 at a fixed rate, half of Kafka's W1 maximum: latency percentiles
-  W4  ConsumerPerformance over a topic written just before (page cache), with the
-      loopback bandwidth measured by iperf3 in the same run as the ceiling
+  W4  consume a topic written just before (page cache), with the loopback bandwidth
+      measured by iperf3 in the same run as the ceiling
   W5  time from process start to the first acknowledged produce; idle RSS
   W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
 
@@ -24,9 +26,10 @@ the CPU used by everything else during the measured phase is recorded ("other CP
 Output: a table on stdout, bench/results/<timestamp>.json, PNG plots in docs/bench/,
 and with --write-docs the "Strand vs Apache Kafka" section of docs/BENCHMARKS.md.
 
-  bench/compare.py --quick                 # about 10 minutes
-  bench/compare.py --full --write-docs     # ~1 hour
-  bench/compare.py --quick --workloads W1,W3 --runs 5
+  bench/compare.py --quick                 # about 10 minutes per client (W1-W4)
+  bench/compare.py --full --write-docs     # about an hour per client
+  bench/compare.py --quick --workloads W1,W3 --runs 5 --client strand-bench
+  bench/compare.py --smoke                 # seconds per workload; results in a temp dir
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import argparse
 import atexit
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -55,40 +59,38 @@ REPO = Path(__file__).resolve().parent.parent
 KAFKA_CLI = REPO / "interop" / "kafka" / "kafka-cli.sh"
 RUN_KAFKA = REPO / "interop" / "kafka" / "run-kafka.sh"
 DEFAULT_STRAND = REPO / "target" / "release" / "strand"
+DEFAULT_DOCS = REPO / "docs" / "BENCHMARKS.md"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
 
-# Run lengths. quick: a few minutes in total; full: W1 ~20-30 s per run, W4 ~5 GiB.
+# Run lengths. quick: a few minutes per client; full: W1 ~20-30 s per run, W4 ~5 GiB;
+# smoke: one short run of everything, to check that the script works (not to quote).
+QUICK = dict(
+    runs=3,
+    w1_records=400_000,
+    w2_records=200_000,
+    warmup_records=100_000,
+    w3_seconds=8,
+    w4_mib=512,
+    w4_passes=2,
+    w5_runs=3,
+    w5_idle_s=3.0,
+    w6_partitions=[1000, 10000],
+    w6_runs=1,
+    iperf_seconds=3,
+)
 PROFILES = {
-    "quick": dict(
-        runs=3,
-        w1_records=400_000,
-        w2_records=200_000,
-        warmup_records=100_000,
-        w3_seconds=8,
-        w4_mib=512,
-        w4_passes=2,
-        w5_runs=3,
-        w5_idle_s=3.0,
-        w6_partitions=[1000, 10000],
-        w6_runs=1,
-        iperf_seconds=3,
-    ),
-    "full": dict(
-        runs=5,
-        w1_records=2_500_000,
-        w2_records=1_000_000,
-        warmup_records=300_000,
-        w3_seconds=30,
-        w4_mib=5120,
-        w4_passes=3,
-        w5_runs=5,
-        w5_idle_s=5.0,
-        w6_partitions=[1000, 10000],
-        w6_runs=3,
-        iperf_seconds=10,
-    ),
+    "quick": QUICK,
+    "full": dict(QUICK, runs=5, w1_records=2_500_000, w2_records=1_000_000,
+                 warmup_records=300_000, w3_seconds=30, w4_mib=5120, w4_passes=3, w5_runs=5,
+                 w5_idle_s=5.0, w6_runs=3, iperf_seconds=10),
+    "smoke": dict(QUICK, runs=1, w1_records=20_000, w2_records=10_000, warmup_records=5_000,
+                  w3_seconds=2, w4_mib=32, w4_passes=1, w5_runs=1, w5_idle_s=0.5,
+                  w6_partitions=[1000], iperf_seconds=1),
 }
+# W1-W4 run once per client (--client); W5 and W6 use confluent-kafka whatever it is.
+CLIENT_WORKLOADS = ["W1", "W2", "W3", "W4"]
+OTHER_CLIENT = "confluent-kafka"
 ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
 RECORD_SIZE = 1024
 PARTITIONS = 6
@@ -445,8 +447,11 @@ class ToolResult:
         self.argv, self.rc, self.out, self.err, self.wall = argv, rc, out, err, wall
 
 
-def run_tool(tool: str, args: list[str], timeout: float, env: dict | None = None) -> ToolResult:
-    argv = [str(KAFKA_CLI), tool, *args]
+def kafka_tool(tool: str, *args: str) -> list[str]:
+    return [str(KAFKA_CLI), tool, *args]
+
+
+def run_tool(argv: list[str], timeout: float, env: dict | None = None) -> ToolResult:
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, start_new_session=True,
@@ -465,7 +470,7 @@ def run_tool(tool: str, args: list[str], timeout: float, env: dict | None = None
 def client_issues(res: ToolResult) -> list[str]:
     issues = []
     if res.rc != 0:
-        issues.append(f"exit {res.rc}: {' '.join(res.argv[1:3])}")
+        issues.append(f"exit {res.rc}: {Path(res.argv[0]).name} {res.argv[1]}")
     counts: dict[str, int] = {}
     for line in res.err.splitlines():
         line = line.strip()
@@ -478,13 +483,66 @@ def client_issues(res: ToolResult) -> list[str]:
 
 
 def create_topic(b: Broker, topic: str, partitions: int) -> ToolResult:
-    res = run_tool("kafka-topics", ["--bootstrap-server", b.bootstrap, "--create", "--topic",
-                                    topic, "--partitions", str(partitions),
-                                    "--replication-factor", "1"], timeout=120)
+    res = run_tool(kafka_tool("kafka-topics", "--bootstrap-server", b.bootstrap, "--create",
+                              "--topic", topic, "--partitions", str(partitions),
+                              "--replication-factor", "1"), timeout=120)
     if res.rc != 0:
         raise RuntimeError(f"{b.variant}: kafka-topics --create failed ({res.rc}):\n"
                            f"{res.out}\n{res.err}")
+    # Kafka answers once the controller has committed the topic and makes the broker the
+    # leader afterwards; a produce before that fails with NOT_LEADER_OR_FOLLOWER, which the
+    # Java producer retries and strand bench does not. Kafka creates a partition's
+    # directory while it holds the lock a produce waits for, so the topic is ready once
+    # every directory is there (Strand creates them before it answers).
+    deadline = time.monotonic() + 60
+    dirs = [b.partitions_dir / f"{topic}-{p}" for p in range(partitions)]
+    while not all(d.is_dir() for d in dirs):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{b.variant}: {topic}'s partition directories not there "
+                               "60 s after kafka-topics --create")
+        time.sleep(0.01)
     return res
+
+
+class Client:
+    """A load generator run against both brokers: builds the command line of a produce
+    or consume run and parses what the tool printed into the metrics of the table
+    (records, records_per_s, mb_per_s with MB = 2^20 bytes, lat_*_ms; consumers also
+    fetch_mb_per_s and fetch_records_per_s, without any group join)."""
+
+    name = ""
+    producer = consumer = ""  # what the tool is called in messages
+    latency_resolution_ms = 1.0  # smallest latency step the tool reports
+
+    def __init__(self, strand_bin: Path):
+        self.strand_bin = strand_bin  # the Strand binary under test
+
+    def produce_argv(self, b: Broker, topic: str, records: int, acks: str, throughput: int,
+                     timeout: float) -> list[str]:
+        raise NotImplementedError
+
+    def consume_argv(self, b: Broker, topic: str, records: int, group: str,
+                     timeout: float) -> list[str]:
+        raise NotImplementedError
+
+    def parse_produce(self, out: str) -> dict | None:
+        raise NotImplementedError
+
+    def parse_consume(self, out: str) -> dict | None:
+        raise NotImplementedError
+
+    def produce(self, b: Broker, topic: str, records: int, acks: str, throughput: int,
+                timeout: float) -> tuple[ToolResult, dict | None]:
+        """records of RECORD_SIZE bytes into topic; throughput -1: as fast as possible."""
+        res = run_tool(self.produce_argv(b, topic, records, acks, throughput, timeout),
+                       timeout + 60)
+        return res, self.parse_produce(res.out)
+
+    def consume(self, b: Broker, topic: str, records: int, group: str,
+                timeout: float) -> tuple[ToolResult, dict | None]:
+        """Reads topic from the beginning until `records` records have been read."""
+        res = run_tool(self.consume_argv(b, topic, records, group, timeout), timeout + 60)
+        return res, self.parse_consume(res.out)
 
 
 PERF_RE = re.compile(
@@ -492,40 +550,115 @@ PERF_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
 
 
-def parse_producer_perf(out: str) -> dict | None:
-    m = None
-    for m in PERF_RE.finditer(out):
-        pass
-    if m is None:
+class KafkaTools(Client):
+    """Kafka's ProducerPerformance and ConsumerPerformance (kafka-tools 4.1.1) with their
+    default client settings. Latencies are whole milliseconds from send() to the
+    acknowledgement, so they include time queued in the client."""
+
+    name = "kafka-tools"
+    producer, consumer = "ProducerPerformance", "ConsumerPerformance"
+
+    def produce_argv(self, b, topic, records, acks, throughput, timeout):
+        return kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records",
+                          str(records), "--record-size", str(RECORD_SIZE), "--throughput",
+                          str(throughput), "--producer-props",
+                          f"bootstrap.servers={b.bootstrap}", f"acks={acks}")
+
+    def consume_argv(self, b, topic, records, group, timeout):
+        return kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", b.bootstrap,
+                          "--topic", topic, "--messages", str(records), "--group", group,
+                          "--timeout", "30000")
+
+    def parse_produce(self, out):
+        m = None
+        for m in PERF_RE.finditer(out):
+            pass
+        if m is None:
+            return None
+        g = m.groups()
+        return {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]),
+                "lat_avg_ms": float(g[3]), "lat_max_ms": float(g[4]),
+                "lat_p50_ms": float(g[5]), "lat_p95_ms": float(g[6]),
+                "lat_p99_ms": float(g[7]), "lat_p999_ms": float(g[8])}
+
+    def parse_consume(self, out):
+        lines = out.strip().splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("start.time") and i + 1 < len(lines):
+                v = [x.strip() for x in lines[i + 1].split(",")]
+                try:
+                    return {"mb": float(v[2]), "mb_per_s": float(v[3]), "records": int(v[4]),
+                            "records_per_s": float(v[5]), "rebalance_ms": float(v[6]),
+                            "fetch_ms": float(v[7]), "fetch_mb_per_s": float(v[8]),
+                            "fetch_records_per_s": float(v[9])}
+                except (IndexError, ValueError):
+                    return None
         return None
-    g = m.groups()
-    return {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]),
-            "lat_avg_ms": float(g[3]), "lat_max_ms": float(g[4]), "lat_p50_ms": float(g[5]),
-            "lat_p95_ms": float(g[6]), "lat_p99_ms": float(g[7]), "lat_p999_ms": float(g[8])}
 
 
-def producer_perf(b: Broker, topic: str, records: int, acks: str, throughput: int,
-                  timeout: float) -> tuple[ToolResult, dict | None]:
-    res = run_tool("kafka-producer-perf-test",
-                   ["--topic", topic, "--num-records", str(records), "--record-size",
-                    str(RECORD_SIZE), "--throughput", str(throughput), "--producer-props",
-                    f"bootstrap.servers={b.bootstrap}", f"acks={acks}"], timeout=timeout)
-    return res, parse_producer_perf(res.out)
+class StrandBench(Client):
+    """`strand bench` from the Strand binary under test: one connection per producer or
+    consumer, batches of --batch-size 16384 (16 records), 5 requests in flight, no
+    compression, `--json -` report. Latencies come from an HdrHistogram in microseconds,
+    per batch from its request being written to its response; the consumer fetches the
+    partitions directly (no group). Its clock is read every 250 ms, so a run's length
+    is rounded up by up to 0.25 s."""
+
+    name = "strand-bench"
+    producer = consumer = "strand bench"
+    latency_resolution_ms = 0.001
+
+    def argv(self, b: Broker, topic: str, timeout: float, *args: str) -> list[str]:
+        # Its own deadline comes before run_tool's, so a slow run still reports.
+        return [str(self.strand_bin), "bench", "--bootstrap", b.bootstrap, "--topic", topic,
+                "--partitions", str(PARTITIONS), "--record-size", str(RECORD_SIZE),
+                "--duration-secs", str(int(timeout)), "--quiet", "--json", "-", *args]
+
+    def produce_argv(self, b, topic, records, acks, throughput, timeout):
+        rate = ["--rate", str(throughput)] if throughput > 0 else []
+        return self.argv(b, topic, timeout, "--acks", acks, "--records", str(records), *rate)
+
+    def consume_argv(self, b, topic, records, group, timeout):
+        return self.argv(b, topic, timeout, "--producers", "0", "--consumers", "1",
+                         "--from-beginning", "--records", str(records))
+
+    @staticmethod
+    def report(out: str) -> dict | None:
+        """The JSON report, printed after the human-readable lines."""
+        try:
+            return json.JSONDecoder().raw_decode(out, out.index("{"))[0]
+        except ValueError:
+            return None
+
+    def parse_produce(self, out):
+        r = self.report(out)
+        if not r or not r.get("produced_records"):
+            return None
+        lat = r.get("produce_latency") or {}
+        return {"records": r["produced_records"],
+                "records_per_s": r["produced_records_per_second"],
+                "mb_per_s": r["produced_mb_per_second"] * 1e6 / MIB,
+                **{f"lat_{k}_ms": lat[f"{j}_us"] / 1000 for k, j in
+                   (("avg", "mean"), ("p50", "p50"), ("p99", "p99"), ("p999", "p999"),
+                    ("max", "max")) if f"{j}_us" in lat}}
+
+    def parse_consume(self, out):
+        r = self.report(out)
+        if not r or not r.get("consumed_records"):
+            return None
+        mb_per_s = r["consumed_mb_per_second"] * 1e6 / MIB
+        return {"records": r["consumed_records"], "mb": mb_per_s * r["seconds"],
+                "fetch_ms": r["seconds"] * 1000, "fetch_mb_per_s": mb_per_s,
+                "records_per_s": r["consumed_records_per_second"],
+                "fetch_records_per_s": r["consumed_records_per_second"]}
 
 
-def parse_consumer_perf(out: str) -> dict | None:
-    lines = out.strip().splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("start.time") and i + 1 < len(lines):
-            v = [x.strip() for x in lines[i + 1].split(",")]
-            try:
-                return {"mb": float(v[2]), "mb_per_s": float(v[3]), "records": int(v[4]),
-                        "records_per_s": float(v[5]), "rebalance_ms": float(v[6]),
-                        "fetch_ms": float(v[7]), "fetch_mb_per_s": float(v[8]),
-                        "fetch_records_per_s": float(v[9])}
-            except (IndexError, ValueError):
-                return None
-    return None
+CLIENTS = {c.name: c for c in (KafkaTools, StrandBench)}
+
+
+def wkey(workload: str, client: str | None) -> str:
+    """Key of a workload's results: W1-W4 once per client ("W1/strand-bench")."""
+    return f"{workload}/{client}" if client else workload
 
 
 # --------------------------------------------------------------------------- runs
@@ -539,9 +672,11 @@ class Bench:
         self.seq = 0
         self.results: dict = {"workloads": {}, "issues": [], "commands": {}}
         self.kafka_w1_rate: float | None = None
+        self.kafka_w1_rate_from: str | None = None
         # A copy of the binary, so a rebuild during the run cannot mix two builds.
         self.strand_bin = self.root / "strand"
         shutil.copy2(args.strand_bin, self.strand_bin)
+        self.clients = [CLIENTS[n](self.strand_bin) for n in args.clients]
 
     def new_dir(self, name: str) -> Path:
         self.seq += 1
@@ -624,106 +759,119 @@ class Bench:
         k = i % len(variants)
         return variants[k:] + variants[:k]
 
-    # ---- W1/W2/W3: ProducerPerformance
+    # ---- W1/W2/W3: producer
 
-    def produce_run(self, workload: str, variant: str, records: int, acks: str,
+    def produce_run(self, key: str, client: Client, variant: str, records: int, acks: str,
                     throughput: int) -> dict:
         quiet = self.quiet()
         b = self.broker(variant)
         run: dict = {"quiet": quiet}
         try:
             run["start_s"] = b.start()
-            self.note_command(workload, b.argv)
+            self.note_command(key, b.argv)
             t = create_topic(b, "bench", PARTITIONS)
-            self.note_command(workload, t.argv)
+            self.note_command(key, t.argv)
             timeout = max(300.0, records / 2000)
             if self.prof["warmup_records"] > 0:
                 # Same producer settings into another topic, so Kafka's JIT is warm; then
                 # sync so the warm-up's dirty pages are not written back during the run.
                 create_topic(b, "warmup", PARTITIONS)
-                wres, wperf = producer_perf(b, "warmup", self.prof["warmup_records"], acks, -1,
-                                            timeout)
-                self.note_command(workload, wres.argv)
+                wres, wperf = client.produce(b, "warmup", self.prof["warmup_records"], acks, -1,
+                                             timeout)
+                self.note_command(key, wres.argv)
                 run["warmup"] = wperf
                 if wperf is None or wres.rc != 0:
-                    self.issue(workload, variant, f"warm-up ProducerPerformance failed "
+                    self.issue(key, variant, f"warm-up {client.producer} failed "
                                f"(exit {wres.rc})", (wres.out + wres.err).splitlines()[-15:])
                 os.sync()
             with CpuWindow(b) as w:
-                res, perf = producer_perf(b, "bench", records, acks, throughput, timeout)
-            self.note_command(workload, res.argv)
+                res, perf = client.produce(b, "bench", records, acks, throughput, timeout)
+            self.note_command(key, res.argv)
             run.update(w.metrics())
             run["client_issues"] = client_issues(res)
             if perf is None or res.rc != 0:
-                self.issue(workload, variant, f"ProducerPerformance failed (exit {res.rc})",
+                self.issue(key, variant, f"{client.producer} failed (exit {res.rc})",
                            (res.out + res.err).splitlines()[-15:])
             else:
                 run.update(perf)
                 if perf["records"] != records:
-                    self.issue(workload, variant,
+                    self.issue(key, variant,
                                f"{perf['records']} of {records} records acknowledged", [])
                 if run["client_issues"]:
-                    self.issue(workload, variant, "client printed warnings/errors",
+                    self.issue(key, variant, "client printed warnings/errors",
                                run["client_issues"])
                 run["broker_cpu_s_per_gib"] = (run["broker_cpu_s"] / (records * RECORD_SIZE)
                                                * 1024 ** 3)
         finally:
-            self.finish_broker(b, workload, run)
-        self.record(workload, variant, run)
+            self.finish_broker(b, key, run)
+        self.record(key, variant, run)
         summary = (f"{run.get('mb_per_s', float('nan')):.1f} MB/s p99 "
-                   f"{run.get('lat_p99_ms', float('nan')):.0f} ms, CPU "
+                   f"{run.get('lat_p99_ms', float('nan')):.3g} ms, CPU "
                    f"{run.get('broker_cpu_s', float('nan')):.1f} s")
-        log(f"{workload} {variant}: {summary}")
+        log(f"{key} {variant}: {summary}")
         return run
 
-    def w1(self) -> None:
-        runs, records = self.prof["runs"], self.prof["w1_records"]
-        log(f"W1: {records} x 1 KiB, acks=1, max throughput, {runs} runs per broker")
-        self.results["workloads"]["W1"] = {
-            "variants": {}, "records": records, "record_size": RECORD_SIZE,
-            "partitions": PARTITIONS, "acks": "1", "throughput": -1}
-        for i in range(runs):
-            for v in self.order(["strand", "kafka"], i):
-                self.measure("W1", v, self.produce_run, "W1", v, records, "1", -1)
-        rates = [r["records_per_s"] for r in self.results["workloads"]["W1"]["variants"]["kafka"]
-                 if "records_per_s" in r]
-        if rates:
+    def produce_workload(self, workload: str, client: Client, variants: list[str],
+                         records: int, acks: str, throughput: int, extra: dict | None = None
+                         ) -> None:
+        """runs x variants produce runs, alternating which variant goes first."""
+        key = wkey(workload, client.name)
+        self.results["workloads"][key] = {
+            "variants": {}, "client": client.name, "records": records,
+            "record_size": RECORD_SIZE, "partitions": PARTITIONS, "acks": acks,
+            "throughput": throughput, **(extra or {})}
+        for i in range(self.prof["runs"]):
+            for v in self.order(variants, i):
+                self.measure(key, v, self.produce_run, key, client, v, records, acks,
+                             throughput)
+
+    def w1(self, client: Client) -> None:
+        records = self.prof["w1_records"]
+        log(f"W1 ({client.name}): {records} x 1 KiB, acks=1, max throughput, "
+            f"{self.prof['runs']} runs per broker")
+        self.produce_workload("W1", client, ["strand", "kafka"], records, "1", -1)
+        self.note_kafka_w1_rate(client, wkey("W1", client.name))
+
+    def note_kafka_w1_rate(self, client: Client, key: str) -> None:
+        """W3's rate is half of Kafka's W1 median, of the first client that ran W1, so that
+        every client runs W3 at the same rate."""
+        rates = [r["records_per_s"] for r in self.results["workloads"][key]["variants"]
+                 .get("kafka", []) if "records_per_s" in r]
+        if rates and self.kafka_w1_rate is None:
             self.kafka_w1_rate = statistics.median(rates)
+            self.kafka_w1_rate_from = client.name
 
-    def w2(self) -> None:
-        runs, records = self.prof["runs"], self.prof["w2_records"]
-        log(f"W2: {records} x 1 KiB, acks=all, max throughput, {runs} runs per broker")
-        self.results["workloads"]["W2"] = {
-            "variants": {}, "records": records, "record_size": RECORD_SIZE,
-            "partitions": PARTITIONS, "acks": "all", "throughput": -1}
-        for i in range(runs):
-            for v in self.order(["strand-every-batch", "kafka-default", "kafka-flush1"], i):
-                self.measure("W2", v, self.produce_run, "W2", v, records, "all", -1)
+    def w2(self, client: Client) -> None:
+        records = self.prof["w2_records"]
+        log(f"W2 ({client.name}): {records} x 1 KiB, acks=all, max throughput, "
+            f"{self.prof['runs']} runs per broker")
+        self.produce_workload("W2", client, ["strand-every-batch", "kafka-default",
+                                             "kafka-flush1"], records, "all", -1)
 
-    def w3(self) -> None:
-        runs = self.prof["runs"]
+    def w3(self, client: Client) -> None:
         rate = self.args.w3_rate
+        rate_from = "--w3-rate"
         if rate is None:
             if self.kafka_w1_rate is None:
-                log("W3: calibrating with one Kafka W1 run (W1 was not run)")
-                cal = self.produce_run("W3-calibration", "kafka", self.prof["w1_records"], "1", -1)
-                self.kafka_w1_rate = cal.get("records_per_s")
+                log(f"W3: calibrating with one Kafka W1 run ({client.name}; W1 was not run)")
+                key = wkey("W3-calibration", client.name)
+                self.produce_run(key, client, "kafka", self.prof["w1_records"], "1", -1)
+                self.note_kafka_w1_rate(client, key)
             if not self.kafka_w1_rate:
-                self.issue("W3", "kafka", "no Kafka W1 rate to derive W3's rate from", [])
+                self.issue(wkey("W3", client.name), "kafka",
+                           "no Kafka W1 rate to derive W3's rate from", [])
                 return
             rate = int(self.kafka_w1_rate / 2)
+            rate_from = f"half of Kafka's W1 median ({self.kafka_w1_rate_from})"
         records = int(rate * self.prof["w3_seconds"])
-        log(f"W3: {records} x 1 KiB at {rate} records/s, acks=1, {runs} runs per broker")
-        self.results["workloads"]["W3"] = {
-            "variants": {}, "records": records, "record_size": RECORD_SIZE,
-            "partitions": PARTITIONS, "acks": "1", "throughput": rate}
-        for i in range(runs):
-            for v in self.order(["strand", "kafka"], i):
-                self.measure("W3", v, self.produce_run, "W3", v, records, "1", rate)
+        log(f"W3 ({client.name}): {records} x 1 KiB at {rate} records/s, acks=1, "
+            f"{self.prof['runs']} runs per broker")
+        self.produce_workload("W3", client, ["strand", "kafka"], records, "1", rate,
+                              {"rate_from": rate_from})
 
     # ---- W4: consumers from page cache, iperf3 ceiling
 
-    def iperf(self) -> dict:
+    def iperf(self, key: str) -> dict:
         """Loopback bandwidth, one TCP stream, with no broker running."""
         port = pick_port(False)
         server = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-B", "127.0.0.1"],
@@ -737,7 +885,7 @@ class Bench:
             argv = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t",
                     str(self.prof["iperf_seconds"]), "-J"]
             p = subprocess.run(argv, capture_output=True, timeout=self.prof["iperf_seconds"] + 60)
-            self.note_command("W4", argv)
+            self.note_command(key, argv)
             data = json.loads(p.stdout)
             if "error" in data:
                 raise RuntimeError(f"iperf3: {data['error']}")
@@ -751,39 +899,35 @@ class Bench:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
 
-    def consume_run(self, variant: str, records: int) -> dict:
+    def consume_run(self, key: str, client: Client, variant: str, records: int) -> dict:
         quiet = self.quiet()
         b = self.broker(variant)
         run: dict = {"quiet": quiet, "passes": []}
         try:
             run["start_s"] = b.start()
-            self.note_command("W4", b.argv)
+            self.note_command(key, b.argv)
             create_topic(b, "bench", PARTITIONS)
             with CpuWindow(b) as w:
-                res, perf = producer_perf(b, "bench", records, "1", -1,
-                                          timeout=max(600.0, records / 1000))
-            self.note_command("W4", res.argv)
+                res, perf = client.produce(b, "bench", records, "1", -1,
+                                           timeout=max(600.0, records / 1000))
+            self.note_command(key, res.argv)
             run["write"] = {**(perf or {}), **w.metrics()}
             if perf is None or perf["records"] != records:
-                self.issue("W4", variant, f"writing the topic failed (exit {res.rc})",
+                self.issue(key, variant, f"writing the topic failed (exit {res.rc})",
                            (res.out + res.err).splitlines()[-15:])
                 return run
             for p in range(self.prof["w4_passes"]):
                 with CpuWindow(b) as w:
-                    res = run_tool("kafka-consumer-perf-test",
-                                   ["--bootstrap-server", b.bootstrap, "--topic", "bench",
-                                    "--messages", str(records), "--group", f"perf-{p}",
-                                    "--timeout", "30000"],
-                                   timeout=max(600.0, records / 2000))
-                self.note_command("W4", res.argv)
-                perf = parse_consumer_perf(res.out)
+                    res, perf = client.consume(b, "bench", records, f"perf-{p}",
+                                               timeout=max(600.0, records / 2000))
+                self.note_command(key, res.argv)
                 entry = {**(perf or {}), **w.metrics(), "client_issues": client_issues(res)}
                 run["passes"].append(entry)
                 if perf is None or res.rc != 0 or perf["records"] < records:
-                    self.issue("W4", variant, f"ConsumerPerformance pass {p + 1} failed or "
+                    self.issue(key, variant, f"{client.consumer} pass {p + 1} failed or "
                                f"short (exit {res.rc})", (res.out + res.err).splitlines()[-15:])
                 elif entry["client_issues"]:
-                    self.issue("W4", variant, "consumer printed warnings/errors",
+                    self.issue(key, variant, "consumer printed warnings/errors",
                                entry["client_issues"])
             # The figures of the run are those of the last pass (warm JIT, warm cache).
             last = run["passes"][-1] if run["passes"] else {}
@@ -794,28 +938,29 @@ class Bench:
             if "fetch_mb_per_s" in last:
                 run["broker_cpu_s_per_gib"] = run["broker_cpu_s"] / (last["mb"] / 1024)
         finally:
-            self.finish_broker(b, "W4", run)
-        self.record("W4", variant, run)
-        log(f"W4 {variant}: fetch {run.get('fetch_mb_per_s', float('nan')):.0f} MB/s "
-            f"(overall {run.get('mb_per_s', float('nan')):.0f}), CPU "
+            self.finish_broker(b, key, run)
+        self.record(key, variant, run)
+        log(f"{key} {variant}: fetch {run.get('fetch_mb_per_s', float('nan')):.0f} MB/s, CPU "
             f"{run.get('broker_cpu_s', float('nan')):.1f} s")
         return run
 
-    def w4(self) -> None:
+    def w4(self, client: Client) -> None:
         runs = self.prof["runs"]
         records = self.prof["w4_mib"] * MIB // RECORD_SIZE
-        log(f"W4: write {self.prof['w4_mib']} MiB, then {self.prof['w4_passes']} consumer "
-            f"passes; {runs} runs per broker")
-        self.results["workloads"]["W4"] = {
-            "variants": {}, "records": records, "record_size": RECORD_SIZE,
-            "partitions": PARTITIONS, "passes": self.prof["w4_passes"], "loopback": []}
+        key = wkey("W4", client.name)
+        log(f"W4 ({client.name}): write {self.prof['w4_mib']} MiB, then "
+            f"{self.prof['w4_passes']} consumer passes; {runs} runs per broker")
+        self.results["workloads"][key] = {
+            "variants": {}, "client": client.name, "records": records,
+            "record_size": RECORD_SIZE, "partitions": PARTITIONS,
+            "passes": self.prof["w4_passes"], "loopback": []}
         for i in range(runs):
             self.quiet()
-            lb = self.iperf()
-            self.results["workloads"]["W4"]["loopback"].append(lb)
+            lb = self.iperf(key)
+            self.results["workloads"][key]["loopback"].append(lb)
             log(f"W4 loopback (iperf3, 1 stream): {lb['mb_per_s']:.0f} MB/s")
             for v in self.order(["strand", "kafka"], i):
-                self.measure("W4", v, self.consume_run, v, records)
+                self.measure(key, v, self.consume_run, key, client, v, records)
 
     # ---- W5: start to first acknowledged produce; idle RSS
 
@@ -1011,7 +1156,7 @@ ROWS += [
     ("W3", "lat_max_ms", "latency max ms", "strand", "kafka", "down"),
     ("W3", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
     ("W3", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
-    ("W4", "fetch_mb_per_s", "consume MB/s (fetch.MB.sec)", "strand", "kafka", "up"),
+    ("W4", "fetch_mb_per_s", "consume MB/s (no group join)", "strand", "kafka", "up"),
     ("W4", "mb_per_s", "consume MB/s incl. group join", "strand", "kafka", "up"),
     ("W4", "fetch_records_per_s", "consume records/s", "strand", "kafka", "up"),
     ("W4", "ceiling_fraction", "fraction of loopback ceiling", "strand", "kafka", "up"),
@@ -1040,32 +1185,62 @@ def median_of(runs: list[dict], key: str) -> float | None:
 
 
 def workload_of(row_workload: str) -> str:
-    return row_workload.split(" ")[0]
+    """"W2 vs Kafka default" and "W2/strand-bench" -> "W2"."""
+    return re.split(r"[ /]", row_workload)[0]
+
+
+def upgrade(results: dict) -> dict:
+    """Results files from before --client ran W1-W4 with kafka-tools only, keyed "W1"."""
+    if "clients" in results["meta"]:
+        return results
+    results["meta"]["clients"] = [KafkaTools.name]
+
+    def key(k: str) -> str:
+        old = k.split("-")[0] in CLIENT_WORKLOADS and "/" not in k
+        return wkey(k, KafkaTools.name) if old else k
+
+    for section in ("workloads", "commands", "contention"):
+        if section in results:
+            results[section] = {key(k): v for k, v in results[section].items()}
+    for i in results["issues"]:
+        i["workload"] = key(i["workload"])
+    return results
+
+
+def client_keys(results: dict, workload: str) -> list[tuple[str, str | None]]:
+    """(results key, client) of a workload's runs: W1-W4 one per client, else one."""
+    if workload not in CLIENT_WORKLOADS:
+        return [(workload, None)]
+    return [(wkey(workload, c), c) for c in results["meta"]["clients"]]
 
 
 def summarize(results: dict) -> list[dict]:
-    w4 = results["workloads"].get("W4")
-    if w4 and w4.get("loopback"):
-        ceiling = statistics.median(x["mb_per_s"] for x in w4["loopback"])
-        w4["loopback_mb_per_s"] = ceiling
-        for runs in w4["variants"].values():
-            for r in runs:
-                if "fetch_mb_per_s" in r:
-                    r["ceiling_fraction"] = r["fetch_mb_per_s"] / ceiling
+    for key, w in results["workloads"].items():
+        if workload_of(key) == "W4" and w.get("loopback"):
+            ceiling = statistics.median(x["mb_per_s"] for x in w["loopback"])
+            w["loopback_mb_per_s"] = ceiling
+            for runs in w["variants"].values():
+                for r in runs:
+                    if "fetch_mb_per_s" in r:
+                        r["ceiling_fraction"] = r["fetch_mb_per_s"] / ceiling
     table = []
-    for wl, key, label, sv, kv, better in ROWS:
-        w = results["workloads"].get(workload_of(wl))
-        if not w:
-            continue
-        s_runs, k_runs = w["variants"].get(sv, []), w["variants"].get(kv, [])
-        s, k = median_of(s_runs, key), median_of(k_runs, key)
-        if s is None and k is None:
-            continue
-        ratio = s / k if s is not None and k not in (None, 0) else None
-        table.append({"workload": wl, "metric": key, "label": label, "strand": s, "kafka": k,
-                      "ratio": ratio, "better": better,
-                      "n": [len([r for r in s_runs if key in r]),
-                            len([r for r in k_runs if key in r])]})
+    for wl, rows in itertools.groupby(ROWS, key=lambda row: row[0]):
+        rows = list(rows)
+        for wk, client in client_keys(results, workload_of(wl)):
+            w = results["workloads"].get(wk)
+            if not w:
+                continue
+            for _, key, label, sv, kv, better in rows:
+                s_runs, k_runs = w["variants"].get(sv, []), w["variants"].get(kv, [])
+                s, k = median_of(s_runs, key), median_of(k_runs, key)
+                if s is None and k is None:
+                    continue
+                ratio = s / k if s is not None and k not in (None, 0) else None
+                table.append({"workload": wl, "client": client or OTHER_CLIENT, "metric": key,
+                              "label": label, "strand": s, "kafka": k, "ratio": ratio,
+                              "better": better,
+                              "n": [len([r for r in s_runs if key in r]),
+                                    len([r for r in k_runs if key in r])]})
     return table
 
 
@@ -1118,26 +1293,47 @@ def contention(results: dict, limit: float = 0.25) -> dict:
     return out
 
 
+CLIENT_NOTE = ("client = the load generator that drove both brokers for the row; latencies:\n"
+               "  kafka-tools: ProducerPerformance's, whole ms from send() to the ack "
+               "(includes time queued in the client)\n"
+               "  strand-bench: per batch from request to response (HdrHistogram, microseconds)")
+
+
+def workload_notes(results: dict) -> list[str]:
+    """W4's loopback ceiling and W3's rate, per client that ran them."""
+    lines = []
+    for key, w in results["workloads"].items():
+        if workload_of(key) == "W4" and w.get("loopback_mb_per_s"):
+            lines.append(f"{key} ceiling: loopback measured with iperf3 (one TCP stream) in "
+                         f"the same runs, median {fmt(w['loopback_mb_per_s'])} MB/s.")
+        elif workload_of(key) == "W3" and "throughput" in w:
+            rate_from = w.get("rate_from", "half of Kafka's W1 median")
+            lines.append(f"{key} rate: {w['throughput']:,} records/s, {rate_from}.")
+    return lines
+
+
+def rows_with_groups(table: list[dict]):
+    """(workload shown, client shown, row): each only where it changes."""
+    last = (None, None)
+    for row in table:
+        wl = row["workload"] if row["workload"] != last[0] else ""
+        client = row["client"] if (row["workload"], row["client"]) != last else ""
+        last = (row["workload"], row["client"])
+        yield wl, client, row
+
+
 def text_table(table: list[dict], results: dict) -> str:
     lines = []
-    header = f"{'workload':<28} {'metric':<32} {'Strand':>10} {'Kafka':>10} {'S/K':>6}  n"
+    header = (f"{'workload':<28} {'client':<15} {'metric':<32} {'Strand':>10} {'Kafka':>10} "
+              f"{'S/K':>6}  n")
     lines.append(header)
     lines.append("-" * len(header))
-    last = None
-    for row in table:
-        wl = row["workload"] if row["workload"] != last else ""
-        last = row["workload"]
+    for wl, client, row in rows_with_groups(table):
         mark = {"up": "+", "down": "-"}.get(row["better"] or "", " ")
-        lines.append(f"{wl:<28} {row['label'][:31]:<31}{mark} {fmt(row['strand']):>10} "
-                     f"{fmt(row['kafka']):>10} {fmt_ratio(row['ratio']):>6}  "
-                     f"{row['n'][0]}/{row['n'][1]}")
-    w4 = results["workloads"].get("W4")
-    if w4 and w4.get("loopback_mb_per_s"):
-        lines.append(f"W4 loopback ceiling (iperf3, 1 TCP stream): "
-                     f"{fmt(w4['loopback_mb_per_s'])} MB/s")
-    w3 = results["workloads"].get("W3")
-    if w3:
-        lines.append(f"W3 target rate: {w3['throughput']} records/s (half of Kafka's W1 median)")
+        lines.append(f"{wl:<28} {client:<15} {row['label'][:31]:<31}{mark} "
+                     f"{fmt(row['strand']):>10} {fmt(row['kafka']):>10} "
+                     f"{fmt_ratio(row['ratio']):>6}  {row['n'][0]}/{row['n'][1]}")
+    lines += workload_notes(results)
     cont = results.get("contention", {})
     busy = {k: v for k, v in cont.items() if v["contended"]}
     if busy:
@@ -1151,17 +1347,16 @@ def text_table(table: list[dict], results: dict) -> str:
                      ", ".join(f"{k} {n}" for k, n in dropped.items()))
     lines.append("S/K = Strand/Kafka of the medians; '+' higher is better, '-' lower is "
                  "better; n = runs per broker; MB = 2^20 bytes (as the Kafka tools print)")
+    lines.append(CLIENT_NOTE)
     return "\n".join(lines)
 
 
 def markdown_table(table: list[dict], results: dict) -> str:
-    out = ["| workload | metric | Strand | Kafka | Strand/Kafka |", "|---|---|---:|---:|---:|"]
-    last = None
-    for row in table:
-        wl = row["workload"] if row["workload"] != last else ""
-        last = row["workload"]
+    out = ["| workload | client | metric | Strand | Kafka | Strand/Kafka |",
+           "|---|---|---|---:|---:|---:|"]
+    for wl, client, row in rows_with_groups(table):
         better = {"up": " (↑)", "down": " (↓)"}.get(row["better"] or "", "")
-        out.append(f"| {wl} | {row['label']}{better} | {fmt(row['strand'])} | "
+        out.append(f"| {wl} | {client} | {row['label']}{better} | {fmt(row['strand'])} | "
                    f"{fmt(row['kafka'])} | {fmt_ratio(row['ratio'])} |")
     return "\n".join(out)
 
@@ -1184,12 +1379,14 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
     wls = results["workloads"]
     written = []
 
-    def bars(ax, groups, metric, ylabel, log_scale=False):
+    def bars(ax, client, groups, metric, ylabel, log_scale=False):
         """groups: [(title, workload, [variants])] -> bar per variant, median with min-max."""
+        # Below the client's resolution ("0 ms") cannot sit on a log axis: drawn as half.
+        step = CLIENTS[client].latency_resolution_ms
         x = 0
         ticks, labels, seen = [], [], set()
         for title, wl, variants in groups:
-            w = wls.get(wl)
+            w = wls.get(wkey(wl, client))
             if not w:
                 continue
             start = x
@@ -1199,11 +1396,11 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
                     x += 1
                     continue
                 med = statistics.median(vals)
-                shown = max(med, 0.5) if log_scale else med  # 0 ms cannot sit on a log axis
+                shown = max(med, step / 2) if log_scale else med
                 ax.bar(x, shown, color=colors[v], label=names[v] if v not in seen else None,
                        yerr=[[max(0.0, shown - min(vals))], [max(0.0, max(vals) - shown)]],
                        capsize=3)
-                text = "<1" if log_scale and med < 1 else fmt(med)
+                text = f"<{step:g}" if log_scale and med < step else fmt(med)
                 ax.text(x + 0.08, shown, text, ha="left", va="bottom", fontsize=7)
                 seen.add(v)
                 x += 1
@@ -1219,23 +1416,32 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
             ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
 
-    # Throughput: producer MB/s (W1, W2), consumer MB/s (W4) with the loopback ceiling.
-    if any(k in wls for k in ("W1", "W2", "W4")):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1.3]})
-        bars(axes[0], [("W1 acks=1", "W1", ["strand", "kafka"]),
-                       ("W2 acks=all", "W2", ["strand-every-batch", "kafka-default",
-                                               "kafka-flush1"])],
-             "mb_per_s", "produce MB/s (ProducerPerformance)")
-        axes[0].set_title("Produce, 6 partitions, 1 KiB records, max throughput", fontsize=9)
-        bars(axes[1], [("W4 consume", "W4", ["strand", "kafka"])], "fetch_mb_per_s",
-             "consume MB/s (fetch.MB.sec)")
-        if wls.get("W4", {}).get("loopback_mb_per_s"):
-            ceiling = wls["W4"]["loopback_mb_per_s"]
-            axes[1].axhline(ceiling, color="grey", ls="--", lw=1)
-            axes[1].text(-0.4, ceiling, f"iperf3 loopback {fmt(ceiling)}", fontsize=7,
+    def clients_with(workloads: tuple[str, ...]) -> list[str]:
+        return [c for c in results["meta"]["clients"]
+                if any(wkey(w, c) in wls for w in workloads)]
+
+    # Throughput, one row per client: producer MB/s (W1, W2), consumer MB/s (W4) with the
+    # loopback ceiling.
+    clients = clients_with(("W1", "W2", "W4"))
+    if clients:
+        fig, axes = plt.subplots(len(clients), 2, figsize=(11, 4 * len(clients)),
+                                 gridspec_kw={"width_ratios": [3, 1.3]}, squeeze=False)
+        for (ax0, ax1), client in zip(axes, clients):
+            bars(ax0, client, [("W1 acks=1", "W1", ["strand", "kafka"]),
+                               ("W2 acks=all", "W2", ["strand-every-batch", "kafka-default",
+                                                       "kafka-flush1"])],
+                 "mb_per_s", f"produce MB/s ({client})")
+            ax0.set_title(f"{client}: produce, 6 partitions, 1 KiB records, max throughput",
+                          fontsize=9)
+            bars(ax1, client, [("W4 consume", "W4", ["strand", "kafka"])], "fetch_mb_per_s",
+                 f"consume MB/s ({client})")
+            ceiling = wls.get(wkey("W4", client), {}).get("loopback_mb_per_s")
+            if ceiling:
+                ax1.axhline(ceiling, color="grey", ls="--", lw=1)
+                ax1.text(-0.4, ceiling, f"iperf3 loopback {fmt(ceiling)}", fontsize=7,
                          va="bottom")
-            axes[1].set_ylim(0, ceiling * 1.15)
-        axes[1].set_title("Consume from page cache", fontsize=9)
+                ax1.set_ylim(0, ceiling * 1.15)
+            ax1.set_title(f"{client}: consume from page cache", fontsize=9)
         fig.suptitle("Strand vs Apache Kafka 4.1.1: throughput (median, min-max bars)",
                      fontsize=10)
         fig.tight_layout()
@@ -1244,19 +1450,23 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
-    # Latency percentiles per workload and broker.
+    # Latency percentiles per workload and broker, one row per client.
     lat_groups = [("W1 acks=1 max", "W1", ["strand", "kafka"]),
                   ("W2 acks=all max", "W2", ["strand-every-batch", "kafka-default",
                                              "kafka-flush1"]),
                   ("W3 fixed rate", "W3", ["strand", "kafka"])]
-    if any(g[1] in wls for g in lat_groups):
+    clients = clients_with(tuple(g[1] for g in lat_groups))
+    if clients:
         metrics = [("lat_p50_ms", "p50"), ("lat_p99_ms", "p99"), ("lat_p999_ms", "p99.9")]
-        fig, axes = plt.subplots(1, len(metrics), figsize=(13, 4))
-        for ax, (m, name) in zip(axes, metrics):
-            bars(ax, lat_groups, m, f"{name} latency ms (log)", log_scale=True)
-            ax.set_title(f"produce latency {name}", fontsize=9)
-        fig.suptitle("Strand vs Apache Kafka 4.1.1: ProducerPerformance latency (median of "
-                     "runs; whole ms as the tool prints them)", fontsize=10)
+        fig, axes = plt.subplots(len(clients), len(metrics), figsize=(13, 4 * len(clients)),
+                                 squeeze=False)
+        for row, client in zip(axes, clients):
+            for ax, (m, name) in zip(row, metrics):
+                bars(ax, client, lat_groups, m, f"{name} latency ms (log)", log_scale=True)
+                ax.set_title(f"{client}: produce latency {name}", fontsize=9)
+        fig.suptitle("Strand vs Apache Kafka 4.1.1: produce latency, median of runs "
+                     "(kafka-tools: whole ms from send(); strand-bench: request to response)",
+                     fontsize=10)
         fig.tight_layout()
         path = plots_dir / "latency.png"
         fig.savefig(path, dpi=110)
@@ -1351,22 +1561,22 @@ def docs_section(results: dict, table: list[dict], plots: list[Path], docs_path:
                f"{mach.get('kernel')}, data on {mach.get('data_fs', '?')} (both brokers), "
                f"clients on the same cores over loopback; {mach.get('java', '')}, "
                f"confluent-kafka {mach.get('confluent_kafka', '?')} "
-               f"(librdkafka {mach.get('librdkafka', '?')}).")
+               f"(librdkafka {mach.get('librdkafka', '?')}). W1-W4 clients: "
+               f"{', '.join(m['clients'])}.")
     out.append("")
     out.append("Medians over runs; Strand/Kafka is the ratio of the medians (↑ higher is "
-               "better, ↓ lower is better). MB = 2^20 bytes, as the Kafka tools print it; "
-               "latencies are ProducerPerformance's (whole milliseconds, from send() to the "
-               "acknowledgement, so they include time queued in the client).")
+               "better, ↓ lower is better). MB = 2^20 bytes, as the Kafka tools print it. "
+               "The client column names the load generator that drove both brokers for the "
+               "row: kafka-tools is Kafka's `ProducerPerformance` / `ConsumerPerformance` "
+               "(latencies in whole milliseconds from send() to the acknowledgement, so they "
+               "include time queued in the client), strand-bench is `strand bench` "
+               "(latencies per batch from request to response, in microseconds; no consumer "
+               "group), confluent-kafka is librdkafka driven by the script (W5, W6).")
     out.append("")
     out.append(markdown_table(table, results))
     out.append("")
-    w4 = results["workloads"].get("W4")
-    if w4 and w4.get("loopback_mb_per_s"):
-        out.append(f"W4 ceiling: loopback measured with iperf3 (one TCP stream) in the same "
-                   f"run, median {fmt(w4['loopback_mb_per_s'])} MB/s.")
-    w3 = results["workloads"].get("W3")
-    if w3:
-        out.append(f"W3 rate: {w3['throughput']:,} records/s, half of Kafka's W1 median.")
+    for line in workload_notes(results):
+        out.append(line + "  ")
     out.append("")
     busy = {k: v for k, v in results.get("contention", {}).items() if v["contended"]}
     dropped = {k: len(w["discarded"]) for k, w in results["workloads"].items()
@@ -1431,19 +1641,21 @@ def write_docs(docs_path: Path, section: str) -> None:
 
 INTRO = """\
 `bench/compare.py` runs the same workloads against Apache Kafka 4.1.1 and Strand on the
-same machine, the same disk and with the same topic settings, driven by the same clients
-(Kafka's own `ProducerPerformance` and `ConsumerPerformance` from kafka-tools 4.1.1;
-confluent-kafka for start-up and partition counts). Each run starts a fresh broker on a
-fresh data directory; runs alternate which broker goes first. For each measured phase it
-records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`, before/after) and
-its peak RSS (`VmHWM`). The machine these figures come from is shared with other work, so
-the script also measures the CPU other processes used during each measured phase and
-repeats runs where they took more than a quarter of a core. See
-[bench/README.md](../bench/README.md) for the workloads, the fairness rules and options.
+same machine, the same disk and with the same topic settings, driven by the same clients:
+W1-W4 once with Kafka's own `ProducerPerformance` and `ConsumerPerformance` from
+kafka-tools 4.1.1 and once with `strand bench` (Strand's load generator), each against
+both brokers; confluent-kafka for start-up and partition counts. Each run starts a fresh
+broker on a fresh data directory; runs alternate which broker goes first. For each
+measured phase it records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`,
+before/after) and its peak RSS (`VmHWM`). The machine these figures come from is shared
+with other work, so the script also measures the CPU other processes used during each
+measured phase and repeats runs where they took more than a quarter of a core. See
+[bench/README.md](../bench/README.md) for the workloads, the clients, the fairness rules
+and options.
 
 ```sh
-bench/compare.py --quick                  # about 10 minutes on an idle machine
-bench/compare.py --full --write-docs      # about an hour; rewrites this section
+bench/compare.py --quick                  # about 10 minutes per client on an idle machine
+bench/compare.py --full --write-docs      # about an hour per client; rewrites this section
 bench/compare.py --replot bench/results/<timestamp>.json --write-docs   # plots + docs again
 ```"""
 
@@ -1460,6 +1672,13 @@ def main() -> int:
                       help="short runs, a few minutes in total (default)")
     mode.add_argument("--full", action="store_const", dest="mode", const="full",
                       help="W1 ~20-30 s per run, W4 over ~5 GiB, more runs")
+    mode.add_argument("--smoke", action="store_const", dest="mode", const="smoke",
+                      help="one tiny run of everything, to check the script works; results "
+                      "and plots go to a temporary directory unless given")
+    ap.add_argument("--client", choices=[*CLIENTS, "both"], default="both",
+                    help="what drives W1-W4 against both brokers: Kafka's ProducerPerformance/"
+                    "ConsumerPerformance (kafka-tools), strand bench (strand-bench) or each in "
+                    "turn (both, the default); W5 and W6 use confluent-kafka either way")
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
                     help="comma-separated subset of W1..W6 (default: all)")
     ap.add_argument("--runs", type=int, help="runs per broker for W1-W4")
@@ -1479,15 +1698,17 @@ def main() -> int:
     ap.add_argument("--data-root", help="where run directories go (default: $TMPDIR); "
                     "must be a real disk, and the same one for both brokers")
     ap.add_argument("--keep-data", action="store_true", help="keep run directories")
-    ap.add_argument("--results-dir", type=Path, default=REPO / "bench" / "results")
-    ap.add_argument("--plots-dir", type=Path, default=REPO / "docs" / "bench")
+    ap.add_argument("--results-dir", type=Path,
+                    help="default: bench/results (--smoke: a temporary directory)")
+    ap.add_argument("--plots-dir", type=Path,
+                    help="default: docs/bench (--smoke: a temporary directory)")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--replot", type=Path, metavar="RESULTS_JSON",
                     help="run nothing: print the table, draw the plots (and with "
                     "--write-docs the docs) again from a results file")
     ap.add_argument("--write-docs", action="store_true",
                     help="write the table into docs/BENCHMARKS.md (its own section only)")
-    ap.add_argument("--docs", type=Path, default=REPO / "docs" / "BENCHMARKS.md")
+    ap.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
     ap.add_argument("--quiet-threshold", type=float, default=0.15,
                     help="before each run, wait until the machine is at most this busy "
                     "(fraction of all cores) over 1 s (default 0.15)")
@@ -1500,8 +1721,19 @@ def main() -> int:
                     help="repeat a contended run up to this many times (default 2); the "
                     "discarded runs stay in the JSON")
     args = ap.parse_args()
+    args.clients = list(CLIENTS) if args.client == "both" else [args.client]
     if args.replot:
-        results = json.loads(args.replot.read_text())
+        results = upgrade(json.loads(args.replot.read_text()))
+        args.mode = results["meta"]["mode"]
+    args.mode = args.mode or "quick"
+    scratch = Path(tempfile.gettempdir()) / "strand-vs-kafka-smoke"
+    args.results_dir = args.results_dir or (scratch if args.mode == "smoke" else
+                                            REPO / "bench" / "results")
+    args.plots_dir = args.plots_dir or (scratch if args.mode == "smoke" else
+                                        REPO / "docs" / "bench")
+    if args.write_docs and args.mode == "smoke" and args.docs == DEFAULT_DOCS:
+        ap.error("--smoke figures are not for docs/BENCHMARKS.md (give --docs elsewhere)")
+    if args.replot:
         table = summarize(results)
         plots = [] if args.no_plots else plot(results, args.plots_dir)
         print(text_table(table, results))
@@ -1511,7 +1743,6 @@ def main() -> int:
             write_docs(args.docs, docs_section(results, table, plots, args.docs))
             print(f"docs:    {args.docs}")
         return 0
-    args.mode = args.mode or "quick"
     prof = dict(PROFILES[args.mode])
     for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",
                 "w5_runs", "w6_runs"):
@@ -1547,19 +1778,22 @@ def main() -> int:
         "kafka": "4.1.1", "strand_config": STRAND_TOML.strip(),
         "results_file": os.path.relpath(results_file, REPO),
         "argv": sys.argv[1:], "contended_cores": args.contended_cores,
-        "retry_contended": args.retry_contended,
+        "retry_contended": args.retry_contended, "clients": args.clients,
     }
     log(f"run directories under {bench.root}; results -> {results_file}")
     failed = None
     try:
+        # W1-W4 once per client, one client after the other; W5, W6 once.
         for w in workloads:
-            try:
-                getattr(bench, w.lower())()
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as e:  # noqa: BLE001 - record and go on with the next one
-                bench.issue(w, "-", f"workload aborted: {type(e).__name__}: {e}", [])
-                stop_all()
+            for client in (bench.clients if w in CLIENT_WORKLOADS else [None]):
+                try:
+                    getattr(bench, w.lower())(*([client] if client else []))
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as e:  # noqa: BLE001 - record and go on with the next one
+                    bench.issue(wkey(w, client and client.name), "-",
+                                f"workload aborted: {type(e).__name__}: {e}", [])
+                    stop_all()
     except (KeyboardInterrupt, SystemExit) as e:
         failed = e
         log("interrupted; stopping brokers and writing what was measured")

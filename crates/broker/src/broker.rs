@@ -11,11 +11,15 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use strand_log::log_manager::{is_valid_topic_name, LogManagerOptions};
 use strand_log::{FileCache, LogConfig, LogManager, TopicPartition};
+use strand_metadata::{
+    ControllerCommand, ControllerReply, MetadataImage, MetadataRecord, NewTopic,
+};
 use uuid::Uuid;
 
+use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::error_code;
-use crate::partition::Partition;
+use crate::partition::{Assignment, IsrProposal, Partition, RoleChange};
 use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
 use crate::topics::{TopicInfo, TopicRegistry};
 
@@ -53,6 +57,19 @@ pub struct Broker {
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
+    /// Set once, at startup, when the node is part of a replicated cluster.
+    cluster: std::sync::OnceLock<Arc<Cluster>>,
+}
+
+/// What applying a metadata image changed on this broker.
+#[derive(Debug, Default)]
+pub struct Reconciled {
+    /// Every hosted partition with how its role changed.
+    pub roles: Vec<(TopicPartition, Arc<Partition>, RoleChange)>,
+    /// Partitions no longer hosted here (topic deleted, or not a replica any more).
+    pub removed: Vec<TopicPartition>,
+    /// `__consumer_offsets` partitions whose leadership changed: (index, now leads).
+    pub offsets_leadership: Vec<(i32, bool)>,
 }
 
 impl Broker {
@@ -80,7 +97,10 @@ impl Broker {
         }
         let topics = TopicRegistry::load(&data_dir)?;
         let mut partitions = HashMap::new();
-        for topic in topics.all() {
+        // In a cluster the metadata image says which partitions are hosted here and in
+        // which role; they are opened when it is first applied.
+        let single_node = config.controllers.is_none();
+        for topic in topics.all().filter(|_| single_node) {
             let log_config = Arc::new(log_config_for(&config, &topic.configs));
             for index in 0..topic.partitions {
                 let tp = TopicPartition::new(topic.name.clone(), index);
@@ -95,11 +115,17 @@ impl Broker {
                 }
                 partitions.insert(
                     tp.clone(),
-                    Arc::new(Partition::new(tp, log, min_insync_replicas(&topic.configs))),
+                    Arc::new(Partition::new(
+                        tp,
+                        log,
+                        min_insync_replicas(&topic.configs),
+                        config.node_id,
+                        Assignment::local(config.node_id),
+                    )),
                 );
             }
         }
-        for tp in logs.partitions() {
+        for tp in logs.partitions().filter(|_| single_node) {
             if !partitions.contains_key(tp) {
                 tracing::warn!(partition = %tp, "log directory belongs to no known topic; left untouched");
             }
@@ -135,6 +161,7 @@ impl Broker {
                 crate::fetch_session::FETCH_SESSION_SLOTS_DEFAULT,
             ),
             shutting_down: tokio::sync::watch::Sender::new(false),
+            cluster: std::sync::OnceLock::new(),
         });
         let loaded = broker.groups.load(&broker)?;
         if loaded > 0 {
@@ -158,6 +185,179 @@ impl Broker {
 
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// The cluster this broker belongs to; None on a single node.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.get()
+    }
+
+    pub(crate) fn attach_cluster(&self, cluster: Arc<Cluster>) {
+        if self.cluster.set(cluster).is_err() {
+            tracing::error!("a broker joins one cluster only");
+        }
+    }
+
+    /// Every partition hosted here.
+    pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Sends ISR changes a leader decided on to the controller (cluster only).
+    pub fn propose_isr_changes(&self, proposals: Vec<(TopicPartition, IsrProposal)>) {
+        match self.cluster() {
+            Some(cluster) => cluster.clone().send_isr_proposals(proposals),
+            None => {
+                for (tp, _) in proposals {
+                    if let Some(partition) = self.partition(&tp) {
+                        partition.abandon_isr_proposal();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes local state match a metadata image: the topic registry, the partitions
+    /// hosted here (opened or deleted), and each one's assignment (leader, epoch, ISR).
+    pub fn reconcile(&self, image: &MetadataImage) -> Reconciled {
+        let node = self.config.node_id;
+        let mut out = Reconciled::default();
+        let mut registry = self.registry();
+        let stale: Vec<TopicInfo> = registry
+            .all()
+            .filter(|t| image.topic(&t.name).is_none_or(|now| now.id != t.id))
+            .cloned()
+            .collect();
+        for topic in stale {
+            if let Err(error) = registry.remove(&topic.name) {
+                tracing::error!(%error, topic = topic.name, "updating topics.json failed");
+            }
+            for index in 0..topic.partitions {
+                let tp = TopicPartition::new(topic.name.clone(), index);
+                if self.unhost(&tp) {
+                    out.removed.push(tp);
+                }
+            }
+            tracing::info!(topic = topic.name, "topic deleted");
+        }
+        for topic in image.topics.values() {
+            let info = TopicInfo {
+                name: topic.name.clone(),
+                id: topic.id,
+                partitions: topic.partitions.len() as i32,
+                configs: topic.configs.clone(),
+            };
+            let configs_changed = match registry.get(&topic.name) {
+                None => {
+                    if let Err(error) = registry.insert(info) {
+                        tracing::error!(%error, topic = topic.name, "updating topics.json failed");
+                    }
+                    false
+                }
+                Some(existing) if *existing != info => {
+                    let changed = existing.configs != info.configs;
+                    if let Err(error) = registry.update(info) {
+                        tracing::error!(%error, topic = topic.name, "updating topics.json failed");
+                    }
+                    changed
+                }
+                Some(_) => false,
+            };
+            let log_config = Arc::new(log_config_for(&self.config, &topic.configs));
+            let min_insync = min_insync_replicas(&topic.configs);
+            for (index, state) in topic.partitions.iter().enumerate() {
+                let tp = TopicPartition::new(topic.name.clone(), index as i32);
+                if !state.replicas.contains(&node) {
+                    if self.unhost(&tp) {
+                        out.removed.push(tp);
+                    }
+                    continue;
+                }
+                let partition = match self.partition(&tp) {
+                    Some(partition) => {
+                        if configs_changed {
+                            partition.apply_configs(log_config.clone(), min_insync);
+                        }
+                        partition
+                    }
+                    None => match self.host(&tp, log_config.clone(), min_insync) {
+                        Ok(partition) => partition,
+                        Err(error) => {
+                            tracing::error!(partition = %tp, %error, "cannot open partition");
+                            continue;
+                        }
+                    },
+                };
+                let change = partition.apply_assignment(Assignment {
+                    leader: state.leader,
+                    leader_epoch: state.leader_epoch,
+                    partition_epoch: state.partition_epoch,
+                    replicas: state.replicas.clone(),
+                    isr: state.isr.clone(),
+                });
+                if change != RoleChange::Unchanged {
+                    tracing::info!(partition = %tp, ?change, epoch = state.leader_epoch, "role changed");
+                    if topic.name == crate::group::records::OFFSETS_TOPIC {
+                        out.offsets_leadership
+                            .push((index as i32, change == RoleChange::BecameLeader));
+                    }
+                }
+                out.roles.push((tp, partition, change));
+            }
+        }
+        out
+    }
+
+    /// Opens (creating) a partition's log and hosts it, with no assignment yet.
+    fn host(
+        &self,
+        tp: &TopicPartition,
+        log_config: Arc<LogConfig>,
+        min_insync: i32,
+    ) -> anyhow::Result<Arc<Partition>> {
+        let log = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_create(tp, Some(log_config.clone()))?;
+        log.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_config(log_config);
+        let partition = Arc::new(Partition::new(
+            tp.clone(),
+            log,
+            min_insync,
+            self.config.node_id,
+            Assignment::none(),
+        ));
+        self.partitions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tp.clone(), partition.clone());
+        Ok(partition)
+    }
+
+    /// Stops hosting a partition and deletes its log. Returns whether it was hosted.
+    fn unhost(&self, tp: &TopicPartition) -> bool {
+        let removed = self
+            .partitions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tp);
+        if let Err(error) = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .delete(tp)
+        {
+            tracing::error!(partition = %tp, %error, "deleting log failed");
+        }
+        removed.is_some()
     }
 
     pub fn partition(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
@@ -185,20 +385,98 @@ impl Broker {
     }
 
     /// Validates and (unless `validate_only`) creates a topic, as CreateTopics and topic
-    /// auto-creation do. `partitions` and `replication_factor` of -1 take the defaults.
-    pub fn create_topic(
+    /// auto-creation do. `partitions` and `replication_factor` of -1 take the defaults;
+    /// `assignments` (replica lists per partition) replace both when given. In a cluster
+    /// the controller decides, and this returns once this broker's image has the topic.
+    pub async fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         replication_factor: i16,
+        assignments: Vec<Vec<i32>>,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, ApiError> {
+        let (partitions, replication_factor) =
+            self.check_new_topic(name, partitions, replication_factor, &assignments, &configs)?;
+        let Some(cluster) = self.cluster() else {
+            return self.create_topic_locally(
+                name,
+                partitions,
+                replication_factor,
+                configs,
+                validate_only,
+            );
+        };
+        let command = ControllerCommand::CreateTopics {
+            topics: vec![NewTopic {
+                name: name.to_string(),
+                id: Uuid::new_v4(),
+                partitions,
+                replication_factor,
+                assignments,
+                configs: configs.clone(),
+            }],
+        };
+        if validate_only {
+            // The controller's decision is a pure function: try it on this broker's image.
+            let (reply, records) = strand_metadata::decide(&cluster.image(), &command);
+            return match (reply, records.first()) {
+                (_, Some(MetadataRecord::CreateTopic { id, partitions, .. })) => Ok(TopicInfo {
+                    name: name.to_string(),
+                    id: *id,
+                    partitions: partitions.len() as i32,
+                    configs,
+                }),
+                (ControllerReply::Results(mut results), None) if !results.is_empty() => {
+                    let result = results.remove(0);
+                    Err(ApiError {
+                        code: result.code,
+                        message: result.message,
+                    })
+                }
+                (other, _) => Err(ApiError::new(
+                    error_code::UNKNOWN_SERVER_ERROR,
+                    format!("unexpected controller decision {other:?}"),
+                )),
+            };
+        }
+        cluster
+            .write_and_wait(command, |image| image.topic(name).is_some())
+            .await?;
+        self.topic(name).ok_or_else(|| {
+            ApiError::new(
+                error_code::UNKNOWN_SERVER_ERROR,
+                "created topic is not in the registry",
+            )
+        })
+    }
+
+    /// Checks what needs no metadata (name, counts, configs) and resolves the defaults.
+    fn check_new_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        assignments: &[Vec<i32>],
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(i32, i16), ApiError> {
         validate_topic_name(name)?;
-        let partitions = if partitions == -1 {
-            self.config.num_partitions
+        let (partitions, replication_factor) = if assignments.is_empty() {
+            (
+                if partitions == -1 {
+                    self.config.num_partitions
+                } else {
+                    partitions
+                },
+                if replication_factor == -1 {
+                    self.config.default_replication_factor
+                } else {
+                    replication_factor
+                },
+            )
         } else {
-            partitions
+            (assignments.len() as i32, assignments[0].len() as i16)
         };
         if partitions <= 0 {
             return Err(ApiError::new(
@@ -212,26 +490,33 @@ impl Broker {
                 format!("Number of partitions {partitions} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."),
             ));
         }
-        let replication_factor = if replication_factor == -1 {
-            self.config.default_replication_factor
-        } else {
-            replication_factor
-        };
         if replication_factor <= 0 {
             return Err(ApiError::new(
                 error_code::INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0.",
             ));
         }
+        for (key, value) in configs {
+            validate_topic_config(key, Some(value))
+                .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
+        }
+        Ok((partitions, replication_factor))
+    }
+
+    /// A single node's topic creation: registry and logs here.
+    fn create_topic_locally(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicInfo, ApiError> {
         if replication_factor > 1 {
             return Err(ApiError::new(
                 error_code::INVALID_REPLICATION_FACTOR,
                 format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
             ));
-        }
-        for (key, value) in &configs {
-            validate_topic_config(key, Some(value))
-                .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         }
         let mut registry = self.registry();
         if registry.get(name).is_some() {
@@ -277,19 +562,42 @@ impl Broker {
             let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
             partitions.insert(
                 tp.clone(),
-                Arc::new(Partition::new(tp, log, min_insync_replicas(&topic.configs))),
+                Arc::new(Partition::new(
+                    tp,
+                    log,
+                    min_insync_replicas(&topic.configs),
+                    self.config.node_id,
+                    Assignment::local(self.config.node_id),
+                )),
             );
         }
         Ok(())
     }
 
     /// CreatePartitions: grows a topic to `count` partitions.
-    pub fn add_partitions(
+    pub async fn add_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
     ) -> Result<(), ApiError> {
+        if let Some(cluster) = self.cluster() {
+            let command = ControllerCommand::CreatePartitions {
+                name: name.to_string(),
+                count,
+            };
+            if validate_only {
+                let (reply, _) = strand_metadata::decide(&cluster.image(), &command);
+                return crate::cluster::single_result(reply);
+            }
+            return cluster
+                .write_and_wait(command, |image| {
+                    image
+                        .topic(name)
+                        .is_some_and(|t| t.partitions.len() as i32 >= count)
+                })
+                .await;
+        }
         let mut registry = self.registry();
         let Some(topic) = registry.get(name).cloned() else {
             return Err(ApiError::new(
@@ -336,7 +644,7 @@ impl Broker {
 
     /// AlterConfigs / IncrementalAlterConfigs on a topic: validates every config, then
     /// replaces the topic's overrides and applies them to its partitions at once.
-    pub fn set_topic_configs(
+    pub async fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
@@ -345,6 +653,21 @@ impl Broker {
         for (key, value) in &configs {
             validate_topic_config(key, Some(value))
                 .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
+        }
+        if let Some(cluster) = self.cluster() {
+            let command = ControllerCommand::SetTopicConfigs {
+                name: name.to_string(),
+                configs: configs.clone(),
+            };
+            if validate_only {
+                let (reply, _) = strand_metadata::decide(&cluster.image(), &command);
+                return crate::cluster::single_result(reply);
+            }
+            return cluster
+                .write_and_wait(command, |image| {
+                    image.topic(name).is_some_and(|t| t.configs == configs)
+                })
+                .await;
         }
         let mut registry = self.registry();
         let Some(topic) = registry.get(name).cloned() else {
@@ -369,7 +692,20 @@ impl Broker {
         Ok(())
     }
 
-    pub fn delete_topic(&self, name: &str) -> Result<TopicInfo, ApiError> {
+    pub async fn delete_topic(&self, name: &str) -> Result<TopicInfo, ApiError> {
+        if let Some(cluster) = self.cluster() {
+            let existing = self.topic(name);
+            let command = ControllerCommand::DeleteTopics {
+                names: vec![name.to_string()],
+            };
+            cluster
+                .write_and_wait(command, |image| image.topic(name).is_none())
+                .await?;
+            return existing.ok_or(ApiError {
+                code: error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                message: None,
+            });
+        }
         let mut registry = self.registry();
         let Some(topic) = registry.remove(name).map_err(storage_error)? else {
             return Err(ApiError {

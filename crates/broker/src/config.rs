@@ -1,7 +1,7 @@
 //! Broker settings: defaults that make `strand serve` with no arguments a working
 //! single-node broker, overridable from a TOML file and the command line.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -75,6 +75,26 @@ pub struct BrokerConfig {
     pub group_consumer_session_timeout_ms: i32,
     /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
     pub group_consumer_heartbeat_interval_ms: i32,
+    /// The metadata quorum, `ID@HOST:PORT,...` (controller.quorum.voters). Unset: a
+    /// single node with its metadata in topics.json.
+    pub controllers: Option<String>,
+    /// This node's quorum address when it is not one of `controllers` (a broker-only node
+    /// receives the metadata log there).
+    pub quorum_listen: Option<SocketAddr>,
+    /// broker.rack: replicas of a partition go to different racks where possible.
+    pub rack: Option<String>,
+    /// broker.heartbeat.interval.ms
+    pub broker_heartbeat_interval_ms: u64,
+    /// broker.session.timeout.ms: a broker silent this long is fenced.
+    pub broker_session_timeout_ms: u64,
+    /// replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
+    /// auto.leader.rebalance.enable
+    pub auto_leader_rebalance_enable: bool,
+    /// leader.imbalance.check.interval.seconds
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// Raft heartbeat of the metadata quorum; elections time out after 5-10 of them.
+    pub quorum_heartbeat_interval_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -109,6 +129,15 @@ impl Default for BrokerConfig {
             offsets_retention_check_interval_ms: 600_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
+            controllers: None,
+            quorum_listen: None,
+            rack: None,
+            broker_heartbeat_interval_ms: 500,
+            broker_session_timeout_ms: 9_000,
+            replica_lag_time_max_ms: 30_000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            quorum_heartbeat_interval_ms: 100,
         }
     }
 }
@@ -134,8 +163,14 @@ impl BrokerConfig {
                 self.num_partitions
             ));
         }
-        if self.default_replication_factor != 1 {
+        if self.controllers.is_none() && self.default_replication_factor != 1 {
             return Err("default_replication_factor must be 1 on a single node".into());
+        }
+        if self.default_replication_factor < 1 {
+            return Err("default_replication_factor must be >= 1".into());
+        }
+        if self.controllers.is_some() {
+            self.cluster_config()?;
         }
         if self.message_max_bytes < 0 {
             return Err("message_max_bytes must be >= 0".into());
@@ -156,6 +191,63 @@ impl BrokerConfig {
             return Err("max_connections and open_segments_max must be positive".into());
         }
         self.advertised().map(|_| ())
+    }
+
+    /// The cluster settings, when `controllers` is set.
+    pub fn cluster_config(&self) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        let Some(list) = &self.controllers else {
+            return Ok(None);
+        };
+        let mut controllers = std::collections::BTreeMap::new();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (id, address) = entry
+                .split_once('@')
+                .ok_or_else(|| format!("controllers entry {entry:?} is not ID@HOST:PORT"))?;
+            let id: i32 = id
+                .parse()
+                .map_err(|_| format!("controllers entry {entry:?}: bad node id"))?;
+            if !address.contains(':') {
+                return Err(format!("controllers entry {entry:?} is not ID@HOST:PORT"));
+            }
+            if controllers.insert(id, address.to_string()).is_some() {
+                return Err(format!("controllers lists node {id} twice"));
+            }
+        }
+        if controllers.is_empty() {
+            return Err("controllers is empty".into());
+        }
+        let quorum_listen = match (self.quorum_listen, controllers.get(&self.node_id)) {
+            (Some(address), _) => address,
+            (None, Some(address)) => address
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| format!("cannot resolve this node's quorum address {address}"))?,
+            (None, None) => {
+                return Err(format!(
+                    "node {} is not a controller: give quorum_listen (where it receives the metadata log)",
+                    self.node_id
+                ))
+            }
+        };
+        if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms {
+            return Err(
+                "broker_session_timeout_ms must exceed broker_heartbeat_interval_ms".into(),
+            );
+        }
+        let ms = std::time::Duration::from_millis;
+        Ok(Some(crate::cluster::ClusterConfig {
+            controllers,
+            quorum_listen,
+            rack: self.rack.clone(),
+            broker_heartbeat_interval: ms(self.broker_heartbeat_interval_ms),
+            broker_session_timeout: ms(self.broker_session_timeout_ms),
+            replica_lag_time_max: ms(self.replica_lag_time_max_ms.max(100)),
+            leader_imbalance_check_interval: self.auto_leader_rebalance_enable.then(|| {
+                std::time::Duration::from_secs(self.leader_imbalance_check_interval_seconds.max(1))
+            }),
+            raft_heartbeat_interval: ms(self.quorum_heartbeat_interval_ms.max(10)),
+        }))
     }
 
     /// (host, port) clients are told to use.

@@ -1,17 +1,34 @@
-//! One partition on this broker: its log, and the fetches parked waiting for new data
-//! (the long-poll purgatory). On a single node the leader is always here and the ISR is
-//! this node alone, so the high watermark is the log end offset.
+//! One partition hosted on this broker: its log, its place in replication, and the
+//! requests waiting on it.
 //!
-//! Thread-safe: the log behind a std mutex held only for the in-memory work and one
-//! page-cache write; durability waits happen outside it on a blocking thread.
+//! Replication (Kafka's `Partition`): the metadata image says who leads, at which leader
+//! epoch, and which replicas are in sync (`Assignment`). As leader, the partition tracks
+//! each follower's log end offset from its fetches; the high watermark is the lowest log
+//! end offset across the ISR (never moving back); acks=all producers wait until it passes
+//! their batch. ISR changes are proposed to the controller and take effect only when it
+//! commits them; meanwhile the high watermark counts the union of the old and proposed
+//! ISR, so a shrink cannot expose records that only the removed follower lacked (Kafka's
+//! "maximal ISR"). As follower, it appends what the leader sends, keeping the leader's
+//! offsets and epochs, and takes the leader's high watermark (capped by its own end).
+//!
+//! On a single node the assignment is this node alone: leader, whole ISR, high watermark
+//! = log end offset.
+//!
+//! Thread-safe: the log behind a std mutex held only for in-memory work and one
+//! page-cache write (durability waits happen outside it on a blocking thread); the
+//! replication state behind its own mutex, never held while taking the log's.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use strand_log::{
     AppendInfo, Durability, Log, LogConfig, LogError, LogResult, ReadResult, TopicPartition,
 };
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
+
+use crate::error_code;
 
 /// A pending durability wait: everything below `end` must reach the disk.
 #[derive(Debug)]
@@ -35,23 +52,148 @@ impl Durable {
 /// is reached only with that many connections fetching the same partition.
 pub const PARKED_FETCHES_MAX: usize = 10_000;
 
+/// The partition's replication as the metadata image states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Assignment {
+    /// Not yet assigned (a partition just opened, before the image's view is applied).
+    pub fn none() -> Assignment {
+        Assignment {
+            leader: -1,
+            leader_epoch: -1,
+            partition_epoch: -1,
+            replicas: Vec::new(),
+            isr: Vec::new(),
+        }
+    }
+
+    /// A single node's partition: it alone leads and is in sync.
+    pub fn local(node_id: i32) -> Assignment {
+        Assignment {
+            leader: node_id,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![node_id],
+            isr: vec![node_id],
+        }
+    }
+}
+
+/// What a leader knows of one follower.
+#[derive(Debug, Clone, Copy)]
+struct FollowerProgress {
+    /// The follower's log end offset (its last fetch offset); -1 before its first fetch.
+    log_end_offset: i64,
+    /// Last time the follower had everything the leader had at its previous fetch.
+    last_caught_up: Instant,
+    /// The leader's log end offset at the follower's previous fetch, and when.
+    leader_end_at_last_fetch: i64,
+    last_fetch: Instant,
+}
+
+impl FollowerProgress {
+    fn new(now: Instant) -> FollowerProgress {
+        FollowerProgress {
+            log_end_offset: -1,
+            last_caught_up: now,
+            leader_end_at_last_fetch: -1,
+            last_fetch: now,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Replication {
+    assignment: Assignment,
+    followers: HashMap<i32, FollowerProgress>,
+    /// An ISR change sent to the controller and not yet seen in the image.
+    pending_isr: Option<Vec<i32>>,
+    /// The log end offset when this broker became leader: a follower joins the ISR only
+    /// once it reaches it (it then has every record of earlier epochs).
+    leader_start_offset: i64,
+}
+
+impl Replication {
+    fn is_leader(&self, node_id: i32) -> bool {
+        self.assignment.leader == node_id
+    }
+
+    /// The ISR the high watermark must respect: committed plus any pending change.
+    fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.assignment.isr.clone();
+        for id in self.pending_isr.iter().flatten() {
+            if !isr.contains(id) {
+                isr.push(*id);
+            }
+        }
+        isr
+    }
+}
+
+/// A refusal with a Kafka error code and message.
+pub type Refusal = (i16, Option<String>);
+
+/// How a partition's role changed when an assignment was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleChange {
+    /// Leader or follower as before, same epoch (an ISR change, say).
+    Unchanged,
+    BecameLeader,
+    /// Now follows `leader` at `leader_epoch`; must truncate by epoch before fetching.
+    BecameFollower {
+        leader: i32,
+        leader_epoch: i32,
+    },
+}
+
 #[derive(Debug)]
 pub struct Partition {
     pub tp: TopicPartition,
+    node_id: i32,
     log: Arc<Mutex<Log>>,
     parked_fetches: Mutex<Vec<Arc<Notify>>>,
     /// min.insync.replicas of the topic (changed by AlterConfigs).
     min_insync_replicas: AtomicI32,
+    replication: Mutex<Replication>,
+    /// The high watermark, for acks=all producers waiting on it.
+    high_watermark: watch::Sender<i64>,
 }
 
 impl Partition {
-    pub fn new(tp: TopicPartition, log: Arc<Mutex<Log>>, min_insync_replicas: i32) -> Partition {
-        Partition {
+    pub fn new(
+        tp: TopicPartition,
+        log: Arc<Mutex<Log>>,
+        min_insync_replicas: i32,
+        node_id: i32,
+        assignment: Assignment,
+    ) -> Partition {
+        let (high_watermark, log_end) = {
+            let log = log.lock().unwrap_or_else(|p| p.into_inner());
+            (log.high_watermark(), log.log_end_offset())
+        };
+        let partition = Partition {
             tp,
+            node_id,
             log,
             parked_fetches: Mutex::new(Vec::new()),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
-        }
+            replication: Mutex::new(Replication {
+                assignment: Assignment::none(),
+                followers: HashMap::new(),
+                pending_isr: None,
+                leader_start_offset: log_end,
+            }),
+            high_watermark: watch::Sender::new(high_watermark),
+        };
+        partition.apply_assignment(assignment);
+        partition
     }
 
     pub fn min_insync_replicas(&self) -> i32 {
@@ -71,28 +213,165 @@ impl Partition {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Appends a producer's batch; in flush-before-ack mode waits (off the async
-    /// runtime, outside the log lock) until it is on disk. The high watermark follows the
-    /// log end offset (this node is the whole ISR).
-    pub async fn append(&self, batch: Vec<u8>, wait_for_durability: bool) -> LogResult<AppendInfo> {
-        let (info, durable) = self.append_unsynced(batch)?;
-        if let (true, Some(durable)) = (wait_for_durability, durable) {
-            durable.wait().await?;
+    fn replication(&self) -> MutexGuard<'_, Replication> {
+        self.replication
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn assignment(&self) -> Assignment {
+        self.replication().assignment.clone()
+    }
+
+    /// The leader epoch if this broker leads the partition.
+    pub fn leader_epoch_if_leader(&self) -> Option<i32> {
+        let replication = self.replication();
+        replication
+            .is_leader(self.node_id)
+            .then_some(replication.assignment.leader_epoch)
+    }
+
+    fn not_leader(&self) -> Refusal {
+        (
+            error_code::NOT_LEADER_OR_FOLLOWER,
+            Some(format!("This broker is not the leader of {}", self.tp)),
+        )
+    }
+
+    /// Checks a client's `current_leader_epoch` (-1: not given) against ours.
+    pub fn check_leader_epoch(&self, requested: i32) -> Result<(), i16> {
+        let current = self.replication().assignment.leader_epoch;
+        if requested < 0 || requested == current {
+            Ok(())
+        } else if requested > current {
+            Err(error_code::UNKNOWN_LEADER_EPOCH)
+        } else {
+            Err(error_code::FENCED_LEADER_EPOCH)
         }
+    }
+
+    /// Takes the image's view of this partition. Returns how the role changed.
+    pub fn apply_assignment(&self, assignment: Assignment) -> RoleChange {
+        let now = Instant::now();
+        let log_end = self.log().log_end_offset();
+        let change = {
+            let mut replication = self.replication();
+            let was_leader = replication.is_leader(self.node_id);
+            let same_epoch = replication.assignment.leader_epoch == assignment.leader_epoch;
+            let leads = assignment.leader == self.node_id;
+            let same_leadership = same_epoch && replication.assignment.leader == assignment.leader;
+            let change = if leads && !(was_leader && same_epoch) {
+                replication.followers = assignment
+                    .replicas
+                    .iter()
+                    .filter(|&&id| id != self.node_id)
+                    .map(|&id| (id, FollowerProgress::new(now)))
+                    .collect();
+                replication.leader_start_offset = log_end;
+                RoleChange::BecameLeader
+            } else if !leads && !same_leadership {
+                replication.followers.clear();
+                RoleChange::BecameFollower {
+                    leader: assignment.leader,
+                    leader_epoch: assignment.leader_epoch,
+                }
+            } else {
+                RoleChange::Unchanged
+            };
+            if leads {
+                // Replicas added or removed since: follow the assignment.
+                replication
+                    .followers
+                    .retain(|id, _| assignment.replicas.contains(id));
+                for &id in &assignment.replicas {
+                    if id != self.node_id {
+                        replication
+                            .followers
+                            .entry(id)
+                            .or_insert_with(|| FollowerProgress::new(now));
+                    }
+                }
+            }
+            if replication.pending_isr.is_some()
+                && (change != RoleChange::Unchanged
+                    || assignment.partition_epoch != replication.assignment.partition_epoch)
+            {
+                // The controller decided (or someone else's change won): either way the
+                // image is now the truth and the proposal is over.
+                replication.pending_isr = None;
+            }
+            replication.assignment = assignment;
+            change
+        };
+        if self.leader_epoch_if_leader().is_some() {
+            self.advance_high_watermark();
+        }
+        if change != RoleChange::Unchanged {
+            // Parked fetches and acks=all waiters re-check leadership.
+            self.wake_parked_fetches();
+            self.high_watermark.send_modify(|_| {});
+        }
+        change
+    }
+
+    /// Appends the broker's own batch as leader (the group coordinator's records): in
+    /// flush-before-ack mode waits (off the async runtime, outside the log lock) until
+    /// it is on disk, and then, as acks=all, until every in-sync replica has it.
+    pub async fn append(
+        &self,
+        batch: Vec<u8>,
+        wait_for_durability: bool,
+        replication_timeout: Duration,
+    ) -> Result<AppendInfo, Refusal> {
+        let epoch = self
+            .leader_epoch_if_leader()
+            .ok_or_else(|| self.not_leader())?;
+        let (info, durable) = self.append_unsynced(batch, -1)?;
+        if let (true, Some(durable)) = (wait_for_durability, durable) {
+            durable
+                .wait()
+                .await
+                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+        }
+        self.wait_for_replication(info.last_offset + 1, epoch, replication_timeout)
+            .await?;
         Ok(info)
     }
 
-    /// Appends without waiting for the disk; for flush-before-ack topics also returns
-    /// what to wait on, so a request touching several partitions waits for all their
-    /// syncs at once instead of one after another.
-    pub fn append_unsynced(&self, mut batch: Vec<u8>) -> LogResult<(AppendInfo, Option<Durable>)> {
+    /// Appends as leader without waiting for the disk; for flush-before-ack topics also
+    /// returns what to wait on, so a request touching several partitions waits for all
+    /// their syncs at once. acks=-1 is refused while the ISR is below min.insync.replicas.
+    pub fn append_unsynced(
+        &self,
+        mut batch: Vec<u8>,
+        acks: i16,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        let leader_epoch = {
+            let replication = self.replication();
+            if !replication.is_leader(self.node_id) {
+                return Err(self.not_leader());
+            }
+            let isr = replication.assignment.isr.len() as i32;
+            let min_isr = self.min_insync_replicas();
+            if acks == -1 && isr < min_isr {
+                return Err((
+                    error_code::NOT_ENOUGH_REPLICAS,
+                    Some(format!(
+                        "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
+                        self.tp
+                    )),
+                ));
+            }
+            replication.assignment.leader_epoch
+        };
         let (info, gate, durability) = {
             let mut log = self.log();
-            let info = log.append_as_leader(&mut batch, 0)?;
-            let end = log.log_end_offset();
-            log.set_high_watermark(end);
+            let info = log
+                .append_as_leader(&mut batch, leader_epoch)
+                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
             (info, log.sync_gate(), log.config().durability)
         };
+        self.advance_high_watermark();
         self.wake_parked_fetches();
         let durable = (durability == Durability::FlushBeforeAck).then(|| Durable {
             gate,
@@ -101,9 +380,207 @@ impl Partition {
         Ok((info, durable))
     }
 
+    /// acks=all: waits until the high watermark passes `end_offset` (exclusive), then
+    /// checks the ISR still meets min.insync.replicas (Kafka answers
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise). Gives up at `timeout`
+    /// (REQUEST_TIMED_OUT) or when leadership moves (NOT_LEADER_OR_FOLLOWER).
+    pub async fn wait_for_replication(
+        &self,
+        end_offset: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    ) -> Result<(), Refusal> {
+        let mut watcher = self.high_watermark.subscribe();
+        let wait = watcher.wait_for(|&hw| {
+            hw >= end_offset || self.leader_epoch_if_leader() != Some(leader_epoch)
+        });
+        match tokio::time::timeout(timeout, wait).await {
+            Err(_) => {
+                return Err((
+                    error_code::REQUEST_TIMED_OUT,
+                    Some(format!(
+                    "Timed out waiting for the in-sync replicas of {} to reach offset {end_offset}",
+                    self.tp
+                )),
+                ))
+            }
+            Ok(Err(_)) => return Err(self.not_leader()),
+            Ok(Ok(_)) => {}
+        }
+        if self.leader_epoch_if_leader() != Some(leader_epoch) {
+            return Err(self.not_leader());
+        }
+        let isr = self.replication().assignment.isr.len() as i32;
+        let min_isr = self.min_insync_replicas();
+        if isr < min_isr {
+            return Err((
+                error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                Some(format!(
+                    "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
+                    self.tp
+                )),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Moves the high watermark (leader) to the lowest log end offset across the maximal
+    /// ISR. Never moves it back.
+    fn advance_high_watermark(&self) {
+        let (isr, followers) = {
+            let replication = self.replication();
+            if !replication.is_leader(self.node_id) {
+                return;
+            }
+            (replication.maximal_isr(), replication.followers.clone())
+        };
+        let advanced = {
+            let mut log = self.log();
+            let mut candidate = log.log_end_offset();
+            for id in isr.iter().filter(|&&id| id != self.node_id) {
+                match followers.get(id) {
+                    Some(progress) => candidate = candidate.min(progress.log_end_offset),
+                    None => return, // unknown ISR member: hold
+                }
+            }
+            let current = log.high_watermark();
+            if candidate > current {
+                log.set_high_watermark(candidate);
+                Some(log.high_watermark())
+            } else {
+                None
+            }
+        };
+        if let Some(hw) = advanced {
+            self.high_watermark.send_replace(hw);
+            self.wake_parked_fetches();
+        }
+    }
+
+    /// The high watermark as last published (what acks=all waits on).
+    pub fn high_watermark(&self) -> i64 {
+        *self.high_watermark.borrow()
+    }
+
+    /// A consumer's read: leader only, up to the high watermark.
     pub fn read(&self, offset: i64, max_bytes: u64, min_one_batch: bool) -> LogResult<ReadResult> {
         let log = self.log();
         log.read(offset, max_bytes, log.high_watermark(), min_one_batch)
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader_epoch_if_leader().is_some()
+    }
+
+    /// A follower's fetch at `fetch_offset`: records its progress (which may advance the
+    /// high watermark and earn it a place back in the ISR) and reads up to the log end.
+    /// Returns the read and, when the follower should join the ISR, the proposed ISR.
+    pub fn read_for_follower(
+        &self,
+        follower: i32,
+        fetch_offset: i64,
+        max_bytes: u64,
+    ) -> Result<(ReadResult, Option<IsrProposal>), i16> {
+        let now = Instant::now();
+        let log_end = self.log().log_end_offset();
+        let high_watermark = self.log().high_watermark();
+        let proposal = {
+            let mut replication = self.replication();
+            if !replication.is_leader(self.node_id) {
+                return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+            }
+            let leader_start = replication.leader_start_offset;
+            let Some(progress) = replication.followers.get_mut(&follower) else {
+                return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+            };
+            progress.log_end_offset = fetch_offset.min(log_end);
+            // Kafka's rule: caught up if it has everything we had, now or at its last fetch.
+            if fetch_offset >= log_end {
+                progress.last_caught_up = now;
+            } else if fetch_offset >= progress.leader_end_at_last_fetch {
+                progress.last_caught_up = progress.last_caught_up.max(progress.last_fetch);
+            }
+            progress.leader_end_at_last_fetch = log_end;
+            progress.last_fetch = now;
+            let joins = !replication.maximal_isr().contains(&follower)
+                && replication.pending_isr.is_none()
+                && fetch_offset >= high_watermark
+                && fetch_offset >= leader_start;
+            joins.then(|| {
+                let mut isr = replication.assignment.isr.clone();
+                isr.push(follower);
+                replication.pending_isr = Some(isr.clone());
+                IsrProposal::new(&replication.assignment, isr)
+            })
+        };
+        self.advance_high_watermark();
+        let log = self.log();
+        let read = log
+            .read(fetch_offset, max_bytes, log.log_end_offset(), true)
+            .map_err(|error| match error {
+                LogError::OffsetOutOfRange { .. } => error_code::OFFSET_OUT_OF_RANGE,
+                other => other.kafka_error_code(),
+            })?;
+        Ok((read, proposal))
+    }
+
+    /// Leader: the ISR without followers that have not caught up for `lag_max`, if that
+    /// removes anyone (and no other change is pending).
+    pub fn propose_isr_shrink(&self, lag_max: Duration) -> Option<IsrProposal> {
+        let now = Instant::now();
+        let mut replication = self.replication();
+        if !replication.is_leader(self.node_id) || replication.pending_isr.is_some() {
+            return None;
+        }
+        let lagging: Vec<i32> = replication
+            .assignment
+            .isr
+            .iter()
+            .copied()
+            .filter(|&id| id != self.node_id)
+            .filter(|id| {
+                replication
+                    .followers
+                    .get(id)
+                    .is_none_or(|p| now.duration_since(p.last_caught_up) > lag_max)
+            })
+            .collect();
+        if lagging.is_empty() {
+            return None;
+        }
+        let isr: Vec<i32> = replication
+            .assignment
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| !lagging.contains(id))
+            .collect();
+        replication.pending_isr = Some(isr.clone());
+        Some(IsrProposal::new(&replication.assignment, isr))
+    }
+
+    /// The controller refused or failed an ISR proposal: drop it (the next fetch or
+    /// check proposes again against the image).
+    pub fn abandon_isr_proposal(&self) {
+        self.replication().pending_isr = None;
+    }
+
+    /// Follower: appends what the leader sent and takes its high watermark.
+    pub fn append_as_follower(
+        &self,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> LogResult<Option<AppendInfo>> {
+        let info = {
+            let mut log = self.log();
+            let info = log.append_as_follower(records)?;
+            let hw = leader_high_watermark.min(log.log_end_offset());
+            if hw > log.high_watermark() {
+                log.set_high_watermark(hw);
+            }
+            info
+        };
+        Ok(info)
     }
 
     /// Registers `waiter` to be notified at the next append. Returns false when the
@@ -137,6 +614,24 @@ impl Partition {
         );
         for waiter in parked {
             waiter.notify_one();
+        }
+    }
+}
+
+/// An ISR change for the controller (AlterPartition), against the version it edits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+impl IsrProposal {
+    fn new(assignment: &Assignment, isr: Vec<i32>) -> IsrProposal {
+        IsrProposal {
+            leader_epoch: assignment.leader_epoch,
+            partition_epoch: assignment.partition_epoch,
+            isr,
         }
     }
 }

@@ -4,6 +4,10 @@
 //! of a block cut short by a crash are skipped, never reused. (Kafka's ProducerIdManager
 //! does the same with blocks from the controller.)
 //!
+//! In a cluster the blocks come from the controller instead (`AllocateProducerIds` in the
+//! metadata log), so no two brokers ever hand out the same id: `take_from_block` serves
+//! from the current block and `install_block` adds the next one.
+//!
 //! Thread-safe: one mutex; a block write happens once per `PRODUCER_ID_BLOCK_SIZE` ids.
 
 use std::path::{Path, PathBuf};
@@ -40,7 +44,26 @@ impl ProducerIdManager {
         })
     }
 
-    /// The next producer id.
+    /// Cluster: the next id of the controller's block, if any is left.
+    pub fn take_from_block(&self) -> Option<i64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (next, end) = *state;
+        (next < end).then(|| {
+            state.0 = next + 1;
+            next
+        })
+    }
+
+    /// Cluster: replaces the exhausted block with `first..first + count` from the
+    /// controller.
+    pub fn install_block(&self, first: i64, count: i64) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.0 >= state.1 {
+            *state = (first, first + count);
+        }
+    }
+
+    /// The next producer id (single node).
     pub fn next_id(&self) -> anyhow::Result<i64> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (next, block_end) = *state;

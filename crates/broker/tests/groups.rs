@@ -38,7 +38,8 @@ async fn offsets_and_group_metadata_survive_a_restart() {
     {
         let broker = Broker::open(config(dir.path(), 60)).unwrap();
         broker
-            .create_topic("t", 2, 1, Default::default(), false)
+            .create_topic("t", 2, 1, Vec::new(), Default::default(), false)
+            .await
             .unwrap();
         let joined = broker.groups.join(&broker, "g", join("")).await;
         assert_eq!((joined.error_code, joined.generation_id), (0, 1));
@@ -105,7 +106,8 @@ async fn offsets_of_empty_groups_expire_and_stay_gone() {
     {
         let broker = Broker::open(config(dir.path(), 0)).unwrap();
         broker
-            .create_topic("t", 1, 1, Default::default(), false)
+            .create_topic("t", 1, 1, Vec::new(), Default::default(), false)
+            .await
             .unwrap();
         // A simple consumer: no generation, no member; the group stays empty.
         let offsets = vec![("t".to_string(), 0, 5, -1, None)];
@@ -140,7 +142,8 @@ async fn commits_for_unknown_topics_and_oversized_metadata_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::open(config(dir.path(), 60)).unwrap();
     broker
-        .create_topic("t", 1, 1, Default::default(), false)
+        .create_topic("t", 1, 1, Vec::new(), Default::default(), false)
+        .await
         .unwrap();
     let offsets = vec![
         ("t".to_string(), 0, 1, -1, Some("x".repeat(5_000))),

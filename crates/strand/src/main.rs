@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod bench;
 
 use clap::{Parser, Subcommand};
+use strand_broker::cluster::Cluster;
 use strand_broker::{serve, Broker, BrokerConfig, FlushMode};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
 
@@ -63,6 +64,18 @@ struct ServeArgs {
     /// page-cache (Kafka's default) or every-batch (fdatasync before ack).
     #[arg(long, value_parser = parse_flush)]
     flush: Option<FlushMode>,
+    /// The metadata quorum, ID@HOST:PORT,... (forms a cluster; unset: a single node).
+    #[arg(long)]
+    controllers: Option<String>,
+    /// This node's quorum address when it is not one of --controllers.
+    #[arg(long)]
+    quorum_listen: Option<std::net::SocketAddr>,
+    /// broker.rack, for rack-aware replica placement.
+    #[arg(long)]
+    rack: Option<String>,
+    /// Replication factor of auto-created topics and CreateTopics with -1.
+    #[arg(long)]
+    default_replication_factor: Option<i16>,
 }
 
 fn parse_flush(value: &str) -> Result<FlushMode, String> {
@@ -79,7 +92,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -132,6 +145,18 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
     if let Some(value) = args.flush {
         config.flush = value;
     }
+    if let Some(value) = args.controllers {
+        config.controllers = Some(value);
+    }
+    if let Some(value) = args.quorum_listen {
+        config.quorum_listen = Some(value);
+    }
+    if let Some(value) = args.rack {
+        config.rack = Some(value);
+    }
+    if let Some(value) = args.default_replication_factor {
+        config.default_replication_factor = value;
+    }
     config.validate().map_err(anyhow::Error::msg)?;
     Ok(config)
 }
@@ -143,8 +168,21 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         let data_dir = config.data_dir.clone();
+        let cluster_config = config.cluster_config().map_err(anyhow::Error::msg)?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         let (address, handle, server) = serve(broker.clone()).await?;
+        let cluster = match cluster_config {
+            Some(cluster_config) => {
+                let quorum = cluster_config.quorum_listen;
+                let cluster = Cluster::start(&broker, cluster_config).await?;
+                println!(
+                    "strand node {} joined the metadata quorum at {quorum}",
+                    broker.node_id()
+                );
+                Some(cluster)
+            }
+            None => None,
+        };
         println!(
             "strand {} node {} listening on {address} (advertised {}:{}), data in {}",
             env!("CARGO_PKG_VERSION"),
@@ -156,6 +194,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         let server = tokio::spawn(server);
         wait_for_signal().await;
         tracing::info!("shutting down");
+        if let Some(cluster) = cluster {
+            // Leaderships move away first, while clients can still be told where.
+            cluster.shutdown().await;
+        }
         handle.shutdown();
         server.await??;
         println!("strand stopped cleanly");

@@ -267,7 +267,7 @@ fn duplicates<'a>(resources: impl Iterator<Item = (i8, &'a StrBytes)>) -> HashSe
         .collect()
 }
 
-pub fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: AlterConfigsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -277,49 +277,59 @@ pub fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> O
             .iter()
             .map(|r| (r.resource_type, &r.resource_name)),
     );
-    let responses = body
-        .resources
-        .iter()
-        .map(|resource| {
-            let name = resource.resource_name.as_str();
-            let result = precheck(
-                broker,
-                resource.resource_type,
-                name,
-                duplicated.contains(&(resource.resource_type, name.to_string())),
-            )
-            .and_then(|()| {
-                let mut configs = BTreeMap::new();
-                for config in &resource.configs {
-                    let value = config.value.as_ref().ok_or_else(|| {
-                        ApiError::new(
-                            error_code::INVALID_CONFIG,
-                            format!(
-                                "Null value not supported for topic configs: {}",
-                                config.name.as_str()
-                            ),
-                        )
-                    })?;
-                    configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
-                }
-                // AlterConfigs replaces the whole set of overrides.
-                broker.set_topic_configs(name, configs, body.validate_only)
-            });
-            let (code, message) = split(result);
+    let mut responses = Vec::with_capacity(body.resources.len());
+    for resource in &body.resources {
+        let name = resource.resource_name.as_str();
+        let prepared = precheck(
+            broker,
+            resource.resource_type,
+            name,
+            duplicated.contains(&(resource.resource_type, name.to_string())),
+        )
+        .and_then(|()| {
+            let mut configs = BTreeMap::new();
+            for config in &resource.configs {
+                let value = config.value.as_ref().ok_or_else(|| {
+                    ApiError::new(
+                        error_code::INVALID_CONFIG,
+                        format!(
+                            "Null value not supported for topic configs: {}",
+                            config.name.as_str()
+                        ),
+                    )
+                })?;
+                configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
+            }
+            // AlterConfigs replaces the whole set of overrides.
+            Ok(configs)
+        });
+        let result = match prepared {
+            Ok(configs) => {
+                broker
+                    .set_topic_configs(name, configs, body.validate_only)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        let (code, message) = split(result);
+        responses.push(
             alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone())
-        })
-        .collect();
+                .with_resource_name(resource.resource_name.clone()),
+        );
+    }
     respond(
         &request,
         &AlterConfigsResponse::default().with_responses(responses),
     )
 }
 
-pub fn incremental_alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn incremental_alter(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+) -> Outcome {
     let body: IncrementalAlterConfigsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -329,44 +339,51 @@ pub fn incremental_alter(broker: &Arc<Broker>, request: strand_protocol::ParsedR
             .iter()
             .map(|r| (r.resource_type, &r.resource_name)),
     );
-    let responses = body
-        .resources
-        .iter()
-        .map(|resource| {
-            let name = resource.resource_name.as_str();
-            let result = precheck(
-                broker,
-                resource.resource_type,
-                name,
-                duplicated.contains(&(resource.resource_type, name.to_string())),
-            )
-            .and_then(|()| {
-                let topic = broker.topic(name).ok_or_else(|| {
-                    ApiError::new(
-                        error_code::UNKNOWN_TOPIC_OR_PARTITION,
-                        format!("The topic '{name}' does not exist."),
-                    )
-                })?;
-                let mut configs = topic.configs.clone();
-                for op in &resource.configs {
-                    apply_op(
-                        broker,
-                        &mut configs,
-                        op.name.as_str(),
-                        op.config_operation,
-                        op.value.as_ref().map(|v| v.as_str()),
-                    )?;
-                }
-                broker.set_topic_configs(name, configs, body.validate_only)
-            });
-            let (code, message) = split(result);
+    let mut responses = Vec::with_capacity(body.resources.len());
+    for resource in &body.resources {
+        let name = resource.resource_name.as_str();
+        let prepared = precheck(
+            broker,
+            resource.resource_type,
+            name,
+            duplicated.contains(&(resource.resource_type, name.to_string())),
+        )
+        .and_then(|()| {
+            let topic = broker.topic(name).ok_or_else(|| {
+                ApiError::new(
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("The topic '{name}' does not exist."),
+                )
+            })?;
+            let mut configs = topic.configs.clone();
+            for op in &resource.configs {
+                apply_op(
+                    broker,
+                    &mut configs,
+                    op.name.as_str(),
+                    op.config_operation,
+                    op.value.as_ref().map(|v| v.as_str()),
+                )?;
+            }
+            Ok(configs)
+        });
+        let result = match prepared {
+            Ok(configs) => {
+                broker
+                    .set_topic_configs(name, configs, body.validate_only)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        let (code, message) = split(result);
+        responses.push(
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone())
-        })
-        .collect();
+                .with_resource_name(resource.resource_name.clone()),
+        );
+    }
     respond(
         &request,
         &IncrementalAlterConfigsResponse::default().with_responses(responses),

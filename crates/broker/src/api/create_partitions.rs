@@ -11,7 +11,7 @@ use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: CreatePartitionsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -23,29 +23,32 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         .filter(|t| !seen.insert(t.name.as_str()))
         .map(|t| t.name.as_str().to_string())
         .collect();
-    let results = body
-        .topics
-        .iter()
-        .map(|topic| {
-            let name = topic.name.as_str();
-            let result = if duplicated.contains(name) {
-                Err(ApiError::new(
-                    error_code::INVALID_REQUEST,
-                    "Duplicate topic in request.",
-                ))
-            } else {
-                check_assignments(broker, topic)
-                    .and_then(|()| broker.add_partitions(name, topic.count, body.validate_only))
-            };
-            let result_entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            match result {
-                Ok(()) => result_entry.with_error_code(error_code::NONE),
-                Err(error) => result_entry
-                    .with_error_code(error.code)
-                    .with_error_message(error.message.map(str_bytes)),
+    let mut results = Vec::with_capacity(body.topics.len());
+    for topic in &body.topics {
+        let name = topic.name.as_str();
+        let result = if duplicated.contains(name) {
+            Err(ApiError::new(
+                error_code::INVALID_REQUEST,
+                "Duplicate topic in request.",
+            ))
+        } else {
+            match check_assignments(broker, topic) {
+                Ok(()) => {
+                    broker
+                        .add_partitions(name, topic.count, body.validate_only)
+                        .await
+                }
+                Err(error) => Err(error),
             }
-        })
-        .collect();
+        };
+        let result_entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        results.push(match result {
+            Ok(()) => result_entry.with_error_code(error_code::NONE),
+            Err(error) => result_entry
+                .with_error_code(error.code)
+                .with_error_message(error.message.map(str_bytes)),
+        });
+    }
     respond(
         &request,
         &CreatePartitionsResponse::default().with_results(results),

@@ -21,7 +21,7 @@ use crate::topic_config::effective_topic_configs;
 const SOURCE_TOPIC_CONFIG: i8 = 1;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: CreateTopicsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -44,7 +44,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 ),
             ))
         } else {
-            create_one(broker, &topic, body.validate_only)
+            create_one(broker, &topic, body.validate_only).await
         };
         results.push(match result {
             Ok(created) => {
@@ -87,13 +87,14 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
     )
 }
 
-fn create_one(
+async fn create_one(
     broker: &Arc<Broker>,
     topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
     validate_only: bool,
 ) -> Result<crate::topics::TopicInfo, ApiError> {
     let mut partitions = topic.num_partitions;
     let mut replication_factor = topic.replication_factor;
+    let mut assignments = Vec::new();
     if !topic.assignments.is_empty() {
         if partitions != -1 || replication_factor != -1 {
             return Err(ApiError::new(
@@ -117,7 +118,13 @@ fn create_one(
                 "Partitions must be numbered 0..N-1 without gaps.",
             ));
         }
-        for assignment in &topic.assignments {
+        let mut by_index: Vec<_> = topic.assignments.iter().collect();
+        by_index.sort_by_key(|a| a.partition_index);
+        for assignment in &by_index {
+            assignments.push(assignment.broker_ids.iter().map(|b| b.0).collect());
+        }
+        // A single node checks here; a cluster's controller checks against its brokers.
+        for assignment in by_index.iter().filter(|_| broker.cluster().is_none()) {
             if assignment
                 .broker_ids
                 .iter()
@@ -139,7 +146,7 @@ fn create_one(
             }
         }
         partitions = topic.assignments.len() as i32;
-        replication_factor = 1;
+        replication_factor = topic.assignments[0].broker_ids.len() as i16;
     }
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
@@ -154,11 +161,14 @@ fn create_one(
         };
         configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
     }
-    broker.create_topic(
-        topic.name.as_str(),
-        partitions,
-        replication_factor,
-        configs,
-        validate_only,
-    )
+    broker
+        .create_topic(
+            topic.name.as_str(),
+            partitions,
+            replication_factor,
+            assignments,
+            configs,
+            validate_only,
+        )
+        .await
 }

@@ -11,7 +11,7 @@ use crate::broker::Broker;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: DeleteTopicsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -39,8 +39,13 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 .ok_or(error_code::UNKNOWN_TOPIC_ID),
             (None, true) => Err(error_code::INVALID_REQUEST),
         };
-        let result = resolved
-            .and_then(|resolved| broker.delete_topic(&resolved).map_err(|error| error.code));
+        let result = match resolved {
+            Ok(resolved) => broker
+                .delete_topic(&resolved)
+                .await
+                .map_err(|error| error.code),
+            Err(code) => Err(code),
+        };
         let (code, topic_id, name) = match result {
             Ok(topic) => (error_code::NONE, topic.id, Some(topic.name)),
             Err(code) => (code, id, name),

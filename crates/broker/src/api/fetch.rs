@@ -4,6 +4,11 @@
 //! partitions until an append wakes it or max_wait_ms passes: no busy loop. Incremental
 //! fetch sessions (KIP-227, v7+) through `fetch_session`: an incremental answer carries only
 //! partitions with news. v13+ addresses topics by id.
+//!
+//! Consumers read from the leader only (NOT_LEADER_OR_FOLLOWER elsewhere), and their
+//! `current_leader_epoch` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A fetch
+//! with a replica id is a follower's: it reads up to the log end offset, and its fetch
+//! offset tells the leader how far the follower has come (high watermark, ISR).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +24,11 @@ use uuid::Uuid;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::fetch_session::{FetchKey, SessionPlan, Wanted};
-use crate::partition::Partition;
+use crate::partition::{IsrProposal, Partition};
 use crate::router::{decode, Outcome};
 
 /// Longest a fetch may wait, whatever it asks for.
 const FETCH_WAIT_MAX: Duration = Duration::from_secs(300);
-const LEADER_EPOCH: i32 = 0;
 
 struct Target {
     key: FetchKey,
@@ -33,6 +37,7 @@ struct Target {
     partition_max_bytes: i32,
     current_leader_epoch: i32,
     partition: Result<Arc<Partition>, i16>,
+    tp: Option<TopicPartition>,
 }
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
@@ -41,6 +46,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
+    let replica_id = if version >= 15 {
+        body.replica_state.replica_id.0
+    } else {
+        body.replica_id.0
+    };
+    let follower = (replica_id >= 0).then_some(replica_id);
     let requested = wanted_partitions(&body, version);
     let forgotten: Vec<FetchKey> = body
         .forgotten_topics_data
@@ -86,7 +97,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .filter_map(|t| t.partition.as_ref().ok())
             .filter(|p| p.park_fetch(&waiter))
             .collect();
-        let (responses, bytes, errors) = read_all(&targets, body.max_bytes, read_committed);
+        let mut proposals = Vec::new();
+        let (responses, bytes, errors) = read_all(
+            &targets,
+            body.max_bytes,
+            read_committed,
+            follower,
+            &mut proposals,
+        );
+        if !proposals.is_empty() {
+            broker.propose_isr_changes(proposals);
+        }
         let done = bytes >= body.min_bytes.max(1) as u64
             || errors
             || tokio::time::Instant::now() >= deadline
@@ -231,6 +252,7 @@ fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16
                 partition_max_bytes: wanted.partition_max_bytes,
                 current_leader_epoch: wanted.current_leader_epoch,
                 partition: resolved,
+                tp: name.map(|name| TopicPartition::new(name, key.partition)),
             }
         })
         .collect()
@@ -242,6 +264,8 @@ fn read_all(
     targets: &[Target],
     max_bytes: i32,
     read_committed: bool,
+    follower: Option<i32>,
+    proposals: &mut Vec<(TopicPartition, IsrProposal)>,
 ) -> (Vec<(FetchKey, FetchPartitionOut)>, u64, bool) {
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
@@ -258,7 +282,7 @@ fn read_all(
             preferred_read_replica: -1,
             records: RecordsOut::Empty, // never null: librdkafka rejects null records
         };
-        match read_one(target, budget, total == 0) {
+        match read_one(target, budget, total == 0, follower, proposals) {
             Ok((records, high_watermark, log_start_offset)) => {
                 let length = match &records {
                     RecordsOut::File { length, .. } => *length,
@@ -289,13 +313,38 @@ fn read_one(
     target: &Target,
     budget: u64,
     first: bool,
+    follower: Option<i32>,
+    proposals: &mut Vec<(TopicPartition, IsrProposal)>,
 ) -> Result<(RecordsOut, i64, i64), (i16, i64, i64)> {
     let partition = target.partition.as_ref().map_err(|code| (*code, -1, -1))?;
-    if target.current_leader_epoch > LEADER_EPOCH {
-        return Err((error_code::UNKNOWN_LEADER_EPOCH, -1, -1));
+    if !partition.is_leader() {
+        return Err((error_code::NOT_LEADER_OR_FOLLOWER, -1, -1));
     }
+    partition
+        .check_leader_epoch(target.current_leader_epoch)
+        .map_err(|code| (code, -1, -1))?;
     let limit = budget.min(target.partition_max_bytes.max(0) as u64);
-    match partition.read(target.fetch_offset, limit, first) {
+    let read = match follower {
+        None => partition.read(target.fetch_offset, limit, first),
+        Some(replica) => match partition.read_for_follower(replica, target.fetch_offset, limit) {
+            Ok((read, proposal)) => {
+                if let (Some(proposal), Some(tp)) = (proposal, &target.tp) {
+                    proposals.push((tp.clone(), proposal));
+                }
+                Ok(read)
+            }
+            Err(error_code::OFFSET_OUT_OF_RANGE) => {
+                let log = partition.log();
+                return Err((
+                    error_code::OFFSET_OUT_OF_RANGE,
+                    log.high_watermark(),
+                    log.log_start_offset(),
+                ));
+            }
+            Err(code) => return Err((code, -1, -1)),
+        },
+    };
+    match read {
         Ok(result) => {
             let records = match result.slice {
                 Some(slice) if limit > 0 || first => {

@@ -1,6 +1,7 @@
-//! FindCoordinator (10): this broker coordinates every group. v4+ batches keys. The
-//! first lookup creates `__consumer_offsets`. Transaction coordinators (key type 1) do
-//! not exist yet: COORDINATOR_NOT_AVAILABLE.
+//! FindCoordinator (10): a group's coordinator is the leader of its `__consumer_offsets`
+//! partition (on a single node, this broker). v4+ batches keys. The first lookup creates
+//! `__consumer_offsets`. Transaction coordinators (key type 1) do not exist yet:
+//! COORDINATOR_NOT_AVAILABLE.
 
 use std::sync::Arc;
 
@@ -10,58 +11,55 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
 use crate::router::{decode, respond, Outcome};
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: FindCoordinatorRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
-    let lookup = |_key: &str| -> (i16, Option<String>) {
-        if body.key_type != KEY_TYPE_GROUP {
-            return (
-                error_code::COORDINATOR_NOT_AVAILABLE,
-                Some("Strand has no transaction coordinator yet".into()),
-            );
-        }
-        match broker.groups.ensure_offsets_topic(broker) {
-            Ok(()) => (error_code::NONE, None),
-            Err(error) => (error.code, error.message),
-        }
-    };
-    let (host, port, node) = (
-        broker.advertised_host.clone(),
-        broker.advertised_port as i32,
-        BrokerId(broker.node_id()),
-    );
     let response = if version >= 4 {
-        let coordinators = body
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let (code, message) = lookup(key.as_str());
-                let found = code == error_code::NONE;
-                Coordinator::default()
-                    .with_key(key.clone())
-                    .with_node_id(if found { node } else { BrokerId(-1) })
-                    .with_host(str_bytes(if found { host.clone() } else { String::new() }))
-                    .with_port(if found { port } else { -1 })
+        let mut coordinators = Vec::with_capacity(body.coordinator_keys.len());
+        for key in &body.coordinator_keys {
+            let entry = Coordinator::default().with_key(key.clone());
+            coordinators.push(match lookup(broker, body.key_type, key.as_str()).await {
+                Ok((node, host, port)) => entry
+                    .with_node_id(BrokerId(node))
+                    .with_host(str_bytes(host))
+                    .with_port(port)
+                    .with_error_code(error_code::NONE),
+                Err((code, message)) => entry
+                    .with_node_id(BrokerId(-1))
+                    .with_host(str_bytes(String::new()))
+                    .with_port(-1)
                     .with_error_code(code)
-                    .with_error_message(message.map(str_bytes))
-            })
-            .collect();
+                    .with_error_message(message.map(str_bytes)),
+            });
+        }
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        let (code, message) = lookup(body.key.as_str());
-        let found = code == error_code::NONE;
-        let response = FindCoordinatorResponse::default()
-            .with_error_code(code)
-            .with_node_id(if found { node } else { BrokerId(-1) })
-            .with_host(str_bytes(if found { host } else { String::new() }))
-            .with_port(if found { port } else { -1 });
+        let (response, message) = match lookup(broker, body.key_type, body.key.as_str()).await {
+            Ok((node, host, port)) => (
+                FindCoordinatorResponse::default()
+                    .with_error_code(error_code::NONE)
+                    .with_node_id(BrokerId(node))
+                    .with_host(str_bytes(host))
+                    .with_port(port),
+                None,
+            ),
+            Err((code, message)) => (
+                FindCoordinatorResponse::default()
+                    .with_error_code(code)
+                    .with_node_id(BrokerId(-1))
+                    .with_host(str_bytes(String::new()))
+                    .with_port(-1),
+                message,
+            ),
+        };
         if version >= 1 {
             response.with_error_message(message.map(str_bytes))
         } else {
@@ -69,4 +67,41 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         }
     };
     respond(&request, &response)
+}
+
+/// (node id, host, port) of the coordinator for `key`.
+async fn lookup(
+    broker: &Arc<Broker>,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String, i32), (i16, Option<String>)> {
+    if key_type != KEY_TYPE_GROUP {
+        return Err((
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some("Strand has no transaction coordinator yet".into()),
+        ));
+    }
+    broker
+        .groups
+        .ensure_offsets_topic(broker)
+        .await
+        .map_err(|error| (error.code, error.message))?;
+    let Some(cluster) = broker.cluster() else {
+        return Ok((
+            broker.node_id(),
+            broker.advertised_host.clone(),
+            broker.advertised_port as i32,
+        ));
+    };
+    let image = cluster.image();
+    let index = partition_for(key, OFFSETS_TOPIC_PARTITIONS);
+    image
+        .partition(OFFSETS_TOPIC, index)
+        .and_then(|p| image.brokers.get(&p.leader))
+        .filter(|b| !b.fenced)
+        .map(|b| (b.id, b.host.clone(), b.port as i32))
+        .ok_or((
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some("The coordinator is not available.".into()),
+        ))
 }

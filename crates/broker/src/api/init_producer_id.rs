@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use strand_metadata::{ControllerCommand, ControllerReply};
+
 use crate::broker::Broker;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: InitProducerIdRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -24,7 +26,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     } else {
-        match broker.producer_ids.next_id() {
+        match next_producer_id(broker).await {
             Ok(id) => response
                 .with_error_code(error_code::NONE)
                 .with_producer_id(ProducerId(id))
@@ -39,4 +41,27 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         }
     };
     respond(&request, &response)
+}
+
+/// A single node allocates ids itself; a cluster member takes them from blocks the
+/// controller hands out.
+async fn next_producer_id(broker: &Broker) -> anyhow::Result<i64> {
+    let Some(cluster) = broker.cluster() else {
+        return broker.producer_ids.next_id();
+    };
+    loop {
+        if let Some(id) = broker.producer_ids.take_from_block() {
+            return Ok(id);
+        }
+        let command = ControllerCommand::AllocateProducerIds {
+            count: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
+        };
+        match cluster.write(command).await {
+            Ok(ControllerReply::ProducerIds { first, count }) => {
+                broker.producer_ids.install_block(first, count)
+            }
+            Ok(other) => anyhow::bail!("unexpected controller reply {other:?}"),
+            Err(error) => anyhow::bail!("no producer id block: {error:?}"),
+        }
+    }
 }

@@ -1,6 +1,8 @@
-//! Metadata (key 3): this broker, the cluster id, and topics with ids, partitions,
-//! leader (always this node), leader epoch, replicas and ISR. Unknown topics are created
-//! when the client allows it and auto.create.topics.enable is on, as Kafka does.
+//! Metadata (key 3): the brokers, the cluster id, and topics with ids, partitions,
+//! leader, leader epoch, replicas, ISR and offline replicas. On a single node this broker
+//! is everything; in a cluster the answer comes from the metadata image (live brokers
+//! only; a partition without a leader says LEADER_NOT_AVAILABLE). Unknown topics are
+//! created when the client allows it and auto.create.topics.enable is on, as Kafka does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 use crate::topics::TopicInfo;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: MetadataRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -44,7 +46,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 }
             } else {
                 match requested.name {
-                    Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create),
+                    Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create).await,
                     None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
                 }
             });
@@ -58,13 +60,40 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             topic.topic_authorized_operations = super::authorized_operations::topic(true);
         }
     }
+    let (brokers, controller_id) = match broker.cluster() {
+        None => (
+            vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(broker.node_id()))
+                .with_host(str_bytes(broker.advertised_host.clone()))
+                .with_port(broker.advertised_port as i32)],
+            broker.node_id(),
+        ),
+        Some(cluster) => {
+            let image = cluster.image();
+            let live: Vec<MetadataResponseBroker> = image
+                .brokers
+                .values()
+                .filter(|b| !b.fenced)
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(str_bytes(b.host.clone()))
+                        .with_port(b.port as i32)
+                        .with_rack(b.rack.clone().map(str_bytes))
+                })
+                .collect();
+            // Clients cannot reach controllers (KRaft): Kafka names a live broker.
+            let controller = match cluster.controller_id().await {
+                Some(id) if live.iter().any(|b| b.node_id.0 == id) => id,
+                _ => live.first().map_or(-1, |b| b.node_id.0),
+            };
+            (live, controller)
+        }
+    };
     let response = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.node_id()))
-            .with_host(str_bytes(broker.advertised_host.clone()))
-            .with_port(broker.advertised_port as i32)])
+        .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(BrokerId(controller_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(if (8..=10).contains(&version) {
             super::authorized_operations::cluster(body.include_cluster_authorized_operations)
@@ -74,7 +103,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
     respond(&request, &response)
 }
 
-fn describe_by_name(
+async fn describe_by_name(
     broker: &Arc<Broker>,
     name: &str,
     allow_auto_create: bool,
@@ -92,7 +121,10 @@ fn describe_by_name(
             error_code::UNKNOWN_TOPIC_OR_PARTITION,
         );
     }
-    match broker.create_topic(name, -1, -1, BTreeMap::new(), false) {
+    match broker
+        .create_topic(name, -1, -1, Vec::new(), BTreeMap::new(), false)
+        .await
+    {
         Ok(topic) => describe(broker, &topic),
         // Lost a race with another creator: describe what exists.
         Err(error) if error.code == error_code::TOPIC_ALREADY_EXISTS => match broker.topic(name) {
@@ -105,16 +137,43 @@ fn describe_by_name(
 
 fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
     let node = BrokerId(broker.node_id());
+    let image = broker.cluster().map(|c| c.image());
     let partitions = (0..topic.partitions)
         .map(|index| {
-            MetadataResponsePartition::default()
-                .with_error_code(error_code::NONE)
-                .with_partition_index(index)
-                .with_leader_id(node)
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
-                .with_offline_replicas(vec![])
+            let entry = MetadataResponsePartition::default().with_partition_index(index);
+            let Some(image) = &image else {
+                return entry
+                    .with_error_code(error_code::NONE)
+                    .with_leader_id(node)
+                    .with_leader_epoch(0)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node])
+                    .with_offline_replicas(vec![]);
+            };
+            let Some(state) = image.partition(&topic.name, index) else {
+                return entry
+                    .with_error_code(error_code::LEADER_NOT_AVAILABLE)
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1);
+            };
+            let ids = |list: &[i32]| list.iter().map(|&id| BrokerId(id)).collect::<Vec<_>>();
+            let offline: Vec<i32> = state
+                .replicas
+                .iter()
+                .copied()
+                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
+                .collect();
+            entry
+                .with_error_code(if state.leader < 0 {
+                    error_code::LEADER_NOT_AVAILABLE
+                } else {
+                    error_code::NONE
+                })
+                .with_leader_id(BrokerId(state.leader))
+                .with_leader_epoch(state.leader_epoch)
+                .with_replica_nodes(ids(&state.replicas))
+                .with_isr_nodes(ids(&state.isr))
+                .with_offline_replicas(ids(&offline))
         })
         .collect();
     MetadataResponseTopic::default()

@@ -1,5 +1,6 @@
-//! OffsetForLeaderEpoch (23): the end offset of a leader epoch, from the log's epoch
-//! cache (what followers and consumers use to detect truncation).
+//! OffsetForLeaderEpoch (23): the end offset of a leader epoch, from the leader's epoch
+//! cache (what followers truncate by after a leader change, and consumers use to detect
+//! truncation). Only the leader answers; `current_leader_epoch` is checked as Fetch does.
 
 use std::sync::Arc;
 
@@ -12,9 +13,6 @@ use strand_log::TopicPartition;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
-
-/// A single node's leader epoch never changes.
-const LEADER_EPOCH: i32 = 0;
 
 pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: OffsetForLeaderEpochRequest = match decode(&request) {
@@ -37,9 +35,14 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                             .with_leader_epoch(-1)
                             .with_end_offset(-1);
                     };
-                    if p.current_leader_epoch > LEADER_EPOCH {
+                    let refused = if partition.is_leader() {
+                        partition.check_leader_epoch(p.current_leader_epoch).err()
+                    } else {
+                        Some(error_code::NOT_LEADER_OR_FOLLOWER)
+                    };
+                    if let Some(code) = refused {
                         return result
-                            .with_error_code(error_code::UNKNOWN_LEADER_EPOCH)
+                            .with_error_code(code)
                             .with_leader_epoch(-1)
                             .with_end_offset(-1);
                     }

@@ -1,13 +1,16 @@
-//! Produce (key 0): one batch per partition, appended as leader. acks must be 0, 1 or -1
-//! (INVALID_REQUIRED_ACKS); on this single node acks=-1 completes when the batch is
-//! appended (and synced, for flush-before-ack topics), and is refused with
-//! NOT_ENOUGH_REPLICAS when the topic's min.insync.replicas exceeds the one replica.
+//! Produce (key 0): one batch per partition, appended as leader (NOT_LEADER_OR_FOLLOWER
+//! elsewhere). acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). acks=-1 is refused with
+//! NOT_ENOUGH_REPLICAS while the ISR is smaller than min.insync.replicas, and completes
+//! when the high watermark passes the batch (every in-sync replica has it) and, for
+//! flush-before-ack topics, the batch is synced; REQUEST_TIMED_OUT after the request's
+//! timeout. On a single node the ISR is this node, so the high watermark is already there.
 //! acks=0 gets no response; if any partition failed, the connection is closed instead,
 //! which is how Kafka tells an acks=0 producer that something went wrong.
 //! v13 addresses topics by id. Idempotent producers (a producer id in the batch) are
 //! deduplicated by the log: a retried batch is answered with its original offsets.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -17,7 +20,7 @@ use strand_records::BatchHeader;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
-use crate::partition::Durable;
+use crate::partition::{Durable, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
@@ -30,7 +33,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let transactional = body.transactional_id.is_some();
     // Append everything first; then wait for every flush-before-ack partition's sync at
     // once, so partitions' syncs overlap instead of queueing one behind another.
-    let mut results: Vec<(usize, i32, AppendResult, Option<Durable>)> = Vec::new();
+    let mut results: Vec<(usize, i32, AppendResult, Pending)> = Vec::new();
     for (topic_index, topic) in body.topic_data.iter().enumerate() {
         let resolved = if version >= 13 {
             broker
@@ -41,17 +44,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             Ok(topic.name.as_str().to_string())
         };
         for data in &topic.partition_data {
-            let (result, durable) = match &resolved {
-                Err(code) => (Err((*code, None)), None),
+            let (result, pending) = match &resolved {
+                Err(code) => (Err((*code, None)), Pending::default()),
                 Ok(name) => {
                     let tp = TopicPartition::new(name.clone(), data.index);
                     match append_one(broker, &tp, acks, transactional, data.records.clone()) {
-                        Ok((info, durable)) => (Ok(info), durable),
-                        Err(error) => (Err(error), None),
+                        Ok((info, pending)) => (Ok(info), pending),
+                        Err(error) => (Err(error), Pending::default()),
                     }
                 }
             };
-            results.push((topic_index, data.index, result, durable));
+            results.push((topic_index, data.index, result, pending));
         }
     }
     let topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)> = body
@@ -59,24 +62,44 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .iter()
         .map(|t| (t.name.clone(), t.topic_id))
         .collect();
-    let waiting = acks != 0 && results.iter().any(|(_, _, _, durable)| durable.is_some());
+    let waiting = acks != 0 && results.iter().any(|(_, _, _, pending)| pending.is_some());
     if waiting {
-        // The answer waits for the syncs; the connection reads on meanwhile.
-        return Outcome::Deferred(Box::pin(finish(request, topic_meta, results, acks)));
+        // The answer waits for syncs and replication; the connection reads on meanwhile.
+        let timeout = Duration::from_millis(body.timeout_ms.max(0) as u64);
+        return Outcome::Deferred(Box::pin(finish(
+            request, topic_meta, results, acks, timeout,
+        )));
     }
     answer(request, topic_meta, results, acks)
 }
 
-/// Waits for the pending syncs (all at once), then answers.
+/// What an appended batch still waits for before it is acknowledged.
+#[derive(Debug, Default)]
+struct Pending {
+    /// The sync of a flush-before-ack topic.
+    durable: Option<Durable>,
+    /// acks=-1: the high watermark must pass `end` while `leader_epoch` lasts.
+    replication: Option<(Arc<Partition>, i64, i32)>,
+}
+
+impl Pending {
+    fn is_some(&self) -> bool {
+        self.durable.is_some() || self.replication.is_some()
+    }
+}
+
+/// Waits for the pending syncs (all at once), then for replication, then answers.
 async fn finish(
     request: strand_protocol::ParsedRequest,
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
-    mut results: Vec<(usize, i32, AppendResult, Option<Durable>)>,
+    mut results: Vec<(usize, i32, AppendResult, Pending)>,
     acks: i16,
+    timeout: Duration,
 ) -> Outcome {
+    let deadline = tokio::time::Instant::now() + timeout;
     let waits: Vec<_> = results
         .iter_mut()
-        .map(|(_, _, _, durable)| durable.take().map(|d| tokio::spawn(d.wait())))
+        .map(|(_, _, _, pending)| pending.durable.take().map(|d| tokio::spawn(d.wait())))
         .collect();
     for ((_, _, result, _), wait) in results.iter_mut().zip(waits) {
         if let Some(wait) = wait {
@@ -89,6 +112,14 @@ async fn finish(
             }
         }
     }
+    for (_, _, result, pending) in results.iter_mut() {
+        if let (Some((partition, end, epoch)), Ok(_)) = (pending.replication.take(), &*result) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Err(refusal) = partition.wait_for_replication(end, epoch, left).await {
+                *result = Err(refusal);
+            }
+        }
+    }
     answer(request, topic_meta, results, acks)
 }
 
@@ -96,7 +127,7 @@ async fn finish(
 fn answer(
     request: strand_protocol::ParsedRequest,
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
-    results: Vec<(usize, i32, AppendResult, Option<Durable>)>,
+    results: Vec<(usize, i32, AppendResult, Pending)>,
     acks: i16,
 ) -> Outcome {
     let any_error = results.iter().any(|(_, _, result, _)| result.is_err());
@@ -135,7 +166,6 @@ fn answer(
 }
 
 type AppendResult = Result<strand_log::AppendInfo, (i16, Option<String>)>;
-type Refusal = (i16, Option<String>);
 
 fn append_one(
     broker: &Arc<Broker>,
@@ -143,7 +173,7 @@ fn append_one(
     acks: i16,
     transactional: bool,
     records: Option<bytes::Bytes>,
-) -> Result<(strand_log::AppendInfo, Option<Durable>), Refusal> {
+) -> Result<(strand_log::AppendInfo, Pending), Refusal> {
     if !matches!(acks, -1..=1) {
         return Err((error_code::INVALID_REQUIRED_ACKS, None));
     }
@@ -171,16 +201,19 @@ fn append_one(
             ));
         }
     }
-    if acks == -1 && partition.min_insync_replicas() > 1 {
-        return Err((
-            error_code::NOT_ENOUGH_REPLICAS,
-            Some(format!(
-                "The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of {} for partition {tp}",
-                partition.min_insync_replicas()
-            )),
-        ));
-    }
-    partition
-        .append_unsynced(records.to_vec())
-        .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))
+    // The epoch before the append: if leadership moves in between, the wait below sees a
+    // different epoch and answers NOT_LEADER_OR_FOLLOWER rather than acknowledging.
+    let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
+    let (info, durable) = partition.append_unsynced(records.to_vec(), acks)?;
+    let end = info.last_offset + 1;
+    let moved = partition.leader_epoch_if_leader() != Some(epoch);
+    let replication = (acks == -1 && (moved || partition.high_watermark() < end))
+        .then(|| (partition.clone(), end, epoch));
+    Ok((
+        info,
+        Pending {
+            durable,
+            replication,
+        },
+    ))
 }

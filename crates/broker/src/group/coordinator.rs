@@ -33,6 +33,10 @@ use crate::error_code;
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 /// Groups one coordinator holds (a hostile client cannot create them without bound).
 pub const GROUPS_MAX: usize = 100_000;
+/// offsets.topic.replication.factor
+const OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
+/// offsets.commit.timeout.ms: how long a commit waits for the in-sync replicas.
+const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Extra time a parked request waits beyond its rebalance timeout before giving up.
 const PARKED_REQUEST_SLACK: Duration = Duration::from_secs(5);
 
@@ -151,7 +155,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return refuse(error_code::INVALID_GROUP_ID, "The group id can't be empty.");
         }
-        if let Err(e) = self.ensure_offsets_topic(broker) {
+        if let Err(e) = self.ensure_offsets_topic(broker).await {
             return refuse(e.code, e.message.as_deref().unwrap_or_default());
         }
         let mut state = self.state.lock().await;
@@ -185,22 +189,47 @@ impl GroupCoordinator {
         state.groups.get(group_id).and_then(|e| e.consumer.clone())
     }
 
-    /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's).
-    pub fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ApiError> {
+    /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's). In a
+    /// cluster its replication factor is offsets.topic.replication.factor (3) or the
+    /// number of live brokers if fewer (Kafka refuses until 3 exist; a 1- or 2-broker
+    /// Strand cluster works, replicated as far as it can).
+    pub async fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ApiError> {
         if broker.topic(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         configs.insert("segment.bytes".to_string(), (100 * 1024 * 1024).to_string());
-        match broker.create_topic(OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, 1, configs, false) {
+        let replication_factor = match broker.cluster() {
+            None => 1,
+            Some(cluster) => {
+                let live = cluster
+                    .image()
+                    .brokers
+                    .values()
+                    .filter(|b| b.is_eligible())
+                    .count();
+                live.clamp(1, OFFSETS_TOPIC_REPLICATION_FACTOR) as i16
+            }
+        };
+        let created = broker
+            .create_topic(
+                OFFSETS_TOPIC,
+                OFFSETS_TOPIC_PARTITIONS,
+                replication_factor,
+                Vec::new(),
+                configs,
+                false,
+            )
+            .await;
+        match created {
             Ok(_) => Ok(()),
             Err(error) if error.code == error_code::TOPIC_ALREADY_EXISTS => Ok(()),
             Err(error) => Err(error),
         }
     }
 
-    /// Replays `__consumer_offsets` into memory (at startup).
+    /// Replays `__consumer_offsets` into memory (at startup, on a single node).
     pub fn load(&self, broker: &Broker) -> anyhow::Result<usize> {
         let Some(topic) = broker.topic(OFFSETS_TOPIC) else {
             return Ok(0);
@@ -209,44 +238,95 @@ impl GroupCoordinator {
             .state
             .try_lock()
             .map_err(|_| anyhow::anyhow!("coordinator busy during load"))?;
-        let now = now_ms();
         let mut applied = 0;
         for index in 0..topic.partitions {
-            let Some(partition) = broker.partition(&TopicPartition::new(OFFSETS_TOPIC, index))
-            else {
-                continue;
+            applied += self.load_partition(&mut state, broker, index)?;
+        }
+        Ok(applied)
+    }
+
+    /// In a cluster a group lives where its `__consumer_offsets` partition is led: on
+    /// gaining a partition's leadership its groups are replayed from the log; on losing
+    /// it they are dropped (parked requests fail and clients find the new coordinator).
+    pub async fn leadership_changed(&self, broker: &Broker, changes: &[(i32, bool)]) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut state = self.state.lock().await;
+        for &(index, leads) in changes {
+            let in_partition = |group_id: &str| {
+                records::partition_for(group_id, OFFSETS_TOPIC_PARTITIONS) == index
             };
-            let log = partition.log();
-            let end = log.log_end_offset();
-            let mut next = log.log_start_offset();
-            while next < end {
-                let Some(slice) = log.read(next, 1 << 20, end, true)?.slice else {
-                    break;
-                };
-                let bytes = slice.read_to_vec()?;
-                let mut rest = &bytes[..];
-                let before = next;
-                while let Ok(view) = BatchView::parse(rest) {
-                    let header = view.header;
-                    walk_stored_records(&view, WalkLimits::default(), |record| {
-                        let offset = header.base_offset + record.offset_delta as i64;
-                        if offset < next {
-                            return;
-                        }
-                        if let Some(parsed) = record
-                            .key
-                            .and_then(|key| records::decode(key, record.value))
-                        {
-                            apply_loaded(&mut state, parsed, self.limits, now);
-                            applied += 1;
-                        }
-                    })?;
-                    next = next.max(header.next_offset());
-                    rest = &rest[view.bytes.len()..];
+            state.groups.retain(|group_id, _| !in_partition(group_id));
+            state
+                .waiters
+                .retain(|(group_id, _), _| !in_partition(group_id));
+            if leads {
+                match self.load_partition(&mut state, broker, index) {
+                    Ok(records) => {
+                        tracing::info!(partition = index, records, "loaded consumer groups")
+                    }
+                    Err(error) => {
+                        tracing::error!(partition = index, %error, "loading consumer groups failed")
+                    }
                 }
-                if next == before {
-                    break;
-                }
+            }
+        }
+    }
+
+    /// Whether this broker coordinates `group_id` (leads its `__consumer_offsets`
+    /// partition). Always on a single node.
+    pub fn coordinates(&self, broker: &Broker, group_id: &str) -> bool {
+        if broker.cluster().is_none() {
+            return true;
+        }
+        let index = records::partition_for(group_id, OFFSETS_TOPIC_PARTITIONS);
+        broker
+            .partition(&TopicPartition::new(OFFSETS_TOPIC, index))
+            .is_some_and(|p| p.is_leader())
+    }
+
+    fn load_partition(
+        &self,
+        state: &mut CoordinatorState,
+        broker: &Broker,
+        index: i32,
+    ) -> anyhow::Result<usize> {
+        let Some(partition) = broker.partition(&TopicPartition::new(OFFSETS_TOPIC, index)) else {
+            return Ok(0);
+        };
+        let now = now_ms();
+        let mut applied = 0;
+        let log = partition.log();
+        let end = log.log_end_offset();
+        let mut next = log.log_start_offset();
+        while next < end {
+            let Some(slice) = log.read(next, 1 << 20, end, true)?.slice else {
+                break;
+            };
+            let bytes = slice.read_to_vec()?;
+            let mut rest = &bytes[..];
+            let before = next;
+            while let Ok(view) = BatchView::parse(rest) {
+                let header = view.header;
+                walk_stored_records(&view, WalkLimits::default(), |record| {
+                    let offset = header.base_offset + record.offset_delta as i64;
+                    if offset < next {
+                        return;
+                    }
+                    if let Some(parsed) = record
+                        .key
+                        .and_then(|key| records::decode(key, record.value))
+                    {
+                        apply_loaded(state, parsed, self.limits, now);
+                        applied += 1;
+                    }
+                })?;
+                next = next.max(header.next_offset());
+                rest = &rest[view.bytes.len()..];
+            }
+            if next == before {
+                break;
             }
         }
         Ok(applied)
@@ -263,7 +343,9 @@ impl GroupCoordinator {
         if entries.is_empty() {
             return Ok(());
         }
-        self.ensure_offsets_topic(broker).map_err(|e| e.code)?;
+        self.ensure_offsets_topic(broker)
+            .await
+            .map_err(|e| e.code)?;
         let index = records::partition_for(group_id, OFFSETS_TOPIC_PARTITIONS);
         let partition = broker
             .partition(&TopicPartition::new(OFFSETS_TOPIC, index))
@@ -274,12 +356,21 @@ impl GroupCoordinator {
             builder.push(Record::new(Some(key), value, now));
         }
         partition
-            .append(builder.build(), true)
+            .append(builder.build(), true, OFFSETS_COMMIT_TIMEOUT)
             .await
             .map(|_| ())
-            .map_err(|error| {
-                tracing::error!(%error, group = group_id, "writing to __consumer_offsets failed");
-                error_code::COORDINATOR_NOT_AVAILABLE
+            .map_err(|(code, message)| {
+                tracing::error!(
+                    code,
+                    ?message,
+                    group = group_id,
+                    "writing to __consumer_offsets failed"
+                );
+                if code == error_code::NOT_LEADER_OR_FOLLOWER {
+                    error_code::NOT_COORDINATOR
+                } else {
+                    error_code::COORDINATOR_NOT_AVAILABLE
+                }
             })
     }
 
@@ -335,7 +426,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return error(error_code::INVALID_GROUP_ID);
         }
-        if let Err(e) = self.ensure_offsets_topic(broker) {
+        if let Err(e) = self.ensure_offsets_topic(broker).await {
             return error(e.code);
         }
         let wait_limit = Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64)

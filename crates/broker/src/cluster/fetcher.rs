@@ -1,0 +1,455 @@
+//! Follower replication: one task per leader broker pulls every partition this broker
+//! follows from it with Kafka's Fetch (replica id set), appends what arrives keeping the
+//! leader's offsets and epochs, and takes the leader's high watermark.
+//!
+//! After a leader change a partition first truncates by leader epoch (KIP-101/279): it
+//! asks the leader (OffsetForLeaderEpoch) where its own latest epoch ends in the leader's
+//! log and cuts its log there, so records a previous leader wrote but never committed go
+//! away before new ones arrive. Never by high watermark alone, except when the leader
+//! knows none of its epochs.
+//!
+//! Thread-safe: the followed set behind a mutex per leader; each task owns its connection.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use strand_log::{LogError, TopicPartition};
+use strand_protocol::client::Connection;
+use strand_raft::state_machine::Published;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::error_code;
+use crate::partition::Partition;
+
+const FETCH_VERSION: i16 = 12;
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+/// replica.fetch.wait.max.ms
+const FETCH_WAIT_MAX_MS: i32 = 500;
+/// replica.fetch.max.bytes (per partition) and replica.fetch.response.max.bytes.
+const PARTITION_FETCH_MAX_BYTES: i32 = 1024 * 1024;
+const RESPONSE_FETCH_MAX_BYTES: i32 = 10 * 1024 * 1024;
+/// replica.fetch.backoff.ms: after an error, before trying again.
+const FETCH_BACKOFF: Duration = Duration::from_millis(200);
+/// Waiting for a follower request to be answered, beyond the fetch's own wait.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Followed {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    needs_truncation: bool,
+    /// Skipped until then (an error from the leader, e.g. it does not know it leads yet).
+    paused_until: Option<tokio::time::Instant>,
+}
+
+#[derive(Debug)]
+struct LeaderFetcher {
+    followed: Mutex<HashMap<TopicPartition, Followed>>,
+    changed: Notify,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Every leader this broker fetches from.
+#[derive(Debug)]
+pub struct Fetchers {
+    node_id: i32,
+    metadata: watch::Receiver<Published>,
+    by_leader: Mutex<HashMap<i32, Arc<LeaderFetcher>>>,
+}
+
+impl Fetchers {
+    pub fn new(node_id: i32, metadata: watch::Receiver<Published>) -> Fetchers {
+        Fetchers {
+            node_id,
+            metadata,
+            by_leader: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Follows `tp` from `leader` at `leader_epoch`, truncating first.
+    pub fn follow(
+        &self,
+        tp: TopicPartition,
+        partition: Arc<Partition>,
+        leader: i32,
+        leader_epoch: i32,
+    ) {
+        self.unfollow(&tp);
+        if leader < 0 {
+            return; // no leader: wait for the next assignment
+        }
+        let mut by_leader = self.by_leader.lock().unwrap_or_else(|p| p.into_inner());
+        let fetcher = by_leader.entry(leader).or_insert_with(|| {
+            Arc::new(LeaderFetcher {
+                followed: Mutex::new(HashMap::new()),
+                changed: Notify::new(),
+                task: Mutex::new(None),
+            })
+        });
+        fetcher
+            .followed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                tp,
+                Followed {
+                    partition,
+                    leader_epoch,
+                    needs_truncation: true,
+                    paused_until: None,
+                },
+            );
+        let mut task = fetcher.task.lock().unwrap_or_else(|p| p.into_inner());
+        if task.as_ref().is_none_or(JoinHandle::is_finished) {
+            *task = Some(tokio::spawn(run(
+                self.node_id,
+                leader,
+                fetcher.clone(),
+                self.metadata.clone(),
+            )));
+        }
+        fetcher.changed.notify_one();
+    }
+
+    pub fn unfollow(&self, tp: &TopicPartition) {
+        let by_leader = self.by_leader.lock().unwrap_or_else(|p| p.into_inner());
+        for fetcher in by_leader.values() {
+            fetcher
+                .followed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(tp);
+        }
+    }
+
+    /// Stops every fetcher (shutdown).
+    pub fn stop(&self) {
+        let by_leader =
+            std::mem::take(&mut *self.by_leader.lock().unwrap_or_else(|p| p.into_inner()));
+        for fetcher in by_leader.values() {
+            if let Some(task) = fetcher
+                .task
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+fn leader_address(metadata: &watch::Receiver<Published>, leader: i32) -> Option<String> {
+    let image = metadata.borrow().image.clone();
+    image
+        .brokers
+        .get(&leader)
+        .map(|b| format!("{}:{}", b.host, b.port))
+}
+
+async fn run(
+    node_id: i32,
+    leader: i32,
+    fetcher: Arc<LeaderFetcher>,
+    metadata: watch::Receiver<Published>,
+) {
+    let mut connection: Option<Connection> = None;
+    loop {
+        let active: Vec<(TopicPartition, Arc<Partition>, i32, bool)> = {
+            let now = tokio::time::Instant::now();
+            fetcher
+                .followed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(_, f)| f.paused_until.is_none_or(|until| until <= now))
+                .map(|(tp, f)| {
+                    (
+                        tp.clone(),
+                        f.partition.clone(),
+                        f.leader_epoch,
+                        f.needs_truncation,
+                    )
+                })
+                .collect()
+        };
+        if active.is_empty() {
+            // Nothing to fetch (or everything paused): wait for a change or a pause to end.
+            let _ = tokio::time::timeout(FETCH_BACKOFF, fetcher.changed.notified()).await;
+            continue;
+        }
+        if connection.is_none() {
+            let Some(address) = leader_address(&metadata, leader) else {
+                tokio::time::sleep(FETCH_BACKOFF).await;
+                continue;
+            };
+            match Connection::connect_as(&address, 1, "strand-replica-fetcher").await {
+                Ok(c) => connection = Some(c),
+                Err(error) => {
+                    tracing::debug!(leader, %error, "replica fetcher: cannot connect");
+                    tokio::time::sleep(FETCH_BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let conn = connection.as_ref().expect("connected above");
+        let to_truncate: Vec<_> = active.iter().filter(|a| a.3).cloned().collect();
+        let result = if to_truncate.is_empty() {
+            fetch_once(node_id, conn, &fetcher, &active).await
+        } else {
+            truncate(node_id, conn, &fetcher, &to_truncate).await
+        };
+        if let Err(error) = result {
+            tracing::debug!(leader, %error, "replica fetcher: request failed; reconnecting");
+            connection = None;
+            tokio::time::sleep(FETCH_BACKOFF).await;
+        }
+    }
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Groups per topic name, as requests list them.
+fn by_topic<T>(
+    items: impl IntoIterator<Item = (TopicPartition, T)>,
+) -> Vec<(String, Vec<(i32, T)>)> {
+    let mut topics: Vec<(String, Vec<(i32, T)>)> = Vec::new();
+    for (tp, item) in items {
+        match topics.iter_mut().find(|(name, _)| *name == tp.topic) {
+            Some((_, partitions)) => partitions.push((tp.partition, item)),
+            None => topics.push((tp.topic.clone(), vec![(tp.partition, item)])),
+        }
+    }
+    topics
+}
+
+fn set_state(
+    fetcher: &LeaderFetcher,
+    tp: &TopicPartition,
+    epoch: i32,
+    change: impl FnOnce(&mut Followed),
+) {
+    let mut followed = fetcher.followed.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(entry) = followed.get_mut(tp).filter(|f| f.leader_epoch == epoch) {
+        change(entry);
+    }
+}
+
+fn pause(fetcher: &LeaderFetcher, tp: &TopicPartition, epoch: i32) {
+    set_state(fetcher, tp, epoch, |f| {
+        f.paused_until = Some(tokio::time::Instant::now() + FETCH_BACKOFF)
+    });
+}
+
+/// Asks the leader where our latest epoch ends and cuts the log there.
+async fn truncate(
+    node_id: i32,
+    connection: &Connection,
+    fetcher: &LeaderFetcher,
+    partitions: &[(TopicPartition, Arc<Partition>, i32, bool)],
+) -> anyhow::Result<()> {
+    let mut asked = Vec::new();
+    for (tp, partition, epoch, _) in partitions {
+        let latest = partition.log().leader_epochs().latest();
+        asked.push((tp.clone(), (partition.clone(), *epoch, latest)));
+    }
+    let topics =
+        by_topic(asked.iter().map(|(tp, (_, epoch, latest))| {
+            (tp.clone(), (*epoch, latest.map_or(-1, |e| e.epoch)))
+        }))
+        .into_iter()
+        .map(|(name, partitions)| {
+            OffsetForLeaderTopic::default()
+                .with_topic(topic_name(&name))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(index, (current, asked_epoch))| {
+                            OffsetForLeaderPartition::default()
+                                .with_partition(index)
+                                .with_current_leader_epoch(current)
+                                .with_leader_epoch(asked_epoch)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(node_id))
+        .with_topics(topics);
+    let response: OffsetForLeaderEpochResponse = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        connection.call(
+            ApiKey::OffsetForLeaderEpoch,
+            OFFSET_FOR_LEADER_EPOCH_VERSION,
+            &request,
+        ),
+    )
+    .await??;
+    for topic in response.topics {
+        for answer in topic.partitions {
+            let tp = TopicPartition::new(topic.topic.as_str(), answer.partition);
+            let Some((_, (partition, epoch, latest))) = asked.iter().find(|(t, _)| *t == tp) else {
+                continue;
+            };
+            if answer.error_code != error_code::NONE {
+                pause(fetcher, &tp, *epoch);
+                continue;
+            }
+            let outcome = {
+                let mut log = partition.log();
+                let log_end = log.log_end_offset();
+                let target = match latest {
+                    // The leader has none of our epochs: the high watermark is all we know
+                    // to be committed.
+                    _ if answer.end_offset < 0 => log.high_watermark(),
+                    None => log.high_watermark(),
+                    Some(ours) if answer.leader_epoch == ours.epoch => answer.end_offset,
+                    // The leader's latest epoch at or below ours is older: our log may
+                    // diverge from where that epoch ends in ours too.
+                    Some(_) => answer
+                        .end_offset
+                        .min(log.end_offset_for_epoch(answer.leader_epoch).1),
+                };
+                let target = target.min(log_end);
+                if target < log_end {
+                    tracing::info!(partition = %tp, from = log_end, to = target, "truncating by leader epoch");
+                }
+                log.truncate_to(target)
+            };
+            match outcome {
+                Ok(_) => set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = false),
+                Err(error) => {
+                    tracing::error!(partition = %tp, %error, "truncation failed");
+                    pause(fetcher, &tp, *epoch);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_once(
+    node_id: i32,
+    connection: &Connection,
+    fetcher: &LeaderFetcher,
+    partitions: &[(TopicPartition, Arc<Partition>, i32, bool)],
+) -> anyhow::Result<()> {
+    let mut wanted = Vec::new();
+    for (tp, partition, epoch, _) in partitions {
+        let (log_end, log_start) = {
+            let log = partition.log();
+            (log.log_end_offset(), log.log_start_offset())
+        };
+        wanted.push((tp.clone(), (partition.clone(), *epoch, log_end, log_start)));
+    }
+    let topics = by_topic(
+        wanted
+            .iter()
+            .map(|(tp, (_, epoch, end, start))| (tp.clone(), (*epoch, *end, *start))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        FetchTopic::default()
+            .with_topic(topic_name(&name))
+            .with_partitions(
+                partitions
+                    .into_iter()
+                    .map(|(index, (epoch, end, start))| {
+                        FetchPartition::default()
+                            .with_partition(index)
+                            .with_current_leader_epoch(epoch)
+                            .with_fetch_offset(end)
+                            .with_last_fetched_epoch(-1)
+                            .with_log_start_offset(start)
+                            .with_partition_max_bytes(PARTITION_FETCH_MAX_BYTES)
+                    })
+                    .collect(),
+            )
+    })
+    .collect();
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(node_id))
+        .with_max_wait_ms(FETCH_WAIT_MAX_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(RESPONSE_FETCH_MAX_BYTES)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let response: FetchResponse = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        connection.call(ApiKey::Fetch, FETCH_VERSION, &request),
+    )
+    .await??;
+    if response.error_code != error_code::NONE {
+        anyhow::bail!("fetch failed with error {}", response.error_code);
+    }
+    for topic in response.responses {
+        for answer in topic.partitions {
+            let tp = TopicPartition::new(topic.topic.as_str(), answer.partition_index);
+            let Some((_, (partition, epoch, fetched_at, _))) =
+                wanted.iter().find(|(t, _)| *t == tp)
+            else {
+                continue;
+            };
+            // The partition may have moved on (new epoch) while the fetch was out.
+            let current = fetcher
+                .followed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&tp)
+                .is_some_and(|f| f.leader_epoch == *epoch && !f.needs_truncation);
+            if !current {
+                continue;
+            }
+            match answer.error_code {
+                error_code::NONE => {
+                    let records = answer.records.unwrap_or_default();
+                    if partition.log().log_end_offset() != *fetched_at {
+                        continue; // truncated meanwhile
+                    }
+                    match partition.append_as_follower(&records, answer.high_watermark) {
+                        Ok(_) => {}
+                        Err(LogError::NonMonotonicOffset { .. }) => {
+                            set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = true)
+                        }
+                        Err(error) => {
+                            tracing::error!(partition = %tp, %error, "follower append failed");
+                            pause(fetcher, &tp, *epoch);
+                        }
+                    }
+                }
+                error_code::OFFSET_OUT_OF_RANGE => {
+                    if *fetched_at < answer.log_start_offset {
+                        // Behind the leader's retention: start over at its log start.
+                        let result = partition
+                            .log()
+                            .truncate_fully_and_start_at(answer.log_start_offset);
+                        if let Err(error) = result {
+                            tracing::error!(partition = %tp, %error, "resetting follower log failed");
+                            pause(fetcher, &tp, *epoch);
+                        }
+                    } else {
+                        set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = true);
+                    }
+                }
+                _ => pause(fetcher, &tp, *epoch),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,411 @@
+//! A broker in a replicated cluster: its part of the metadata quorum (a voter if it is a
+//! controller, a learner otherwise), registration and heartbeats to the active controller,
+//! following the metadata image (topics, partitions, leaders, ISRs) into local state, the
+//! follower fetchers, and ISR changes proposed to the controller.
+//!
+//! Lifecycle: `start` joins the quorum and registers (a new incarnation starts fenced);
+//! heartbeats report when this broker has caught up with the metadata, and the controller
+//! unfences it; `shutdown` asks for a controlled shutdown (leaderships move away first),
+//! then stops.
+
+pub mod fetcher;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use strand_log::TopicPartition;
+use strand_metadata::{ControllerCommand, ControllerReply, ItemResult, MetadataImage};
+use strand_raft::client::QuorumClient;
+use strand_raft::controller_service::ServiceConfig;
+use strand_raft::node::{QuorumConfig, QuorumNode};
+use strand_raft::rpc::{ControllerRequest, ControllerResponse};
+use strand_raft::state_machine::Published;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::broker::{ApiError, Broker};
+use crate::error_code;
+use crate::partition::{IsrProposal, RoleChange};
+use fetcher::Fetchers;
+
+/// How long a request to the controller may take (retries included).
+const CONTROLLER_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a controlled shutdown waits for leaderships to move.
+const CONTROLLED_SHUTDOWN_MAX: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Controller node ids and quorum addresses (`--controllers 1@host:port,...`).
+    pub controllers: BTreeMap<i32, String>,
+    /// This node's quorum address: its entry in `controllers`, or where a broker-only
+    /// node receives the metadata log.
+    pub quorum_listen: SocketAddr,
+    /// broker.rack
+    pub rack: Option<String>,
+    pub broker_heartbeat_interval: Duration,
+    pub broker_session_timeout: Duration,
+    /// replica.lag.time.max.ms
+    pub replica_lag_time_max: Duration,
+    /// None: auto.leader.rebalance.enable=false.
+    pub leader_imbalance_check_interval: Option<Duration>,
+    /// Raft heartbeat interval of the quorum.
+    pub raft_heartbeat_interval: Duration,
+}
+
+pub struct Cluster {
+    node_id: i32,
+    incarnation: Uuid,
+    config: ClusterConfig,
+    quorum: tokio::sync::Mutex<Option<QuorumNode>>,
+    client: QuorumClient,
+    metadata: watch::Receiver<Published>,
+    /// The image this broker has reconciled to (what its APIs answer from).
+    reconciled: watch::Sender<Arc<MetadataImage>>,
+    fetchers: Fetchers,
+    shutting_down: AtomicBool,
+    broker: Weak<Broker>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.node_id)
+            .field("incarnation", &self.incarnation)
+            .finish()
+    }
+}
+
+/// A controller's answer to a one-item command.
+pub fn single_result(reply: ControllerReply) -> Result<(), ApiError> {
+    match reply {
+        ControllerReply::Results(mut results) if results.len() == 1 => {
+            let ItemResult { code, message } = results.remove(0);
+            if code == error_code::NONE {
+                Ok(())
+            } else {
+                Err(ApiError { code, message })
+            }
+        }
+        other => Err(ApiError::new(
+            error_code::UNKNOWN_SERVER_ERROR,
+            format!("unexpected controller reply {other:?}"),
+        )),
+    }
+}
+
+impl Cluster {
+    /// Joins the quorum, registers this broker and starts following the metadata.
+    pub async fn start(
+        broker: &Arc<Broker>,
+        config: ClusterConfig,
+    ) -> anyhow::Result<Arc<Cluster>> {
+        let node_id = broker.node_id();
+        let voters: BTreeMap<u64, String> = config
+            .controllers
+            .iter()
+            .map(|(id, address)| (*id as u64, address.clone()))
+            .collect();
+        let quorum = QuorumNode::start(QuorumConfig {
+            node_id: node_id as u64,
+            voters: voters.clone(),
+            listen: config.quorum_listen,
+            dir: broker.config.data_dir.join("__cluster_metadata"),
+            service: ServiceConfig {
+                session_timeout: config.broker_session_timeout,
+                preferred_leader_check: config.leader_imbalance_check_interval,
+            },
+            heartbeat_interval: config.raft_heartbeat_interval,
+        })
+        .await?;
+        let metadata = quorum.metadata.clone();
+        let cluster = Arc::new(Cluster {
+            node_id,
+            incarnation: Uuid::new_v4(),
+            config,
+            quorum: tokio::sync::Mutex::new(Some(quorum)),
+            client: QuorumClient::new(voters),
+            metadata: metadata.clone(),
+            reconciled: watch::Sender::new(Arc::new(MetadataImage::default())),
+            fetchers: Fetchers::new(node_id, metadata),
+            shutting_down: AtomicBool::new(false),
+            broker: Arc::downgrade(broker),
+        });
+        broker.attach_cluster(cluster.clone());
+        tokio::spawn(cluster.clone().follow_metadata());
+        tokio::spawn(cluster.clone().heartbeat_loop());
+        tokio::spawn(cluster.clone().isr_shrink_loop());
+        Ok(cluster)
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// The metadata image as this broker has applied it.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.reconciled.borrow().clone()
+    }
+
+    /// Waits until the reconciled image satisfies `ready` (e.g. a new topic is there).
+    pub async fn wait_for_image(&self, ready: impl Fn(&MetadataImage) -> bool) -> bool {
+        let mut receiver = self.reconciled.subscribe();
+        tokio::time::timeout(
+            CONTROLLER_REQUEST_TIMEOUT,
+            receiver.wait_for(|image| ready(image)),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The active controller's id, as far as this node knows.
+    pub async fn controller_id(&self) -> Option<i32> {
+        let quorum = self.quorum.lock().await;
+        quorum
+            .as_ref()
+            .and_then(|q| q.raft.metrics().borrow().current_leader)
+            .map(|id| id as i32)
+    }
+
+    async fn register(&self) -> anyhow::Result<()> {
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| anyhow::anyhow!("broker gone"))?;
+        let command = ControllerCommand::RegisterBroker {
+            id: self.node_id,
+            host: broker.advertised_host.clone(),
+            port: broker.advertised_port,
+            rack: self.config.rack.clone(),
+            incarnation: self.incarnation,
+        };
+        let response = self
+            .client
+            .request(
+                ControllerRequest::Register {
+                    command,
+                    raft_address: self.config.quorum_listen.to_string(),
+                },
+                CONTROLLER_REQUEST_TIMEOUT,
+            )
+            .await?;
+        match response {
+            ControllerResponse::Reply(reply) => {
+                single_result(reply).map_err(|e| anyhow::anyhow!("{e:?}"))
+            }
+            other => anyhow::bail!("registration answered {other:?}"),
+        }
+    }
+
+    /// Sends a command to the active controller and returns its reply.
+    pub async fn write(&self, command: ControllerCommand) -> Result<ControllerReply, ApiError> {
+        match self
+            .client
+            .request(
+                ControllerRequest::Write(command),
+                CONTROLLER_REQUEST_TIMEOUT,
+            )
+            .await
+        {
+            Ok(ControllerResponse::Reply(reply)) => Ok(reply),
+            Ok(other) => Err(ApiError::new(
+                error_code::UNKNOWN_SERVER_ERROR,
+                format!("unexpected controller answer {other:?}"),
+            )),
+            Err(error) => Err(ApiError::new(
+                error_code::REQUEST_TIMED_OUT,
+                error.to_string(),
+            )),
+        }
+    }
+
+    /// Writes a one-item command and waits until this broker's image shows its effect.
+    pub async fn write_and_wait(
+        &self,
+        command: ControllerCommand,
+        applied: impl Fn(&MetadataImage) -> bool,
+    ) -> Result<(), ApiError> {
+        single_result(self.write(command).await?)?;
+        if self.wait_for_image(applied).await {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                error_code::REQUEST_TIMED_OUT,
+                "the change is committed but not yet visible on this broker",
+            ))
+        }
+    }
+
+    fn caught_up(&self) -> bool {
+        let image = self.reconciled.borrow().clone();
+        image
+            .brokers
+            .get(&self.node_id)
+            .is_some_and(|b| b.incarnation == self.incarnation)
+    }
+
+    async fn heartbeat_loop(self: Arc<Self>) {
+        let mut registered = false;
+        loop {
+            if !registered {
+                match self.register().await {
+                    Ok(()) => {
+                        tracing::info!(node = self.node_id, "registered with the controller");
+                        registered = true;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "registration failed; retrying");
+                        tokio::time::sleep(self.config.broker_heartbeat_interval).await;
+                        continue;
+                    }
+                }
+            }
+            let request = ControllerRequest::Heartbeat {
+                id: self.node_id,
+                incarnation: self.incarnation,
+                caught_up: self.caught_up(),
+                shutting_down: self.shutting_down.load(Ordering::Relaxed),
+            };
+            let timeout = self.config.broker_session_timeout;
+            match self.client.request(request, timeout).await {
+                Ok(ControllerResponse::Heartbeat {
+                    registered: false, ..
+                }) => registered = false,
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "heartbeat failed"),
+            }
+            tokio::time::sleep(self.config.broker_heartbeat_interval).await;
+        }
+    }
+
+    /// Applies every new image to the broker: topics, partitions, roles, fetchers.
+    async fn follow_metadata(self: Arc<Self>) {
+        let mut metadata = self.metadata.clone();
+        loop {
+            let image = metadata.borrow_and_update().image.clone();
+            let Some(broker) = self.broker.upgrade() else {
+                return;
+            };
+            let applied = {
+                let image = image.clone();
+                let broker = broker.clone();
+                tokio::task::spawn_blocking(move || broker.reconcile(&image)).await
+            };
+            match applied {
+                Ok(changes) => {
+                    for (tp, partition, change) in changes.roles {
+                        match change {
+                            RoleChange::BecameFollower {
+                                leader,
+                                leader_epoch,
+                            } => self.fetchers.follow(tp, partition, leader, leader_epoch),
+                            RoleChange::BecameLeader => self.fetchers.unfollow(&tp),
+                            RoleChange::Unchanged => {}
+                        }
+                    }
+                    for tp in changes.removed {
+                        self.fetchers.unfollow(&tp);
+                    }
+                    broker
+                        .groups
+                        .leadership_changed(&broker, &changes.offsets_leadership)
+                        .await;
+                }
+                Err(error) => tracing::error!(%error, "applying metadata failed"),
+            }
+            self.reconciled.send_replace(image);
+            drop(broker);
+            if metadata.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Leaders drop followers that stopped keeping up (replica.lag.time.max.ms).
+    async fn isr_shrink_loop(self: Arc<Self>) {
+        let lag_max = self.config.replica_lag_time_max;
+        let mut ticker = tokio::time::interval((lag_max / 2).max(Duration::from_millis(100)));
+        loop {
+            ticker.tick().await;
+            let Some(broker) = self.broker.upgrade() else {
+                return;
+            };
+            let proposals: Vec<(TopicPartition, IsrProposal)> = broker
+                .hosted_partitions()
+                .into_iter()
+                .filter_map(|p| {
+                    p.propose_isr_shrink(lag_max)
+                        .map(|proposal| (p.tp.clone(), proposal))
+                })
+                .collect();
+            if !proposals.is_empty() {
+                self.clone().send_isr_proposals(proposals);
+            }
+        }
+    }
+
+    /// Sends ISR changes to the controller; the image brings the outcome.
+    pub fn send_isr_proposals(self: Arc<Self>, proposals: Vec<(TopicPartition, IsrProposal)>) {
+        tokio::spawn(async move {
+            for (tp, proposal) in proposals {
+                tracing::info!(partition = %tp, isr = ?proposal.isr, "proposing ISR change");
+                let command = ControllerCommand::AlterPartition {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    leader: self.node_id,
+                    leader_epoch: proposal.leader_epoch,
+                    partition_epoch: proposal.partition_epoch,
+                    isr: proposal.isr.clone(),
+                };
+                let accepted = matches!(
+                    self.write(command).await,
+                    Ok(ControllerReply::Partition(Ok(_)))
+                );
+                if !accepted {
+                    if let Some(partition) = self.broker.upgrade().and_then(|b| b.partition(&tp)) {
+                        partition.abandon_isr_proposal();
+                    }
+                }
+            }
+        });
+    }
+
+    /// Controlled shutdown: asks the controller to move this broker's leaderships away
+    /// and waits (bounded) until it leads nothing, then leaves the quorum.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_MAX;
+        while tokio::time::Instant::now() < deadline {
+            let request = ControllerRequest::Heartbeat {
+                id: self.node_id,
+                incarnation: self.incarnation,
+                caught_up: true,
+                shutting_down: true,
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.client.request(request, left).await {
+                Ok(ControllerResponse::Heartbeat {
+                    shutdown_complete: true,
+                    ..
+                }) => {
+                    tracing::info!("controlled shutdown complete");
+                    break;
+                }
+                Ok(ControllerResponse::Heartbeat {
+                    registered: false, ..
+                }) => break,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(error) => {
+                    tracing::warn!(%error, "controlled shutdown: no controller; stopping anyway");
+                    break;
+                }
+            }
+        }
+        self.fetchers.stop();
+        if let Some(quorum) = self.quorum.lock().await.take() {
+            quorum.shutdown().await;
+        }
+    }
+}

@@ -187,6 +187,13 @@ impl Broker {
         self.config.node_id
     }
 
+    /// The cluster id clients see: the quorum's in a cluster, meta.properties' otherwise.
+    pub fn cluster_id(&self) -> String {
+        self.cluster()
+            .and_then(|c| c.image().cluster_id.clone())
+            .unwrap_or_else(|| self.cluster_id.clone())
+    }
+
     /// The cluster this broker belongs to; None on a single node.
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()

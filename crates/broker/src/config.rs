@@ -143,13 +143,13 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// Reads a TOML file of the fields above (snake_case keys).
+    /// Reads a TOML file of the fields above (snake_case keys). Validation waits until
+    /// command-line options are applied (they may complete it, e.g. --controllers).
     pub fn from_toml_file(path: &Path) -> Result<BrokerConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| format!("cannot read config {}: {error}", path.display()))?;
         let config: BrokerConfig = toml::from_str(&text)
             .map_err(|error| format!("bad config {}: {}", path.display(), error.message()))?;
-        config.validate()?;
         Ok(config)
     }
 

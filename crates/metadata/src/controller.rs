@@ -82,6 +82,10 @@ pub enum ControllerCommand {
     AllocateProducerIds {
         count: i64,
     },
+    /// Names the cluster, if it has no name yet (the first active controller does).
+    InitCluster {
+        cluster_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +306,14 @@ pub fn decide(
                         records.push(change(name, index, next));
                     }
                 }
+            }
+            ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::InitCluster { cluster_id } => {
+            if image.cluster_id.is_none() {
+                records.push(MetadataRecord::ClusterId {
+                    id: cluster_id.clone(),
+                });
             }
             ControllerReply::single(ItemResult::ok())
         }

@@ -70,6 +70,8 @@ pub struct MetadataImage {
     topic_names_by_id: HashMap<Uuid, String>,
     /// The next producer id the controller hands out.
     pub next_producer_id: i64,
+    /// Set once by the first active controller; every broker reports it.
+    pub cluster_id: Option<String>,
 }
 
 impl MetadataImage {
@@ -172,6 +174,9 @@ impl MetadataImage {
                 if let Some(topic) = self.topics.remove(name) {
                     self.topic_names_by_id.remove(&topic.id);
                 }
+            }
+            MetadataRecord::ClusterId { id } => {
+                self.cluster_id.get_or_insert_with(|| id.clone());
             }
             MetadataRecord::ProducerIds { next } => {
                 self.next_producer_id = self.next_producer_id.max(*next);

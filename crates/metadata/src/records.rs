@@ -49,6 +49,10 @@ pub enum MetadataRecord {
     DeleteTopic {
         name: String,
     },
+    /// The cluster's id (the first one set stays).
+    ClusterId {
+        id: String,
+    },
     /// Producer ids below `next` are handed out.
     ProducerIds {
         next: i64,

@@ -50,6 +50,8 @@ pub struct ControllerService {
     published: watch::Receiver<Published>,
     sessions: Mutex<HashMap<BrokerId, Session>>,
     config: ServiceConfig,
+    /// Proposed as the cluster's id if this node is the first active controller.
+    new_cluster_id: String,
 }
 
 impl ControllerService {
@@ -67,6 +69,7 @@ impl ControllerService {
             published,
             sessions: Mutex::new(HashMap::new()),
             config,
+            new_cluster_id: config_cluster_id(),
         }
     }
 
@@ -237,6 +240,12 @@ impl ControllerService {
             if !leader {
                 continue;
             }
+            if self.image().cluster_id.is_none() {
+                let cluster_id = self.new_cluster_id.clone();
+                let _ = self
+                    .write(ControllerCommand::InitCluster { cluster_id })
+                    .await;
+            }
             self.fence_expired().await;
             if let Some(interval) = self.config.preferred_leader_check {
                 if last_preferred_check.elapsed() >= interval {
@@ -282,4 +291,13 @@ fn preferred_leaders_movable(image: &MetadataImage) -> bool {
             p.leader != preferred && p.isr.contains(&preferred) && image.is_eligible(preferred)
         })
     })
+}
+
+/// A fresh cluster id, printed as Kafka prints them (22 characters of URL-safe base64).
+fn config_cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let value = Uuid::new_v4().as_u128();
+    (0..22)
+        .map(|i| ALPHABET[((value >> (6 * i)) & 63) as usize] as char)
+        .collect()
 }

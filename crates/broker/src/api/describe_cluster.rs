@@ -19,7 +19,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
     };
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(body.endpoint_type)
-        .with_cluster_id(str_bytes(broker.cluster_id.clone()))
+        .with_cluster_id(str_bytes(broker.cluster_id()))
         .with_controller_id(BrokerId(broker.node_id()))
         .with_cluster_authorized_operations(super::authorized_operations::cluster(
             body.include_cluster_authorized_operations,

@@ -24,6 +24,10 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .with_authorized_operations(super::authorized_operations::group(
                 version >= 3 && body.include_authorized_operations,
             ));
+        if !broker.groups.coordinates(broker, group_id.as_str()) {
+            groups.push(described.with_error_code(error_code::NOT_COORDINATOR));
+            continue;
+        }
         let described = match broker.groups.describe(group_id.as_str()).await {
             None if version >= 6 => described
                 .with_error_code(error_code::GROUP_ID_NOT_FOUND)

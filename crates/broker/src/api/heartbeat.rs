@@ -15,6 +15,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let code = broker
         .groups
         .heartbeat(
+            broker,
             body.group_id.as_str(),
             body.member_id.as_str(),
             body.group_instance_id.as_ref().map(|i| i.as_str()),

@@ -92,7 +92,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     };
     let response = MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
+        .with_cluster_id(Some(str_bytes(broker.cluster_id())))
         .with_controller_id(BrokerId(controller_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(if (8..=10).contains(&version) {

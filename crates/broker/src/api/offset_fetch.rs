@@ -46,6 +46,14 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     if version >= 8 {
         let mut groups = Vec::with_capacity(body.groups.len());
         for group in &body.groups {
+            if !broker.groups.coordinates(broker, group.group_id.as_str()) {
+                groups.push(
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(group.group_id.clone())
+                        .with_error_code(error_code::NOT_COORDINATOR),
+                );
+                continue;
+            }
             let topics = group.topics.clone().map(|list| {
                 list.into_iter()
                     .map(|t| (t.name, t.partition_indexes))
@@ -89,6 +97,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         return respond(
             &request,
             &OffsetFetchResponse::default().with_groups(groups),
+        );
+    }
+    if !broker.groups.coordinates(broker, body.group_id.as_str()) {
+        return respond(
+            &request,
+            &OffsetFetchResponse::default().with_error_code(error_code::NOT_COORDINATOR),
         );
     }
     let topics = body.topics.clone().map(|list| {

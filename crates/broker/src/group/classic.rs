@@ -117,7 +117,7 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    fn error(code: i16, member_id: &str) -> JoinResult {
+    pub(crate) fn error(code: i16, member_id: &str) -> JoinResult {
         JoinResult {
             error_code: code,
             generation_id: -1,
@@ -140,7 +140,7 @@ pub struct SyncResult {
 }
 
 impl SyncResult {
-    fn error(code: i16) -> SyncResult {
+    pub(crate) fn error(code: i16) -> SyncResult {
         SyncResult {
             error_code: code,
             protocol_type: None,

@@ -146,6 +146,12 @@ impl GroupCoordinator {
         group_id: &str,
         request: Heartbeat,
     ) -> Result<HeartbeatResult, HeartbeatError> {
+        if !self.coordinates(broker, group_id) {
+            return Err(HeartbeatError {
+                code: error_code::NOT_COORDINATOR,
+                message: "This is not the correct coordinator.".into(),
+            });
+        }
         let refuse = |code, message: &str| {
             Err(HeartbeatError {
                 code,
@@ -413,6 +419,9 @@ impl GroupCoordinator {
     }
 
     pub async fn join(&self, broker: &Broker, group_id: &str, request: JoinRequest) -> JoinResult {
+        if !self.coordinates(broker, group_id) {
+            return JoinResult::error(error_code::NOT_COORDINATOR, &request.member_id);
+        }
         let error = |code| JoinResult {
             error_code: code,
             generation_id: -1,
@@ -478,6 +487,9 @@ impl GroupCoordinator {
         group_id: &str,
         request: SyncRequest<'_>,
     ) -> SyncResult {
+        if !self.coordinates(broker, group_id) {
+            return SyncResult::error(error_code::NOT_COORDINATOR);
+        }
         let SyncRequest {
             member_id,
             group_instance_id,
@@ -543,11 +555,15 @@ impl GroupCoordinator {
 
     pub async fn heartbeat(
         &self,
+        broker: &Broker,
         group_id: &str,
         member_id: &str,
         group_instance_id: Option<&str>,
         generation_id: i32,
     ) -> i16 {
+        if !self.coordinates(broker, group_id) {
+            return error_code::NOT_COORDINATOR;
+        }
         let mut state = self.state.lock().await;
         match state
             .groups
@@ -566,6 +582,9 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<i16>, i16> {
+        if !self.coordinates(broker, group_id) {
+            return Err(error_code::NOT_COORDINATOR);
+        }
         let mut state = self.state.lock().await;
         let Some(entry) = state.groups.get_mut(group_id) else {
             return Err(error_code::UNKNOWN_MEMBER_ID);
@@ -604,6 +623,9 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         offsets: &[(String, i32, i64, i32, Option<String>)],
     ) -> Vec<i16> {
+        if !self.coordinates(broker, group_id) {
+            return vec![error_code::NOT_COORDINATOR; offsets.len()];
+        }
         let all = |code: i16| vec![code; offsets.len()];
         if group_id.is_empty() {
             return all(error_code::INVALID_GROUP_ID);
@@ -744,6 +766,9 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an empty group can go.
     pub async fn delete_group(&self, broker: &Broker, group_id: &str) -> i16 {
+        if !self.coordinates(broker, group_id) {
+            return error_code::NOT_COORDINATOR;
+        }
         let mut state = self.state.lock().await;
         let Some(entry) = state.groups.get(group_id) else {
             return error_code::GROUP_ID_NOT_FOUND;
@@ -774,6 +799,9 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
+        if !self.coordinates(broker, group_id) {
+            return Err(error_code::NOT_COORDINATOR);
+        }
         let mut state = self.state.lock().await;
         let Some(entry) = state.groups.get_mut(group_id) else {
             return Err(error_code::GROUP_ID_NOT_FOUND);

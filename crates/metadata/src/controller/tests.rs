@@ -470,3 +470,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_first_cluster_id_stays() {
+    let mut image = MetadataImage::default();
+    for id in ["first", "second"] {
+        apply(
+            &mut image,
+            &ControllerCommand::InitCluster {
+                cluster_id: id.into(),
+            },
+        );
+    }
+    assert_eq!(image.cluster_id.as_deref(), Some("first"));
+}

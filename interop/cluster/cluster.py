@@ -1,0 +1,198 @@
+"""A Strand cluster of N processes for fault-injection tests.
+
+With root, every node runs in its own network namespace (10.77.0.<id>, joined by a bridge
+whose host side is 10.77.0.254, where the clients run), so a node can be cut off from its
+peers with iptables while clients still reach it: a real network partition. Without root
+the nodes share loopback (distinct ports) and partitions are not available.
+
+Faults: kill(node, SIGKILL) / start(node), pause(node) (SIGSTOP) / resume(node),
+isolate(node) / heal(node), stop_all() / start_all().
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+BRIDGE = "strand-br"
+SUBNET = "10.77.0"
+HOST_IP = f"{SUBNET}.254"
+KAFKA_PORT = 9092
+QUORUM_PORT = 9093
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), check=check, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, binary, root, nodes=3, settings=None, use_netns=None):
+        self.binary = binary
+        self.root = root
+        self.ids = list(range(1, nodes + 1))
+        self.settings = settings or {}
+        self.use_netns = (os.geteuid() == 0) if use_netns is None else use_netns
+        self.procs = {}
+        self.paused = set()
+        self.isolated = set()
+        self.logs = {}
+        if self.use_netns:
+            self.addr = {i: (f"{SUBNET}.{i}", KAFKA_PORT, QUORUM_PORT) for i in self.ids}
+        else:
+            self.addr = {i: ("127.0.0.1", free_port(), free_port()) for i in self.ids}
+        os.makedirs(root, exist_ok=True)
+        config = os.path.join(root, "node.toml")
+        with open(config, "w") as f:
+            for key, value in self.settings.items():
+                f.write(f"{key} = {value}\n")
+        self.config = config
+
+    # --- network ---------------------------------------------------------------------
+    def ns(self, i):
+        return f"strand-n{i}"
+
+    def setup_network(self):
+        if not self.use_netns:
+            return
+        self.teardown_network()
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        # Bridged traffic may pass the host's FORWARD chain (br_netfilter): let it through.
+        sh("iptables", "-I", "FORWARD", "-i", BRIDGE, "-j", "ACCEPT", check=False)
+        for i in self.ids:
+            ns, host_end, node_end = self.ns(i), f"sn{i}h", f"sn{i}c"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            sh("ip", "link", "set", node_end, "netns", ns)
+            sh("ip", "link", "set", host_end, "master", BRIDGE)
+            sh("ip", "link", "set", host_end, "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{SUBNET}.{i}/24", "dev", node_end)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", node_end, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+    def teardown_network(self):
+        if not self.use_netns:
+            return
+        for i in self.ids:
+            sh("ip", "netns", "del", self.ns(i), check=False)
+            sh("ip", "link", "del", f"sn{i}h", check=False)
+        sh("iptables", "-D", "FORWARD", "-i", BRIDGE, "-j", "ACCEPT", check=False)
+        sh("ip", "link", "del", BRIDGE, check=False)
+
+    def isolate(self, i):
+        """Cuts node i off from every other node (clients still reach it)."""
+        if not self.use_netns:
+            raise RuntimeError("network partitions need root (network namespaces)")
+        for j in self.ids:
+            if j != i:
+                peer = f"{SUBNET}.{j}"
+                sh("ip", "netns", "exec", self.ns(i), "iptables", "-A", "INPUT", "-s", peer, "-j", "DROP")
+                sh("ip", "netns", "exec", self.ns(i), "iptables", "-A", "OUTPUT", "-d", peer, "-j", "DROP")
+        self.isolated.add(i)
+
+    def heal(self, i):
+        if self.use_netns:
+            sh("ip", "netns", "exec", self.ns(i), "iptables", "-F", check=False)
+        self.isolated.discard(i)
+
+    # --- processes -------------------------------------------------------------------
+    def bootstrap(self):
+        return ",".join(f"{h}:{p}" for h, p, _ in self.addr.values())
+
+    def controllers(self):
+        return ",".join(f"{i}@{h}:{q}" for i, (h, _, q) in self.addr.items())
+
+    def start(self, i):
+        host, port, quorum = self.addr[i]
+        command = [self.binary, "serve", "--node-id", str(i), "--config", self.config,
+                   "--data-dir", os.path.join(self.root, f"n{i}"),
+                   "--listen", f"{host}:{port}", "--controllers", self.controllers()]
+        if self.use_netns:
+            command = ["ip", "netns", "exec", self.ns(i)] + command
+        log = open(os.path.join(self.root, f"n{i}.log"), "a")
+        log.write(f"\n===== start {time.strftime('%H:%M:%S')}\n")
+        log.flush()
+        env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=warn"))
+        self.procs[i] = subprocess.Popen(command, stdout=log, stderr=log, env=env)
+        self.paused.discard(i)
+
+    def start_all(self):
+        for i in self.ids:
+            if not self.running(i):
+                self.start(i)
+
+    def running(self, i):
+        proc = self.procs.get(i)
+        return proc is not None and proc.poll() is None
+
+    def kill(self, i, sig=signal.SIGKILL):
+        proc = self.procs.get(i)
+        if proc is None or proc.poll() is not None:
+            return
+        if i in self.paused:
+            proc.send_signal(signal.SIGCONT)
+            self.paused.discard(i)
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def pause(self, i):
+        if self.running(i):
+            self.procs[i].send_signal(signal.SIGSTOP)
+            self.paused.add(i)
+
+    def resume(self, i):
+        if self.running(i):
+            self.procs[i].send_signal(signal.SIGCONT)
+        self.paused.discard(i)
+
+    def stop_all(self, sig=signal.SIGTERM):
+        """Stops every node; returns {node: exit code}."""
+        for i in self.ids:
+            if i in self.paused:
+                self.resume(i)
+        for i in self.ids:
+            proc = self.procs.get(i)
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(sig)
+        codes = {}
+        for i in self.ids:
+            proc = self.procs.get(i)
+            if proc is None:
+                continue
+            try:
+                codes[i] = proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[i] = proc.wait()
+        return codes
+
+    def heal_all(self):
+        for i in list(self.isolated):
+            self.heal(i)
+        for i in list(self.paused):
+            self.resume(i)
+        self.start_all()
+
+    def wait_port(self, i, timeout=30):
+        host, port, _ = self.addr[i]
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with socket.create_connection((host, port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.1)
+        return False

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Fault injection against a 3-node Strand cluster, with a checker (Jepsen-style).
+
+Workload: idempotent librdkafka producers (acks=all) write unique values to an RF=3,
+min.insync.replicas=2 topic while a consumer group reads it. Meanwhile a nemesis, driven
+by a seeded schedule, repeatedly
+  kill-leader   kill -9s the leader of a partition, restarts it after a pause
+  pause         SIGSTOPs a node past its session timeout, then SIGCONTs it
+  partition     cuts a node off from the other nodes (network namespaces + iptables;
+                clients still reach it), then heals it
+  restart-all   kill -9s every node, then starts them all.
+Then everything is healed, producers flush, and the checker reads the whole topic:
+
+  lost        acknowledged writes missing (or at another offset) in the final log
+  duplicated  values present more than once in the final log
+  reordered   a producer's acknowledged writes to a partition not in send order
+  phantom     records a consumer read that are not in the final log at that offset
+  divergent   replicas whose batches differ below the high watermark (data files,
+              after a clean stop)
+
+Exit status 1 if any is non-zero. The seed is printed; `--seed N` replays the same fault
+schedule (which node leads a partition at that moment may differ).
+
+  interop/cluster/nemesis.py                 short run (CI)
+  interop/cluster/nemesis.py --duration 600  long run
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cluster import Cluster  # noqa: E402
+
+TOPIC = "nemesis"
+PARTITIONS = 3
+SESSION_TIMEOUT_MS = 2500
+SETTINGS = {
+    "broker_heartbeat_interval_ms": 250,
+    "broker_session_timeout_ms": SESSION_TIMEOUT_MS,
+    "replica_lag_time_max_ms": 3000,
+    "quorum_heartbeat_interval_ms": 50,
+    "leader_imbalance_check_interval_seconds": 5,
+    "default_replication_factor": 3,
+    "group_initial_rebalance_delay_ms": 0,
+}
+FAULTS = ["kill-leader", "pause", "partition", "restart-all"]
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def schedule(seed, duration, can_partition):
+    """The fault schedule: (start second, fault, partition or node index, fault seconds)."""
+    rng = random.Random(seed)
+    kinds = FAULTS if can_partition else [f for f in FAULTS if f != "partition"]
+    weights = {"kill-leader": 4, "pause": 3, "partition": 3, "restart-all": 1}
+    plan, at = [], 3.0
+    while at < duration:
+        kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
+        target = rng.randrange(PARTITIONS) if kind == "kill-leader" else rng.randrange(3) + 1
+        length = {
+            "kill-leader": rng.uniform(1, 4),
+            "pause": SESSION_TIMEOUT_MS / 1000 + rng.uniform(0.5, 2.5),
+            "partition": rng.uniform(3, 8),
+            "restart-all": rng.uniform(1, 3),
+        }[kind]
+        plan.append((round(at, 2), kind, target, round(length, 2)))
+        at += length + rng.uniform(2, 5)
+    return plan
+
+
+def leader_of(admin, partition):
+    try:
+        meta = admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+        return meta.partitions[partition].leader
+    except Exception:
+        return -1
+
+
+class Workload:
+    def __init__(self, bootstrap, producers, rate):
+        self.bootstrap = bootstrap
+        self.acked = {}  # value -> (partition, offset)
+        self.failed = collections.Counter()
+        self.sent = 0
+        self.seen = []  # (partition, offset, value) read by the consumer group
+        self.fatal = 0
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.produce, args=(k, rate), daemon=True)
+                        for k in range(producers)]
+        self.threads.append(threading.Thread(target=self.consume, daemon=True))
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def new_producer(self):
+        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                         "log_level": 2,
+                         "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000,
+                         "request.timeout.ms": 10000, "metadata.max.age.ms": 5000})
+
+    def produce(self, k, rate):
+        producer = self.new_producer()
+        seq = 0
+
+        def delivered(error, message):
+            with self.lock:
+                if error is None:
+                    self.acked[message.value().decode()] = (message.partition(), message.offset())
+                else:
+                    self.failed[error.name()] += 1
+                    if error.fatal():
+                        self.fatal += 1
+
+        interval = 1.0 / rate
+        next_send = time.time()
+        while not self.stop.is_set():
+            value = f"p{k}-{seq:08d}"
+            try:
+                producer.produce(TOPIC, value=value.encode(), on_delivery=delivered)
+                seq += 1
+                with self.lock:
+                    self.sent += 1
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            except KafkaException as error:
+                log(f"producer {k}: {error}; starting a new producer")
+                producer.flush(30)
+                producer = self.new_producer()
+            producer.poll(0)
+            next_send += interval
+            time.sleep(max(0.0, next_send - time.time()))
+        remaining = producer.flush(120)
+        if remaining:
+            log(f"producer {k}: {remaining} messages never acknowledged or failed")
+
+    def consume(self):
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "nemesis-readers",
+                             "log_level": 2,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                             "session.timeout.ms": 10000, "metadata.max.age.ms": 5000})
+        consumer.subscribe([TOPIC])
+        while not self.stop.is_set():
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            with self.lock:
+                self.seen.append((message.partition(), message.offset(), message.value().decode()))
+        consumer.close()
+
+
+def read_all(bootstrap):
+    """The whole topic as {partition: {offset: value}}, read to each high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "nemesis-final", "log_level": 2,
+                         "enable.auto.commit": False})
+    final = {}
+    for partition in range(PARTITIONS):
+        tp = TopicPartition(TOPIC, partition, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        tp.offset = low
+        consumer.assign([tp])
+        records = {}
+        deadline = time.time() + 120
+        while (not records or max(records) < high - 1) and high > low and time.time() < deadline:
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            records[message.offset()] = message.value().decode()
+        final[partition] = records
+    consumer.close()
+    return final
+
+
+def batches(directory, limit):
+    """(base offset, last offset, crc) of every batch below `limit` in a partition dir."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.log"))):
+        data = open(path, "rb").read()
+        position = 0
+        while position + 61 <= len(data):
+            base, length = struct.unpack(">qi", data[position:position + 12])
+            crc, = struct.unpack(">I", data[position + 17:position + 21])
+            last_delta, = struct.unpack(">i", data[position + 23:position + 27])
+            if base + last_delta >= limit:
+                return out
+            out.append((base, base + last_delta, crc))
+            position += 12 + length
+    return out
+
+
+def high_watermarks(data_dir):
+    path = os.path.join(data_dir, "replication-offset-checkpoint")
+    marks = {}
+    if os.path.exists(path):
+        for line in open(path).read().splitlines()[2:]:
+            topic, partition, offset = line.rsplit(" ", 2)
+            if topic == TOPIC:
+                marks[int(partition)] = int(offset)
+    return marks
+
+
+def wait_for_full_isr(admin, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            meta = admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+            if all(len(p.isrs) == 3 and p.leader >= 0 for p in meta.partitions.values()):
+                return True
+        except Exception:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--duration", type=float, default=60, help="seconds of faults")
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=200, help="records/s per producer")
+    parser.add_argument("--binary", default=os.environ.get("STRAND_BIN", "target/release/strand"))
+    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    root = tempfile.mkdtemp(prefix="strand-nemesis-")
+    cluster = Cluster(os.path.abspath(args.binary), root, settings=SETTINGS)
+    plan = schedule(seed, args.duration, cluster.use_netns)
+    log(f"seed {seed}; data in {root}; network namespaces: {cluster.use_netns}")
+    log("schedule: " + json.dumps(plan))
+    counts = {}
+    try:
+        cluster.setup_network()
+        cluster.start_all()
+        for i in cluster.ids:
+            if not cluster.wait_port(i):
+                raise SystemExit(f"node {i} did not start")
+        bootstrap = cluster.bootstrap()
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+        deadline = time.time() + 60
+        while True:
+            futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
+                                                    config={"min.insync.replicas": "2"})])
+            try:
+                futures[TOPIC].result(30)
+                break
+            except Exception as error:
+                if "already exists" in str(error):
+                    break
+                if time.time() > deadline:
+                    raise
+                time.sleep(1)
+        wait_for_full_isr(admin, 60)
+        workload = Workload(bootstrap, args.producers, args.rate)
+        workload.start()
+        started = time.time()
+        for at, kind, target, length in plan:
+            time.sleep(max(0.0, started + at - time.time()))
+            if kind == "kill-leader":
+                node = leader_of(admin, target)
+                node = node if node in cluster.ids else random.Random(seed + int(at)).choice(cluster.ids)
+                log(f"kill -9 node {node} (leader of {TOPIC}-{target}) for {length}s")
+                cluster.kill(node)
+                time.sleep(length)
+                cluster.start(node)
+            elif kind == "pause":
+                log(f"SIGSTOP node {target} for {length}s")
+                cluster.pause(target)
+                time.sleep(length)
+                cluster.resume(target)
+            elif kind == "partition":
+                log(f"isolate node {target} from its peers for {length}s")
+                cluster.isolate(target)
+                time.sleep(length)
+                cluster.heal(target)
+            elif kind == "restart-all":
+                log(f"kill -9 every node, restart after {length}s")
+                for i in cluster.ids:
+                    cluster.kill(i)
+                time.sleep(length)
+                cluster.start_all()
+            with workload.lock:
+                log(f"  sent {workload.sent}, acked {len(workload.acked)}, "
+                    f"failed {sum(workload.failed.values())}, read {len(workload.seen)}")
+        log("healing; waiting for every replica to rejoin the ISR")
+        cluster.heal_all()
+        if not wait_for_full_isr(admin, 90):
+            log("WARNING: the ISR did not become full within 90 s")
+        time.sleep(3)  # let producers deliver under a healthy cluster
+        workload.stop.set()
+        for t in workload.threads:
+            t.join(180)
+        final = read_all(bootstrap)
+        # Replicas, compared from their files after a clean stop.
+        codes = cluster.stop_all()
+        marks = {i: high_watermarks(os.path.join(root, f"n{i}")) for i in cluster.ids}
+        divergent = 0
+        for partition in range(PARTITIONS):
+            limit = min(marks[i].get(partition, 0) for i in cluster.ids)
+            logs = {i: batches(os.path.join(root, f"n{i}", f"{TOPIC}-{partition}"), limit)
+                    for i in cluster.ids}
+            reference = logs[cluster.ids[0]]
+            for i in cluster.ids[1:]:
+                if logs[i] != reference:
+                    divergent += 1
+                    log(f"replica of node {i} differs on {TOPIC}-{partition} below {limit}")
+        # The checker.
+        lost = [v for v, (p, o) in workload.acked.items() if final.get(p, {}).get(o) != v]
+        occurrences = collections.Counter(v for records in final.values() for v in records.values())
+        duplicated = [v for v, n in occurrences.items() if n > 1]
+        reordered = 0
+        by_producer = collections.defaultdict(list)
+        for value, (p, o) in workload.acked.items():
+            producer, seq = value.split("-")
+            by_producer[(producer, p)].append((o, int(seq)))
+        for entries in by_producer.values():
+            entries.sort()
+            reordered += sum(1 for a, b in zip(entries, entries[1:]) if b[1] < a[1])
+        phantom = [(p, o, v) for p, o, v in workload.seen if final.get(p, {}).get(o) != v]
+        unacked_present = sum(1 for v in occurrences if v not in workload.acked)
+        counts = {
+            "seed": seed, "sent": workload.sent, "acked": len(workload.acked),
+            "failed": dict(workload.failed), "fatal_producer_errors": workload.fatal,
+            "read_by_group": len(workload.seen), "final_records": sum(len(r) for r in final.values()),
+            "unacked_but_present": unacked_present, "lost": len(lost),
+            "duplicated": len(duplicated), "reordered": reordered, "phantom": len(phantom),
+            "divergent": divergent, "exit_codes": codes,
+        }
+        log("result: " + json.dumps(counts))
+        for name, items in (("lost", lost), ("duplicated", duplicated), ("phantom", phantom)):
+            if items:
+                log(f"{name} (first 10): {items[:10]}")
+        bad = len(lost) + len(duplicated) + reordered + len(phantom) + divergent
+        if workload.acked == {}:
+            log("FAIL: nothing was acknowledged")
+            bad += 1
+        if bad:
+            log(f"FAIL (replay with --seed {seed}); logs in {root}")
+            return 1
+        log("PASS")
+        return 0
+    finally:
+        for i in cluster.ids:
+            cluster.kill(i)
+        cluster.teardown_network()
+        if not args.keep and counts and all(
+                counts.get(k) == 0 for k in ("lost", "duplicated", "reordered", "phantom", "divergent")):
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

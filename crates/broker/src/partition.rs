@@ -52,6 +52,9 @@ impl Durable {
 /// is reached only with that many connections fetching the same partition.
 pub const PARKED_FETCHES_MAX: usize = 10_000;
 
+/// Pause before proposing again after the controller refused an ISR change.
+const ISR_PROPOSAL_BACKOFF: Duration = Duration::from_millis(500);
+
 /// The partition's replication as the metadata image states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assignment {
@@ -115,6 +118,9 @@ struct Replication {
     followers: HashMap<i32, FollowerProgress>,
     /// An ISR change sent to the controller and not yet seen in the image.
     pending_isr: Option<Vec<i32>>,
+    /// After a refused proposal, none is made before this (the controller may refuse for
+    /// a while, e.g. while a restarted follower is still fenced).
+    isr_retry_at: Option<Instant>,
     /// The log end offset when this broker became leader: a follower joins the ISR only
     /// once it reaches it (it then has every record of earlier epochs).
     leader_start_offset: i64,
@@ -123,6 +129,11 @@ struct Replication {
 impl Replication {
     fn is_leader(&self, node_id: i32) -> bool {
         self.assignment.leader == node_id
+    }
+
+    /// No proposal is in flight and none was refused too recently.
+    fn may_propose(&self, now: Instant) -> bool {
+        self.pending_isr.is_none() && self.isr_retry_at.is_none_or(|at| now >= at)
     }
 
     /// The ISR the high watermark must respect: committed plus any pending change.
@@ -188,6 +199,7 @@ impl Partition {
                 assignment: Assignment::none(),
                 followers: HashMap::new(),
                 pending_isr: None,
+                isr_retry_at: None,
                 leader_start_offset: log_end,
             }),
             high_watermark: watch::Sender::new(high_watermark),
@@ -503,7 +515,7 @@ impl Partition {
             progress.leader_end_at_last_fetch = log_end;
             progress.last_fetch = now;
             let joins = !replication.maximal_isr().contains(&follower)
-                && replication.pending_isr.is_none()
+                && replication.may_propose(now)
                 && fetch_offset >= high_watermark
                 && fetch_offset >= leader_start;
             joins.then(|| {
@@ -529,7 +541,7 @@ impl Partition {
     pub fn propose_isr_shrink(&self, lag_max: Duration) -> Option<IsrProposal> {
         let now = Instant::now();
         let mut replication = self.replication();
-        if !replication.is_leader(self.node_id) || replication.pending_isr.is_some() {
+        if !replication.is_leader(self.node_id) || !replication.may_propose(now) {
             return None;
         }
         let lagging: Vec<i32> = replication
@@ -562,7 +574,9 @@ impl Partition {
     /// The controller refused or failed an ISR proposal: drop it (the next fetch or
     /// check proposes again against the image).
     pub fn abandon_isr_proposal(&self) {
-        self.replication().pending_isr = None;
+        let mut replication = self.replication();
+        replication.pending_isr = None;
+        replication.isr_retry_at = Some(Instant::now() + ISR_PROPOSAL_BACKOFF);
     }
 
     /// Follower: appends what the leader sent and takes its high watermark.
@@ -633,5 +647,191 @@ impl IsrProposal {
             partition_epoch: assignment.partition_epoch,
             isr,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_log::{LogManager, LogManagerOptions};
+    use strand_records::{BatchBuilder, Record};
+
+    const ME: i32 = 1;
+
+    fn assignment(leader: i32, epoch: i32, partition_epoch: i32, isr: &[i32]) -> Assignment {
+        Assignment {
+            leader,
+            leader_epoch: epoch,
+            partition_epoch,
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+        }
+    }
+
+    fn partition(dir: &std::path::Path, min_insync: i32, isr: &[i32]) -> (LogManager, Partition) {
+        let (mut logs, _) = LogManager::open(dir, LogManagerOptions::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = logs.get_or_create(&tp, None).unwrap();
+        let partition = Partition::new(tp, log, min_insync, ME, assignment(ME, 0, 0, isr));
+        (logs, partition)
+    }
+
+    fn batch(records: usize) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(0, 1_000);
+        for i in 0..records {
+            builder.push(Record::new(None, Some(vec![i as u8; 10]), 1_000));
+        }
+        builder.build()
+    }
+
+    fn fetch(partition: &Partition, follower: i32, offset: i64) -> Option<IsrProposal> {
+        partition
+            .read_for_follower(follower, offset, 1 << 20)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn the_high_watermark_waits_for_every_isr_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        partition.append_unsynced(batch(5), -1).unwrap();
+        assert_eq!(partition.high_watermark(), 0, "followers have not fetched");
+        fetch(&partition, 2, 5);
+        assert_eq!(partition.high_watermark(), 0, "follower 3 is unknown");
+        fetch(&partition, 3, 3);
+        assert_eq!(partition.high_watermark(), 3);
+        fetch(&partition, 3, 5);
+        assert_eq!(partition.high_watermark(), 5);
+        // A follower going back (after truncation) never moves it back.
+        fetch(&partition, 3, 2);
+        assert_eq!(partition.high_watermark(), 5);
+    }
+
+    #[test]
+    fn a_single_node_commits_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut logs, _) = LogManager::open(dir.path(), LogManagerOptions::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = logs.get_or_create(&tp, None).unwrap();
+        let partition = Partition::new(tp, log, 1, ME, Assignment::local(ME));
+        partition.append_unsynced(batch(3), -1).unwrap();
+        assert_eq!(partition.high_watermark(), 3);
+    }
+
+    #[tokio::test]
+    async fn acks_all_waits_times_out_and_checks_min_insync() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 2, &[1, 2]);
+        partition.append_unsynced(batch(2), -1).unwrap();
+        let timed_out = partition
+            .wait_for_replication(2, 0, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(timed_out.0, error_code::REQUEST_TIMED_OUT);
+        fetch(&partition, 2, 2);
+        partition
+            .wait_for_replication(2, 0, Duration::from_millis(50))
+            .await
+            .unwrap();
+
+        // The ISR shrinks below min.insync.replicas while a batch waits.
+        partition.append_unsynced(batch(1), -1).unwrap();
+        partition.apply_assignment(assignment(ME, 0, 1, &[1]));
+        let after = partition
+            .wait_for_replication(3, 0, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(after.0, error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+        // And new acks=all appends are refused before writing.
+        let refused = partition.append_unsynced(batch(1), -1).unwrap_err();
+        assert_eq!(refused.0, error_code::NOT_ENOUGH_REPLICAS);
+        assert_eq!(partition.log().log_end_offset(), 3);
+        partition.append_unsynced(batch(1), 1).unwrap();
+    }
+
+    #[tokio::test]
+    async fn losing_leadership_fails_waiting_producers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2]);
+        partition.append_unsynced(batch(1), -1).unwrap();
+        let partition = Arc::new(partition);
+        let waiting = {
+            let partition = partition.clone();
+            tokio::spawn(async move {
+                partition
+                    .wait_for_replication(1, 0, Duration::from_secs(10))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let change = partition.apply_assignment(assignment(2, 1, 1, &[2]));
+        assert_eq!(
+            change,
+            RoleChange::BecameFollower {
+                leader: 2,
+                leader_epoch: 1
+            }
+        );
+        let result = waiting.await.unwrap().unwrap_err();
+        assert_eq!(result.0, error_code::NOT_LEADER_OR_FOLLOWER);
+        let refused = partition.append_unsynced(batch(1), 1).unwrap_err();
+        assert_eq!(refused.0, error_code::NOT_LEADER_OR_FOLLOWER);
+    }
+
+    #[test]
+    fn a_pending_shrink_holds_the_high_watermark_until_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        partition.append_unsynced(batch(4), -1).unwrap();
+        fetch(&partition, 2, 4);
+        fetch(&partition, 3, 1);
+        assert_eq!(partition.high_watermark(), 1);
+        std::thread::sleep(Duration::from_millis(30));
+        fetch(&partition, 2, 4); // follower 2 stays caught up
+        let proposal = partition
+            .propose_isr_shrink(Duration::from_millis(20))
+            .expect("follower 3 lags");
+        assert_eq!(proposal.isr, vec![1, 2]);
+        assert_eq!(proposal.partition_epoch, 0);
+        // Not committed yet: follower 3 still counts.
+        fetch(&partition, 2, 4);
+        assert_eq!(partition.high_watermark(), 1);
+        assert!(partition
+            .propose_isr_shrink(Duration::from_millis(20))
+            .is_none());
+        // The controller commits it; the image brings it back.
+        partition.apply_assignment(assignment(ME, 0, 1, &[1, 2]));
+        assert_eq!(partition.high_watermark(), 4);
+    }
+
+    #[test]
+    fn a_follower_rejoins_only_when_caught_up_and_refusals_back_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1]);
+        partition.append_unsynced(batch(4), -1).unwrap();
+        assert_eq!(partition.high_watermark(), 4);
+        assert_eq!(fetch(&partition, 2, 2), None, "behind the high watermark");
+        let proposal = fetch(&partition, 2, 4).expect("caught up");
+        assert_eq!(proposal.isr, vec![1, 2]);
+        partition.abandon_isr_proposal(); // e.g. the controller said INELIGIBLE_REPLICA
+        assert_eq!(fetch(&partition, 2, 4), None, "backing off");
+    }
+
+    #[test]
+    fn epochs_are_checked_like_kafka() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1]);
+        partition.apply_assignment(assignment(ME, 3, 1, &[1]));
+        assert_eq!(partition.check_leader_epoch(-1), Ok(()));
+        assert_eq!(partition.check_leader_epoch(3), Ok(()));
+        assert_eq!(
+            partition.check_leader_epoch(2),
+            Err(error_code::FENCED_LEADER_EPOCH)
+        );
+        assert_eq!(
+            partition.check_leader_epoch(4),
+            Err(error_code::UNKNOWN_LEADER_EPOCH)
+        );
     }
 }

@@ -82,9 +82,9 @@ def schedule(seed, duration, can_partition):
     return plan
 
 
-def leader_of(admin, partition):
+def leader_of_topic(admin, topic, partition):
     try:
-        meta = admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+        meta = admin.list_topics(topic, timeout=5).topics[topic]
         return meta.partitions[partition].leader
     except Exception:
         return -1
@@ -215,11 +215,11 @@ def high_watermarks(data_dir):
     return marks
 
 
-def wait_for_full_isr(admin, timeout):
+def wait_for_full_isr(admin, topic, timeout):
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
-            meta = admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+            meta = admin.list_topics(topic, timeout=5).topics[topic]
             if all(len(p.isrs) == 3 and p.leader >= 0 for p in meta.partitions.values()):
                 return True
         except Exception:
@@ -265,14 +265,14 @@ def main():
                 if time.time() > deadline:
                     raise
                 time.sleep(1)
-        wait_for_full_isr(admin, 60)
+        wait_for_full_isr(admin, TOPIC, 60)
         workload = Workload(bootstrap, args.producers, args.rate)
         workload.start()
         started = time.time()
         for at, kind, target, length in plan:
             time.sleep(max(0.0, started + at - time.time()))
             if kind == "kill-leader":
-                node = leader_of(admin, target)
+                node = leader_of_topic(admin, TOPIC, target)
                 node = node if node in cluster.ids else random.Random(seed + int(at)).choice(cluster.ids)
                 log(f"kill -9 node {node} (leader of {TOPIC}-{target}) for {length}s")
                 cluster.kill(node)
@@ -299,7 +299,7 @@ def main():
                     f"failed {sum(workload.failed.values())}, read {len(workload.seen)}")
         log("healing; waiting for every replica to rejoin the ISR")
         cluster.heal_all()
-        if not wait_for_full_isr(admin, 90):
+        if not wait_for_full_isr(admin, TOPIC, 90):
             log("WARNING: the ISR did not become full within 90 s")
         time.sleep(3)  # let producers deliver under a healthy cluster
         workload.stop.set()

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench;
+mod cluster_cmd;
 
 use clap::{Parser, Subcommand};
 use strand_broker::cluster::Cluster;
@@ -27,6 +28,8 @@ enum Command {
     Serve(ServeArgs),
     /// Load-test a Kafka broker (Strand or any other): throughput and latency.
     Bench(bench::BenchArgs),
+    /// Run a replicated cluster of several nodes on loopback (3 by default).
+    Cluster(cluster_cmd::ClusterArgs),
 }
 
 #[derive(clap::Args)]
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => run_serve(args),
         Command::Bench(args) => bench::run_blocking(args),
+        Command::Cluster(args) => cluster_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -205,7 +209,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),

@@ -1,6 +1,7 @@
 // Sends COUNT records with the Java producer's defaults (enable.idempotence=true,
 // acks=all) and writes the value of every acknowledged record to ACK_FILE, one per line.
-// Used by interop/python/idempotent_restart_test.py, which restarts the broker mid-stream.
+// Used by interop/python/idempotent_restart_test.py, which restarts the broker mid-stream,
+// and interop/cluster/client_failover.py (with RATE, records/s, to span leader kills).
 import java.io.FileWriter;
 import java.io.PrintWriter;
 import java.util.Properties;
@@ -15,6 +16,8 @@ public class IdempotentProducer {
         String topic = args[1];
         int count = Integer.parseInt(args[2]);
         String ackFile = args[3];
+        int rate = args.length > 4 ? Integer.parseInt(args[4]) : 0;
+        long started = System.nanoTime();
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         props.put("key.serializer", StringSerializer.class.getName());
@@ -38,6 +41,13 @@ public class IdempotentProducer {
                         System.err.println("failed " + value + ": " + error);
                     }
                 });
+                if (rate > 0 && i % 100 == 0) {
+                    long due = started + (long) i * 1_000_000_000L / rate;
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) {
+                        Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                    }
+                }
                 if (i % 10000 == 0) {
                     System.out.println("sent " + i);
                     System.out.flush();

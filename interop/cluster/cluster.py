@@ -121,7 +121,7 @@ class Cluster:
         log = open(os.path.join(self.root, f"n{i}.log"), "a")
         log.write(f"\n===== start {time.strftime('%H:%M:%S')}\n")
         log.flush()
-        env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=warn"))
+        env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=off"))
         self.procs[i] = subprocess.Popen(command, stdout=log, stderr=log, env=env)
         self.paused.discard(i)
 

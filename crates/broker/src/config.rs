@@ -81,6 +81,9 @@ pub struct BrokerConfig {
     /// This node's quorum address when it is not one of `controllers` (a broker-only node
     /// receives the metadata log there).
     pub quorum_listen: Option<SocketAddr>,
+    /// process.roles: "broker", "controller" or "broker,controller". Unset: both for a
+    /// node listed in `controllers`, broker for any other.
+    pub process_roles: Option<String>,
     /// broker.rack: replicas of a partition go to different racks where possible.
     pub rack: Option<String>,
     /// broker.heartbeat.interval.ms
@@ -131,6 +134,7 @@ impl Default for BrokerConfig {
             group_consumer_heartbeat_interval_ms: 5_000,
             controllers: None,
             quorum_listen: None,
+            process_roles: None,
             rack: None,
             broker_heartbeat_interval_ms: 500,
             broker_session_timeout_ms: 9_000,
@@ -230,6 +234,30 @@ impl BrokerConfig {
                 ))
             }
         };
+        let listed = controllers.contains_key(&self.node_id);
+        let (broker, controller) = match self.process_roles.as_deref().map(str::trim) {
+            None => (true, listed),
+            Some("broker") => (true, false),
+            Some("controller") => (false, true),
+            Some("broker,controller") | Some("controller,broker") => (true, true),
+            Some(other) => {
+                return Err(format!(
+                    "process_roles must be broker, controller or broker,controller, got {other:?}"
+                ))
+            }
+        };
+        if controller != listed {
+            return Err(format!(
+                "node {} {} in controllers but its roles say {}",
+                self.node_id,
+                if listed { "is" } else { "is not" },
+                if controller {
+                    "controller"
+                } else {
+                    "broker only"
+                }
+            ));
+        }
         if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms {
             return Err(
                 "broker_session_timeout_ms must exceed broker_heartbeat_interval_ms".into(),
@@ -237,6 +265,7 @@ impl BrokerConfig {
         }
         let ms = std::time::Duration::from_millis;
         Ok(Some(crate::cluster::ClusterConfig {
+            broker_role: broker,
             controllers,
             quorum_listen,
             rack: self.rack.clone(),

@@ -80,7 +80,7 @@ pub async fn route(
         ApiKey::ConsumerGroupDescribe => {
             api::consumer_group_describe::handle(broker, request).await
         }
-        ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request),
+        ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request).await,
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),

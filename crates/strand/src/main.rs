@@ -76,6 +76,9 @@ struct ServeArgs {
     /// broker.rack, for rack-aware replica placement.
     #[arg(long)]
     rack: Option<String>,
+    /// process.roles: broker, controller, or broker,controller.
+    #[arg(long)]
+    process_roles: Option<String>,
     /// Replication factor of auto-created topics and CreateTopics with -1.
     #[arg(long)]
     default_replication_factor: Option<i16>,
@@ -95,7 +98,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
+                .unwrap_or_else(|_| "info,openraft=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -155,6 +158,9 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
     if let Some(value) = args.quorum_listen {
         config.quorum_listen = Some(value);
     }
+    if let Some(value) = args.process_roles {
+        config.process_roles = Some(value);
+    }
     if let Some(value) = args.rack {
         config.rack = Some(value);
     }
@@ -173,6 +179,22 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let data_dir = config.data_dir.clone();
         let cluster_config = config.cluster_config().map_err(anyhow::Error::msg)?;
+        if let Some(cluster_config) = cluster_config.as_ref().filter(|c| !c.broker_role) {
+            let node_id = config.node_id;
+            let quorum =
+                strand_broker::cluster::start_controller_only(node_id, &data_dir, cluster_config)
+                    .await?;
+            println!(
+                "strand {} node {node_id}: controller only, quorum at {}, data in {}",
+                env!("CARGO_PKG_VERSION"),
+                cluster_config.quorum_listen,
+                data_dir.display()
+            );
+            wait_for_signal().await;
+            quorum.shutdown().await;
+            println!("strand stopped cleanly");
+            return Ok(());
+        }
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         let (address, handle, server) = serve(broker.clone()).await?;
         let cluster = match cluster_config {

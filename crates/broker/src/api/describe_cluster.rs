@@ -1,4 +1,5 @@
-//! DescribeCluster (60): this broker, the cluster id and the controller (this node).
+//! DescribeCluster (60): the live brokers, the cluster id and the controller id clients
+//! see (`api::live_brokers`).
 
 use std::sync::Arc;
 
@@ -12,15 +13,16 @@ use crate::router::{decode, respond, Outcome};
 
 const ENDPOINT_TYPE_BROKER: i8 = 1;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: DescribeClusterRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    let (live, controller_id) = super::live_brokers(broker).await;
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(body.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id()))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(BrokerId(controller_id))
         .with_cluster_authorized_operations(super::authorized_operations::cluster(
             body.include_cluster_authorized_operations,
         ));
@@ -29,12 +31,17 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             .with_error_code(error_code::UNSUPPORTED_ENDPOINT_TYPE)
             .with_error_message(Some(str_bytes("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")))
     } else {
-        response
-            .with_error_code(error_code::NONE)
-            .with_brokers(vec![DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(broker.node_id()))
-                .with_host(str_bytes(broker.advertised_host.clone()))
-                .with_port(broker.advertised_port as i32)])
+        response.with_error_code(error_code::NONE).with_brokers(
+            live.into_iter()
+                .map(|(id, host, port, rack)| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(id))
+                        .with_host(str_bytes(host))
+                        .with_port(port as i32)
+                        .with_rack(rack.map(str_bytes))
+                })
+                .collect(),
+        )
     };
     respond(&request, &response)
 }

@@ -60,36 +60,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             topic.topic_authorized_operations = super::authorized_operations::topic(true);
         }
     }
-    let (brokers, controller_id) = match broker.cluster() {
-        None => (
-            vec![MetadataResponseBroker::default()
-                .with_node_id(BrokerId(broker.node_id()))
-                .with_host(str_bytes(broker.advertised_host.clone()))
-                .with_port(broker.advertised_port as i32)],
-            broker.node_id(),
-        ),
-        Some(cluster) => {
-            let image = cluster.image();
-            let live: Vec<MetadataResponseBroker> = image
-                .brokers
-                .values()
-                .filter(|b| !b.fenced)
-                .map(|b| {
-                    MetadataResponseBroker::default()
-                        .with_node_id(BrokerId(b.id))
-                        .with_host(str_bytes(b.host.clone()))
-                        .with_port(b.port as i32)
-                        .with_rack(b.rack.clone().map(str_bytes))
-                })
-                .collect();
-            // Clients cannot reach controllers (KRaft): Kafka names a live broker.
-            let controller = match cluster.controller_id().await {
-                Some(id) if live.iter().any(|b| b.node_id.0 == id) => id,
-                _ => live.first().map_or(-1, |b| b.node_id.0),
-            };
-            (live, controller)
-        }
-    };
+    let (live, controller_id) = super::live_brokers(broker).await;
+    let brokers = live
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(port as i32)
+                .with_rack(rack.map(str_bytes))
+        })
+        .collect();
     let response = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(broker.cluster_id())))

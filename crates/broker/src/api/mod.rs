@@ -38,3 +38,33 @@ pub(crate) fn topic_name(name: &str) -> TopicName {
 pub(crate) fn str_bytes(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
 }
+
+/// A broker clients may connect to: (id, host, port, rack).
+pub(crate) type LiveBroker = (i32, String, u16, Option<String>);
+
+/// The brokers clients are told about and the controller id they see: this node on a
+/// single node; in a cluster the unfenced brokers of the image, and (clients cannot reach
+/// KRaft controllers) the active controller if it is one of them, else a live broker.
+pub(crate) async fn live_brokers(broker: &crate::broker::Broker) -> (Vec<LiveBroker>, i32) {
+    let Some(cluster) = broker.cluster() else {
+        let me = (
+            broker.node_id(),
+            broker.advertised_host.clone(),
+            broker.advertised_port,
+            None,
+        );
+        return (vec![me], broker.node_id());
+    };
+    let image = cluster.image();
+    let live: Vec<LiveBroker> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
+        .collect();
+    let controller = match cluster.controller_id().await {
+        Some(id) if live.iter().any(|b| b.0 == id) => id,
+        _ => live.first().map_or(-1, |b| b.0),
+    };
+    (live, controller)
+}

@@ -38,6 +38,8 @@ const CONTROLLED_SHUTDOWN_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
+    /// False for a controller-only node: it holds the metadata quorum and nothing else.
+    pub broker_role: bool,
     /// Controller node ids and quorum addresses (`--controllers 1@host:port,...`).
     pub controllers: BTreeMap<i32, String>,
     /// This node's quorum address: its entry in `controllers`, or where a broker-only
@@ -96,6 +98,33 @@ pub fn single_result(reply: ControllerReply) -> Result<(), ApiError> {
     }
 }
 
+/// A controller-only node: its part of the quorum, no Kafka listener, no partitions.
+pub async fn start_controller_only(
+    node_id: i32,
+    data_dir: &std::path::Path,
+    config: &ClusterConfig,
+) -> anyhow::Result<QuorumNode> {
+    QuorumNode::start(quorum_config(node_id, data_dir, config)).await
+}
+
+fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfig) -> QuorumConfig {
+    QuorumConfig {
+        node_id: node_id as u64,
+        voters: config
+            .controllers
+            .iter()
+            .map(|(id, address)| (*id as u64, address.clone()))
+            .collect(),
+        listen: config.quorum_listen,
+        dir: data_dir.join("__cluster_metadata"),
+        service: ServiceConfig {
+            session_timeout: config.broker_session_timeout,
+            preferred_leader_check: config.leader_imbalance_check_interval,
+        },
+        heartbeat_interval: config.raft_heartbeat_interval,
+    }
+}
+
 impl Cluster {
     /// Joins the quorum, registers this broker and starts following the metadata.
     pub async fn start(
@@ -103,23 +132,9 @@ impl Cluster {
         config: ClusterConfig,
     ) -> anyhow::Result<Arc<Cluster>> {
         let node_id = broker.node_id();
-        let voters: BTreeMap<u64, String> = config
-            .controllers
-            .iter()
-            .map(|(id, address)| (*id as u64, address.clone()))
-            .collect();
-        let quorum = QuorumNode::start(QuorumConfig {
-            node_id: node_id as u64,
-            voters: voters.clone(),
-            listen: config.quorum_listen,
-            dir: broker.config.data_dir.join("__cluster_metadata"),
-            service: ServiceConfig {
-                session_timeout: config.broker_session_timeout,
-                preferred_leader_check: config.leader_imbalance_check_interval,
-            },
-            heartbeat_interval: config.raft_heartbeat_interval,
-        })
-        .await?;
+        let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
+        let voters = quorum_config.voters.clone();
+        let quorum = QuorumNode::start(quorum_config).await?;
         let metadata = quorum.metadata.clone();
         let cluster = Arc::new(Cluster {
             node_id,

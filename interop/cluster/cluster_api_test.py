@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Cluster-wide behaviour a Kafka user relies on, checked with real clients on 3 nodes:
+
+- admin operations from any broker reach every broker (create with RF=3, more
+  partitions, config change, delete), and metadata from any broker agrees;
+- a killed broker stays a replica but leaves the ISR, and leaderships move;
+- with a replica of a two-replica, min.insync.replicas=2 topic down, acks=all is refused
+  with NOT_ENOUGH_REPLICAS (kafka-python, no retries), acks=1 still works;
+- restarted brokers rejoin the ISR and preferred leaders come back
+  (auto.leader.rebalance.enable);
+- SIGTERM is a controlled shutdown: the broker leads nothing when it exits, cleanly.
+"""
+
+import os
+import signal
+import warnings
+import sys
+import tempfile
+import time
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kafka import KafkaProducer
+from kafka.errors import NotEnoughReplicasError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cluster import Cluster  # noqa: E402
+from nemesis import SETTINGS  # noqa: E402
+
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def fail(message):
+    log(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def until(what, check, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception:
+            pass
+        time.sleep(0.3)
+    fail(f"timed out waiting for {what}")
+
+
+def partitions(admin, topic):
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+
+def main():
+    binary = os.path.abspath(os.environ.get("STRAND_BIN", "target/release/strand"))
+    root = tempfile.mkdtemp(prefix="strand-cluster-api-")
+    cluster = Cluster(binary, root, settings=SETTINGS)
+    try:
+        cluster.setup_network()
+        cluster.start_all()
+        for i in cluster.ids:
+            if not cluster.wait_port(i):
+                fail(f"node {i} did not start")
+        admins = {i: AdminClient({"bootstrap.servers": "%s:%d" % cluster.addr[i][:2], "log_level": 2})
+                  for i in cluster.ids}
+        admin = admins[1]
+
+        # Admin operations through one broker, seen by all.
+        def create():
+            try:
+                admin.create_topics([NewTopic("api", 3, 3, config={"min.insync.replicas": "2"})])["api"].result(30)
+            except Exception as error:
+                if "already exists" not in str(error):
+                    log(f"create: {error}")
+                    raise
+            return True
+        until("the topic to be created", create)
+        for i, other in admins.items():
+            meta = until(f"broker {i} to see the topic", lambda: partitions(other, "api"))
+            for p in meta.values():
+                if len(p.replicas) != 3 or sorted(p.isrs) != [1, 2, 3] or p.leader != p.replicas[0]:
+                    fail(f"broker {i}: unexpected partition {p.id}: {p.replicas} {p.isrs} {p.leader}")
+        log("created api (3 partitions, RF 3); every broker agrees")
+        admins[2].create_partitions([NewPartitions("api", 5)])["api"].result(30)
+        until("5 partitions on broker 3", lambda: len(partitions(admins[3], "api")) == 5)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "api", set_config={"retention.ms": "3600000",
+                                                                               "min.insync.replicas": "2"})
+        admins[3].alter_configs([resource])[resource].result(30)  # AlterConfigs, as Kafka's CLI
+        described = admins[1].describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "api")])
+        configs = list(described.values())[0].result(30)
+        if configs["retention.ms"].value != "3600000":
+            fail(f"config change not visible on broker 1: {configs['retention.ms'].value}")
+        log("grew to 5 partitions through broker 2, changed configs through broker 3")
+        admin.create_topics([NewTopic("doomed", 1, 3)])["doomed"].result(30)
+        admins[3].delete_topics(["doomed"])["doomed"].result(30)
+        until("the deleted topic to go everywhere", lambda: all(
+            "doomed" not in a.list_topics(timeout=10).topics for a in admins.values()))
+        for i in cluster.ids:
+            if os.path.exists(os.path.join(root, f"n{i}", "doomed-0")):
+                fail(f"node {i} kept the deleted topic's log")
+        log("deleted a topic through broker 3: gone from every broker and disk")
+
+        # A broker dies: offline replica, smaller ISR, leaderships moved.
+        cluster.kill(3)
+        meta = until("broker 3 to be fenced and out of every ISR", lambda: (lambda m: m if all(
+            3 not in p.isrs and p.leader in (1, 2) for p in m.values()) else None)(partitions(admin, "api")))
+        if not all(3 in p.replicas for p in meta.values()):
+            fail("broker 3 dropped from the replica lists")
+        log("killed broker 3: it left every ISR (still a replica), leaders are 1 and 2")
+
+        cluster.start(3)
+        until("full ISRs again", lambda: all(sorted(p.isrs) == [1, 2, 3]
+                                             for p in partitions(admin, "api").values()), timeout=90)
+        log("restarted broker 3: it rejoined every ISR")
+
+        # A two-replica topic loses a replica (the quorum keeps its majority): acks=all
+        # is refused below min.insync.replicas, acks=1 is not.
+        admin.create_topics([NewTopic("narrow", num_partitions=1, replica_assignment=[[1, 2]],
+                                      config={"min.insync.replicas": "2"})])["narrow"].result(30)
+        until("narrow's full ISR", lambda: sorted(partitions(admin, "narrow")[0].isrs) == [1, 2])
+        cluster.kill(2)
+        until("broker 2 out of narrow's ISR", lambda: (lambda p: p.isrs == [1] and p.leader == 1)(
+            partitions(admin, "narrow")[0]))
+        bootstrap1 = "%s:%d" % cluster.addr[1][:2]
+        producer = KafkaProducer(bootstrap_servers=bootstrap1, acks="all", retries=0)
+        try:
+            producer.send("narrow", b"refused", partition=0).get(timeout=30)
+            fail("acks=all succeeded with an ISR of 1 and min.insync.replicas=2")
+        except NotEnoughReplicasError:
+            log("acks=all with ISR 1 < min.insync.replicas 2: NOT_ENOUGH_REPLICAS")
+        producer.close()
+        producer = KafkaProducer(bootstrap_servers=bootstrap1, acks=1, retries=0)
+        producer.send("narrow", b"accepted", partition=0).get(timeout=30)
+        producer.close()
+        log("acks=1 accepted meanwhile")
+
+        # Back: ISR full again, preferred leaders restored.
+        cluster.start(2)
+        until("full ISRs", lambda: all(sorted(p.isrs) == [1, 2, 3]
+                                       for p in partitions(admin, "api").values()), timeout=90)
+        until("preferred leaders", lambda: all(p.leader == p.replicas[0]
+                                               for p in partitions(admin, "api").values()), timeout=90)
+        log("restarted broker 2 rejoined every ISR; preferred leaders are back")
+
+        # Controlled shutdown.
+        led = [p.id for p in partitions(admin, "api").values() if p.leader == 2]
+        if not led:
+            fail("broker 2 leads nothing to move")
+        proc = cluster.procs[2]
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        if code != 0:
+            fail(f"broker 2 exited {code} after SIGTERM")
+        meta = partitions(admin, "api")
+        if any(p.leader in (2, -1) for p in meta.values()):
+            fail(f"leaderships not moved before exit: {[(p.id, p.leader) for p in meta.values()]}")
+        log(f"SIGTERM: broker 2 moved its leaderships ({led}) away before a clean exit")
+        log("PASS")
+        return 0
+    finally:
+        for i in cluster.ids:
+            cluster.kill(i)
+        cluster.teardown_network()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

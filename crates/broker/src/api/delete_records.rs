@@ -50,6 +50,9 @@ fn delete(broker: &Arc<Broker>, tp: &TopicPartition, offset: i64) -> (i16, i64) 
     let Some(partition) = broker.partition(tp) else {
         return (error_code::UNKNOWN_TOPIC_OR_PARTITION, -1);
     };
+    if !partition.is_leader() {
+        return (error_code::NOT_LEADER_OR_FOLLOWER, -1);
+    }
     let mut log = partition.log();
     let high_watermark = log.high_watermark();
     let target = if offset == -1 { high_watermark } else { offset };

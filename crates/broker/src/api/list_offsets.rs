@@ -19,8 +19,6 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
-/// The leader epoch a single node reports (it never changes leaders).
-const LEADER_EPOCH: i32 = 0;
 
 pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: ListOffsetsRequest = match decode(&request) {
@@ -28,11 +26,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         Err(outcome) => return outcome,
     };
     // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
-    let leader_epoch = if request.header.request_api_version >= 4 {
-        LEADER_EPOCH
-    } else {
-        -1
-    };
+    let with_epoch = request.header.request_api_version >= 4;
     let topics = body
         .topics
         .into_iter()
@@ -50,11 +44,11 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                         partition.timestamp,
                         partition.current_leader_epoch,
                     ) {
-                        Ok((timestamp, offset)) => response
+                        Ok((timestamp, offset, leader_epoch)) => response
                             .with_error_code(error_code::NONE)
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(-1)
@@ -74,23 +68,25 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
     )
 }
 
-/// (timestamp, offset) for one partition, or an error code.
+/// (timestamp, offset, the leader's epoch) for one partition, or an error code.
 fn lookup(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
-) -> Result<(i64, i64), i16> {
+) -> Result<(i64, i64, i32), i16> {
     let partition = broker
         .partition(tp)
         .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION)?;
-    if current_leader_epoch > LEADER_EPOCH {
-        return Err(error_code::UNKNOWN_LEADER_EPOCH);
+    if !partition.is_leader() {
+        return Err(error_code::NOT_LEADER_OR_FOLLOWER);
     }
+    partition.check_leader_epoch(current_leader_epoch)?;
+    let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
     let log = partition.log();
     let visible_end = log.high_watermark();
     let storage = |error: strand_log::LogError| error.kafka_error_code();
-    match timestamp {
+    let found = match timestamp {
         LATEST | LATEST_TIERED => Ok((-1, visible_end)),
         EARLIEST | EARLIEST_LOCAL => Ok((-1, log.log_start_offset())),
         MAX_TIMESTAMP => Ok(match log.max_timestamp_offset().map_err(storage)? {
@@ -104,5 +100,7 @@ fn lookup(
             },
         ),
         _ => Err(error_code::INVALID_REQUEST),
-    }
+    }?;
+    // Nothing found carries no epoch, as in Kafka.
+    Ok((found.0, found.1, if found.1 >= 0 { epoch } else { -1 }))
 }

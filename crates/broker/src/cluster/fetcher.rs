@@ -423,7 +423,7 @@ async fn fetch_once(
                         continue; // truncated meanwhile
                     }
                     match partition.append_as_follower(&records, answer.high_watermark) {
-                        Ok(_) => {}
+                        Ok(_) => follow_log_start(partition, answer.log_start_offset),
                         Err(LogError::NonMonotonicOffset { .. }) => {
                             set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = true)
                         }
@@ -452,4 +452,16 @@ async fn fetch_once(
         }
     }
     Ok(())
+}
+
+/// Records the leader deleted (DeleteRecords, retention) go here too: the follower's log
+/// start follows the leader's, within what it holds.
+fn follow_log_start(partition: &Partition, leader_log_start: i64) {
+    let mut log = partition.log();
+    let target = leader_log_start.min(log.high_watermark());
+    if target > log.log_start_offset() {
+        if let Err(error) = log.delete_before(target) {
+            tracing::warn!(partition = %partition.tp, %error, "following the leader's log start failed");
+        }
+    }
 }

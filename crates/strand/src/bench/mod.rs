@@ -174,6 +174,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     }
 
     let started = Instant::now();
+    let started_us = producer::now_micros();
     let deadline = started + Duration::from_secs(args.duration_secs);
     let progress = (!args.quiet).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
@@ -204,7 +205,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             break;
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let finished_by_count = Instant::now() < deadline;
+    let seconds = match stats.last_event_us.load(Ordering::Relaxed) {
+        // Done by count: the run ended at its last acknowledgement or read, not at the
+        // progress loop's next tick (which would add up to 250 ms).
+        last if finished_by_count && last > started_us => (last - started_us) as f64 / 1e6,
+        _ => started.elapsed().as_secs_f64(),
+    };
     stop.store(true, Ordering::Relaxed);
     if let Some(bar) = progress {
         bar.finish_and_clear();

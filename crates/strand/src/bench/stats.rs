@@ -17,6 +17,9 @@ pub struct Stats {
     pub consumed_bytes: AtomicU64,
     pub produce_latency: Mutex<Histogram<u64>>,
     pub end_to_end_latency: Mutex<Histogram<u64>>,
+    /// Wall-clock microseconds of the last acknowledgement or consumed batch: a run that
+    /// ends by count is timed to it, not to the next tick of the progress loop.
+    pub last_event_us: AtomicU64,
 }
 
 impl Default for Stats {
@@ -30,6 +33,7 @@ impl Default for Stats {
             consumed_bytes: AtomicU64::new(0),
             produce_latency: Mutex::new(histogram()),
             end_to_end_latency: Mutex::new(histogram()),
+            last_event_us: AtomicU64::new(0),
         }
     }
 }
@@ -38,6 +42,8 @@ impl Stats {
     pub fn record_produce(&self, records: u64, bytes: u64, latency_us: Option<u64>) {
         self.produced_records.fetch_add(records, Ordering::Relaxed);
         self.produced_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.last_event_us
+            .fetch_max(super::producer::now_micros(), Ordering::Relaxed);
         if let Some(latency) = latency_us {
             let mut histogram = self
                 .produce_latency
@@ -50,6 +56,8 @@ impl Stats {
     pub fn record_consume(&self, records: u64, bytes: u64, latencies_us: &[u64]) {
         self.consumed_records.fetch_add(records, Ordering::Relaxed);
         self.consumed_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.last_event_us
+            .fetch_max(super::producer::now_micros(), Ordering::Relaxed);
         if !latencies_us.is_empty() {
             let mut histogram = self
                 .end_to_end_latency

@@ -42,6 +42,8 @@ struct GateState {
     dirty: HashMap<SegmentId, (i64, i64)>,
     /// The directory's entries changed (segment created) since the last sync.
     dirty_dir: bool,
+    /// The directory itself is new and its entry in the data directory not yet synced.
+    new_dir: bool,
     sync_in_progress: bool,
     /// Bumped by every truncation, so a sync that straddles one does not publish an end
     /// offset whose bytes were cut and rewritten meanwhile.
@@ -60,6 +62,7 @@ impl SyncGate {
                 written_end_offset: durable_end_offset,
                 dirty: HashMap::new(),
                 dirty_dir: false,
+                new_dir: false,
                 sync_in_progress: false,
                 truncations: 0,
                 failure: None,
@@ -74,6 +77,24 @@ impl SyncGate {
         let mut state = self.lock();
         state.written_end_offset = state.written_end_offset.max(end_offset);
         state.dirty.insert(id, (base_offset, end_offset));
+    }
+
+    /// A gate for a log whose directory was just created and not synced: the first sync
+    /// makes the directory, its files and its entry in the parent durable. Creating a
+    /// partition costs no fsync; an empty partition lost to a crash is recreated from
+    /// the topic metadata, and one that holds acknowledged data was synced first.
+    pub fn for_new_dir(
+        dir: PathBuf,
+        cache: Arc<FileCache>,
+        durable_end_offset: i64,
+    ) -> Arc<SyncGate> {
+        let gate = SyncGate::new(dir, cache, durable_end_offset);
+        {
+            let mut state = gate.lock();
+            state.dirty_dir = true;
+            state.new_dir = true;
+        }
+        gate
     }
 
     /// Records that a segment file was created in the log's directory.
@@ -140,11 +161,12 @@ impl SyncGate {
             .map(|(id, (base, end))| (*id, *base, *end))
             .collect();
         let dir_changed = std::mem::take(&mut state.dirty_dir);
+        let new_dir = std::mem::take(&mut state.new_dir);
         let target = state.written_end_offset;
         let truncations = state.truncations;
         drop(state);
 
-        let result = self.sync_files(&batch, dir_changed);
+        let result = self.sync_files(&batch, dir_changed, new_dir);
 
         let mut state = self.lock();
         state.sync_in_progress = false;
@@ -166,6 +188,7 @@ impl SyncGate {
             }
             Err(error) => {
                 state.dirty_dir |= dir_changed;
+                state.new_dir |= new_dir;
                 state.failure = Some(error.to_string());
             }
         }
@@ -173,7 +196,12 @@ impl SyncGate {
         state
     }
 
-    fn sync_files(&self, batch: &[(SegmentId, i64, i64)], dir_changed: bool) -> io::Result<()> {
+    fn sync_files(
+        &self,
+        batch: &[(SegmentId, i64, i64)],
+        dir_changed: bool,
+        new_dir: bool,
+    ) -> io::Result<()> {
         for (id, base_offset, _) in batch {
             match self
                 .cache
@@ -187,6 +215,11 @@ impl SyncGate {
         }
         if dir_changed {
             File::open(&self.dir)?.sync_all()?;
+        }
+        if new_dir {
+            if let Some(parent) = self.dir.parent() {
+                File::open(parent)?.sync_all()?;
+            }
         }
         Ok(())
     }

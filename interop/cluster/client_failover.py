@@ -117,11 +117,7 @@ def main():
     root = tempfile.mkdtemp(prefix="strand-failover-")
     cluster = Cluster(binary, root, settings=SETTINGS)
     try:
-        cluster.setup_network()
-        cluster.start_all()
-        for i in cluster.ids:
-            if not cluster.wait_port(i):
-                fail(f"node {i} did not start")
+        cluster.launch()
         bootstrap = cluster.bootstrap()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         topics = {"java": "failover-java", "rdkafka": "failover-rdkafka"}
@@ -214,9 +210,7 @@ def main():
         log("PASS")
         return 0
     finally:
-        for i in cluster.ids:
-            cluster.kill(i)
-        cluster.teardown_network()
+        cluster.destroy()
 
 
 if __name__ == "__main__":

@@ -186,6 +186,20 @@ class Cluster:
             self.resume(i)
         self.start_all()
 
+    def launch(self):
+        """Network, every node started and listening (or RuntimeError)."""
+        self.setup_network()
+        self.start_all()
+        for i in self.ids:
+            if not self.wait_port(i):
+                raise RuntimeError(f"node {i} did not start; see {self.root}/n{i}.log")
+
+    def destroy(self):
+        """Kills every node and removes the network (the data stays)."""
+        for i in self.ids:
+            self.kill(i)
+        self.teardown_network()
+
     def wait_port(self, i, timeout=30):
         host, port, _ = self.addr[i]
         deadline = time.time() + timeout

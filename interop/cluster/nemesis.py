@@ -245,11 +245,7 @@ def main():
     log("schedule: " + json.dumps(plan))
     counts = {}
     try:
-        cluster.setup_network()
-        cluster.start_all()
-        for i in cluster.ids:
-            if not cluster.wait_port(i):
-                raise SystemExit(f"node {i} did not start")
+        cluster.launch()
         bootstrap = cluster.bootstrap()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         deadline = time.time() + 60
@@ -355,9 +351,7 @@ def main():
         log("PASS")
         return 0
     finally:
-        for i in cluster.ids:
-            cluster.kill(i)
-        cluster.teardown_network()
+        cluster.destroy()
         if not args.keep and counts and all(
                 counts.get(k) == 0 for k in ("lost", "duplicated", "reordered", "phantom", "divergent")):
             import shutil

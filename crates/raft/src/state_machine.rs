@@ -102,6 +102,23 @@ impl StateMachine {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Keeps the snapshot on disk: a restart loads it and replays only the log after it.
+    fn persist_snapshot(
+        &self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), bytes).map_err(
+            |e| {
+                io_error(
+                    ErrorSubject::Snapshot(Some(meta.signature())),
+                    ErrorVerb::Write,
+                    e,
+                )
+            },
+        )
+    }
+
     fn publish(&self, body: &SnapshotBody) {
         self.published.send_replace(Published {
             image: Arc::new(body.image.clone()),
@@ -127,15 +144,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             state.snapshot = Some((meta.clone(), bytes.clone()));
             (meta, bytes)
         };
-        strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(
-            |e| {
-                io_error(
-                    ErrorSubject::Snapshot(Some(meta.signature())),
-                    ErrorVerb::Write,
-                    e,
-                )
-            },
-        )?;
+        self.persist_snapshot(&meta, &bytes)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),
@@ -213,15 +222,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             )
         })?;
         body.image.reindex();
-        strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(
-            |e| {
-                io_error(
-                    ErrorSubject::Snapshot(Some(meta.signature())),
-                    ErrorVerb::Write,
-                    e,
-                )
-            },
-        )?;
+        self.persist_snapshot(&meta, &bytes)?;
         {
             let mut state = self.state();
             state.body = body.clone();

@@ -303,15 +303,7 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
             // AlterConfigs replaces the whole set of overrides.
             Ok(configs)
         });
-        let result = match prepared {
-            Ok(configs) => {
-                broker
-                    .set_topic_configs(name, configs, body.validate_only)
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        let (code, message) = split(result);
+        let (code, message) = set_prepared(broker, name, prepared, body.validate_only).await;
         responses.push(
             alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -324,6 +316,21 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
         &request,
         &AlterConfigsResponse::default().with_responses(responses),
     )
+}
+
+/// Applies a resource's new configs if preparing them succeeded; the (code, message)
+/// for its response entry.
+async fn set_prepared(
+    broker: &Arc<Broker>,
+    name: &str,
+    prepared: Result<BTreeMap<String, String>, ApiError>,
+    validate_only: bool,
+) -> (i16, Option<StrBytes>) {
+    let result = match prepared {
+        Ok(configs) => broker.set_topic_configs(name, configs, validate_only).await,
+        Err(error) => Err(error),
+    };
+    split(result)
 }
 
 pub async fn incremental_alter(
@@ -367,15 +374,7 @@ pub async fn incremental_alter(
             }
             Ok(configs)
         });
-        let result = match prepared {
-            Ok(configs) => {
-                broker
-                    .set_topic_configs(name, configs, body.validate_only)
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        let (code, message) = split(result);
+        let (code, message) = set_prepared(broker, name, prepared, body.validate_only).await;
         responses.push(
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)

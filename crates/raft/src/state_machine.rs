@@ -103,6 +103,8 @@ impl StateMachine {
     }
 
     /// Keeps the snapshot on disk: a restart loads it and replays only the log after it.
+    // openraft's own error type, as its trait methods return it.
+    #[allow(clippy::result_large_err)]
     fn persist_snapshot(
         &self,
         meta: &SnapshotMeta<NodeId, BasicNode>,

@@ -224,7 +224,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             )
         })?;
         body.image.reindex();
-        self.persist_snapshot(&meta, &bytes)?;
+        self.persist_snapshot(meta, &bytes)?;
         {
             let mut state = self.state();
             state.body = body.clone();

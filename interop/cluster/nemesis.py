@@ -246,6 +246,7 @@ def main():
     counts = {}
     try:
         cluster.launch()
+        log("cluster up")
         bootstrap = cluster.bootstrap()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         deadline = time.time() + 60
@@ -261,7 +262,9 @@ def main():
                 if time.time() > deadline:
                     raise
                 time.sleep(1)
+        log("topic created")
         wait_for_full_isr(admin, TOPIC, 60)
+        log("ISR full; starting the workload")
         workload = Workload(bootstrap, args.producers, args.rate)
         workload.start()
         started = time.time()

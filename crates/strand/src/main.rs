@@ -196,19 +196,29 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
-        let (address, handle, server) = serve(broker.clone()).await?;
         let cluster = match cluster_config {
             Some(cluster_config) => {
                 let quorum = cluster_config.quorum_listen;
                 let cluster = Cluster::start(&broker, cluster_config).await?;
                 println!(
-                    "strand node {} joined the metadata quorum at {quorum}",
+                    "strand node {} joined the metadata quorum at {quorum}; waiting to be unfenced",
                     broker.node_id()
                 );
+                // As Kafka's brokers: serve clients only once the controller has unfenced
+                // this broker, so nobody is told about a cluster without its brokers.
+                tokio::select! {
+                    _ = cluster.wait_until_unfenced() => {}
+                    _ = wait_for_signal() => {
+                        cluster.shutdown().await;
+                        println!("strand stopped cleanly");
+                        return Ok(());
+                    }
+                }
                 Some(cluster)
             }
             None => None,
         };
+        let (address, handle, server) = serve(broker.clone()).await?;
         println!(
             "strand {} node {} listening on {address} (advertised {}:{}), data in {}",
             env!("CARGO_PKG_VERSION"),

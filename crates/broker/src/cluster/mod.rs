@@ -175,6 +175,19 @@ impl Cluster {
         .is_ok_and(|r| r.is_ok())
     }
 
+    /// Resolves once this incarnation is registered and unfenced in the applied image.
+    pub async fn wait_until_unfenced(&self) {
+        let mut receiver = self.reconciled.subscribe();
+        let _ = receiver
+            .wait_for(|image| {
+                image
+                    .brokers
+                    .get(&self.node_id)
+                    .is_some_and(|b| b.incarnation == self.incarnation && !b.fenced)
+            })
+            .await;
+    }
+
     /// The active controller's id, as far as this node knows.
     pub async fn controller_id(&self) -> Option<i32> {
         let quorum = self.quorum.lock().await;

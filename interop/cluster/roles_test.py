@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Process roles: a cluster of two combined nodes (controller and broker), one
+controller-only node and one broker-only node (a learner of the metadata log).
+
+Checks that the controller-only node serves no Kafka listener and is not a broker, that
+the broker-only node registers, receives the metadata and gets replicas, and that records
+produced with acks=all to an RF=3 topic placed on nodes 1, 2 and 4 are read back in full.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cluster import free_port  # noqa: E402
+
+COUNT = 3000
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def fail(message):
+    log(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def main():
+    binary = os.path.abspath(os.environ.get("STRAND_BIN", "target/release/strand"))
+    root = tempfile.mkdtemp(prefix="strand-roles-")
+    kafka = {i: free_port() for i in (1, 2, 4)}
+    quorum = {i: free_port() for i in (1, 2, 3, 4)}
+    controllers = ",".join(f"{i}@127.0.0.1:{quorum[i]}" for i in (1, 2, 3))
+    nodes = {
+        1: ["--listen", f"127.0.0.1:{kafka[1]}"],
+        2: ["--listen", f"127.0.0.1:{kafka[2]}"],
+        3: ["--process-roles", "controller"],
+        4: ["--listen", f"127.0.0.1:{kafka[4]}", "--quorum-listen", f"127.0.0.1:{quorum[4]}"],
+    }
+    procs = {}
+    try:
+        for i, extra in nodes.items():
+            out = open(os.path.join(root, f"n{i}.log"), "w")
+            procs[i] = subprocess.Popen(
+                [binary, "serve", "--node-id", str(i), "--data-dir", os.path.join(root, f"n{i}"),
+                 "--controllers", controllers] + extra, stdout=out, stderr=out)
+        bootstrap = f"127.0.0.1:{kafka[4]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+        deadline = time.time() + 60
+        while True:
+            try:
+                brokers = sorted(admin.list_topics(timeout=5).brokers)
+                if brokers == [1, 2, 4]:
+                    break
+            except Exception:
+                pass
+            if time.time() > deadline:
+                fail(f"brokers never became [1, 2, 4]; logs in {root}")
+            time.sleep(0.3)
+        log("brokers seen by the broker-only node: [1, 2, 4] (node 3 is controller only)")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", quorum[3])) != 0:
+                fail("the controller-only node does not listen on its quorum address")
+        admin.create_topics([NewTopic("roles", 3, 3, config={"min.insync.replicas": "2"})])["roles"].result(30)
+        meta = admin.list_topics("roles", timeout=10).topics["roles"].partitions
+        for p in meta.values():
+            if sorted(p.replicas) != [1, 2, 4]:
+                fail(f"partition {p.id} placed on {p.replicas}")
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                             "enable.idempotence": True, "log_level": 2})
+        acked = []
+        for n in range(COUNT):
+            producer.produce("roles", value=str(n).encode(),
+                             on_delivery=lambda e, m: e is None and acked.append(m.value()))
+            producer.poll(0)
+        producer.flush(60)
+        if len(acked) != COUNT:
+            fail(f"{COUNT - len(acked)} records not acknowledged")
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{kafka[1]}", "group.id": "roles",
+                             "auto.offset.reset": "earliest", "log_level": 2})
+        consumer.assign([TopicPartition("roles", p, 0) for p in range(3)])
+        seen = set()
+        deadline = time.time() + 60
+        while len(seen) < COUNT and time.time() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and not message.error():
+                seen.add(message.value())
+        consumer.close()
+        if len(seen) != COUNT:
+            fail(f"read {len(seen)} of {COUNT}")
+        log(f"RF=3 topic on nodes 1, 2, 4: {COUNT} records acknowledged with acks=all and read back")
+        log("PASS")
+        return 0
+    finally:
+        # Brokers first (their controlled shutdowns need the quorum), then the controller.
+        for group in ([4, 1, 2], [3]):
+            for i in group:
+                if i in procs:
+                    procs[i].terminate()
+            for i in group:
+                if i not in procs:
+                    continue
+                try:
+                    code = procs[i].wait(60)
+                except subprocess.TimeoutExpired:
+                    procs[i].kill()
+                    code = "killed"
+                if code != 0:
+                    log(f"node {i} exited {code}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

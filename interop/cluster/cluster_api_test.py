@@ -112,7 +112,7 @@ def main():
         raw = KafkaAdminClient(bootstrap_servers="%s:%d" % cluster.addr[1][:2])
         described = raw.describe_topics(["api"])[0]["partitions"]
         raw.close()
-        offline = {p["partition"]: p["offline_replicas"] for p in described}
+        offline = {p["partition_index"]: p["offline_replicas"] for p in described}
         if any(reps != [3] for reps in offline.values()):
             fail(f"offline replicas should be [3] everywhere: {offline}")
         log("killed broker 3: it left every ISR, stays a replica reported offline; leaders are 1 and 2")

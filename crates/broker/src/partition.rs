@@ -579,22 +579,80 @@ impl Partition {
         replication.isr_retry_at = Some(Instant::now() + ISR_PROPOSAL_BACKOFF);
     }
 
-    /// Follower: appends what the leader sent and takes its high watermark.
+    /// Runs `write` on the log only while this broker follows the partition at
+    /// `leader_epoch`, holding the replication state so no role change can interleave.
+    /// A fetcher's answer can arrive after the partition became leader (or moved to a
+    /// newer epoch); writing it then would truncate or extend a leader's log. None if
+    /// the role moved on.
+    fn write_as_follower<T>(
+        &self,
+        leader_epoch: i32,
+        write: impl FnOnce(&mut Log) -> LogResult<T>,
+    ) -> LogResult<Option<T>> {
+        let replication = self.replication();
+        if replication.is_leader(self.node_id)
+            || replication.assignment.leader_epoch != leader_epoch
+        {
+            return Ok(None);
+        }
+        let mut log = self.log();
+        let result = write(&mut log);
+        drop(log);
+        drop(replication);
+        result.map(Some)
+    }
+
+    /// Follower at `leader_epoch`: appends what the leader sent and takes its high
+    /// watermark. Ok(None) if the role moved on meanwhile (nothing written).
     pub fn append_as_follower(
         &self,
+        leader_epoch: i32,
         records: &[u8],
         leader_high_watermark: i64,
-    ) -> LogResult<Option<AppendInfo>> {
-        let info = {
-            let mut log = self.log();
+    ) -> LogResult<Option<Option<AppendInfo>>> {
+        self.write_as_follower(leader_epoch, |log| {
             let info = log.append_as_follower(records)?;
             let hw = leader_high_watermark.min(log.log_end_offset());
             if hw > log.high_watermark() {
                 log.set_high_watermark(hw);
             }
-            info
-        };
-        Ok(info)
+            Ok(info)
+        })
+    }
+
+    /// Follower at `leader_epoch`: truncates to the offset `target` computes from the log
+    /// (truncation by leader epoch). Ok(None) if the role moved on meanwhile.
+    pub fn truncate_as_follower(
+        &self,
+        leader_epoch: i32,
+        target: impl FnOnce(&Log) -> i64,
+    ) -> LogResult<Option<(i64, i64)>> {
+        self.write_as_follower(leader_epoch, |log| {
+            let from = log.log_end_offset();
+            let to = target(log).min(from);
+            log.truncate_to(to)?;
+            Ok((from, log.log_end_offset()))
+        })
+    }
+
+    /// Follower at `leader_epoch`: the log start follows the leader's (DeleteRecords,
+    /// retention), within what this replica has committed.
+    pub fn follow_log_start(&self, leader_epoch: i32, leader_log_start: i64) -> LogResult<()> {
+        self.write_as_follower(leader_epoch, |log| {
+            let target = leader_log_start.min(log.high_watermark());
+            if target > log.log_start_offset() {
+                log.delete_before(target)?;
+            }
+            Ok(())
+        })
+        .map(|_| ())
+    }
+
+    /// Follower at `leader_epoch`: restarts the log empty at the leader's log start
+    /// (this replica fell behind the leader's retention).
+    pub fn reset_as_follower(&self, leader_epoch: i32, start: i64) -> LogResult<()> {
+        self.write_as_follower(leader_epoch, |log| log.truncate_fully_and_start_at(start))
+            .map(|_| ())
     }
 
     /// Registers `waiter` to be notified at the next append. Returns false when the
@@ -816,6 +874,35 @@ mod tests {
         assert_eq!(proposal.isr, vec![1, 2]);
         partition.abandon_isr_proposal(); // e.g. the controller said INELIGIBLE_REPLICA
         assert_eq!(fetch(&partition, 2, 4), None, "backing off");
+    }
+
+    /// The nemesis found it: a fetcher's answer arriving after the partition became
+    /// leader truncated the new leader's log. Follower writes now check the role.
+    #[test]
+    fn a_late_fetcher_answer_cannot_touch_a_leaders_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
+        // As a follower at epoch 1 it takes records from the leader.
+        let leader_batch = batch(3); // base offset 0, as the leader stored it
+        let appended = partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        assert!(appended.is_some());
+        assert_eq!(partition.log().log_end_offset(), 3);
+        // It becomes leader at epoch 2; the old fetcher's late answers change nothing.
+        partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
+        assert_eq!(partition.truncate_as_follower(1, |_| 0).unwrap(), None);
+        assert_eq!(
+            partition.append_as_follower(1, &leader_batch, 3).unwrap(),
+            None
+        );
+        assert_eq!(partition.log().log_end_offset(), 3);
+        // A follower of another epoch is refused too.
+        partition.apply_assignment(assignment(3, 3, 3, &[1, 2, 3]));
+        assert_eq!(partition.truncate_as_follower(1, |_| 0).unwrap(), None);
+        assert_eq!(
+            partition.truncate_as_follower(3, |_| 1).unwrap(),
+            Some((3, 0))
+        );
     }
 
     #[test]

@@ -309,29 +309,26 @@ async fn truncate(
                 pause(fetcher, &tp, *epoch);
                 continue;
             }
-            let outcome = {
-                let mut log = partition.log();
-                let log_end = log.log_end_offset();
-                let target = match latest {
-                    // The leader has none of our epochs: the high watermark is all we know
-                    // to be committed.
-                    _ if answer.end_offset < 0 => log.high_watermark(),
-                    None => log.high_watermark(),
-                    Some(ours) if answer.leader_epoch == ours.epoch => answer.end_offset,
-                    // The leader's latest epoch at or below ours is older: our log may
-                    // diverge from where that epoch ends in ours too.
-                    Some(_) => answer
-                        .end_offset
-                        .min(log.end_offset_for_epoch(answer.leader_epoch).1),
-                };
-                let target = target.min(log_end);
-                if target < log_end {
-                    tracing::info!(partition = %tp, from = log_end, to = target, "truncating by leader epoch");
+            let end_offset = answer.end_offset;
+            let leader_epoch = answer.leader_epoch;
+            let outcome = partition.truncate_as_follower(*epoch, |log| match latest {
+                // The leader has none of our epochs: the high watermark is all we know
+                // to be committed.
+                _ if end_offset < 0 => log.high_watermark(),
+                None => log.high_watermark(),
+                Some(ours) if leader_epoch == ours.epoch => end_offset,
+                // The leader's latest epoch at or below ours is older: our log may
+                // diverge from where that epoch ends in ours too.
+                Some(_) => end_offset.min(log.end_offset_for_epoch(leader_epoch).1),
+            });
+            if let Ok(Some((from, to))) = &outcome {
+                if to < from {
+                    tracing::info!(partition = %tp, from, to, "truncating by leader epoch");
                 }
-                log.truncate_to(target)
-            };
+            }
             match outcome {
-                Ok(_) => set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = false),
+                Ok(Some(_)) => set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = false),
+                Ok(None) => {} // the role moved on; the new assignment decides
                 Err(error) => {
                     tracing::error!(partition = %tp, %error, "truncation failed");
                     pause(fetcher, &tp, *epoch);
@@ -422,8 +419,14 @@ async fn fetch_once(
                     if partition.log().log_end_offset() != *fetched_at {
                         continue; // truncated meanwhile
                     }
-                    match partition.append_as_follower(&records, answer.high_watermark) {
-                        Ok(_) => follow_log_start(partition, answer.log_start_offset),
+                    match partition.append_as_follower(*epoch, &records, answer.high_watermark) {
+                        Ok(_) => {
+                            if let Err(error) =
+                                partition.follow_log_start(*epoch, answer.log_start_offset)
+                            {
+                                tracing::warn!(partition = %tp, %error, "following the leader's log start failed");
+                            }
+                        }
                         Err(LogError::NonMonotonicOffset { .. }) => {
                             set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = true)
                         }
@@ -436,9 +439,7 @@ async fn fetch_once(
                 error_code::OFFSET_OUT_OF_RANGE => {
                     if *fetched_at < answer.log_start_offset {
                         // Behind the leader's retention: start over at its log start.
-                        let result = partition
-                            .log()
-                            .truncate_fully_and_start_at(answer.log_start_offset);
+                        let result = partition.reset_as_follower(*epoch, answer.log_start_offset);
                         if let Err(error) = result {
                             tracing::error!(partition = %tp, %error, "resetting follower log failed");
                             pause(fetcher, &tp, *epoch);
@@ -452,16 +453,4 @@ async fn fetch_once(
         }
     }
     Ok(())
-}
-
-/// Records the leader deleted (DeleteRecords, retention) go here too: the follower's log
-/// start follows the leader's, within what it holds.
-fn follow_log_start(partition: &Partition, leader_log_start: i64) {
-    let mut log = partition.log();
-    let target = leader_log_start.min(log.high_watermark());
-    if target > log.log_start_offset() {
-        if let Err(error) = log.delete_before(target) {
-            tracing::warn!(partition = %partition.tp, %error, "following the leader's log start failed");
-        }
-    }
 }

@@ -226,12 +226,15 @@ fn topic_name(name: &str) -> TopicName {
 fn by_topic<T>(
     items: impl IntoIterator<Item = (TopicPartition, T)>,
 ) -> Vec<(String, Vec<(i32, T)>)> {
+    // Linear in the partitions: a fetcher may follow thousands from one leader.
     let mut topics: Vec<(String, Vec<(i32, T)>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for (tp, item) in items {
-        match topics.iter_mut().find(|(name, _)| *name == tp.topic) {
-            Some((_, partitions)) => partitions.push((tp.partition, item)),
-            None => topics.push((tp.topic.clone(), vec![(tp.partition, item)])),
-        }
+        let slot = *index.entry(tp.topic.clone()).or_insert_with(|| {
+            topics.push((tp.topic.clone(), Vec::new()));
+            topics.len() - 1
+        });
+        topics[slot].1.push((tp.partition, item));
     }
     topics
 }
@@ -299,10 +302,11 @@ async fn truncate(
         ),
     )
     .await??;
+    let asked: HashMap<_, _> = asked.into_iter().collect();
     for topic in response.topics {
         for answer in topic.partitions {
             let tp = TopicPartition::new(topic.topic.as_str(), answer.partition);
-            let Some((_, (partition, epoch, latest))) = asked.iter().find(|(t, _)| *t == tp) else {
+            let Some((partition, epoch, latest)) = asked.get(&tp) else {
                 continue;
             };
             if answer.error_code != error_code::NONE {
@@ -395,12 +399,11 @@ async fn fetch_once(
     if response.error_code != error_code::NONE {
         anyhow::bail!("fetch failed with error {}", response.error_code);
     }
+    let wanted: HashMap<_, _> = wanted.into_iter().collect();
     for topic in response.responses {
         for answer in topic.partitions {
             let tp = TopicPartition::new(topic.topic.as_str(), answer.partition_index);
-            let Some((_, (partition, epoch, fetched_at, _))) =
-                wanted.iter().find(|(t, _)| *t == tp)
-            else {
+            let Some((partition, epoch, fetched_at, _)) = wanted.get(&tp) else {
                 continue;
             };
             // The partition may have moved on (new epoch) while the fetch was out.

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::error_code;
+use crate::log_dirs::LogDirCreator;
 use crate::partition::{Assignment, IsrProposal, Partition, RoleChange};
 use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
 use crate::topics::{TopicInfo, TopicRegistry};
@@ -59,6 +60,8 @@ pub struct Broker {
     shutting_down: tokio::sync::watch::Sender<bool>,
     /// Set once, at startup, when the node is part of a replicated cluster.
     cluster: std::sync::OnceLock<Arc<Cluster>>,
+    /// Makes new partitions' directories after their creation has been answered.
+    log_dirs: LogDirCreator,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -100,11 +103,15 @@ impl Broker {
         // In a cluster the metadata image says which partitions are hosted here and in
         // which role; they are opened when it is first applied.
         let single_node = config.controllers.is_none();
+        let log_dirs = LogDirCreator::start()?;
+        let mut recreated = Vec::new();
         for topic in topics.all().filter(|_| single_node) {
             let log_config = Arc::new(log_config_for(&config, &topic.configs));
             for index in 0..topic.partitions {
                 let tp = TopicPartition::new(topic.name.clone(), index);
-                let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
+                // An empty log lost to a crash (or never created) is made again.
+                let log = logs.get_or_create_deferred(&tp, Some(log_config.clone()))?;
+                recreated.push(log.clone());
                 {
                     let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
                     log.set_config(log_config.clone());
@@ -162,7 +169,9 @@ impl Broker {
             ),
             shutting_down: tokio::sync::watch::Sender::new(false),
             cluster: std::sync::OnceLock::new(),
+            log_dirs,
         });
+        broker.log_dirs.create_later(recreated);
         let loaded = broker.groups.load(&broker)?;
         if loaded > 0 {
             tracing::info!(
@@ -331,10 +340,11 @@ impl Broker {
             .logs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get_or_create(tp, Some(log_config.clone()))?;
+            .get_or_create_deferred(tp, Some(log_config.clone()))?;
         log.lock()
             .unwrap_or_else(|p| p.into_inner())
             .set_config(log_config);
+        self.log_dirs.create_later(vec![log.clone()]);
         let partition = Arc::new(Partition::new(
             tp.clone(),
             log,
@@ -559,14 +569,17 @@ impl Broker {
         Ok(topic)
     }
 
-    /// Creates the logs of partitions `from..topic.partitions` and hosts them.
+    /// Creates the logs of partitions `from..topic.partitions` and hosts them; their
+    /// files are made in the background (or by their first write).
     fn open_partitions(&self, topic: &TopicInfo, from: i32) -> anyhow::Result<()> {
         let log_config: Arc<LogConfig> = Arc::new(log_config_for(&self.config, &topic.configs));
         let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+        let mut created = Vec::new();
         for index in from..topic.partitions {
             let tp = TopicPartition::new(topic.name.clone(), index);
-            let log = logs.get_or_create(&tp, Some(log_config.clone()))?;
+            let log = logs.get_or_create_deferred(&tp, Some(log_config.clone()))?;
+            created.push(log.clone());
             partitions.insert(
                 tp.clone(),
                 Arc::new(Partition::new(
@@ -578,6 +591,8 @@ impl Broker {
                 )),
             );
         }
+        drop((partitions, logs));
+        self.log_dirs.create_later(created);
         Ok(())
     }
 
@@ -891,6 +906,60 @@ fn base64_url(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CreateTopics answers before the partitions' files exist: the background creator
+    /// makes them, a produce meanwhile finds a working log, and a restart before the
+    /// creator ran brings the partitions back from the topic metadata.
+    #[tokio::test]
+    async fn new_partitions_are_written_to_disk_after_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        let broker = Broker::open(config.clone()).unwrap();
+        broker
+            .create_topic("wide", 300, 1, Vec::new(), BTreeMap::new(), false)
+            .await
+            .unwrap();
+        let last = TopicPartition::new("wide", 299);
+        let mut batch = strand_records::BatchBuilder::new(0, 1_000);
+        batch.push(strand_records::Record::new(
+            None,
+            Some(b"v".to_vec()),
+            1_000,
+        ));
+        let info = broker
+            .partition(&last)
+            .expect("hosted as soon as created")
+            .append(batch.build(), true, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(info.first_offset, 0);
+        assert!(dir
+            .path()
+            .join("wide-299")
+            .join("00000000000000000000.log")
+            .exists());
+        // The rest appear without any write (no fixed delay: poll up to a guard).
+        let guard = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while (0..300).any(|p| !dir.path().join(format!("wide-{p}")).is_dir()) {
+            assert!(
+                std::time::Instant::now() < guard,
+                "directories never appeared"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        drop(broker);
+
+        // A topic whose directories are gone (a crash before the creator's turn) is
+        // hosted again, empty, from topics.json.
+        std::fs::remove_dir_all(dir.path().join("wide-7")).unwrap();
+        let broker = Broker::open(config).unwrap();
+        let reopened = broker.partition(&TopicPartition::new("wide", 7)).unwrap();
+        assert_eq!(reopened.log().log_end_offset(), 0);
+        assert_eq!(broker.partition(&last).unwrap().log().log_end_offset(), 1);
+    }
 
     #[test]
     fn cluster_ids_look_like_kafkas() {

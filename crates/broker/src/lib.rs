@@ -13,6 +13,7 @@ pub mod connection;
 pub mod error_code;
 pub mod fetch_session;
 pub mod group;
+pub mod log_dirs;
 pub mod partition;
 pub mod producer_ids;
 pub mod router;

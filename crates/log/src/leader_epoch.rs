@@ -26,6 +26,14 @@ pub struct LeaderEpochCache {
 }
 
 impl LeaderEpochCache {
+    /// An empty cache for a new log, checkpointed to `dir` once it has entries.
+    pub fn empty(dir: &Path) -> LeaderEpochCache {
+        LeaderEpochCache {
+            path: dir.join(LEADER_EPOCH_CHECKPOINT_FILE),
+            entries: Vec::new(),
+        }
+    }
+
     /// Loads the checkpoint in `dir`, or starts empty when there is none.
     pub fn load(dir: &Path) -> LogResult<LeaderEpochCache> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);

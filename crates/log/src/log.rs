@@ -99,6 +99,9 @@ pub struct Log {
     pub(crate) gate: Arc<SyncGate>,
     /// Set after a storage failure: writes are refused, reads go on.
     pub(crate) offline: Option<String>,
+    /// Whether the directory and the active segment's files exist (see
+    /// [`Log::create_deferred`]); until they do the log is empty.
+    pub(crate) on_disk: bool,
     pub(crate) unflushed_messages: u64,
     pub(crate) first_unflushed_ms: Option<i64>,
     /// Idempotent producers' sequences, following the log through truncation and recovery.
@@ -132,6 +135,35 @@ impl Log {
     }
     pub fn is_offline(&self) -> bool {
         self.offline.is_some()
+    }
+    pub fn is_on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// Creates the directory and the active segment's files of a log made by
+    /// [`Log::create_deferred`]; nothing if they exist. Every write calls it first.
+    pub fn materialize(&mut self) -> LogResult<()> {
+        if self.on_disk {
+            return Ok(());
+        }
+        self.check_online()?;
+        let base_offset = self.active().base_offset();
+        let created = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| Segment::create_files(&self.dir, base_offset));
+        match created {
+            Ok(()) => {
+                self.on_disk = true;
+                Ok(())
+            }
+            Err(error) => Err(self.go_offline(error)),
+        }
+    }
+
+    /// The partition was deleted: nothing may be written (or created) here any more.
+    /// Returns whether its directory exists.
+    pub fn mark_deleted(&mut self) -> bool {
+        self.offline = Some("the partition was deleted".to_string());
+        self.on_disk
     }
     pub fn segment_count(&self) -> usize {
         self.segments.len()
@@ -303,6 +335,7 @@ impl Log {
 
     /// Rolls if needed, writes to the active segment, tells the sync gate.
     fn write_batch(&mut self, batch: &[u8], header: &BatchHeader) -> LogResult<()> {
+        self.materialize()?;
         self.maybe_roll(batch.len() as u64, header)?;
         let (dir, cache, interval) = (
             self.dir.clone(),
@@ -361,6 +394,7 @@ impl Log {
 
     /// Seals the active segment and starts a new one at `base_offset` (the log end offset).
     pub fn roll(&mut self, base_offset: i64) -> LogResult<()> {
+        self.materialize()?;
         self.check_online()?;
         if self.active().is_empty() && self.active().base_offset() == base_offset {
             return Ok(());
@@ -455,7 +489,7 @@ impl Log {
     /// timestamp is at or after `timestamp`, as Kafka finds it.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>> {
         for segment in self.segments.iter() {
-            if segment.max_timestamp() < timestamp {
+            if segment.is_empty() || segment.max_timestamp() < timestamp {
                 continue;
             }
             let Some(batch) = segment.find_batch_by_timestamp(&self.dir, &self.cache, timestamp)?
@@ -543,6 +577,7 @@ impl Log {
     /// Batches are removed whole, so the new end may be below `offset` if it fell inside
     /// a batch. Returns whether anything was removed.
     pub fn truncate_to(&mut self, offset: i64) -> LogResult<bool> {
+        self.materialize()?;
         self.check_online()?;
         if offset >= self.log_end_offset() {
             return Ok(false);
@@ -573,6 +608,7 @@ impl Log {
 
     /// Deletes everything and restarts the log empty at `offset`.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
+        self.materialize()?;
         self.check_online()?;
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.take_all() {
@@ -648,6 +684,7 @@ impl Log {
         if offset <= self.log_start_offset {
             return Ok(false);
         }
+        self.materialize()?;
         self.log_start_offset = offset;
         self.high_watermark = self.high_watermark.max(offset);
         if self.epochs.truncate_from_start(offset) {
@@ -712,6 +749,9 @@ impl Log {
 
     /// Flushes and checkpoints the epoch cache, for a clean shutdown.
     pub fn close(&mut self) -> LogResult<()> {
+        if !self.on_disk {
+            return Ok(()); // empty, and recreated from the topic metadata if need be
+        }
         self.flush()?;
         self.producers
             .take_snapshot(&self.dir, self.log_end_offset())?;

@@ -52,28 +52,46 @@ impl Log {
         clock: Arc<dyn Clock>,
         start_offset: i64,
     ) -> LogResult<Log> {
-        fs::create_dir_all(dir)?;
-        let segment = Segment::create(dir, start_offset, &cache, clock.now_ms())?;
-        // No fsync here: the sync gate makes the directory durable with the first data
-        // (see `SyncGate::for_new_dir`), so creating 10,000 partitions costs no fsync.
-        let segments = SegmentList::with_first(segment);
-        let epochs = LeaderEpochCache::load(dir)?;
-        Ok(Log {
+        let mut log = Log::create_deferred(dir, config, cache, clock, start_offset);
+        log.materialize()?;
+        // A directory left without segments (a crash mid-truncation) may keep its epochs.
+        log.epochs = LeaderEpochCache::load(dir)?;
+        Ok(log)
+    }
+
+    /// A new, empty log that exists only in memory: its directory and first segment's
+    /// files are created by [`Log::materialize`], which every write calls first. Creating
+    /// a topic of 10,000 partitions then touches the disk for its metadata only, as in
+    /// Kafka (whose brokers create logs after the controller has answered); the broker
+    /// materializes new logs in the background soon after. An empty log lost to a crash
+    /// before that is recreated from the topic metadata.
+    pub fn create_deferred(
+        dir: &Path,
+        config: Arc<LogConfig>,
+        cache: Arc<FileCache>,
+        clock: Arc<dyn Clock>,
+        start_offset: i64,
+    ) -> Log {
+        let segment = Segment::unwritten(&cache, start_offset, clock.now_ms());
+        // No fsync when materializing either: the sync gate makes the directory durable
+        // with the first data (see `SyncGate::for_new_dir`).
+        Log {
             dir: dir.to_path_buf(),
             config,
             cache: cache.clone(),
             clock,
-            segments,
+            segments: SegmentList::with_first(segment),
             log_start_offset: start_offset,
             high_watermark: start_offset,
             recovery_point: start_offset,
-            epochs,
-            gate: SyncGate::for_new_dir(dir.to_path_buf(), cache.clone(), start_offset),
+            epochs: LeaderEpochCache::empty(dir),
+            gate: SyncGate::for_new_dir(dir.to_path_buf(), cache, start_offset),
             offline: None,
+            on_disk: false,
             unflushed_messages: 0,
             first_unflushed_ms: None,
             producers: ProducerStateManager::default(),
-        })
+        }
     }
 
     /// Opens the log in `dir`, recovering it if the last shutdown was not clean.
@@ -186,6 +204,7 @@ impl Log {
             epochs,
             gate: SyncGate::new(dir.to_path_buf(), cache.clone(), log_end_offset),
             offline: None,
+            on_disk: true,
             unflushed_messages: 0,
             first_unflushed_ms: None,
             producers: ProducerStateManager::default(),

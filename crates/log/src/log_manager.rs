@@ -204,6 +204,18 @@ impl LogManager {
         tp: &TopicPartition,
         config: Option<Arc<LogConfig>>,
     ) -> LogResult<Arc<Mutex<Log>>> {
+        let log = self.get_or_create_deferred(tp, config)?;
+        lock(&log).materialize()?;
+        Ok(log)
+    }
+
+    /// Like [`LogManager::get_or_create`], but a new log exists only in memory until its
+    /// first write or [`Log::materialize`] (see [`Log::create_deferred`]).
+    pub fn get_or_create_deferred(
+        &mut self,
+        tp: &TopicPartition,
+        config: Option<Arc<LogConfig>>,
+    ) -> LogResult<Arc<Mutex<Log>>> {
         if let Some(log) = self.logs.get(tp) {
             return Ok(log.clone());
         }
@@ -214,13 +226,13 @@ impl LogManager {
         }
         let config = config.unwrap_or_else(|| self.options.default_config.clone());
         let dir = self.data_dir.join(tp.to_string());
-        let log = Log::create(
+        let log = Log::create_deferred(
             &dir,
             config,
             self.cache.clone(),
             self.options.clock.clone(),
             0,
-        )?;
+        );
         let log = Arc::new(Mutex::new(log));
         self.logs.insert(tp.clone(), log.clone());
         Ok(log)
@@ -232,9 +244,12 @@ impl LogManager {
         let Some(log) = self.logs.remove(tp) else {
             return Ok(false);
         };
-        let log = lock(&log);
+        let mut log = lock(&log);
         for segment in log.segments.iter() {
             self.cache.invalidate(segment.id());
+        }
+        if !log.mark_deleted() {
+            return Ok(true); // never written: no directory to remove
         }
         let doomed = self
             .data_dir

@@ -58,6 +58,18 @@ impl Segment {
         cache: &FileCache,
         now_ms: i64,
     ) -> io::Result<Segment> {
+        Segment::create_files(dir, base_offset)?;
+        Ok(Segment::unwritten(cache, base_offset, now_ms))
+    }
+
+    /// An empty segment whose files do not exist yet: [`Segment::create_files`] makes
+    /// them before anything is written (a log created in memory first).
+    pub(crate) fn unwritten(cache: &FileCache, base_offset: i64, now_ms: i64) -> Segment {
+        Segment::empty(cache.new_segment_id(), base_offset, now_ms)
+    }
+
+    /// Creates (or empties) the three files of the segment at `base_offset`.
+    pub(crate) fn create_files(dir: &Path, base_offset: i64) -> io::Result<()> {
         let paths = SegmentPaths::new(dir, base_offset);
         for path in [&paths.log, &paths.offset_index, &paths.time_index] {
             OpenOptions::new()
@@ -66,7 +78,7 @@ impl Segment {
                 .truncate(true)
                 .open(path)?;
         }
-        Ok(Segment::empty(cache.new_segment_id(), base_offset, now_ms))
+        Ok(())
     }
 
     fn empty(id: SegmentId, base_offset: i64, now_ms: i64) -> Segment {

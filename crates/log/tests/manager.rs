@@ -146,3 +146,82 @@ fn directory_names_parse_back_to_topic_partitions() {
         Some(TopicPartition::new("t-", 1))
     );
 }
+
+#[test]
+fn a_deferred_log_touches_the_disk_at_its_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let tp = TopicPartition::new("lazy", 0);
+    let log = manager.get_or_create_deferred(&tp, None).unwrap();
+    let partition_dir = dir.path().join("lazy-0");
+    assert!(!partition_dir.exists(), "created in memory only");
+    {
+        // An empty log answers reads without its files.
+        let log = log.lock().unwrap();
+        assert!(!log.is_on_disk());
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        assert!(log.read(0, 1 << 20, 0, true).unwrap().slice.is_none());
+        assert_eq!(log.offset_for_timestamp(-5).unwrap(), None);
+        assert_eq!(log.offset_for_timestamp(0).unwrap(), None);
+        assert_eq!(log.max_timestamp_offset().unwrap(), None);
+    }
+    manager.checkpoint().unwrap();
+    assert!(!partition_dir.exists(), "checkpoints need no directory");
+
+    let mut log = log.lock().unwrap();
+    log.append_as_leader(&mut batch(3, 10, 0), 0).unwrap();
+    assert!(log.is_on_disk());
+    assert!(partition_dir.join("00000000000000000000.log").exists());
+    log.set_high_watermark(3);
+    assert_eq!(read_records(&log, 0).len(), 3);
+}
+
+#[test]
+fn a_deferred_log_never_written_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let kept = TopicPartition::new("idle", 0);
+    let doomed = TopicPartition::new("idle", 1);
+    manager.get_or_create_deferred(&kept, None).unwrap();
+    let doomed_log = manager.get_or_create_deferred(&doomed, None).unwrap();
+    assert!(manager.delete(&doomed).unwrap());
+    // A background materializer holding the log must not bring the directory back.
+    assert!(doomed_log.lock().unwrap().materialize().is_err());
+    assert!(!dir.path().join("idle-1").exists());
+
+    manager.shutdown().unwrap();
+    drop(manager);
+    assert!(!dir.path().join("idle-0").exists(), "closing wrote nothing");
+    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    assert!(manager.get(&kept).is_none(), "nothing on disk to discover");
+    // The owner (the broker's topic metadata) recreates it; materializing makes the files.
+    let log = manager.get_or_create_deferred(&kept, None).unwrap();
+    log.lock().unwrap().materialize().unwrap();
+    assert!(dir
+        .path()
+        .join("idle-0")
+        .join("00000000000000000000.index")
+        .exists());
+}
+
+#[test]
+fn a_follower_can_restart_a_deferred_log_at_the_leaders_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let tp = TopicPartition::new("follower", 0);
+    let log = manager.get_or_create_deferred(&tp, None).unwrap();
+    let mut log = log.lock().unwrap();
+    log.truncate_fully_and_start_at(50).unwrap();
+    assert!(log.is_on_disk());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
+    assert!(dir
+        .path()
+        .join("follower-0")
+        .join("00000000000000000050.log")
+        .exists());
+    assert!(!dir
+        .path()
+        .join("follower-0")
+        .join("00000000000000000000.log")
+        .exists());
+}

@@ -73,6 +73,7 @@ QUICK = dict(
     w3_seconds=8,
     w4_mib=512,
     w4_passes=2,
+    w4_consumers=3,
     w5_runs=3,
     w5_idle_s=3.0,
     w6_partitions=[1000, 10000],
@@ -493,7 +494,8 @@ def create_topic(b: Broker, topic: str, partitions: int) -> ToolResult:
     # leader afterwards; a produce before that fails with NOT_LEADER_OR_FOLLOWER, which the
     # Java producer retries and strand bench does not. Kafka creates a partition's
     # directory while it holds the lock a produce waits for, so the topic is ready once
-    # every directory is there (Strand creates them before it answers).
+    # every directory is there. (Strand also answers first and creates the directories in
+    # the background, but a produce before that just creates them itself.)
     deadline = time.monotonic() + 60
     dirs = [b.partitions_dir / f"{topic}-{p}" for p in range(partitions)]
     while not all(d.is_dir() for d in dirs):
@@ -522,7 +524,7 @@ class Client:
         raise NotImplementedError
 
     def consume_argv(self, b: Broker, topic: str, records: int, group: str,
-                     timeout: float) -> list[str]:
+                     timeout: float, consumers: int) -> list[str]:
         raise NotImplementedError
 
     def parse_produce(self, out: str) -> dict | None:
@@ -539,9 +541,11 @@ class Client:
         return res, self.parse_produce(res.out)
 
     def consume(self, b: Broker, topic: str, records: int, group: str,
-                timeout: float) -> tuple[ToolResult, dict | None]:
-        """Reads topic from the beginning until `records` records have been read."""
-        res = run_tool(self.consume_argv(b, topic, records, group, timeout), timeout + 60)
+                timeout: float, consumers: int) -> tuple[ToolResult, dict | None]:
+        """Reads topic from the beginning until `records` records have been read, with
+        `consumers` consumers if the tool can split the partitions between them."""
+        res = run_tool(self.consume_argv(b, topic, records, group, timeout, consumers),
+                       timeout + 60)
         return res, self.parse_consume(res.out)
 
 
@@ -564,7 +568,10 @@ class KafkaTools(Client):
                           str(throughput), "--producer-props",
                           f"bootstrap.servers={b.bootstrap}", f"acks={acks}")
 
-    def consume_argv(self, b, topic, records, group, timeout):
+    def consume_argv(self, b, topic, records, group, timeout, consumers):
+        # One consumer: ConsumerPerformance has no way to split a topic between several
+        # (4.x dropped --threads) and a count-ended run cannot be shared by a group whose
+        # partitions hold unequal counts, so kafka-tools reads with one Java consumer.
         return kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", b.bootstrap,
                           "--topic", topic, "--messages", str(records), "--group", group,
                           "--timeout", "30000")
@@ -618,8 +625,10 @@ class StrandBench(Client):
         rate = ["--rate", str(throughput)] if throughput > 0 else []
         return self.argv(b, topic, timeout, "--acks", acks, "--records", str(records), *rate)
 
-    def consume_argv(self, b, topic, records, group, timeout):
-        return self.argv(b, topic, timeout, "--producers", "0", "--consumers", "1",
+    def consume_argv(self, b, topic, records, group, timeout, consumers):
+        # --consumers N: N connections in one process, each fetching its share of the
+        # partitions (p mod N), so one connection's round trips do not bound the run.
+        return self.argv(b, topic, timeout, "--producers", "0", "--consumers", str(consumers),
                          "--from-beginning", "--records", str(records))
 
     @staticmethod
@@ -919,7 +928,8 @@ class Bench:
             for p in range(self.prof["w4_passes"]):
                 with CpuWindow(b) as w:
                     res, perf = client.consume(b, "bench", records, f"perf-{p}",
-                                               timeout=max(600.0, records / 2000))
+                                               timeout=max(600.0, records / 2000),
+                                               consumers=self.prof["w4_consumers"])
                 self.note_command(key, res.argv)
                 entry = {**(perf or {}), **w.metrics(), "client_issues": client_issues(res)}
                 run["passes"].append(entry)
@@ -1691,6 +1701,8 @@ def main() -> int:
     ap.add_argument("--w3-rate", type=int, help="W3 records/s (default: half of Kafka's W1)")
     ap.add_argument("--w4-mib", type=int, help="MiB written, then consumed, per W4 run")
     ap.add_argument("--w4-passes", type=int, help="consumer passes per W4 run (last counts)")
+    ap.add_argument("--w4-consumers", type=int,
+                    help="W4 consumers in the strand-bench process (kafka-tools: always 1)")
     ap.add_argument("--w5-runs", type=int)
     ap.add_argument("--w6-partitions", help="comma-separated partition counts")
     ap.add_argument("--w6-runs", type=int)
@@ -1745,7 +1757,7 @@ def main() -> int:
         return 0
     prof = dict(PROFILES[args.mode])
     for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",
-                "w5_runs", "w6_runs"):
+                "w4_consumers", "w5_runs", "w6_runs"):
         if getattr(args, key) is not None:
             prof[key] = getattr(args, key)
     if args.w6_partitions:

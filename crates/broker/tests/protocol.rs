@@ -765,3 +765,58 @@ async fn metadata_by_topic_id_ignores_an_empty_name() {
     );
     assert_eq!(response.topics[0].topic_id, id);
 }
+
+/// A produce to a flush-before-ack topic starts its sync when it is handled, not when the
+/// connection's writer reaches its answer: pipelined produces to other partitions then
+/// sync alongside it (before, each waited for the previous answer, one sync at a time).
+#[tokio::test]
+async fn a_deferred_produce_syncs_before_its_answer_is_awaited() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        data_dir: dir.path().to_path_buf(),
+        flush: strand_broker::config::FlushMode::EveryBatch,
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(config).unwrap();
+    broker
+        .create_topic(
+            "durable",
+            2,
+            1,
+            Vec::new(),
+            std::collections::BTreeMap::new(),
+            false,
+        )
+        .await
+        .unwrap();
+    let peer: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let mut answers = Vec::new();
+    for partition in 0..2 {
+        let frame = encode_request(
+            ApiKey::Produce,
+            9,
+            partition,
+            &produce_request("durable", partition, 1, b"v"),
+        );
+        let parsed = strand_protocol::parse_request_header(frame.slice(4..));
+        let outcome = strand_broker::router::route(&broker, parsed, peer).await;
+        assert!(matches!(
+            outcome,
+            strand_broker::router::Outcome::Deferred(_)
+        ));
+        answers.push(outcome); // held, never polled
+    }
+    let guard = std::time::Instant::now() + HANG_GUARD;
+    for partition in 0..2 {
+        let tp = strand_log::TopicPartition::new("durable", partition);
+        let gate = broker.partition(&tp).unwrap().log().sync_gate();
+        while gate.durable_end_offset() < 1 {
+            assert!(
+                std::time::Instant::now() < guard,
+                "partition {partition} never synced while its answer waited"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    drop(answers);
+}

@@ -65,9 +65,18 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let waiting = acks != 0 && results.iter().any(|(_, _, _, pending)| pending.is_some());
     if waiting {
         // The answer waits for syncs and replication; the connection reads on meanwhile.
-        let timeout = Duration::from_millis(body.timeout_ms.max(0) as u64);
+        // The syncs start now, not when the writer reaches this answer: the next
+        // pipelined requests (other partitions) then sync alongside this one instead of
+        // each waiting for the previous answer to be written.
+        let syncs: Vec<Option<SyncWait>> = results
+            .iter_mut()
+            .map(|(_, _, _, pending)| pending.durable.take().map(|d| tokio::spawn(d.wait())))
+            .collect();
+        // The request's timeout runs from now, not from when the writer gets to it.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(body.timeout_ms.max(0) as u64);
         return Outcome::Deferred(Box::pin(finish(
-            request, topic_meta, results, acks, timeout,
+            request, topic_meta, results, syncs, acks, deadline,
         )));
     }
     answer(request, topic_meta, results, acks)
@@ -88,20 +97,20 @@ impl Pending {
     }
 }
 
-/// Waits for the pending syncs (all at once), then for replication, then answers.
+/// A started sync wait of one partition.
+type SyncWait = tokio::task::JoinHandle<strand_log::LogResult<()>>;
+
+/// Waits for the started syncs (one per flush-before-ack partition, `syncs[i]` for
+/// `results[i]`), then for replication, then answers.
 async fn finish(
     request: strand_protocol::ParsedRequest,
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
     mut results: Vec<(usize, i32, AppendResult, Pending)>,
+    syncs: Vec<Option<SyncWait>>,
     acks: i16,
-    timeout: Duration,
+    deadline: tokio::time::Instant,
 ) -> Outcome {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let waits: Vec<_> = results
-        .iter_mut()
-        .map(|(_, _, _, pending)| pending.durable.take().map(|d| tokio::spawn(d.wait())))
-        .collect();
-    for ((_, _, result, _), wait) in results.iter_mut().zip(waits) {
+    for ((_, _, result, _), wait) in results.iter_mut().zip(syncs) {
         if let Some(wait) = wait {
             let outcome = wait
                 .await

@@ -4,7 +4,7 @@
 Runs the workloads below against both brokers, alternating which broker goes first from
 one run to the next, with a fresh data directory (and a freshly started broker) for
 every run, and prints the medians and the Strand/Kafka ratios. W1-W4 are run with each
-client chosen by --client, every one driving both brokers: Kafka's own perf tools
+client chosen by --client, every one driving both brokers (W7 too): Kafka's own perf tools
 (kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) and `strand bench` (this repo's
 load generator); the start-up and partition-count workloads use confluent-kafka
 (librdkafka).
@@ -17,6 +17,8 @@ load generator); the start-up and partition-count workloads use confluent-kafka
       measured by iperf3 in the same run as the ceiling
   W5  time from process start to the first acknowledged produce; idle RSS
   W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
+  W7  a cluster of 3 brokers on loopback: 6 partitions with RF=3, min.insync.replicas=2,
+      1 KiB records, acks=all, maximum throughput (CPU and RSS summed over the nodes)
 
 For every measured phase the broker's CPU seconds (utime+stime from /proc/<pid>/stat,
 before/after) are recorded, and its peak RSS (VmHWM from /proc/<pid>/status) at the end
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import concurrent.futures
 import datetime as dt
 import hashlib
 import itertools
@@ -70,7 +73,7 @@ QUICK = dict(
     w1_records=400_000,
     w2_records=200_000,
     warmup_records=100_000,
-    w3_seconds=8,
+    w3_seconds=12,
     w4_mib=512,
     w4_passes=2,
     w4_consumers=3,
@@ -78,21 +81,23 @@ QUICK = dict(
     w5_idle_s=3.0,
     w6_partitions=[1000, 10000],
     w6_runs=1,
+    w7_records=200_000,
     iperf_seconds=3,
 )
 PROFILES = {
     "quick": QUICK,
     "full": dict(QUICK, runs=5, w1_records=2_500_000, w2_records=1_000_000,
                  warmup_records=300_000, w3_seconds=30, w4_mib=5120, w4_passes=3, w5_runs=5,
-                 w5_idle_s=5.0, w6_runs=3, iperf_seconds=10),
+                 w5_idle_s=5.0, w6_runs=3, w7_records=1_000_000,
+                 iperf_seconds=10),
     "smoke": dict(QUICK, runs=1, w1_records=20_000, w2_records=10_000, warmup_records=5_000,
                   w3_seconds=2, w4_mib=32, w4_passes=1, w5_runs=1, w5_idle_s=0.5,
-                  w6_partitions=[1000], iperf_seconds=1),
+                  w6_partitions=[1000], w7_records=10_000, iperf_seconds=1),
 }
 # W1-W4 run once per client (--client); W5 and W6 use confluent-kafka whatever it is.
-CLIENT_WORKLOADS = ["W1", "W2", "W3", "W4"]
+CLIENT_WORKLOADS = ["W1", "W2", "W3", "W4", "W7"]
 OTHER_CLIENT = "confluent-kafka"
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"]
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7"]
 RECORD_SIZE = 1024
 PARTITIONS = 6
 # Kafka's controller refuses one operation that would write more than 10,000 metadata
@@ -183,7 +188,7 @@ class CpuWindow:
         self.broker = broker
 
     def __enter__(self):
-        self.b0 = proc_cpu_split(self.broker.pid)
+        self.b0 = self.broker.cpu_split()
         self.c0 = client_cpu_seconds()
         self.k0 = kernel_threads_cpu_seconds()
         self.s0 = system_busy_seconds()
@@ -193,7 +198,7 @@ class CpuWindow:
     def __exit__(self, *exc):
         self.wall = time.monotonic() - self.t0
         self.machine_cpu = system_busy_seconds() - self.s0
-        b1 = proc_cpu_split(self.broker.pid)
+        b1 = self.broker.cpu_split()
         self.broker_user, self.broker_sys = b1[0] - self.b0[0], b1[1] - self.b0[1]
         self.broker_cpu = self.broker_user + self.broker_sys
         self.client_cpu = client_cpu_seconds() - self.c0
@@ -258,16 +263,23 @@ def pick_port(need_plus_1000: bool) -> int:
 
 
 class Broker:
-    """One broker process on a fresh data directory. kind: strand | kafka."""
+    """One broker process on a fresh data directory. kind: strand | kafka. As a node of a
+    cluster (see Cluster) it gets extra arguments: `strand serve` flags or Kafka
+    server.properties lines."""
+
+    replication_factor = 1  # of the topics the workloads create
+    topic_configs: tuple[str, ...] = ()
 
     def __init__(self, kind: str, variant: str, run_dir: Path, strand_bin: Path,
-                 flush: str | None = None, kafka_props: tuple[str, ...] = ()):
+                 flush: str | None = None, kafka_props: tuple[str, ...] = (),
+                 strand_args: tuple[str, ...] = ()):
         self.kind = kind
         self.variant = variant
         self.run_dir = run_dir
         self.strand_bin = strand_bin
         self.flush = flush
         self.kafka_props = kafka_props
+        self.strand_args = strand_args
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.console = run_dir / "broker.out"
@@ -300,6 +312,7 @@ class Broker:
                          "--data-dir", str(self.run_dir / "data"), "--config", str(cfg)]
             if self.flush:
                 self.argv += ["--flush", self.flush]
+            self.argv += list(self.strand_args)
         else:
             self.argv = [str(RUN_KAFKA), str(self.run_dir / "data"), str(self.port),
                          *self.kafka_props]
@@ -350,6 +363,14 @@ class Broker:
     def cpu(self) -> float:
         return proc_cpu_seconds(self.pid)
 
+    def cpu_split(self) -> tuple[float, float]:
+        return proc_cpu_split(self.pid)
+
+    @property
+    def partitions_dirs(self) -> list[Path]:
+        """Every directory that holds a replica of each partition."""
+        return [self.partitions_dir]
+
     def rss_kib(self) -> int | None:
         return proc_status_kib(self.pid, "VmRSS")
 
@@ -388,15 +409,22 @@ class Broker:
             RUNNING.remove(self)
         return info
 
-    def log_issues(self) -> list[str]:
-        """WARN/ERROR/panic lines the broker wrote (deduplicated, with counts)."""
-        texts = []
-        if self.console.exists():
-            texts.append(self.console.read_text(errors="replace"))
+    def log_files(self) -> list[Path]:
+        files = [self.console]
         if self.kind == "kafka":
-            server_log = self.run_dir / "data" / "server.log"
-            if server_log.exists():
-                texts.append(server_log.read_text(errors="replace"))
+            files.append(self.run_dir / "data" / "server.log")
+        return files
+
+    def log_issues(self, upto: dict[Path, int] | None = None) -> list[str]:
+        """WARN/ERROR/panic lines the broker wrote (deduplicated, with counts); with
+        `upto`, only those within the first upto[file] bytes of each file."""
+        texts = []
+        for path in self.log_files():
+            if path.exists():
+                data = path.read_bytes()
+                if upto is not None:
+                    data = data[:upto.get(path, len(data))]
+                texts.append(data.decode(errors="replace"))
         pattern = re.compile(r"\b(ERROR|WARN|FATAL)\b|panicked")
         counts: dict[str, int] = {}
         for text in texts:
@@ -405,6 +433,118 @@ class Broker:
                     key = normalize_log_line(line)
                     counts[key] = counts.get(key, 0) + 1
         return [f"{n}x {k}" if n > 1 else k for k, n in counts.items()]
+
+
+CLUSTER_NODES = 3
+
+
+class Cluster:
+    """Three brokers of one cluster on loopback, each on its own data directory, used
+    where the workloads use one Broker: the bootstrap is the first node, CPU and RSS are
+    the sums over the nodes, topics get RF=3 and min.insync.replicas=2. Kafka: KRaft with
+    every node a controller and a broker (static voters, one shared cluster id). Strand:
+    every node in the Raft quorum (`--controllers`)."""
+
+    replication_factor = CLUSTER_NODES
+    topic_configs = ("min.insync.replicas=2",)
+
+    def __init__(self, kind: str, variant: str, run_dir: Path, strand_bin: Path):
+        self.kind = kind
+        self.variant = variant
+        self.run_dir = run_dir
+        ids = range(1, CLUSTER_NODES + 1)
+        ports = {i: pick_port(kind == "kafka") for i in ids}
+        while len(set(ports.values())) < len(ports):  # pick_port may repeat itself
+            ports = {i: pick_port(kind == "kafka") for i in ids}
+        self.ports = ports
+        if kind == "kafka":
+            cluster_id = subprocess.run(
+                ["java", "-cp", f"{kafka_libs()}/*", "kafka.tools.StorageTool", "random-uuid"],
+                capture_output=True, text=True, check=True).stdout.strip()
+            voters = ",".join(f"{i}@127.0.0.1:{ports[i] + 1000}" for i in ids)
+            self.nodes = []
+            for i in ids:
+                node_dir = run_dir / f"n{i}"
+                (node_dir / "data").mkdir(parents=True)
+                (node_dir / "data" / "cluster.id").write_text(cluster_id + "\n")
+                self.nodes.append(Broker("kafka", f"{variant}-{i}", node_dir, strand_bin,
+                                         kafka_props=(
+                    f"node.id={i}", f"controller.quorum.voters={voters}",
+                    f"offsets.topic.replication.factor={CLUSTER_NODES}",
+                    f"transaction.state.log.replication.factor={CLUSTER_NODES}",
+                    "transaction.state.log.min.isr=2")))
+        else:
+            quorum = {i: pick_port(False) for i in ids}
+            controllers = ",".join(f"{i}@127.0.0.1:{quorum[i]}" for i in ids)
+            self.nodes = [Broker("strand", f"{variant}-{i}", run_dir / f"n{i}", strand_bin,
+                                 strand_args=("--node-id", str(i), "--controllers", controllers))
+                          for i in ids]
+        self.argv: list[str] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return self.nodes[0].bootstrap
+
+    @property
+    def console(self) -> Path:
+        return self.nodes[0].console
+
+    @property
+    def partitions_dirs(self) -> list[Path]:
+        return [n.partitions_dir for n in self.nodes]
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        for i, node in enumerate(self.nodes, start=1):
+            node.spawn(self.ports[i])
+        for node in self.nodes:
+            node.wait_ready()
+        self.argv = [a for n in self.nodes for a in (n.argv + [";"])][:-1]
+        return time.monotonic() - t0
+
+    def cpu_split(self) -> tuple[float, float]:
+        splits = [n.cpu_split() for n in self.nodes]
+        return sum(u for u, _ in splits), sum(s for _, s in splits)
+
+    def rss_kib(self) -> int | None:
+        values = [n.rss_kib() for n in self.nodes]
+        return None if None in values else sum(values)
+
+    def hwm_kib(self) -> int | None:
+        values = [n.hwm_kib() for n in self.nodes]
+        return None if None in values else sum(values)
+
+    def alive(self) -> bool:
+        return all(n.alive() for n in self.nodes)
+
+    def stop(self, timeout: float = 60.0) -> dict:
+        """Stops every node at once. What they log from here on is not reported: when a
+        whole cluster stops, its last nodes find no quorum to hand their leaderships to
+        (Strand gives up after 30 s, Kafka keeps retrying until it is killed)."""
+        self.stop_marks = {path: path.stat().st_size for n in self.nodes
+                           for path in n.log_files() if path.exists()}
+        with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
+            infos = list(pool.map(lambda n: n.stop(timeout), self.nodes))
+        out: dict = {}
+        for key in ("died", "exit"):
+            found = [f"node {i}: {info[key]}" for i, info in enumerate(infos, 1) if key in info]
+            if found:
+                out[key] = "; ".join(found)
+        stops = [info["stop_s"] for info in infos if "stop_s" in info]
+        if stops:
+            out["stop_s"] = max(stops)
+        return out
+
+    def log_issues(self) -> list[str]:
+        marks = getattr(self, "stop_marks", None)
+        return [f"node {i}: {line}" for i, n in enumerate(self.nodes, 1)
+                for line in n.log_issues(marks)]
+
+
+def kafka_libs() -> str:
+    """The directory of Kafka's jars (interop/kafka/fetch.sh downloads them once)."""
+    return subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def normalize_log_line(line: str) -> str:
@@ -483,10 +623,12 @@ def client_issues(res: ToolResult) -> list[str]:
     return issues
 
 
-def create_topic(b: Broker, topic: str, partitions: int) -> ToolResult:
+def create_topic(b: "Broker | Cluster", topic: str, partitions: int) -> ToolResult:
+    configs = [a for c in b.topic_configs for a in ("--config", c)]
     res = run_tool(kafka_tool("kafka-topics", "--bootstrap-server", b.bootstrap, "--create",
                               "--topic", topic, "--partitions", str(partitions),
-                              "--replication-factor", "1"), timeout=120)
+                              "--replication-factor", str(b.replication_factor), *configs),
+                   timeout=120)
     if res.rc != 0:
         raise RuntimeError(f"{b.variant}: kafka-topics --create failed ({res.rc}):\n"
                            f"{res.out}\n{res.err}")
@@ -497,7 +639,7 @@ def create_topic(b: Broker, topic: str, partitions: int) -> ToolResult:
     # every directory is there. (Strand also answers first and creates the directories in
     # the background, but a produce before that just creates them itself.)
     deadline = time.monotonic() + 60
-    dirs = [b.partitions_dir / f"{topic}-{p}" for p in range(partitions)]
+    dirs = [d / f"{topic}-{p}" for d in b.partitions_dirs for p in range(partitions)]
     while not all(d.is_dir() for d in dirs):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{b.variant}: {topic}'s partition directories not there "
@@ -554,6 +696,12 @@ PERF_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
 
 
+# ProducerPerformance's report every 5 s: records, rate, average and max latency only.
+PERF_WINDOW_RE = re.compile(
+    r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg "
+    r"latency, ([\d.]+) ms max latency\.\s*$", re.M)
+
+
 class KafkaTools(Client):
     """Kafka's ProducerPerformance and ConsumerPerformance (kafka-tools 4.1.1) with their
     default client settings. Latencies are whole milliseconds from send() to the
@@ -583,10 +731,20 @@ class KafkaTools(Client):
         if m is None:
             return None
         g = m.groups()
-        return {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]),
-                "lat_avg_ms": float(g[3]), "lat_max_ms": float(g[4]),
-                "lat_p50_ms": float(g[5]), "lat_p95_ms": float(g[6]),
-                "lat_p99_ms": float(g[7]), "lat_p999_ms": float(g[8])}
+        result = {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]),
+                  "lat_avg_ms": float(g[3]), "lat_max_ms": float(g[4]),
+                  "lat_p50_ms": float(g[5]), "lat_p95_ms": float(g[6]),
+                  "lat_p99_ms": float(g[7]), "lat_p999_ms": float(g[8])}
+        # After the first window: without the Java client's cold start (class loading,
+        # JIT, first metadata), whose queueing dominates the percentiles of a short run.
+        windows = [w.groups() for w in PERF_WINDOW_RE.finditer(out)][1:]
+        if windows:
+            sent = sum(int(w[0]) for w in windows)
+            if sent:
+                result["lat_steady_avg_ms"] = sum(int(w[0]) * float(w[3])
+                                                  for w in windows) / sent
+            result["lat_steady_max_ms"] = max(float(w[4]) for w in windows)
+        return result
 
     def parse_consume(self, out):
         lines = out.strip().splitlines()
@@ -701,6 +859,9 @@ class Bench:
             "kafka-default": dict(kind="kafka"),
             "kafka-flush1": dict(kind="kafka", kafka_props=("log.flush.interval.messages=1",)),
         }
+        if variant in ("strand-cluster", "kafka-cluster"):
+            return Cluster(variant.split("-")[0], variant, self.new_dir(variant),
+                           self.strand_bin)
         return Broker(variant=variant, run_dir=self.new_dir(variant),
                       strand_bin=self.strand_bin, **specs[variant])
 
@@ -856,6 +1017,15 @@ class Bench:
             f"{self.prof['runs']} runs per broker")
         self.produce_workload("W2", client, ["strand-every-batch", "kafka-default",
                                              "kafka-flush1"], records, "all", -1)
+
+    def w7(self, client: Client) -> None:
+        records = self.prof["w7_records"]
+        log(f"W7 ({client.name}): {CLUSTER_NODES} brokers, RF={CLUSTER_NODES}, "
+            f"min.insync.replicas=2, {records} x 1 KiB, acks=all, max throughput, "
+            f"{self.prof['runs']} runs per cluster")
+        self.produce_workload("W7", client, ["strand-cluster", "kafka-cluster"], records,
+                              "all", -1, {"nodes": CLUSTER_NODES,
+                                          "replication_factor": CLUSTER_NODES})
 
     def w3(self, client: Client) -> None:
         rate = self.args.w3_rate
@@ -1164,6 +1334,8 @@ ROWS += [
     ("W3", "lat_p99_ms", "latency p99 ms", "strand", "kafka", "down"),
     ("W3", "lat_p999_ms", "latency p99.9 ms", "strand", "kafka", "down"),
     ("W3", "lat_max_ms", "latency max ms", "strand", "kafka", "down"),
+    ("W3", "lat_steady_avg_ms", "latency avg ms after the first 5 s", "strand", "kafka", "down"),
+    ("W3", "lat_steady_max_ms", "latency max ms after the first 5 s", "strand", "kafka", "down"),
     ("W3", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
     ("W3", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
     ("W4", "fetch_mb_per_s", "consume MB/s (no group join)", "strand", "kafka", "up"),
@@ -1187,6 +1359,22 @@ for _n in (1000, 10000):
         (f"W6-{_n}", "rss_mib", "RSS after creation MiB", "strand", "kafka", "down"),
         (f"W6-{_n}", "broker_cpu_s", "broker CPU s creating", "strand", "kafka", "down"),
     ]
+
+
+ROWS += [
+    ("W7", "records_per_s", "records/s", "strand-cluster", "kafka-cluster", "up"),
+    ("W7", "mb_per_s", "MB/s", "strand-cluster", "kafka-cluster", "up"),
+    ("W7", "lat_avg_ms", "latency avg ms", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "lat_p50_ms", "latency p50 ms", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "lat_p99_ms", "latency p99 ms", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "lat_p999_ms", "latency p99.9 ms", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "lat_max_ms", "latency max ms", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "broker_cpu_s", "CPU s of the 3 brokers", "strand-cluster", "kafka-cluster", "down"),
+    ("W7", "broker_cpu_s_per_gib", "CPU s of the 3 brokers per GiB", "strand-cluster",
+     "kafka-cluster", "down"),
+    ("W7", "peak_rss_mib", "peak RSS MiB, 3 brokers summed", "strand-cluster",
+     "kafka-cluster", "down"),
+]
 
 
 def median_of(runs: list[dict], key: str) -> float | None:
@@ -1382,10 +1570,12 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
 
     plots_dir.mkdir(parents=True, exist_ok=True)
     colors = {"strand": "#d95f02", "strand-every-batch": "#f4a261", "kafka": "#1b9e77",
-              "kafka-default": "#1b9e77", "kafka-flush1": "#7570b3"}
+              "kafka-default": "#1b9e77", "kafka-flush1": "#7570b3",
+              "strand-cluster": "#e7298a", "kafka-cluster": "#66a61e"}
     names = {"strand": "Strand", "strand-every-batch": "Strand --flush every-batch",
              "kafka": "Kafka", "kafka-default": "Kafka default",
-             "kafka-flush1": "Kafka flush.messages=1"}
+             "kafka-flush1": "Kafka flush.messages=1",
+             "strand-cluster": "Strand, 3 brokers RF=3", "kafka-cluster": "Kafka, 3 brokers RF=3"}
     wls = results["workloads"]
     written = []
 
@@ -1432,14 +1622,16 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
 
     # Throughput, one row per client: producer MB/s (W1, W2), consumer MB/s (W4) with the
     # loopback ceiling.
-    clients = clients_with(("W1", "W2", "W4"))
+    clients = clients_with(("W1", "W2", "W4", "W7"))
     if clients:
         fig, axes = plt.subplots(len(clients), 2, figsize=(11, 4 * len(clients)),
                                  gridspec_kw={"width_ratios": [3, 1.3]}, squeeze=False)
         for (ax0, ax1), client in zip(axes, clients):
             bars(ax0, client, [("W1 acks=1", "W1", ["strand", "kafka"]),
                                ("W2 acks=all", "W2", ["strand-every-batch", "kafka-default",
-                                                       "kafka-flush1"])],
+                                                       "kafka-flush1"]),
+                               ("W7 3 brokers acks=all", "W7", ["strand-cluster",
+                                                                "kafka-cluster"])],
                  "mb_per_s", f"produce MB/s ({client})")
             ax0.set_title(f"{client}: produce, 6 partitions, 1 KiB records, max throughput",
                           fontsize=9)
@@ -1464,7 +1656,8 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
     lat_groups = [("W1 acks=1 max", "W1", ["strand", "kafka"]),
                   ("W2 acks=all max", "W2", ["strand-every-batch", "kafka-default",
                                              "kafka-flush1"]),
-                  ("W3 fixed rate", "W3", ["strand", "kafka"])]
+                  ("W3 fixed rate", "W3", ["strand", "kafka"]),
+                  ("W7 3 brokers", "W7", ["strand-cluster", "kafka-cluster"])]
     clients = clients_with(tuple(g[1] for g in lat_groups))
     if clients:
         metrics = [("lat_p50_ms", "p50"), ("lat_p99_ms", "p99"), ("lat_p999_ms", "p99.9")]
@@ -1706,6 +1899,7 @@ def main() -> int:
     ap.add_argument("--w5-runs", type=int)
     ap.add_argument("--w6-partitions", help="comma-separated partition counts")
     ap.add_argument("--w6-runs", type=int)
+    ap.add_argument("--w7-records", type=int, help="records per W7 run (3-broker cluster)")
     ap.add_argument("--strand-bin", type=Path, default=DEFAULT_STRAND)
     ap.add_argument("--data-root", help="where run directories go (default: $TMPDIR); "
                     "must be a real disk, and the same one for both brokers")
@@ -1757,7 +1951,7 @@ def main() -> int:
         return 0
     prof = dict(PROFILES[args.mode])
     for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",
-                "w4_consumers", "w5_runs", "w6_runs"):
+                "w4_consumers", "w5_runs", "w6_runs", "w7_records"):
         if getattr(args, key) is not None:
             prof[key] = getattr(args, key)
     if args.w6_partitions:

@@ -2,9 +2,11 @@
 //! Producers and consumers with configurable record size, batch size, linger, acks,
 //! partitions, compression, rate and duration; a live progress line; at the end
 //! throughput and latency percentiles (HdrHistogram) for produce acknowledgement and end
-//! to end, optionally as JSON.
+//! to end, optionally as JSON. Requests go to each partition's leader, so it runs
+//! against a cluster as well as one broker.
 
 mod consumer;
+mod leaders;
 mod producer;
 mod stats;
 
@@ -24,6 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strand_records::Compression;
 
+use leaders::Leaders;
 use stats::{Report, Stats};
 use strand_protocol::client::Connection;
 
@@ -37,6 +40,9 @@ pub struct BenchArgs {
     /// Partitions of the topic (created if missing).
     #[arg(long, default_value_t = 6)]
     pub partitions: i32,
+    /// Replication factor of the topic if it is created (-1: the broker's default).
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i16,
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
     pub record_size: usize,
@@ -105,7 +111,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         bail!("--record-size must be at least 8 (the value carries its creation time)");
     }
     let admin = Connection::connect(&args.bootstrap, 1).await?;
-    ensure_topic(&admin, &args.topic, args.partitions).await?;
+    ensure_topic(
+        &admin,
+        &args.topic,
+        args.partitions,
+        args.replication_factor,
+    )
+    .await?;
+    let leaders = Leaders::wait_for(&admin, &args.topic, args.partitions, LEADERS_TIMEOUT).await?;
     let partitions: Vec<i32> = (0..args.partitions).collect();
     let stats = Arc::new(Stats::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -117,28 +130,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             .copied()
             .filter(|p| *p as usize % args.consumers == index)
             .collect();
-        if mine.is_empty() {
-            continue;
+        // One fetch loop per leader of this consumer's partitions.
+        for (address, group) in leaders.group(&mine) {
+            let connection = Arc::new(Connection::connect(&address, 1).await?);
+            let start = start_offsets(
+                &connection,
+                &args.topic,
+                &group,
+                if args.from_beginning { -2 } else { -1 },
+            )
+            .await?;
+            let plan = consumer::ConsumerPlan {
+                topic: args.topic.clone(),
+                start,
+                measure_latency: args.producers > 0,
+            };
+            tasks.push(tokio::spawn(consumer::run(
+                connection,
+                plan,
+                stats.clone(),
+                stop.clone(),
+            )));
         }
-        let start = start_offsets(
-            &admin,
-            &args.topic,
-            &mine,
-            if args.from_beginning { -2 } else { -1 },
-        )
-        .await?;
-        let connection = Arc::new(Connection::connect(&args.bootstrap, 1).await?);
-        let plan = consumer::ConsumerPlan {
-            topic: args.topic.clone(),
-            start,
-            measure_latency: args.producers > 0,
-        };
-        tasks.push(tokio::spawn(consumer::run(
-            connection,
-            plan,
-            stats.clone(),
-            stop.clone(),
-        )));
     }
 
     let budget = Arc::new(AtomicU64::new(args.records.unwrap_or(u64::MAX)));
@@ -164,9 +177,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             rate,
             budget: budget.clone(),
         };
-        let connection = Arc::new(Connection::connect(&args.bootstrap, args.in_flight).await?);
+        let by_leader = leaders.connect(&plan.partitions, args.in_flight).await?;
+        let connections = plan
+            .partitions
+            .iter()
+            .map(|p| (*p, by_leader[leaders.of(*p)].clone()))
+            .collect();
         producers.push(tokio::spawn(producer::run(
-            connection,
+            connections,
             plan,
             stats.clone(),
             stop.clone(),
@@ -231,13 +249,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-async fn ensure_topic(connection: &Connection, topic: &str, partitions: i32) -> anyhow::Result<()> {
+/// How long a new topic's partitions may take to get leaders.
+const LEADERS_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn ensure_topic(
+    connection: &Connection,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> anyhow::Result<()> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
+            .with_replication_factor(replication_factor)]);
     let response: CreateTopicsResponse = connection.call(ApiKey::CreateTopics, 5, &request).await?;
     for result in &response.topics {
         // 36: TOPIC_ALREADY_EXISTS is fine: the benchmark reuses it.
@@ -303,8 +329,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn produces_and_consumes_against_a_real_broker() {
         let dir = std::env::temp_dir().join(format!("strand-bench-test-{}", std::process::id()));
+        // A fixed free port: the broker advertises its configured address, and the bench
+        // connects to the leaders the metadata names.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let config = strand_broker::BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen: format!("127.0.0.1:{port}").parse().unwrap(),
             data_dir: dir.clone(),
             ..Default::default()
         };
@@ -315,6 +348,7 @@ mod tests {
             bootstrap: address.to_string(),
             topic: "bench".into(),
             partitions: 3,
+            replication_factor: 1,
             record_size: 100,
             batch_size: 1000,
             linger_ms: 5,

@@ -1,8 +1,10 @@
-//! One producer task: batches of `record_bytes` records to partitions in turn, up to
-//! `in_flight` requests pipelined on its connection, paced by an optional rate. Each
+//! One producer task: batches of `record_bytes` records to partitions in turn, each sent
+//! to its partition's leader, up to `in_flight` requests pipelined per connection, paced
+//! by an optional rate. Each
 //! record's value starts with its creation time (microseconds since the Unix epoch) so a
 //! consumer anywhere on the machine can measure end-to-end latency.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +40,9 @@ pub fn now_micros() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// `connections`: each of the plan's partitions -> a connection to its leader.
 pub async fn run(
-    connection: Arc<Connection>,
+    connections: HashMap<i32, Arc<Connection>>,
     plan: ProducerPlan,
     stats: Arc<Stats>,
     stop: Arc<AtomicBool>,
@@ -82,6 +85,7 @@ pub async fn run(
                     .with_index(partition)
                     .with_records(Some(batch))])]);
         sent_records += batch_records;
+        let connection = &connections[&partition];
         let slot = connection.slot().await;
         let sent_at = Instant::now();
         let receiver = connection

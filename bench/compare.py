@@ -1909,6 +1909,9 @@ def main() -> int:
     ap.add_argument("--plots-dir", type=Path,
                     help="default: docs/bench (--smoke: a temporary directory)")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--fail-on-issues", action="store_true",
+                    help="exit 1 if any run reported an issue (a failed tool, a short count, "
+                         "broker warnings, an aborted workload): for CI's smoke run")
     ap.add_argument("--replot", type=Path, metavar="RESULTS_JSON",
                     help="run nothing: print the table, draw the plots (and with "
                     "--write-docs the docs) again from a results file")
@@ -2037,6 +2040,9 @@ def main() -> int:
         print(f"docs:    {args.docs}")
     if failed is not None:
         return 130
+    if args.fail_on_issues and results["issues"]:
+        print(f"\n{len(results['issues'])} issue(s); failing (--fail-on-issues)")
+        return 1
     return 0
 
 

@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-bench cluster-clients cluster-nemesis)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-bench cluster-clients cluster-nemesis bench-smoke)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -72,4 +72,7 @@ if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka thr
 # A short fault-injection run with a fresh seed each time (printed; --seed replays it).
 # Longer: interop/cluster/nemesis.py --duration 600.
 if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 interop/cluster/nemesis.py --duration "${STRAND_NEMESIS_SECONDS:-60}"; fi
+# bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.1.1
+# and Strand with both clients; fails on any issue a run reports (its figures mean nothing).
+if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.1.1 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi
 echo "interop: all drivers passed"

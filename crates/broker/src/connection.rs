@@ -36,6 +36,11 @@ pub async fn serve_connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    if let Ok(bytes) = usize::try_from(broker.config.socket_send_buffer_bytes) {
+        if let Err(error) = rustix::net::sockopt::set_socket_send_buffer_size(&stream, bytes) {
+            tracing::debug!(%peer, %error, "setting SO_SNDBUF failed");
+        }
+    }
     let (reader, writer) = stream.into_split();
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let limit = broker.config.socket_request_max_bytes;

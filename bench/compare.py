@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import concurrent.futures
 import datetime as dt
 import hashlib
@@ -460,9 +461,7 @@ class Cluster:
             ports = {i: pick_port(kind == "kafka") for i in ids}
         self.ports = ports
         if kind == "kafka":
-            cluster_id = subprocess.run(
-                ["java", "-cp", f"{kafka_libs()}/*", "kafka.tools.StorageTool", "random-uuid"],
-                capture_output=True, text=True, check=True).stdout.strip()
+            cluster_id = kafka_random_uuid()
             voters = ",".join(f"{i}@127.0.0.1:{ports[i] + 1000}" for i in ids)
             self.nodes = []
             for i in ids:
@@ -551,10 +550,13 @@ class Cluster:
                 for line in n.log_issues(marks)]
 
 
-def kafka_libs() -> str:
-    """The directory of Kafka's jars (interop/kafka/fetch.sh downloads them once)."""
-    return subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], capture_output=True,
-                          text=True, check=True).stdout.strip()
+def kafka_random_uuid() -> str:
+    """What `kafka-storage random-uuid` prints (Kafka's Uuid: 16 random bytes in URL-safe
+    base64 without padding, never starting with '-'), without starting a JVM."""
+    while True:
+        text = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def normalize_log_line(line: str) -> str:

@@ -18,20 +18,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, fail, log  # noqa: E402
 
 TOPIC = "bench"
 PARTITIONS = 6
 RECORDS = 30_000
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def fail(message):
-    log(f"FAIL: {message}")
-    sys.exit(1)
 
 
 def bench(binary, bootstrap, *args):

@@ -22,21 +22,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, fail, log  # noqa: E402
 from nemesis import SETTINGS, leader_of_topic, wait_for_full_isr  # noqa: E402
 
 COUNT = 150_000
 PARTITIONS = 3
 KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def fail(message):
-    log(f"FAIL: {message}")
-    sys.exit(1)
 
 
 def java_producer(bootstrap, topic, acked, progress, workdir):

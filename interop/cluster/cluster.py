@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 BRIDGE = "strand-br"
@@ -20,6 +21,15 @@ SUBNET = "10.77.0"
 HOST_IP = f"{SUBNET}.254"
 KAFKA_PORT = 9092
 QUORUM_PORT = 9093
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def fail(message):
+    log(f"FAIL: {message}")
+    sys.exit(1)
 
 
 def sh(*args, check=True):
@@ -118,11 +128,11 @@ class Cluster:
                    "--listen", f"{host}:{port}", "--controllers", self.controllers()]
         if self.use_netns:
             command = ["ip", "netns", "exec", self.ns(i)] + command
-        log = open(os.path.join(self.root, f"n{i}.log"), "a")
-        log.write(f"\n===== start {time.strftime('%H:%M:%S')}\n")
-        log.flush()
+        out = open(os.path.join(self.root, f"n{i}.log"), "a")
+        out.write(f"\n===== start {time.strftime('%H:%M:%S')}\n")
+        out.flush()
         env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=off"))
-        self.procs[i] = subprocess.Popen(command, stdout=log, stderr=log, env=env)
+        self.procs[i] = subprocess.Popen(command, stdout=out, stderr=out, env=env)
         self.paused.discard(i)
 
     def start_all(self):

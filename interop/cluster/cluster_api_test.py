@@ -24,20 +24,11 @@ from kafka.errors import NotEnoughReplicasError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, fail, log  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def fail(message):
-    log(f"FAIL: {message}")
-    sys.exit(1)
 
 
 def until(what, check, timeout=60):

@@ -19,18 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import free_port  # noqa: E402
+from cluster import fail, free_port, log  # noqa: E402
 
 COUNT = 3000
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def fail(message):
-    log(f"FAIL: {message}")
-    sys.exit(1)
 
 
 def main():

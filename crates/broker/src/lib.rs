@@ -23,4 +23,4 @@ pub mod topics;
 
 pub use broker::{ApiError, Broker};
 pub use config::{BrokerConfig, FlushMode};
-pub use server::{serve, ServerHandle};
+pub use server::{bind, serve, serve_on, ServerHandle};

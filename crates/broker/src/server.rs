@@ -53,9 +53,27 @@ pub async fn serve(
     ServerHandle,
     impl std::future::Future<Output = anyhow::Result<()>>,
 )> {
-    let listener = TcpListener::bind(broker.config.listen)
+    let listener = bind(broker.config.listen).await?;
+    serve_on(broker, listener)
+}
+
+/// Binds the client listener. `strand serve` binds before opening the broker, as Kafka
+/// does, so that with port 0 the broker advertises the port the OS picked.
+pub async fn bind(address: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address)
         .await
-        .map_err(|error| anyhow::anyhow!("cannot listen on {}: {error}", broker.config.listen))?;
+        .map_err(|error| anyhow::anyhow!("cannot listen on {address}: {error}"))
+}
+
+/// Serves clients on a bound listener: its address, a handle to stop it, the server future.
+pub fn serve_on(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+) -> anyhow::Result<(
+    std::net::SocketAddr,
+    ServerHandle,
+    impl std::future::Future<Output = anyhow::Result<()>>,
+)> {
     let local = listener.local_addr()?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let handle = ServerHandle {

@@ -9,7 +9,7 @@ mod cluster_cmd;
 
 use clap::{Parser, Subcommand};
 use strand_broker::cluster::Cluster;
-use strand_broker::{serve, Broker, BrokerConfig, FlushMode};
+use strand_broker::{serve_on, Broker, BrokerConfig, FlushMode};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
 
 #[global_allocator]
@@ -172,7 +172,7 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = broker_config(args)?;
+    let mut config = broker_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -195,6 +195,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             println!("strand stopped cleanly");
             return Ok(());
         }
+        // Bound now (clients are accepted once the broker is ready), so that a port of 0
+        // is replaced by the one the OS picked before the broker advertises it.
+        let listener = strand_broker::bind(config.listen).await?;
+        config.listen = listener.local_addr()?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         let cluster = match cluster_config {
             Some(cluster_config) => {
@@ -218,7 +222,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             None => None,
         };
-        let (address, handle, server) = serve(broker.clone()).await?;
+        let (address, handle, server) = serve_on(broker.clone(), listener)?;
         println!(
             "strand {} node {} listening on {address} (advertised {}:{}), data in {}",
             env!("CARGO_PKG_VERSION"),

@@ -13,21 +13,24 @@ cargo build --release -p strand
 BIN="$PWD/target/release/strand"
 export STRAND_BIN="$BIN"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 # run_driver NAME COMMAND...: fresh broker, run the command with STRAND_BOOTSTRAP, stop
-# the broker with SIGTERM and require a clean exit.
+# the broker with SIGTERM and require a clean exit. The broker listens on port 0 and the
+# drivers use the port it prints: every client then also checks that a broker whose port
+# the OS picked advertises that port (Metadata), or its requests after bootstrap fail.
 run_driver() {
   local name=$1; shift
-  local dir port pid status=0
+  local dir port="" pid status=0
   dir=$(mktemp -d)
-  port=$(free_port)
-  "$BIN" serve --listen "127.0.0.1:$port" --data-dir "$dir/data" >"$dir/broker.log" 2>&1 &
+  "$BIN" serve --listen "127.0.0.1:0" --data-dir "$dir/data" >"$dir/broker.log" 2>&1 &
   pid=$!
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  for _ in $(seq 200); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$dir/broker.log" | head -1)
+    [ -n "$port" ] && break
     sleep 0.1
   done
+  if [ -z "$port" ] || [ "$port" = 0 ]; then
+    echo "--- $name: the broker did not report its port"; tail -50 "$dir/broker.log"; exit 1
+  fi
   echo "=== $name (broker on 127.0.0.1:$port)"
   STRAND_BOOTSTRAP="127.0.0.1:$port" timeout 600 "$@" || status=$?
   kill -TERM "$pid" 2>/dev/null || true

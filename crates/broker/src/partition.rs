@@ -38,10 +38,26 @@ pub struct Durable {
 }
 
 impl Durable {
-    /// Waits on a blocking thread (the gate blocks) until the data is synced.
-    pub async fn wait(self) -> LogResult<()> {
+    /// Starts waiting at once on a blocking thread (the gate blocks): the sync begins
+    /// now, without first waiting for a runtime worker to poll a task.
+    pub fn start(self) -> DurableWait {
         let Durable { gate, end } = self;
-        tokio::task::spawn_blocking(move || gate.wait_durable(end))
+        DurableWait(tokio::task::spawn_blocking(move || gate.wait_durable(end)))
+    }
+
+    /// Waits until the data is synced.
+    pub async fn wait(self) -> LogResult<()> {
+        self.start().finish().await
+    }
+}
+
+/// A started durability wait.
+#[derive(Debug)]
+pub struct DurableWait(tokio::task::JoinHandle<std::io::Result<()>>);
+
+impl DurableWait {
+    pub async fn finish(self) -> LogResult<()> {
+        self.0
             .await
             .map_err(|error| LogError::Io(std::io::Error::other(error)))??;
         Ok(())

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
@@ -53,27 +53,41 @@ pub async fn serve(
     ServerHandle,
     impl std::future::Future<Output = anyhow::Result<()>>,
 )> {
-    let listener = bind(broker.config.listen).await?;
-    serve_on(broker, listener)
+    let socket = bind(broker.config.listen)?;
+    serve_on(broker, socket)
 }
 
-/// Binds the client listener. `strand serve` binds before opening the broker, as Kafka
-/// does, so that with port 0 the broker advertises the port the OS picked.
-pub async fn bind(address: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(address)
-        .await
-        .map_err(|error| anyhow::anyhow!("cannot listen on {address}: {error}"))
+/// Pending connections the kernel queues for the listener (std's default).
+const LISTEN_BACKLOG: u32 = 128;
+
+/// Reserves the client port: bound, not yet listening. `strand serve` binds before
+/// opening the broker so that with port 0 the broker advertises the port the OS picked
+/// (as Kafka does); until the broker listens, connections are refused, so a client tries
+/// another bootstrap server instead of waiting on a broker that is still starting.
+pub fn bind(address: std::net::SocketAddr) -> anyhow::Result<TcpSocket> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket
+        .bind(address)
+        .map_err(|error| anyhow::anyhow!("cannot listen on {address}: {error}"))?;
+    Ok(socket)
 }
 
-/// Serves clients on a bound listener: its address, a handle to stop it, the server future.
+/// Listens on a bound socket and serves clients: its address, a handle to stop it, and
+/// the server future.
 pub fn serve_on(
     broker: Arc<Broker>,
-    listener: TcpListener,
+    socket: TcpSocket,
 ) -> anyhow::Result<(
     std::net::SocketAddr,
     ServerHandle,
     impl std::future::Future<Output = anyhow::Result<()>>,
 )> {
+    let listener = socket.listen(LISTEN_BACKLOG)?;
     let local = listener.local_addr()?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let handle = ServerHandle {

@@ -195,9 +195,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             println!("strand stopped cleanly");
             return Ok(());
         }
-        // Bound now (clients are accepted once the broker is ready), so that a port of 0
-        // is replaced by the one the OS picked before the broker advertises it.
-        let listener = strand_broker::bind(config.listen).await?;
+        // Bound now and listening once the broker is ready, so that a port of 0 is
+        // replaced by the one the OS picked before the broker advertises it.
+        let listener = strand_broker::bind(config.listen)?;
         config.listen = listener.local_addr()?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         let cluster = match cluster_config {

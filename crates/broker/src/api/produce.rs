@@ -20,7 +20,7 @@ use strand_records::BatchHeader;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
-use crate::partition::{Durable, Partition, Refusal};
+use crate::partition::{Durable, DurableWait, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
@@ -70,7 +70,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         // each waiting for the previous answer to be written.
         let syncs: Vec<Option<SyncWait>> = results
             .iter_mut()
-            .map(|(_, _, _, pending)| pending.durable.take().map(|d| tokio::spawn(d.wait())))
+            .map(|(_, _, _, pending)| pending.durable.take().map(Durable::start))
             .collect();
         // The request's timeout runs from now, not from when the writer gets to it.
         let deadline =
@@ -98,7 +98,7 @@ impl Pending {
 }
 
 /// A started sync wait of one partition.
-type SyncWait = tokio::task::JoinHandle<strand_log::LogResult<()>>;
+type SyncWait = DurableWait;
 
 /// Waits for the started syncs (one per flush-before-ack partition, `syncs[i]` for
 /// `results[i]`), then for replication, then answers.
@@ -112,10 +112,7 @@ async fn finish(
 ) -> Outcome {
     for ((_, _, result, _), wait) in results.iter_mut().zip(syncs) {
         if let Some(wait) = wait {
-            let outcome = wait
-                .await
-                .map_err(|e| strand_log::LogError::Io(std::io::Error::other(e)))
-                .and_then(|r| r);
+            let outcome = wait.finish().await;
             if let (Err(error), Ok(_)) = (outcome, &*result) {
                 *result = Err((error.kafka_error_code(), Some(error.to_string())));
             }

@@ -64,6 +64,8 @@ const LISTEN_BACKLOG: u32 = 128;
 /// opening the broker so that with port 0 the broker advertises the port the OS picked
 /// (as Kafka does); until the broker listens, connections are refused, so a client tries
 /// another bootstrap server instead of waiting on a broker that is still starting.
+/// (With SO_REUSEADDR, as std and Kafka set it, Linux lets another SO_REUSEADDR socket
+/// bind the same port until one listens; the second to listen fails with an error.)
 pub fn bind(address: std::net::SocketAddr) -> anyhow::Result<TcpSocket> {
     let socket = if address.is_ipv4() {
         TcpSocket::new_v4()?

@@ -68,7 +68,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         // The syncs start now, not when the writer reaches this answer: the next
         // pipelined requests (other partitions) then sync alongside this one instead of
         // each waiting for the previous answer to be written.
-        let syncs: Vec<Option<SyncWait>> = results
+        let syncs: Vec<Option<DurableWait>> = results
             .iter_mut()
             .map(|(_, _, _, pending)| pending.durable.take().map(Durable::start))
             .collect();
@@ -97,16 +97,13 @@ impl Pending {
     }
 }
 
-/// A started sync wait of one partition.
-type SyncWait = DurableWait;
-
 /// Waits for the started syncs (one per flush-before-ack partition, `syncs[i]` for
 /// `results[i]`), then for replication, then answers.
 async fn finish(
     request: strand_protocol::ParsedRequest,
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
     mut results: Vec<(usize, i32, AppendResult, Pending)>,
-    syncs: Vec<Option<SyncWait>>,
+    syncs: Vec<Option<DurableWait>>,
     acks: i16,
     deadline: tokio::time::Instant,
 ) -> Outcome {

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log  # noqa: E402
+from cluster import Cluster, fail, log, watermarks  # noqa: E402
 from nemesis import SETTINGS, leader_of_topic, wait_for_full_isr  # noqa: E402
 
 COUNT = 150_000
@@ -183,7 +183,7 @@ def main():
             values = []
             for partition in range(PARTITIONS):
                 tp = TopicPartition(topic, partition, 0)
-                low, high = final.get_watermark_offsets(tp, timeout=30)
+                low, high = watermarks(final, tp)
                 tp.offset = low
                 final.assign([tp])
                 read = 0

@@ -37,6 +37,28 @@ def sh(*args, check=True):
                           stderr=subprocess.STDOUT, text=True)
 
 
+def watermarks(consumer, tp, timeout=90):
+    """(low, high) of a partition, retrying while leadership is still moving.
+
+    After a fault heals, the first answer may be NOT_LEADER_FOR_PARTITION or
+    LEADER_NOT_AVAILABLE until the client's metadata catches up, as with Kafka.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+              KafkaError._ALL_BROKERS_DOWN}
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as error:
+            code = error.args[0].code() if error.args else None
+            if code not in moving or time.time() > deadline:
+                raise
+            log(f"watermarks of {tp.topic}-{tp.partition}: {error.args[0].name()}; retrying")
+            time.sleep(1)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -111,6 +111,8 @@ def main():
         log("killed broker 3: it left every ISR, stays a replica reported offline; leaders are 1 and 2")
 
         cluster.start(3)
+        if not cluster.wait_port(3, timeout=60):
+            fail("restarted broker 3 never listened")
         until("full ISRs again", lambda: all(sorted(p.isrs) == [1, 2, 3]
                                              for p in partitions(admin, "api").values()), timeout=90)
         log("restarted broker 3: it rejoined every ISR")
@@ -138,6 +140,10 @@ def main():
 
         # Back: ISR full again, preferred leaders restored.
         cluster.start(2)
+        # The port listens once broker 2 is unfenced: until then the ISRs below may still
+        # be the ones from before its controller session expired.
+        if not cluster.wait_port(2, timeout=60):
+            fail("restarted broker 2 never listened")
         until("full ISRs", lambda: all(sorted(p.isrs) == [1, 2, 3]
                                        for p in partitions(admin, "api").values()), timeout=90)
         until("preferred leaders", lambda: all(p.leader == p.replicas[0]

@@ -41,7 +41,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cluster import Cluster, log  # noqa: E402
+from cluster import Cluster, log, watermarks  # noqa: E402
 
 TOPIC = "nemesis"
 PARTITIONS = 3
@@ -168,7 +168,7 @@ def read_all(bootstrap):
     final = {}
     for partition in range(PARTITIONS):
         tp = TopicPartition(TOPIC, partition, 0)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        low, high = watermarks(consumer, tp)
         tp.offset = low
         consumer.assign([tp])
         records = {}

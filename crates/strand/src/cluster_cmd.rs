@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use crate::shutdown_signal::ShutdownSignal;
+
 #[derive(clap::Args)]
 pub struct ClusterArgs {
     /// Nodes in the cluster (each a controller and a broker).
@@ -28,6 +30,14 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         "--nodes must be between 1 and 9"
     );
     std::fs::create_dir_all(&args.data_dir)?;
+    // Signals are caught before the first child starts, so none is left running.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut shutdown = {
+        let _inside_runtime = runtime.enter();
+        ShutdownSignal::install()?
+    };
     let binary = std::env::current_exe()?;
     let controllers: Vec<String> = (1..=args.nodes)
         .map(|n| format!("{n}@127.0.0.1:{}", args.quorum_base_port + n - 1))
@@ -68,14 +78,11 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         bootstrap.join(","),
         args.data_dir.display()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let stopped_early = runtime.block_on(async {
         let mut ticker = tokio::time::interval(std::time::Duration::from_millis(500));
         loop {
             tokio::select! {
-                _ = crate::wait_for_signal() => return None,
+                _ = shutdown.recv() => return None,
                 _ = ticker.tick() => {
                     for (n, child) in children.iter_mut() {
                         if let Ok(Some(status)) = child.try_wait() {

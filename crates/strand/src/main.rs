@@ -6,11 +6,14 @@ use std::process::ExitCode;
 
 mod bench;
 mod cluster_cmd;
+mod shutdown_signal;
 
 use clap::{Parser, Subcommand};
 use strand_broker::cluster::Cluster;
 use strand_broker::{serve_on, Broker, BrokerConfig, FlushMode};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
+
+use crate::shutdown_signal::ShutdownSignal;
 
 #[global_allocator]
 static ALLOCATOR: HugeAllocationGuard = HugeAllocationGuard;
@@ -177,6 +180,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        let mut shutdown = ShutdownSignal::install()?;
         let data_dir = config.data_dir.clone();
         let cluster_config = config.cluster_config().map_err(anyhow::Error::msg)?;
         if let Some(cluster_config) = cluster_config.as_ref().filter(|c| !c.broker_role) {
@@ -190,7 +194,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                 cluster_config.quorum_listen,
                 data_dir.display()
             );
-            wait_for_signal().await;
+            shutdown.recv().await;
             quorum.shutdown().await;
             println!("strand stopped cleanly");
             return Ok(());
@@ -212,7 +216,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                 // this broker, so nobody is told about a cluster without its brokers.
                 tokio::select! {
                     _ = cluster.wait_until_unfenced() => {}
-                    _ = wait_for_signal() => {
+                    _ = shutdown.recv() => {
                         cluster.shutdown().await;
                         println!("strand stopped cleanly");
                         return Ok(());
@@ -232,7 +236,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             data_dir.display()
         );
         let server = tokio::spawn(server);
-        wait_for_signal().await;
+        shutdown.recv().await;
         tracing::info!("shutting down");
         if let Some(cluster) = cluster {
             // Leaderships move away first, while clients can still be told where.
@@ -243,19 +247,4 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("strand stopped cleanly");
         Ok(())
     })
-}
-
-pub(crate) async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {},
-        _ = terminate.recv() => {},
-    }
 }

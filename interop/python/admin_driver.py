@@ -58,6 +58,20 @@ check(configs["retention.ms"].value == "3600000" and not configs["retention.ms"]
       "DescribeConfigs shows the retention.ms override")
 check(configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default,
       "DescribeConfigs shows cleanup.policy's default")
+check(configs["preallocate"].value == "false" and configs["preallocate"].is_default,
+      "DescribeConfigs shows preallocate's default, as Kafka")
+
+# preallocate is a Kafka topic config (a boolean): accepted, and checked as Kafka does.
+prealloc = unique_topic("preallocated")
+admin.create_topics([NewTopic(prealloc, num_partitions=1, replication_factor=1,
+                              config={"preallocate": "true"})])[prealloc].result(15)
+prealloc_resource = ConfigResource(ResourceType.TOPIC, prealloc)
+check(admin.describe_configs([prealloc_resource])[prealloc_resource].result(15)["preallocate"].value == "true",
+      "preallocate=true accepted and described")
+bad_prealloc = unique_topic("bad-preallocate")
+check(error_code(admin.create_topics([NewTopic(bad_prealloc, num_partitions=1, replication_factor=1,
+                                               config={"preallocate": "yes"})])[bad_prealloc]) == KafkaError.INVALID_CONFIG,
+      "preallocate=yes -> INVALID_CONFIG")
 
 # IncrementalAlterConfigs: set one, delete another, append to a list.
 changes = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[

@@ -29,6 +29,7 @@ pub const TOPIC_CONFIG_NAMES: &[&str] = &[
     "min.compaction.lag.ms",
     "min.cleanable.dirty.ratio",
     "compression.type",
+    "preallocate",
 ];
 
 /// Checks one config; `Err` carries Kafka's style of message.
@@ -97,6 +98,14 @@ pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), Stri
                 "Invalid value {value} for configuration {name}: Value must be between 0 and 1"
             )),
         },
+        // Accepted for compatibility: Strand always reserves blocks a little ahead of the
+        // active segment's end (strand_log::preallocation), whatever this says.
+        "preallocate" => match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err(format!(
+                "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+            )),
+        },
         "compression.type" => {
             one_of(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"])
         }
@@ -104,10 +113,11 @@ pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), Stri
     }
 }
 
-/// Kafka's ConfigType of each config (DescribeConfigs v3+): 2 STRING, 3 INT, 5 LONG,
-/// 6 DOUBLE, 7 LIST.
+/// Kafka's ConfigType of each config (DescribeConfigs v3+): 1 BOOLEAN, 2 STRING, 3 INT,
+/// 5 LONG, 6 DOUBLE, 7 LIST.
 pub fn topic_config_type(name: &str) -> i8 {
     match name {
+        "preallocate" => 1,
         "cleanup.policy" => 7,
         "segment.bytes"
         | "segment.index.bytes"
@@ -156,6 +166,7 @@ fn broker_default(broker: &BrokerConfig, name: &str) -> String {
         "min.compaction.lag.ms" => "0".into(),
         "min.cleanable.dirty.ratio" => "0.5".into(),
         "compression.type" => "producer".into(),
+        "preallocate" => "false".into(),
         _ => String::new(),
     }
 }
@@ -234,6 +245,12 @@ mod tests {
             .unwrap_err()
             .contains("Unknown topic config"));
         assert!(validate_topic_config("retention.ms", None).is_err());
+        assert!(validate_topic_config("preallocate", Some("true")).is_ok());
+        assert!(validate_topic_config("preallocate", Some("FALSE")).is_ok());
+        assert!(validate_topic_config("preallocate", Some("1"))
+            .unwrap_err()
+            .contains("either true or false"));
+        assert_eq!(topic_config_type("preallocate"), 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod log;
 pub mod log_loader;
 pub mod log_manager;
 pub mod offset_index;
+pub mod preallocation;
 pub mod producer_state;
 pub mod retention;
 pub mod segment;

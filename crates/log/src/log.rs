@@ -753,6 +753,8 @@ impl Log {
             return Ok(()); // empty, and recreated from the topic metadata if need be
         }
         self.flush()?;
+        let (dir, cache) = (self.dir.clone(), self.cache.clone());
+        self.active_mut().release_preallocation(&dir, &cache)?;
         self.producers
             .take_snapshot(&self.dir, self.log_end_offset())?;
         self.epochs.checkpoint()

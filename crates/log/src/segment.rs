@@ -16,6 +16,7 @@ use strand_records::{BatchHeader, NO_TIMESTAMP};
 use crate::batch_scan::{BatchScanner, ScanStep, ScannedBatch};
 use crate::file_cache::{FileCache, SegmentFiles, SegmentId, SegmentPaths};
 use crate::offset_index::{OffsetIndex, OffsetIndexEntry};
+use crate::preallocation::Preallocation;
 use crate::time_index::{TimeIndex, TimeIndexEntry};
 
 /// The largest segment the u32 index positions can address.
@@ -37,6 +38,8 @@ pub struct Segment {
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     bytes_since_last_index_entry: u64,
+    /// Blocks reserved ahead of the end while this is the active segment.
+    preallocation: Preallocation,
 }
 
 /// What recovery found in one segment.
@@ -94,6 +97,7 @@ impl Segment {
             offset_index: OffsetIndex::empty(),
             time_index: TimeIndex::empty(),
             bytes_since_last_index_entry: 0,
+            preallocation: Preallocation::default(),
         }
     }
 
@@ -305,6 +309,8 @@ impl Segment {
         debug_assert!(self.size_bytes + batch.len() as u64 <= SEGMENT_MAX_BYTES);
         let files = self.files(dir, cache)?;
         let position = self.size_bytes;
+        let end = position + batch.len() as u64;
+        self.preallocation.before_write(&files.log, position, end);
         let written = files
             .log
             .write_all_at(batch, position)
@@ -312,7 +318,7 @@ impl Segment {
         if let Err(error) = written {
             return Err(self.undo_partial_append(&files, position, error));
         }
-        self.size_bytes = position + batch.len() as u64;
+        self.size_bytes = end;
         Ok(())
     }
 
@@ -322,6 +328,7 @@ impl Segment {
         position: u64,
         error: io::Error,
     ) -> io::Error {
+        self.preallocation.truncated_to(position);
         let restored = files.log.set_len(position).and_then(|()| {
             self.offset_index
                 .truncate_while(&files.offset_index, |e| (e.position as u64) < position)?;
@@ -397,9 +404,11 @@ impl Segment {
         }
     }
 
-    /// Called when the segment stops being the active one: records its final max timestamp
-    /// in the time index so a reopen needs no scan to learn it (as Kafka does).
+    /// Called when the segment stops being the active one: gives back the blocks reserved
+    /// beyond its end, and records its final max timestamp in the time index so a reopen
+    /// needs no scan to learn it (as Kafka does).
     pub fn seal(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
+        self.release_preallocation(dir, cache)?;
         if self.max_timestamp == NO_TIMESTAMP
             || self
                 .time_index
@@ -416,6 +425,12 @@ impl Segment {
         };
         self.time_index.append(&files.time_index, entry)?;
         self.write_pending_index_entries(&files)
+    }
+
+    /// Gives back the blocks reserved beyond the end (sealing, or a clean shutdown).
+    pub fn release_preallocation(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
+        let files = self.files(dir, cache)?;
+        self.preallocation.release(&files.log, self.size_bytes)
     }
 
     fn write_pending_index_entries(&mut self, files: &SegmentFiles) -> io::Result<()> {
@@ -528,6 +543,7 @@ impl Segment {
         let removed = self.size_bytes - position;
         let new_end = first_removed.header.base_offset;
         let base = self.base_offset;
+        self.preallocation.truncated_to(position);
         files.log.set_len(position)?;
         self.offset_index
             .truncate_while(&files.offset_index, |entry| {

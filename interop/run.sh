@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-bench cluster-clients cluster-nemesis bench-smoke)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -78,4 +78,13 @@ if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 i
 # bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.1.1
 # and Strand with both clients; fails on any issue a run reports (its figures mean nothing).
 if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.1.1 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi
+# The disk probes and the two-build comparison still run (a second each; figures mean nothing).
+if want bench-probes; then
+  echo "=== bench-probes (append_stall_probe.py, sync_probe.py, ab.sh)"
+  python3 bench/append_stall_probe.py --seconds 1 --rounds 1
+  python3 bench/sync_probe.py --batches 50
+  ab_report=$(bench/ab.sh "$BIN" "$BIN" 1 --duration-secs 1)
+  echo "$ab_report"
+  grep -q "^new: produced" <<<"$ab_report" || { echo "bench/ab.sh produced no report"; exit 1; }
+fi
 echo "interop: all drivers passed"

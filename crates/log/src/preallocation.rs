@@ -64,9 +64,14 @@ impl Preallocation {
         self.reserved_to = self.reserved_to.min(size);
     }
 
+    /// Whether blocks are reserved beyond `size`, the file's size.
+    pub(crate) fn reaches_beyond(&self, size: u64) -> bool {
+        self.reserved_to > size
+    }
+
     /// Frees the blocks reserved beyond `size`, the file's size, by truncating to it.
     pub(crate) fn release(&mut self, file: &File, size: u64) -> io::Result<()> {
-        if self.reserved_to > size {
+        if self.reaches_beyond(size) {
             file.set_len(size)?;
             self.reserved_to = size;
         }

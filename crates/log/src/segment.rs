@@ -429,6 +429,9 @@ impl Segment {
 
     /// Gives back the blocks reserved beyond the end (sealing, or a clean shutdown).
     pub fn release_preallocation(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
+        if !self.preallocation.reaches_beyond(self.size_bytes) {
+            return Ok(()); // no file opened for the many partitions that reserved nothing
+        }
         let files = self.files(dir, cache)?;
         self.preallocation.release(&files.log, self.size_bytes)
     }

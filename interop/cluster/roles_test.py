@@ -61,7 +61,16 @@ def main():
             if s.connect_ex(("127.0.0.1", quorum[3])) != 0:
                 fail("the controller-only node does not listen on its quorum address")
         admin.create_topics([NewTopic("roles", 3, 3, config={"min.insync.replicas": "2"})])["roles"].result(30)
-        meta = admin.list_topics("roles", timeout=10).topics["roles"].partitions
+        # A broker may answer before it has applied the new topic (LEADER_NOT_AVAILABLE,
+        # no partitions): wait until all three are described.
+        deadline = time.time() + 30
+        while True:
+            meta = admin.list_topics("roles", timeout=10).topics["roles"].partitions
+            if len(meta) == 3:
+                break
+            if time.time() > deadline:
+                fail(f"roles never described with 3 partitions: {sorted(meta)}")
+            time.sleep(0.2)
         for p in meta.values():
             if sorted(p.replicas) != [1, 2, 4]:
                 fail(f"partition {p.id} placed on {p.replicas}")

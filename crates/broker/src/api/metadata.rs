@@ -119,24 +119,33 @@ async fn describe_by_name(
 fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
     let node = BrokerId(broker.node_id());
     let image = broker.cluster().map(|c| c.image());
+    // In a cluster the topic table can be a step ahead of the reconciled image (a topic
+    // or partitions just created): answer only with partitions the image has, as Kafka's
+    // brokers answer from one image, and a topic with none yet as being created.
+    if let Some(image) = &image {
+        if topic.partitions > 0 && image.partition(&topic.name, 0).is_none() {
+            return error_topic(
+                Some(&topic.name),
+                topic.id,
+                error_code::LEADER_NOT_AVAILABLE,
+            );
+        }
+    }
     let partitions = (0..topic.partitions)
-        .map(|index| {
+        .filter_map(|index| {
             let entry = MetadataResponsePartition::default().with_partition_index(index);
             let Some(image) = &image else {
-                return entry
-                    .with_error_code(error_code::NONE)
-                    .with_leader_id(node)
-                    .with_leader_epoch(0)
-                    .with_replica_nodes(vec![node])
-                    .with_isr_nodes(vec![node])
-                    .with_offline_replicas(vec![]);
+                return Some(
+                    entry
+                        .with_error_code(error_code::NONE)
+                        .with_leader_id(node)
+                        .with_leader_epoch(0)
+                        .with_replica_nodes(vec![node])
+                        .with_isr_nodes(vec![node])
+                        .with_offline_replicas(vec![]),
+                );
             };
-            let Some(state) = image.partition(&topic.name, index) else {
-                return entry
-                    .with_error_code(error_code::LEADER_NOT_AVAILABLE)
-                    .with_leader_id(BrokerId(-1))
-                    .with_leader_epoch(-1);
-            };
+            let state = image.partition(&topic.name, index)?;
             let ids = |list: &[i32]| list.iter().map(|&id| BrokerId(id)).collect::<Vec<_>>();
             let offline: Vec<i32> = state
                 .replicas
@@ -144,17 +153,19 @@ fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
                 .copied()
                 .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
                 .collect();
-            entry
-                .with_error_code(if state.leader < 0 {
-                    error_code::LEADER_NOT_AVAILABLE
-                } else {
-                    error_code::NONE
-                })
-                .with_leader_id(BrokerId(state.leader))
-                .with_leader_epoch(state.leader_epoch)
-                .with_replica_nodes(ids(&state.replicas))
-                .with_isr_nodes(ids(&state.isr))
-                .with_offline_replicas(ids(&offline))
+            Some(
+                entry
+                    .with_error_code(if state.leader < 0 {
+                        error_code::LEADER_NOT_AVAILABLE
+                    } else {
+                        error_code::NONE
+                    })
+                    .with_leader_id(BrokerId(state.leader))
+                    .with_leader_epoch(state.leader_epoch)
+                    .with_replica_nodes(ids(&state.replicas))
+                    .with_isr_nodes(ids(&state.isr))
+                    .with_offline_replicas(ids(&offline)),
+            )
         })
         .collect();
     MetadataResponseTopic::default()

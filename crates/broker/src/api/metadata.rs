@@ -122,16 +122,7 @@ fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
     // In a cluster the topic table can be a step ahead of the reconciled image (a topic
     // or partitions just created): answer only with partitions the image has, as Kafka's
     // brokers answer from one image, and a topic with none yet as being created.
-    if let Some(image) = &image {
-        if topic.partitions > 0 && image.partition(&topic.name, 0).is_none() {
-            return error_topic(
-                Some(&topic.name),
-                topic.id,
-                error_code::LEADER_NOT_AVAILABLE,
-            );
-        }
-    }
-    let partitions = (0..topic.partitions)
+    let partitions: Vec<MetadataResponsePartition> = (0..topic.partitions)
         .filter_map(|index| {
             let entry = MetadataResponsePartition::default().with_partition_index(index);
             let Some(image) = &image else {
@@ -168,6 +159,13 @@ fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
             )
         })
         .collect();
+    if partitions.is_empty() && topic.partitions > 0 {
+        return error_topic(
+            Some(&topic.name),
+            topic.id,
+            error_code::LEADER_NOT_AVAILABLE,
+        );
+    }
     MetadataResponseTopic::default()
         .with_error_code(error_code::NONE)
         .with_name(Some(topic_name(&topic.name)))

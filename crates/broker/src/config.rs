@@ -49,11 +49,23 @@ pub struct BrokerConfig {
     /// caches until the receiver copies it: on loopback, fetches of page-cached data ran
     /// 2.05 GB/s with the OS default (autotuned up to 4 MiB) and 2.78 GB/s with it.
     pub socket_send_buffer_bytes: i32,
-    /// max.connections
+    /// max.connections: a connection over it is closed at once.
     pub max_connections: usize,
-    /// Bytes of requests held in memory at once across all connections
-    /// (queued.max.request.bytes; Kafka's default is unbounded, Strand's is not).
-    pub queued_request_max_bytes: usize,
+    /// max.connections.per.ip
+    pub max_connections_per_ip: usize,
+    /// max.connections.per.ip.overrides: `host:count,...`
+    pub max_connections_per_ip_overrides: String,
+    /// connections.max.idle.ms: a connection with nothing read or written and no request
+    /// in flight for this long is closed (negative: never).
+    pub connections_max_idle_ms: i64,
+    /// Bytes of request bodies held in memory at once across all connections
+    /// (queued.max.request.bytes; 0 or less: unbounded, Kafka's default is -1; Strand's is
+    /// 512 MiB).
+    pub queued_request_max_bytes: i64,
+    /// Strand only (Kafka has no such deadline): a request's body must arrive within this
+    /// long of its size, waits for request memory included, or the connection is closed.
+    /// Clients give up on a request after request.timeout.ms (30 s) anyway.
+    pub request_read_timeout_ms: u64,
     /// Segments whose files stay open across all partitions.
     pub open_segments_max: usize,
     /// Interval of checkpoints and flush.ms checks.
@@ -124,7 +136,11 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             socket_send_buffer_bytes: 100 * 1024,
             max_connections: 10_000,
+            max_connections_per_ip: i32::MAX as usize,
+            max_connections_per_ip_overrides: String::new(),
+            connections_max_idle_ms: 600_000,
             queued_request_max_bytes: 512 * 1024 * 1024,
+            request_read_timeout_ms: 30_000,
             open_segments_max: 1024,
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
@@ -195,14 +211,22 @@ impl BrokerConfig {
         if self.socket_send_buffer_bytes != -1 && self.socket_send_buffer_bytes < 1024 {
             return Err("socket_send_buffer_bytes must be -1 (OS default) or at least 1024".into());
         }
-        if self.queued_request_max_bytes < self.socket_request_max_bytes {
+        // Kafka's rule: a positive budget must hold the largest request.
+        if self.queued_request_max_bytes > 0
+            && self.queued_request_max_bytes < self.socket_request_max_bytes as i64
+        {
             return Err(
-                "queued_request_max_bytes must be at least socket_request_max_bytes".into(),
+                "queued_request_max_bytes must be <= 0 (unbounded) or at least socket_request_max_bytes"
+                    .into(),
             );
         }
         if self.max_connections == 0 || self.open_segments_max == 0 {
             return Err("max_connections and open_segments_max must be positive".into());
         }
+        if self.request_read_timeout_ms == 0 {
+            return Err("request_read_timeout_ms must be positive".into());
+        }
+        self.connection_limits()?;
         self.advertised().map(|_| ())
     }
 
@@ -286,6 +310,33 @@ impl BrokerConfig {
             }),
             raft_heartbeat_interval: ms(self.quorum_heartbeat_interval_ms.max(10)),
         }))
+    }
+
+    /// max.connections, max.connections.per.ip and its overrides (host names resolved).
+    pub fn connection_limits(
+        &self,
+    ) -> Result<strand_protocol::connection_limits::ConnectionLimitsConfig, String> {
+        Ok(strand_protocol::connection_limits::ConnectionLimitsConfig {
+            max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            per_ip_overrides: strand_protocol::connection_limits::parse_per_ip_overrides(
+                &self.max_connections_per_ip_overrides,
+            )?,
+        })
+    }
+
+    /// connections.max.idle.ms as a duration (`None`: idle connections stay).
+    pub fn connections_max_idle(&self) -> Option<std::time::Duration> {
+        u64::try_from(self.connections_max_idle_ms)
+            .ok()
+            .map(std::time::Duration::from_millis)
+    }
+
+    /// The request-memory budget (`None`: unbounded, as Kafka reads 0 or less).
+    pub fn request_memory_bytes(&self) -> Option<usize> {
+        usize::try_from(self.queued_request_max_bytes)
+            .ok()
+            .filter(|bytes| *bytes > 0)
     }
 
     /// (host, port) clients are told to use.

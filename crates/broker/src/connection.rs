@@ -1,28 +1,30 @@
-//! One client connection: read a frame (size checked, memory reserved from the broker's
-//! pool before allocating), route it, hand the outcome to the writer, repeat. Requests
-//! are handled one at a time and in order (appends keep their order); responses are
-//! written in that order by a writer task, which may wait for a deferred one (a produce
-//! waiting for its sync) while later requests are already read and handled. A malformed
-//! frame closes only this connection.
+//! One client connection: read a frame (size checked; body read against the listener's
+//! request-memory budget, before a deadline), route it, hand the outcome to the writer,
+//! repeat. Requests are handled one at a time and in order (appends keep their order);
+//! responses are written in that order by a writer task, which may wait for a deferred
+//! one (a produce waiting for its sync) while later requests are already read and
+//! handled. A malformed frame, a body that does not arrive in time, or
+//! connections.max.idle.ms without activity closes only this connection.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use strand_protocol::{parse_request_header, read_frame_body, read_frame_size};
+use strand_protocol::connection_limits::{Activity, ConnectionSlot};
+use strand_protocol::{parse_request_header, read_frame_size, RequestMemory};
 
 use strand_protocol::ResponsePart;
 use tokio::io::{AsyncWriteExt, BufReader, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::router::{route, Outcome};
 
-/// Memory pool permits are KiB: a u32 count covers 4 TiB.
-const POOL_PERMIT_BYTES: usize = 1024;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Requests of one connection handled but not yet answered (Kafka clients keep at most
 /// five in flight by default).
@@ -32,7 +34,8 @@ pub async fn serve_connection(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
-    request_memory: Arc<Semaphore>,
+    slot: ConnectionSlot,
+    request_memory: Arc<RequestMemory>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -44,13 +47,29 @@ pub async fn serve_connection(
     let (reader, writer) = stream.into_split();
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let limit = broker.config.socket_request_max_bytes;
+    let idle_max = broker.config.connections_max_idle();
+    let read_timeout = Duration::from_millis(broker.config.request_read_timeout_ms);
+    let activity = slot.activity.clone();
+    let pending = Arc::new(PendingAnswers::default());
     // Responses leave in request order from their own task, so a response that waits
     // (acks=all on a flush-before-ack topic) lets the next requests be read and handled.
     let (responses, queue) = mpsc::channel(RESPONSES_IN_FLIGHT_MAX);
-    let writer_task = tokio::spawn(write_responses(writer, queue, peer));
+    let writer_task = tokio::spawn(write_responses(
+        writer,
+        queue,
+        peer,
+        activity.clone(),
+        pending.clone(),
+    ));
+    let mut idle_closed = false;
     loop {
         let size = tokio::select! {
             size = read_frame_size(&mut reader, limit) => size,
+            _ = idle_expired(&activity, &pending, idle_max) => {
+                tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
+                idle_closed = true;
+                break;
+            }
             _ = shutdown.changed() => break,
         };
         let size = match size {
@@ -61,20 +80,20 @@ pub async fn serve_connection(
                 break;
             }
         };
-        let permits = size.div_ceil(POOL_PERMIT_BYTES) as u32;
-        let Ok(reserved) = request_memory.acquire_many(permits).await else {
-            break;
-        };
-        let body = match read_frame_body(&mut reader, size).await {
-            Ok(body) => body,
+        activity.touch();
+        let deadline = tokio::time::Instant::now() + read_timeout;
+        let (body, reserved) = match request_memory.read_body(&mut reader, size, deadline).await {
+            Ok(read) => read,
             Err(error) => {
                 tracing::warn!(%peer, %error, "closing connection");
                 break;
             }
         };
-        let outcome = route(&broker, parse_request_header(body.freeze()), peer).await;
+        activity.touch();
+        let outcome = route(&broker, parse_request_header(body), peer).await;
         drop(reserved);
         let closing = matches!(outcome, Outcome::Close(_));
+        pending.unanswered.fetch_add(1, Ordering::AcqRel);
         if responses.send(outcome).await.is_err() || closing {
             break; // the writer stopped (write failure), or this request closes the connection
         }
@@ -83,7 +102,53 @@ pub async fn serve_connection(
         }
     }
     drop(responses);
-    let _ = writer_task.await;
+    if idle_closed {
+        // Its peer has not read for the whole idle period: nothing more will be sent.
+        writer_task.abort();
+    }
+    // In-flight answers still go out (graceful close), but not to a peer that stops
+    // reading them.
+    let mut writer_task = writer_task;
+    if tokio::time::timeout(WRITER_DRAIN_MAX, &mut writer_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!(%peer, "closing connection: its answers were not read in time");
+        writer_task.abort();
+    }
+    drop(slot);
+}
+
+/// How long a closing connection's writer may take to send what was already answered.
+const WRITER_DRAIN_MAX: Duration = Duration::from_secs(30);
+
+/// What the writer still owes the peer.
+#[derive(Debug, Default)]
+struct PendingAnswers {
+    /// Requests handed to the writer and not yet written (some may wait: a long-poll
+    /// fetch, a produce waiting for its sync); their connection is not idle.
+    unanswered: AtomicUsize,
+    /// The writer is blocked writing to the socket: a peer that stops reading makes no
+    /// activity, and is idle although answers are owed (as Kafka counts it).
+    writing: std::sync::atomic::AtomicBool,
+}
+
+/// Resolves once the connection has had no activity for `idle_max` with nothing left to
+/// answer; never if `idle_max` is `None`.
+async fn idle_expired(activity: &Activity, pending: &PendingAnswers, idle_max: Option<Duration>) {
+    let Some(idle_max) = idle_max else {
+        return std::future::pending().await;
+    };
+    loop {
+        let idle = activity.idle_for();
+        let owes_nothing = pending.unanswered.load(Ordering::Acquire) == 0;
+        if idle >= idle_max && (owes_nothing || pending.writing.load(Ordering::Acquire)) {
+            return;
+        }
+        // Waiting on its own answers: look again a whole period later.
+        let wait = idle_max.checked_sub(idle).filter(|w| !w.is_zero());
+        tokio::time::sleep(wait.unwrap_or(idle_max)).await;
+    }
 }
 
 /// Writes responses in the order their requests arrived, waiting for deferred ones.
@@ -91,11 +156,15 @@ async fn write_responses(
     mut writer: OwnedWriteHalf,
     mut queue: mpsc::Receiver<Outcome>,
     peer: SocketAddr,
+    activity: Arc<Activity>,
+    pending: Arc<PendingAnswers>,
 ) {
     while let Some(mut outcome) = queue.recv().await {
-        if let Outcome::Deferred(pending) = outcome {
-            outcome = pending.await;
+        if let Outcome::Deferred(deferred) = outcome {
+            outcome = deferred.await;
         }
+        activity.touch();
+        pending.writing.store(true, Ordering::Release);
         let written = match outcome {
             Outcome::Respond(bytes) => writer.write_all(&bytes).await,
             Outcome::RespondParts(parts) => write_parts(&mut writer, &parts).await,
@@ -110,6 +179,9 @@ async fn write_responses(
             tracing::debug!(%peer, %error, "write failed");
             return;
         }
+        pending.writing.store(false, Ordering::Release);
+        activity.touch();
+        pending.unanswered.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -1,13 +1,16 @@
-//! The listener: accepts connections up to `max_connections` (further clients wait in
-//! the kernel's backlog), spawns a task per connection, and shuts down gracefully:
-//! stop accepting, let connections finish the request in hand, then flush and close
-//! every log and write the clean-shutdown marker.
+//! The listener: accepts every connection, closes at once one over max.connections or
+//! max.connections.per.ip, spawns a task per admitted connection (all sharing one
+//! request-memory budget), and shuts down gracefully: stop accepting, let connections
+//! finish the request in hand, then flush and close every log and write the
+//! clean-shutdown marker.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use strand_protocol::connection_limits::ConnectionLimits;
+use strand_protocol::{RequestMemory, UNPOOLED_BYTES_PER_REQUEST};
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
@@ -104,10 +107,17 @@ async fn run(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let connections = Arc::new(Semaphore::new(broker.config.max_connections));
-    let request_memory = Arc::new(Semaphore::new(
-        broker.config.queued_request_max_bytes / 1024,
+    let limits = ConnectionLimits::new(
+        broker
+            .config
+            .connection_limits()
+            .map_err(|error| anyhow::anyhow!(error))?,
+    );
+    let request_memory = Arc::new(RequestMemory::new(
+        broker.config.request_memory_bytes(),
+        UNPOOLED_BYTES_PER_REQUEST,
     ));
+    let mut refusals = RefusalLog::default();
     let mut tasks = JoinSet::new();
     let config = &broker.config;
     let maintenance = every(&broker, config.checkpoint_interval_ms, Broker::maintenance);
@@ -136,10 +146,6 @@ async fn run(
         })
     };
     loop {
-        let permit = tokio::select! {
-            permit = connections.clone().acquire_owned() => permit?,
-            _ = shutdown.changed() => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -151,11 +157,18 @@ async fn run(
             },
             _ = shutdown.changed() => break,
         };
+        let slot = match limits.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                refusals.refused(peer, &refusal);
+                drop(stream); // closed at once: the client tries elsewhere or later
+                continue;
+            }
+        };
         let (broker, memory, shutdown) = (broker.clone(), request_memory.clone(), shutdown.clone());
-        tasks.spawn(async move {
-            serve_connection(broker, stream, peer, memory, shutdown).await;
-            drop(permit);
-        });
+        tasks.spawn(serve_connection(
+            broker, stream, peer, slot, memory, shutdown,
+        ));
         while tasks.try_join_next().is_some() {}
     }
     drop(listener);
@@ -168,4 +181,30 @@ async fn run(
     let broker_for_close = broker.clone();
     tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;
     Ok(())
+}
+
+/// Warns of refused connections without flooding the log: the first, then a count at
+/// most every `REFUSAL_LOG_INTERVAL`.
+#[derive(Default)]
+struct RefusalLog {
+    last_logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+impl RefusalLog {
+    fn refused(&mut self, peer: std::net::SocketAddr, refusal: &impl std::fmt::Display) {
+        self.unlogged += 1;
+        let now = tokio::time::Instant::now();
+        if self
+            .last_logged
+            .is_some_and(|at| now.duration_since(at) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(%peer, %refusal, refused = self.unlogged, "closing new connection");
+        self.last_logged = Some(now);
+        self.unlogged = 0;
+    }
 }

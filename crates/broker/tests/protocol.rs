@@ -6,106 +6,19 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    MetadataResponse, ProduceResponse, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use strand_broker::{serve, Broker, BrokerConfig};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
-use strand_records::{BatchBuilder, Record};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 #[global_allocator]
 static ALLOCATOR: HugeAllocationGuard = HugeAllocationGuard;
 
-/// A guard against hangs, not a performance assertion.
-const HANG_GUARD: Duration = Duration::from_secs(30);
-
-struct TestBroker {
-    address: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
-    handle: strand_broker::ServerHandle,
-}
-
-async fn start() -> TestBroker {
-    let dir = tempfile::tempdir().unwrap();
-    let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        group_initial_rebalance_delay_ms: 0,
-        ..BrokerConfig::default()
-    };
-    let broker = Broker::open(config).unwrap();
-    let (address, handle, server) = serve(broker).await.unwrap();
-    tokio::spawn(server);
-    TestBroker {
-        address,
-        _dir: dir,
-        handle,
-    }
-}
-
-fn encode_request<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Bytes {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("raw-test")));
-    let mut payload = BytesMut::new();
-    header
-        .encode(&mut payload, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut payload, version)
-        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
-    let mut frame = BytesMut::new();
-    frame.put_i32(payload.len() as i32);
-    frame.extend_from_slice(&payload);
-    frame.freeze()
-}
-
-/// Reads one response frame; returns (correlation id, body) decoded with `header_version`.
-async fn read_response(stream: &mut TcpStream, header_version: i16) -> Option<(i32, Bytes)> {
-    let size = stream.read_i32().await.ok()?;
-    let mut frame = vec![0u8; size as usize];
-    stream.read_exact(&mut frame).await.ok()?;
-    let mut frame = Bytes::from(frame);
-    let header = ResponseHeader::decode(&mut frame, header_version).unwrap();
-    Some((header.correlation_id, frame))
-}
-
-fn produce_request(topic: &str, partition: i32, acks: i16, value: &[u8]) -> ProduceRequest {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let mut builder = BatchBuilder::new(0, 1_000);
-    builder.push(Record::new(None, Some(value.to_vec()), 1_000));
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(Bytes::from(builder.build())))])])
-}
-
-async fn metadata(stream: &mut TcpStream, topic: &str, correlation_id: i32) -> MetadataResponse {
-    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
-        .with_allow_auto_topic_creation(true);
-    stream
-        .write_all(&encode_request(
-            ApiKey::Metadata,
-            12,
-            correlation_id,
-            &request,
-        ))
-        .await
-        .unwrap();
-    let (id, mut body) = read_response(stream, 1).await.expect("metadata response");
-    assert_eq!(id, correlation_id);
-    MetadataResponse::decode(&mut body, 12).unwrap()
-}
+mod common;
+use common::*;
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order() {

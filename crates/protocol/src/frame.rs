@@ -1,8 +1,7 @@
 //! Length-prefixed frames: a 4-byte big-endian size, then that many bytes. The size is
-//! checked against `socket.request.max.bytes` before anything is allocated, and in two
-//! steps so the caller can reserve memory from a pool between them.
+//! checked against `socket.request.max.bytes` before anything is allocated; the body is
+//! read against the listener's memory budget by [`crate::request_memory`].
 
-use bytes::BytesMut;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -17,6 +16,8 @@ pub enum FrameError {
     BadSize(i32),
     #[error("connection closed inside a frame")]
     Truncated,
+    #[error("frame body of {size_bytes} bytes did not arrive in time")]
+    TimedOut { size_bytes: usize },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -52,21 +53,6 @@ pub async fn read_frame_size<R: AsyncRead + Unpin>(
     Ok(Some(size as usize))
 }
 
-/// Reads a frame body of `size` bytes (already checked by [`read_frame_size`]).
-pub async fn read_frame_body<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    size: usize,
-) -> Result<BytesMut, FrameError> {
-    let mut body = BytesMut::zeroed(size);
-    match reader.read_exact(&mut body).await {
-        Ok(_) => Ok(body),
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Err(FrameError::Truncated)
-        }
-        Err(error) => Err(error.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,10 +61,8 @@ mod tests {
     async fn reads_frames_and_refuses_oversized_ones() {
         let mut input: &[u8] = &[0, 0, 0, 3, b'a', b'b', b'c', 0, 0, 0, 9];
         let size = read_frame_size(&mut input, 8).await.unwrap().unwrap();
-        assert_eq!(
-            &read_frame_body(&mut input, size).await.unwrap()[..],
-            b"abc"
-        );
+        assert_eq!(size, 3);
+        input = &input[3..];
         assert!(matches!(
             read_frame_size(&mut input, 8).await,
             Err(FrameError::TooLarge { size_bytes: 9, .. })
@@ -98,11 +82,6 @@ mod tests {
         assert!(matches!(
             read_frame_size(&mut negative, 8).await,
             Err(FrameError::BadSize(-1))
-        ));
-        let mut short_body: &[u8] = &[1, 2];
-        assert!(matches!(
-            read_frame_body(&mut short_body, 5).await,
-            Err(FrameError::Truncated)
         ));
     }
 }

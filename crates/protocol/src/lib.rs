@@ -12,10 +12,12 @@
 pub mod alloc_guard;
 pub mod api_versions;
 pub mod client;
+pub mod connection_limits;
 pub mod decode;
 pub mod fetch_response;
 pub mod frame;
 pub mod header;
+pub mod request_memory;
 pub mod response;
 
 pub use api_versions::{supported_versions, SupportedApi, SUPPORTED_APIS};
@@ -23,7 +25,8 @@ pub use decode::{decode_body, DecodeError};
 pub use fetch_response::{
     encode_fetch_response, FetchPartitionOut, FetchTopicOut, RecordsOut, ResponsePart, SharedFile,
 };
-pub use frame::{read_frame_body, read_frame_size, FrameError, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
+pub use frame::{read_frame_size, FrameError, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
 pub use header::{parse_request_header, HeaderError, ParsedRequest};
 pub use kafka_protocol;
+pub use request_memory::{BodyReservation, RequestMemory, UNPOOLED_BYTES_PER_REQUEST};
 pub use response::encode_response;

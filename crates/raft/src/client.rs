@@ -91,6 +91,10 @@ impl QuorumClient {
                         }
                     }
                 }
+                Ok(Response::Controller(ControllerResponse::Refused(reason))) => {
+                    self.return_peer(target, peer);
+                    anyhow::bail!("controller {target} refused: {reason}");
+                }
                 Ok(Response::Controller(ControllerResponse::Unavailable(reason))) => {
                     self.return_peer(target, peer);
                     last_error = format!("controller {target}: {reason}");

@@ -155,6 +155,14 @@ impl ControllerService {
     }
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {
+        // Every entry must fit an AppendEntries frame with its neighbours.
+        let encoded_bytes = serde_json::to_vec(&command).map_or(usize::MAX, |json| json.len());
+        if encoded_bytes > crate::rpc::ENTRY_MAX_BYTES {
+            return ControllerResponse::Refused(format!(
+                "a metadata command of {encoded_bytes} bytes exceeds {} bytes",
+                crate::rpc::ENTRY_MAX_BYTES
+            ));
+        }
         match self.raft.client_write(command).await {
             Ok(response) => ControllerResponse::Reply(response.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
@@ -195,7 +203,8 @@ impl ControllerService {
         };
         if let Some(command) = command {
             if let response @ (ControllerResponse::NotController { .. }
-            | ControllerResponse::Unavailable(_)) = self.write(command).await
+            | ControllerResponse::Unavailable(_)
+            | ControllerResponse::Refused(_)) = self.write(command).await
             {
                 return response;
             }

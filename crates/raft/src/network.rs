@@ -1,6 +1,13 @@
 //! TCP transport: `Peer` is one connection to a node, used for Raft RPCs and broker
-//! requests alike (one request at a time, reconnecting after any error); `serve` answers
-//! both kinds on a node's quorum address.
+//! requests alike (one request at a time, reconnecting after any error or a long pause);
+//! `serve` answers both kinds on a node's quorum address.
+//!
+//! The quorum port is bounded as the client port is: a small frame cap
+//! (`rpc::FRAME_MAX_BYTES`), one memory budget for the bodies being read
+//! (`REQUEST_MEMORY_BYTES`, reserved as bytes arrive), a deadline for each body, an idle
+//! timeout, and a connection limit at which the idlest connection is evicted, so a
+//! flood of idle sockets cannot lock out the peers (they talk every heartbeat).
+//! Authenticating peers comes with the security work.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,18 +23,38 @@ use openraft::raft::{
 use openraft::BasicNode;
 use tokio::net::{TcpListener, TcpStream};
 
+use strand_protocol::connection_limits::{
+    ConnectionLimits, ConnectionLimitsConfig, ConnectionSlot,
+};
+use strand_protocol::RequestMemory;
+
 use crate::controller_service::ControllerService;
 use crate::rpc::{read_frame, write_frame, Request, Response};
 use crate::{NodeId, Raft, TypeConfig};
 
-/// Connections accepted at once on a quorum address.
+/// Connections held at once on a quorum address.
 const CONNECTIONS_MAX: usize = 1024;
+/// At `CONNECTIONS_MAX`, a new connection evicts the one idle longest if it has been
+/// idle at least this long (live peers talk at least every broker heartbeat).
+const EVICTABLE_AFTER_IDLE: Duration = Duration::from_secs(2);
+/// A connection with no request for this long is closed.
+const IDLE_MAX: Duration = Duration::from_secs(60);
+/// A `Peer` reconnects rather than reuse a connection it left unused this long, so it
+/// never writes into one the other side is closing for idleness.
+const REUSE_AFTER_IDLE_MAX: Duration = Duration::from_secs(30);
+/// Bytes of request bodies read at once across all connections of the quorum port.
+const REQUEST_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// Votes, heartbeats and broker requests are this small; they never wait for the budget.
+const UNPOOLED_BYTES_PER_REQUEST: usize = 16 * 1024;
+/// A request's body must arrive within this long of its length.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One connection to another node; reconnects lazily.
 #[derive(Debug)]
 pub struct Peer {
     address: String,
     stream: Option<TcpStream>,
+    last_used: tokio::time::Instant,
 }
 
 impl Peer {
@@ -35,6 +62,7 @@ impl Peer {
         Peer {
             address,
             stream: None,
+            last_used: tokio::time::Instant::now(),
         }
     }
 
@@ -48,6 +76,13 @@ impl Peer {
         request: &Request,
         timeout: Duration,
     ) -> std::io::Result<Response> {
+        if self.last_used.elapsed() > REUSE_AFTER_IDLE_MAX {
+            self.stream = None;
+        }
+        self.last_used = tokio::time::Instant::now();
+        let deadline = self.last_used + timeout;
+        // Answers come from the node we asked, within our own deadline: no shared budget.
+        let memory = RequestMemory::new(None, UNPOOLED_BYTES_PER_REQUEST);
         let result = tokio::time::timeout(timeout, async {
             if self.stream.is_none() {
                 let stream = TcpStream::connect(&self.address).await?;
@@ -56,7 +91,7 @@ impl Peer {
             }
             let stream = self.stream.as_mut().expect("connected above");
             write_frame(stream, request).await?;
-            read_frame::<_, Response>(stream).await
+            read_frame::<_, Response>(stream, &memory, deadline).await
         })
         .await
         .unwrap_or_else(|_| {
@@ -157,12 +192,13 @@ impl RaftNetwork<TypeConfig> for Connection {
 
 /// Answers Raft RPCs and broker requests on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, raft: Raft, service: Arc<ControllerService>) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    let limits = ConnectionLimits::new(ConnectionLimitsConfig::total_only(CONNECTIONS_MAX));
+    let memory = Arc::new(RequestMemory::new(
+        Some(REQUEST_MEMORY_BYTES),
+        UNPOOLED_BYTES_PER_REQUEST,
+    ));
     loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (mut stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "quorum listener: accept failed");
@@ -170,27 +206,56 @@ pub async fn serve(listener: TcpListener, raft: Raft, service: Arc<ControllerSer
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let (raft, service) = (raft.clone(), service.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            while let Ok(request) = read_frame::<_, Request>(&mut stream).await {
-                let response = match request {
-                    Request::AppendEntries(rpc) => {
-                        Response::AppendEntries(raft.append_entries(rpc).await)
-                    }
-                    Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
-                    Request::InstallSnapshot(rpc) => {
-                        Response::InstallSnapshot(raft.install_snapshot(rpc).await)
-                    }
-                    Request::Controller(request) => {
-                        Response::Controller(service.handle(request).await)
-                    }
-                };
-                if write_frame(&mut stream, &response).await.is_err() {
-                    return;
-                }
+        let slot = match limits.admit_evicting_idlest(peer.ip(), EVICTABLE_AFTER_IDLE) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                tracing::debug!(%peer, %refusal, "quorum listener: closing new connection");
+                continue;
             }
-        });
+        };
+        let _ = stream.set_nodelay(true);
+        let (raft, service, memory) = (raft.clone(), service.clone(), memory.clone());
+        tokio::spawn(serve_connection(stream, slot, raft, service, memory));
+    }
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    slot: ConnectionSlot,
+    raft: Raft,
+    service: Arc<ControllerService>,
+    memory: Arc<RequestMemory>,
+) {
+    loop {
+        // Waits for the first byte of a request, bounded by the idle timeout and eviction.
+        tokio::select! {
+            readable = stream.readable() => if readable.is_err() { return },
+            _ = tokio::time::sleep(IDLE_MAX) => return,
+            _ = slot.activity.evicted() => return,
+        }
+        let deadline = tokio::time::Instant::now() + BODY_READ_TIMEOUT;
+        let request = match read_frame::<_, Request>(&mut stream, &memory, deadline).await {
+            Ok(request) => request,
+            Err(error) => {
+                if error.kind() != std::io::ErrorKind::UnexpectedEof {
+                    tracing::debug!(%error, "quorum listener: closing connection");
+                }
+                return;
+            }
+        };
+        slot.activity.touch();
+        let response = match request {
+            Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
+            Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
+            Request::InstallSnapshot(rpc) => {
+                Response::InstallSnapshot(raft.install_snapshot(rpc).await)
+            }
+            Request::Controller(request) => Response::Controller(service.handle(request).await),
+        };
+        // A peer that stops reading its answers is dropped, not waited for.
+        match tokio::time::timeout(BODY_READ_TIMEOUT, write_frame(&mut stream, &response)).await {
+            Ok(Ok(())) => slot.activity.touch(),
+            _ => return,
+        }
     }
 }

@@ -53,6 +53,9 @@ impl QuorumNode {
             election_timeout_max: heartbeat_ms * 10,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(2_000),
             max_in_snapshot_log_to_keep: 500,
+            // Sized so that no frame exceeds the transport's cap (rpc::FRAME_MAX_BYTES).
+            snapshot_max_chunk_size: crate::rpc::SNAPSHOT_CHUNK_BYTES,
+            max_payload_entries: crate::rpc::APPEND_ENTRIES_MAX,
             ..Config::default()
         }
         .validate()?;

@@ -1,6 +1,6 @@
 //! Messages between quorum nodes and from brokers to the active controller, and their
 //! framing: `[u32 length][JSON]`, the length checked against `FRAME_MAX_BYTES` before
-//! anything is allocated.
+//! anything is allocated, the body read against a memory budget and a deadline.
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -9,13 +9,23 @@ use openraft::raft::{
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use strand_metadata::{BrokerId, ControllerCommand, ControllerReply};
+use strand_protocol::RequestMemory;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::{NodeId, TypeConfig};
 
-/// Largest frame either side accepts (a snapshot chunk or a big CreateTopics).
-pub const FRAME_MAX_BYTES: u32 = 256 * 1024 * 1024;
+/// Largest frame either side accepts. Metadata is small: the largest frames are snapshot
+/// chunks (`SNAPSHOT_CHUNK_BYTES`, about 3.6 times that as JSON) and AppendEntries of
+/// `APPEND_ENTRIES_MAX` entries of at most `ENTRY_MAX_BYTES` each.
+pub const FRAME_MAX_BYTES: u32 = 16 * 1024 * 1024;
+/// openraft's snapshot_max_chunk_size for this transport.
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
+/// openraft's max_payload_entries for this transport.
+pub const APPEND_ENTRIES_MAX: u64 = 16;
+/// Largest controller command accepted into the log (JSON); a CreateTopics of thousands
+/// of topics is well under it.
+pub const ENTRY_MAX_BYTES: usize = 512 * 1024;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
@@ -69,6 +79,8 @@ pub enum ControllerResponse {
         shutdown_complete: bool,
     },
     Unavailable(String),
+    /// Will never succeed as asked (too large); not worth retrying.
+    Refused(String),
 }
 
 pub async fn write_frame<W, T>(writer: &mut W, message: &T) -> std::io::Result<()>
@@ -90,18 +102,29 @@ where
     writer.flush().await
 }
 
-pub async fn read_frame<R, T>(reader: &mut R) -> std::io::Result<T>
+/// Reads one frame: its length checked against `FRAME_MAX_BYTES`, its body against
+/// `memory` (the listener's budget, or an unbounded one for answers a caller waits for),
+/// all of it by `deadline`.
+pub async fn read_frame<R, T>(
+    reader: &mut R,
+    memory: &RequestMemory,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<T>
 where
     R: AsyncReadExt + Unpin,
     T: DeserializeOwned,
 {
-    let length = reader.read_u32().await?;
+    let length = tokio::time::timeout_at(deadline, reader.read_u32())
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "frame size timed out"))??;
     if length > FRAME_MAX_BYTES {
         return Err(std::io::Error::other(format!(
             "frame of {length} bytes exceeds {FRAME_MAX_BYTES}"
         )));
     }
-    let mut body = vec![0u8; length as usize];
-    reader.read_exact(&mut body).await?;
+    let (body, _reservation) = memory
+        .read_body(reader, length as usize, deadline)
+        .await
+        .map_err(std::io::Error::other)?;
     serde_json::from_slice(&body).map_err(std::io::Error::other)
 }

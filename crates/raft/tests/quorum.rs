@@ -183,3 +183,83 @@ async fn quorum_forms_fences_fails_over_and_recovers() {
         node.shutdown().await;
     }
 }
+
+/// The quorum port under a flood: frames over the cap are closed, huge announced frames
+/// that stall hold no memory, and more idle connections than the port admits do not
+/// keep a broker from registering (before: 1,100 idle sockets locked it out for 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooded_quorum_port_still_serves_its_peers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let root = tempfile::tempdir().unwrap();
+    let voters: BTreeMap<u64, String> = BTreeMap::from([(1, format!("127.0.0.1:{}", free_port()))]);
+    let node = start(1, &voters, root.path()).await;
+    let address = voters[&1].clone();
+    let register = |id: i32| ControllerRequest::Register {
+        command: ControllerCommand::RegisterBroker {
+            id,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            incarnation: Uuid::new_v4(),
+        },
+        raft_address: address.clone(),
+    };
+    let client = QuorumClient::new(voters.clone());
+    client.request(register(1), TIMEOUT).await.unwrap();
+
+    let mut oversized = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(&(200u32 << 20).to_be_bytes())
+            .await
+            .unwrap();
+        oversized.push(stream);
+    }
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(&strand_raft::rpc::FRAME_MAX_BYTES.to_be_bytes())
+            .await
+            .unwrap();
+        stream.write_all(b"{\"Vote\":").await.unwrap();
+        stalled.push(stream);
+    }
+    let mut idle = Vec::new();
+    for _ in 0..1_100 {
+        idle.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    for stream in &mut oversized {
+        let mut buffer = [0u8; 8];
+        let read = tokio::time::timeout(TIMEOUT, stream.read(&mut buffer)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "a frame over the cap closes its connection"
+        );
+    }
+    // Long enough for the flood to count as idle, so a live peer may evict it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let newcomer = QuorumClient::new(voters.clone());
+    newcomer
+        .request(register(2), Duration::from_secs(5))
+        .await
+        .expect("a broker registers through the flood");
+    assert!(matches!(
+        newcomer
+            .request(
+                ControllerRequest::Heartbeat {
+                    id: 2,
+                    incarnation: Uuid::new_v4(),
+                    caught_up: true,
+                    shutting_down: false,
+                },
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap(),
+        ControllerResponse::Heartbeat { .. }
+    ));
+    drop((oversized, stalled, idle));
+    node.shutdown().await;
+}

@@ -222,6 +222,21 @@ fn broker_configs(broker: &Arc<Broker>) -> Vec<(&'static str, String, i8)> {
         ),
         ("max.connections", config.max_connections.to_string(), 3),
         (
+            "max.connections.per.ip",
+            config.max_connections_per_ip.to_string(),
+            3,
+        ),
+        (
+            "max.connections.per.ip.overrides",
+            config.max_connections_per_ip_overrides.clone(),
+            2,
+        ),
+        (
+            "connections.max.idle.ms",
+            config.connections_max_idle_ms.to_string(),
+            5,
+        ),
+        (
             "queued.max.request.bytes",
             config.queued_request_max_bytes.to_string(),
             5,

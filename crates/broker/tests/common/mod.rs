@@ -1,0 +1,120 @@
+//! Shared by the broker's socket tests: a broker on a free port and a raw protocol
+//! client (encode a request, read a response frame).
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader, ResponseHeader,
+    TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use strand_broker::{serve, Broker, BrokerConfig};
+use strand_records::{BatchBuilder, Record};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A guard against hangs, not a performance assertion.
+pub const HANG_GUARD: Duration = Duration::from_secs(30);
+
+pub struct TestBroker {
+    pub address: std::net::SocketAddr,
+    pub _dir: tempfile::TempDir,
+    pub handle: strand_broker::ServerHandle,
+}
+
+pub async fn start() -> TestBroker {
+    start_with(|_| {}).await
+}
+
+/// A broker with the test defaults, then `adjust` applied to its config.
+pub async fn start_with(adjust: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        group_initial_rebalance_delay_ms: 0,
+        ..BrokerConfig::default()
+    };
+    adjust(&mut config);
+    let broker = Broker::open(config).unwrap();
+    let (address, handle, server) = serve(broker).await.unwrap();
+    tokio::spawn(server);
+    TestBroker {
+        address,
+        _dir: dir,
+        handle,
+    }
+}
+
+pub fn encode_request<T: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+    let mut payload = BytesMut::new();
+    header
+        .encode(&mut payload, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut payload, version)
+        .unwrap_or_else(|e| panic!("encoding {key:?} v{version}: {e}"));
+    let mut frame = BytesMut::new();
+    frame.put_i32(payload.len() as i32);
+    frame.extend_from_slice(&payload);
+    frame.freeze()
+}
+
+/// Reads one response frame; returns (correlation id, body) decoded with `header_version`.
+pub async fn read_response(stream: &mut TcpStream, header_version: i16) -> Option<(i32, Bytes)> {
+    let size = stream.read_i32().await.ok()?;
+    let mut frame = vec![0u8; size as usize];
+    stream.read_exact(&mut frame).await.ok()?;
+    let mut frame = Bytes::from(frame);
+    let header = ResponseHeader::decode(&mut frame, header_version).unwrap();
+    Some((header.correlation_id, frame))
+}
+
+pub fn produce_request(topic: &str, partition: i32, acks: i16, value: &[u8]) -> ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let mut builder = BatchBuilder::new(0, 1_000);
+    builder.push(Record::new(None, Some(value.to_vec()), 1_000));
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(Bytes::from(builder.build())))])])
+}
+
+pub async fn metadata(
+    stream: &mut TcpStream,
+    topic: &str,
+    correlation_id: i32,
+) -> MetadataResponse {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_allow_auto_topic_creation(true);
+    stream
+        .write_all(&encode_request(
+            ApiKey::Metadata,
+            12,
+            correlation_id,
+            &request,
+        ))
+        .await
+        .unwrap();
+    let (id, mut body) = read_response(stream, 1).await.expect("metadata response");
+    assert_eq!(id, correlation_id);
+    MetadataResponse::decode(&mut body, 12).unwrap()
+}

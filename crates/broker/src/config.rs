@@ -197,6 +197,14 @@ impl BrokerConfig {
         }
         if self.controllers.is_some() {
             self.cluster_config()?;
+        } else if let Some(roles) = &self.process_roles {
+            // A single node is broker and controller at once; other roles need a quorum.
+            let (broker, controller) = parse_process_roles(roles)?;
+            if !(broker && controller) {
+                return Err(format!(
+                    "process_roles {roles:?} needs controllers (a quorum to join); a single node is broker,controller"
+                ));
+            }
         }
         if self.message_max_bytes < 0 {
             return Err("message_max_bytes must be >= 0".into());
@@ -268,16 +276,9 @@ impl BrokerConfig {
             }
         };
         let listed = controllers.contains_key(&self.node_id);
-        let (broker, controller) = match self.process_roles.as_deref().map(str::trim) {
+        let (broker, controller) = match &self.process_roles {
             None => (true, listed),
-            Some("broker") => (true, false),
-            Some("controller") => (false, true),
-            Some("broker,controller") | Some("controller,broker") => (true, true),
-            Some(other) => {
-                return Err(format!(
-                    "process_roles must be broker, controller or broker,controller, got {other:?}"
-                ))
-            }
+            Some(roles) => parse_process_roles(roles)?,
         };
         if controller != listed {
             return Err(format!(
@@ -359,6 +360,23 @@ impl BrokerConfig {
     }
 }
 
+/// process.roles as (broker, controller).
+fn parse_process_roles(roles: &str) -> Result<(bool, bool), String> {
+    let mut parsed = (false, false);
+    for role in roles.split(',').map(str::trim) {
+        match role {
+            "broker" if !parsed.0 => parsed.0 = true,
+            "controller" if !parsed.1 => parsed.1 = true,
+            _ => {
+                return Err(format!(
+                    "process_roles must be broker, controller or broker,controller, got {roles:?}"
+                ))
+            }
+        }
+    }
+    Ok(parsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,5 +396,28 @@ mod tests {
             ..BrokerConfig::default()
         };
         assert!(tiny.validate().is_err());
+    }
+
+    #[test]
+    fn process_roles_are_checked_with_or_without_a_quorum() {
+        let single = |roles: &str| BrokerConfig {
+            process_roles: Some(roles.into()),
+            ..BrokerConfig::default()
+        };
+        assert!(single("chef").validate().is_err());
+        assert!(
+            single("broker").validate().is_err(),
+            "a lone broker needs a quorum"
+        );
+        assert!(single("broker,broker").validate().is_err());
+        assert!(single("broker,controller").validate().is_ok());
+        assert!(single(" controller , broker").validate().is_ok());
+        let cluster = |roles: &str| BrokerConfig {
+            controllers: Some("1@127.0.0.1:19093".into()),
+            process_roles: Some(roles.into()),
+            ..BrokerConfig::default()
+        };
+        assert!(cluster("chef").validate().is_err());
+        assert!(cluster("broker,controller").validate().is_ok());
     }
 }

@@ -229,6 +229,7 @@ async fn fuzzed_request_bodies_never_take_the_broker_down() {
         seed ^= seed << 17;
         seed
     };
+    let mut answered = (0u32, 0u32);
     for round in 0..300 {
         let api = apis[(next() % apis.len() as u64) as usize];
         let version =
@@ -249,12 +250,50 @@ async fn fuzzed_request_bodies_never_take_the_broker_down() {
         frame.extend_from_slice(&payload);
         let mut stream = TcpStream::connect(broker.address).await.unwrap();
         stream.write_all(&frame).await.unwrap();
-        let mut buffer = vec![0u8; 4096];
-        // Either an answer or a closed connection; never a hang.
-        let _ = tokio::time::timeout(HANG_GUARD, stream.read(&mut buffer))
+        // Either a whole answer to this request or a closed connection; never a hang, a
+        // stray frame or half an answer.
+        let mut size = [0u8; 4];
+        let read = tokio::time::timeout(HANG_GUARD, stream.read_exact(&mut size))
             .await
             .expect("no hang on a fuzzed request");
+        if read.is_err() {
+            answered.1 += 1;
+            continue; // closed
+        }
+        let size = i32::from_be_bytes(size);
+        assert!(size >= 4, "{api:?} v{version}: answer of {size} bytes");
+        let mut answer = vec![0u8; size as usize];
+        tokio::time::timeout(HANG_GUARD, stream.read_exact(&mut answer))
+            .await
+            .expect("no hang inside an answer")
+            .unwrap_or_else(|e| panic!("{api:?} v{version}: answer cut short: {e}"));
+        let correlation = i32::from_be_bytes(answer[..4].try_into().unwrap());
+        assert_eq!(
+            correlation, round,
+            "{api:?} v{version}: answer to another request"
+        );
+        // A connection that answered still serves.
+        stream
+            .write_all(&encode_request(
+                ApiKey::ApiVersions,
+                3,
+                -round,
+                &ApiVersionsRequest::default(),
+            ))
+            .await
+            .unwrap();
+        let (id, _) = tokio::time::timeout(HANG_GUARD, read_response(&mut stream, 0))
+            .await
+            .expect("no hang after an answered fuzzed request")
+            .unwrap_or_else(|| panic!("{api:?} v{version}: answered, then closed"));
+        assert_eq!(id, -round);
+        answered.0 += 1;
     }
+    // Both outcomes happen (a fuzzer that only ever closed would check little).
+    assert!(
+        answered.0 > 0 && answered.1 > 0,
+        "answered, closed: {answered:?}"
+    );
     let mut good = TcpStream::connect(broker.address).await.unwrap();
     assert_eq!(
         metadata(&mut good, "after-fuzz", 1).await.topics[0].error_code,

@@ -41,6 +41,10 @@ pub struct RecoveryReport {
     pub bytes_truncated: u64,
     pub segments_deleted: usize,
     pub invalid_reason: Option<String>,
+    /// The log ends below its checkpointed recovery point: data once flushed is gone (a
+    /// segment emptied or cut outside Strand; also after a follower's truncation that
+    /// crashed before the next recovery-point checkpoint, which is harmless).
+    pub flushed_data_missing: Option<String>,
 }
 
 impl Log {
@@ -185,6 +189,16 @@ impl Log {
             }
         }
         let log_end_offset = segments.last().expect("at least one segment").next_offset();
+        if log_end_offset < state.recovery_point {
+            let reason = format!(
+                "the log ends at offset {log_end_offset} but offsets up to {} were flushed: \
+                 a segment was emptied or cut outside Strand (or a follower's truncation \
+                 was not yet checkpointed)",
+                state.recovery_point
+            );
+            tracing::warn!(dir = %dir.display(), %reason, "data lost below the recovery point");
+            report.flushed_data_missing = Some(reason);
+        }
         let first_base = segments
             .first()
             .expect("at least one segment")

@@ -305,8 +305,23 @@ impl Segment {
         header: &BatchHeader,
         index_interval_bytes: u64,
     ) -> io::Result<()> {
-        debug_assert_eq!(header.total_bytes() as usize, batch.len());
-        debug_assert!(self.size_bytes + batch.len() as u64 <= SEGMENT_MAX_BYTES);
+        // Before writing: the bytes are the batch the header describes, continuing this
+        // segment (a wrong offset here would be served and replicated as is).
+        assert_eq!(header.total_bytes() as usize, batch.len(), "batch length");
+        assert!(self.size_bytes + batch.len() as u64 <= SEGMENT_MAX_BYTES);
+        assert!(
+            header.base_offset >= self.next_offset,
+            "batch at {} written below the segment's end {}",
+            header.base_offset,
+            self.next_offset
+        );
+        assert_eq!(
+            batch
+                .get(..8)
+                .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes"))),
+            Some(header.base_offset),
+            "the stored base offset is the one assigned"
+        );
         let files = self.files(dir, cache)?;
         let position = self.size_bytes;
         let end = position + batch.len() as u64;

@@ -43,7 +43,7 @@ impl SegmentList {
 
     /// Appends a segment whose base is above every other's.
     pub fn push(&mut self, segment: Segment) {
-        debug_assert!(self
+        assert!(self
             .segments
             .last()
             .is_none_or(|last| last.base_offset() < segment.base_offset()));

@@ -321,3 +321,37 @@ fn a_missing_middle_segment_cuts_the_log_there() {
     assert!(report.invalid_reason.is_some());
     assert_lookups_agree(&log, missing_base);
 }
+
+/// A segment file emptied behind Strand's back (a 0-byte .log) used to start silently.
+#[test]
+fn an_emptied_segment_below_the_recovery_point_is_reported() {
+    for clean_shutdown in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = new_log(dir.path(), small_config(), Arc::new(ManualClock::new(0)));
+        for n in 0..10 {
+            log.append_as_leader(&mut batch(2, 30, n), 0).unwrap();
+        }
+        log.close().unwrap();
+        let end = log.log_end_offset();
+        let (last_base, _) = *log.segment_summaries().last().unwrap();
+        drop(log);
+        let path = dir.path().join(format!("{last_base:020}.log"));
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let state = LogOpenState {
+            recovery_point: end,
+            clean_shutdown,
+            ..Default::default()
+        };
+        let (log, report) = reopen(dir.path(), small_config(), state);
+        assert_eq!(log.log_end_offset(), last_base);
+        let reason = report
+            .flushed_data_missing
+            .unwrap_or_else(|| panic!("reported (clean shutdown: {clean_shutdown})"));
+        assert!(reason.contains(&end.to_string()), "{reason}");
+    }
+}

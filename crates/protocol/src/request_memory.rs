@@ -130,7 +130,7 @@ impl RequestMemory {
             body.reserve_exact(grown - body.len());
             target = grown;
         }
-        debug_assert_eq!(body.len(), size);
+        assert_eq!(body.len(), size);
         Ok((Bytes::from(body), reservation))
     }
 

@@ -24,6 +24,6 @@ pub fn encode_response<B: Encodable>(
     out.put_i32(size as i32);
     header.encode(&mut out, header_version)?;
     body.encode(&mut out, version)?;
-    debug_assert_eq!(out.len(), 4 + size);
+    assert_eq!(out.len(), 4 + size);
     Ok(out.freeze())
 }

@@ -95,10 +95,10 @@ fn walk(
     }
     let codec = header.attributes.compression()?;
     if codec == Compression::None {
+        // Uncompressed records are no larger than the batch that holds them.
         return walk_plain(
             batch.records_payload(),
             header.records_count as usize,
-            limits,
             visit,
         );
     }
@@ -157,7 +157,6 @@ fn walk(
 fn walk_plain(
     payload: &[u8],
     records_count: usize,
-    limits: WalkLimits,
     mut visit: impl FnMut(&WalkedRecord<'_>),
 ) -> Result<RecordSummary, RecordsError> {
     let mut rest = payload;
@@ -185,7 +184,6 @@ fn walk_plain(
             "incorrect declared batch size, records still remaining".into(),
         ));
     }
-    debug_assert!(payload.len() <= limits.decompressed_max_bytes.max(payload.len()));
     Ok(RecordSummary {
         count: records_count,
         decompressed_bytes: payload.len(),

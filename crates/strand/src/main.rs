@@ -50,19 +50,19 @@ struct ServeArgs {
     #[arg(long)]
     advertise: Option<String>,
     /// Node id [default: 1].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     node_id: Option<i32>,
     /// Partitions of auto-created topics (num.partitions) [default: 1].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     num_partitions: Option<i32>,
     /// Largest record batch accepted (message.max.bytes).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     message_max_bytes: Option<i32>,
     /// Segment size in bytes (log.segment.bytes).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     segment_bytes: Option<i32>,
     /// Retention in ms (log.retention.ms, -1 forever).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     retention_ms: Option<i64>,
     /// Create topics on first use (auto.create.topics.enable) [default: true].
     #[arg(long)]
@@ -83,7 +83,7 @@ struct ServeArgs {
     #[arg(long)]
     process_roles: Option<String>,
     /// Replication factor of auto-created topics and CreateTopics with -1.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     default_replication_factor: Option<i16>,
 }
 

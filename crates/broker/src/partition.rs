@@ -16,7 +16,11 @@
 //!
 //! Thread-safe: the log behind a std mutex held only for in-memory work and one
 //! page-cache write (durability waits happen outside it on a blocking thread); the
-//! replication state behind its own mutex, never held while taking the log's.
+//! replication state behind its own mutex. One lock order: replication, then log. Every
+//! write checks the role and epoch it writes for and writes under the replication lock
+//! (`write_as_leader`, `write_as_follower`), so no role change or truncation can come
+//! between the check and the write (as Kafka holds leaderIsrUpdateLock across both). The
+//! log lock is never held while taking the replication lock.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -191,6 +195,20 @@ pub struct Partition {
     replication: Mutex<Replication>,
     /// The high watermark, for acks=all producers waiting on it.
     high_watermark: watch::Sender<i64>,
+    /// Tests run this between a leader write's role check and the write itself.
+    #[cfg(test)]
+    before_leader_write: TestHook,
+}
+
+#[cfg(test)]
+#[derive(Default)]
+struct TestHook(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+#[cfg(test)]
+impl std::fmt::Debug for TestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestHook")
+    }
 }
 
 impl Partition {
@@ -219,6 +237,8 @@ impl Partition {
                 leader_start_offset: log_end,
             }),
             high_watermark: watch::Sender::new(high_watermark),
+            #[cfg(test)]
+            before_leader_write: TestHook::default(),
         };
         partition.apply_assignment(assignment);
         partition
@@ -374,13 +394,9 @@ impl Partition {
         mut batch: Vec<u8>,
         acks: i16,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
-        let leader_epoch = {
-            let replication = self.replication();
-            if !replication.is_leader(self.node_id) {
-                return Err(self.not_leader());
-            }
+        let min_isr = self.min_insync_replicas();
+        let (info, gate, durability) = self.write_as_leader(|replication, log| {
             let isr = replication.assignment.isr.len() as i32;
-            let min_isr = self.min_insync_replicas();
             if acks == -1 && isr < min_isr {
                 return Err((
                     error_code::NOT_ENOUGH_REPLICAS,
@@ -390,15 +406,11 @@ impl Partition {
                     )),
                 ));
             }
-            replication.assignment.leader_epoch
-        };
-        let (info, gate, durability) = {
-            let mut log = self.log();
             let info = log
-                .append_as_leader(&mut batch, leader_epoch)
+                .append_as_leader(&mut batch, replication.assignment.leader_epoch)
                 .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
-            (info, log.sync_gate(), log.config().durability)
-        };
+            Ok((info, log.sync_gate(), log.config().durability))
+        })?;
         self.advance_high_watermark();
         self.wake_parked_fetches();
         let durable = (durability == Durability::FlushBeforeAck).then(|| Durable {
@@ -406,6 +418,51 @@ impl Partition {
             end: info.last_offset + 1,
         });
         Ok((info, durable))
+    }
+
+    /// DeleteRecords as leader: moves the log start to `offset` (-1: the high watermark),
+    /// which may not pass the high watermark. Returns the new log start.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, i16> {
+        self.write_as_leader(|_, log| {
+            let high_watermark = log.high_watermark();
+            let target = if offset == -1 { high_watermark } else { offset };
+            if target < 0 || target > high_watermark {
+                return Err((error_code::OFFSET_OUT_OF_RANGE, None));
+            }
+            log.delete_before(target)
+                .map_err(|error| (error.kafka_error_code(), None))?;
+            Ok(log.log_start_offset())
+        })
+        .map_err(|(code, _)| code)
+    }
+
+    /// Runs `write` on the log only while this broker leads the partition, holding the
+    /// replication state across the check and the write: a demotion (and the truncation
+    /// that follows it as a follower) cannot slip in between and let an old epoch's
+    /// batch into a follower's log.
+    fn write_as_leader<T>(
+        &self,
+        write: impl FnOnce(&Replication, &mut Log) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        let replication = self.replication();
+        if !replication.is_leader(self.node_id) {
+            return Err(self.not_leader());
+        }
+        #[cfg(test)]
+        if let Some(hook) = self
+            .before_leader_write
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            hook();
+        }
+        let mut log = self.log();
+        let result = write(&replication, &mut log);
+        drop(log);
+        drop(replication);
+        result
     }
 
     /// acks=all: waits until the high watermark passes `end_offset` (exclusive), then
@@ -918,6 +975,47 @@ mod tests {
         assert_eq!(
             partition.truncate_as_follower(3, |_| 1).unwrap(),
             Some((3, 0))
+        );
+    }
+
+    /// The race review found: a leader append checked its role, released the lock, and
+    /// appended; a demotion plus the new follower's truncation in between left a batch of
+    /// the old epoch in a follower's log, beyond what the new leader has. The hook puts
+    /// exactly that demotion between the check and the write.
+    #[test]
+    fn a_demotion_cannot_come_between_a_leader_appends_check_and_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        let partition = Arc::new(partition);
+        partition.append_unsynced(batch(2), 1).unwrap();
+        // What the new leader (node 2, epoch 1) has: the first two records only.
+        let new_leaders_end = 2;
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let demoting = partition.clone();
+        let demotion = std::sync::Arc::new(Mutex::new(None));
+        let demotion_slot = demotion.clone();
+        *partition.before_leader_write.0.lock().unwrap() = Some(Box::new(move || {
+            let handle = std::thread::spawn(move || {
+                demoting.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
+                let truncated = demoting
+                    .truncate_as_follower(1, |_| new_leaders_end)
+                    .unwrap();
+                let _ = done_tx.send(()); // the hook may have stopped waiting
+                truncated
+            });
+            // With the check and the write under one lock the demotion cannot finish
+            // now; before, it did, and the write went to a follower's log.
+            let _ = done_rx.recv_timeout(Duration::from_millis(300));
+            *demotion_slot.lock().unwrap() = Some(handle);
+        }));
+        let appended = partition.append_unsynced(batch(1), 1);
+        let handle = demotion.lock().unwrap().take().expect("the hook ran");
+        handle.join().unwrap();
+        assert!(!partition.is_leader());
+        assert_eq!(
+            partition.log().log_end_offset(),
+            new_leaders_end,
+            "no batch of the old epoch beyond the new leader's log (append: {appended:?})"
         );
     }
 

@@ -50,17 +50,8 @@ fn delete(broker: &Arc<Broker>, tp: &TopicPartition, offset: i64) -> (i16, i64) 
     let Some(partition) = broker.partition(tp) else {
         return (error_code::UNKNOWN_TOPIC_OR_PARTITION, -1);
     };
-    if !partition.is_leader() {
-        return (error_code::NOT_LEADER_OR_FOLLOWER, -1);
-    }
-    let mut log = partition.log();
-    let high_watermark = log.high_watermark();
-    let target = if offset == -1 { high_watermark } else { offset };
-    if target < 0 || target > high_watermark {
-        return (error_code::OFFSET_OUT_OF_RANGE, -1);
-    }
-    match log.delete_before(target) {
-        Ok(_) => (error_code::NONE, log.log_start_offset()),
-        Err(error) => (error.kafka_error_code(), -1),
+    match partition.delete_records(offset) {
+        Ok(log_start) => (error_code::NONE, log_start),
+        Err(code) => (code, -1),
     }
 }

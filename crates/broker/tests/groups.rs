@@ -8,6 +8,9 @@ use strand_broker::group::classic::JoinRequest;
 use strand_broker::group::coordinator::SyncRequest;
 use strand_broker::{Broker, BrokerConfig};
 
+#[path = "../../log/tests/common/small_disk.rs"]
+mod small_disk;
+
 fn config(dir: &std::path::Path, retention_minutes: i64) -> BrokerConfig {
     BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -157,4 +160,72 @@ async fn commits_for_unknown_topics_and_oversized_metadata_are_refused() {
             .await,
         vec![12, 3, 0]
     );
+}
+
+/// A full disk under __consumer_offsets: commits fail with NOT_COORDINATOR (Kafka's answer
+/// for a storage failure: find the coordinator again), never a member or generation
+/// error, and succeed again once space is freed, without a restart.
+#[tokio::test]
+async fn a_full_disk_fails_commits_retriably_and_they_resume_once_space_is_freed() {
+    let mount_point = tempfile::tempdir().unwrap();
+    let Some(_disk) = small_disk::SmallDisk::mount(mount_point.path(), 4 * 1024) else {
+        return; // needs root; mount says SKIPPED
+    };
+    let data = mount_point.path().join("data");
+    let broker = Broker::open(config(&data, 60)).unwrap();
+    broker
+        .create_topic("t", 1, 1, Vec::new(), Default::default(), false)
+        .await
+        .unwrap();
+    let joined = broker.groups.join(&broker, "g", join("")).await;
+    let member = joined.member_id.clone();
+    let sync = SyncRequest {
+        member_id: &member,
+        group_instance_id: None,
+        generation_id: joined.generation_id,
+        protocol_type: None,
+        protocol_name: None,
+        assignments: vec![(member.clone(), Bytes::from_static(b"all"))],
+    };
+    assert_eq!(broker.groups.sync(&broker, "g", sync).await.error_code, 0);
+    let commit = |offset: i64| vec![("t".to_string(), 0, offset, 0, Some("x".repeat(3000)))];
+    let generation = joined.generation_id;
+    assert_eq!(
+        broker
+            .groups
+            .commit(&broker, "g", generation, &member, None, &commit(1))
+            .await,
+        vec![0]
+    );
+    // Fill the disk.
+    let ballast = mount_point.path().join("ballast");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&ballast).unwrap();
+        while file.write_all(&[0u8; 4096]).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let mut answers = Vec::new();
+    for offset in 2..200 {
+        let codes = broker
+            .groups
+            .commit(&broker, "g", generation, &member, None, &commit(offset))
+            .await;
+        if codes != vec![0] {
+            answers = codes;
+            break;
+        }
+    }
+    assert_eq!(answers, vec![16], "NOT_COORDINATOR while the disk is full");
+    std::fs::remove_file(&ballast).unwrap();
+    assert_eq!(
+        broker
+            .groups
+            .commit(&broker, "g", generation, &member, None, &commit(500))
+            .await,
+        vec![0],
+        "commits resume once there is room"
+    );
+    let fetched = broker.groups.fetch_offsets("g", None).await;
+    assert_eq!(fetched[0].2.as_ref().unwrap().offset, 500);
 }

@@ -26,7 +26,7 @@ use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{ProducerCheck, ProducerStateManager};
-use crate::segment::Segment;
+use crate::segment::{AppendError, Segment};
 use crate::segment_list::SegmentList;
 use crate::sync_gate::SyncGate;
 
@@ -155,7 +155,8 @@ impl Log {
                 self.on_disk = true;
                 Ok(())
             }
-            Err(error) => Err(self.go_offline(error)),
+            // Nothing was written: the next write (or the directory thread) tries again.
+            Err(error) => Err(LogError::Io(error)),
         }
     }
 
@@ -345,8 +346,15 @@ impl Log {
         let result = self
             .active_mut()
             .append(&dir, &cache, batch, header, interval);
-        if let Err(error) = result {
-            return Err(self.go_offline(error));
+        match result {
+            Ok(()) => {}
+            // Cut back cleanly (a full disk, say): the log is as it was; the next write
+            // tries again, so freeing space needs no restart.
+            Err(AppendError::Undone(error)) => {
+                tracing::warn!(dir = %self.dir.display(), %error, "append failed and was undone");
+                return Err(LogError::Io(error));
+            }
+            Err(AppendError::Damaged(error)) => return Err(self.go_offline(error)),
         }
         let active = self.active();
         self.gate
@@ -401,23 +409,32 @@ impl Log {
         }
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         let now = self.clock.now_ms();
-        let created = self
-            .active_mut()
-            .seal(&dir, &cache)
-            .and_then(|()| Segment::create(&dir, base_offset, &cache, now));
-        match created {
-            Ok(segment) => {
-                self.segments.push(segment);
-                self.gate.note_dir_changed();
-                // Producer state as of the new segment's base, so recovery replays at
-                // most one segment to rebuild it.
-                if let Err(error) = self.producers.take_snapshot(&dir, base_offset) {
-                    tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed");
-                }
-                Ok(())
+        // A roll that fails (a full disk) changes nothing: the next append tries again.
+        // The new segment's files first.
+        let segment = match Segment::create(&dir, base_offset, &cache, now) {
+            Ok(segment) => segment,
+            Err(error) => {
+                let _ = crate::log_loader::delete_segment_files(&dir, base_offset);
+                tracing::warn!(dir = %dir.display(), %error, "rolling a new segment failed");
+                return Err(LogError::Io(error));
             }
-            Err(error) => Err(self.go_offline(error)),
+        };
+        // Sealing writes the old segment's buffered index entries; entries that fail to
+        // reach the file stay buffered and are written again at the next try, so a
+        // failed seal leaves the old segment active and whole.
+        if let Err(error) = self.active_mut().seal(&dir, &cache) {
+            let _ = crate::log_loader::delete_segment_files(&dir, base_offset);
+            tracing::warn!(dir = %dir.display(), %error, "sealing the active segment failed");
+            return Err(LogError::Io(error));
         }
+        self.segments.push(segment);
+        self.gate.note_dir_changed();
+        // Producer state as of the new segment's base, so recovery replays at most one
+        // segment to rebuild it.
+        if let Err(error) = self.producers.take_snapshot(&dir, base_offset) {
+            tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed");
+        }
+        Ok(())
     }
 
     /// Reads from the batch containing `start_offset`: at most `max_bytes` (but at least

@@ -278,7 +278,7 @@ fn list_segment_bases(dir: &Path) -> LogResult<Vec<i64>> {
     Ok(bases)
 }
 
-fn delete_segment_files(dir: &Path, base: i64) -> io::Result<()> {
+pub(crate) fn delete_segment_files(dir: &Path, base: i64) -> io::Result<()> {
     let paths = crate::file_cache::SegmentPaths::new(dir, base);
     for path in [paths.log, paths.offset_index, paths.time_index] {
         match fs::remove_file(path) {

@@ -22,6 +22,15 @@ use crate::time_index::{TimeIndex, TimeIndexEntry};
 /// The largest segment the u32 index positions can address.
 pub const SEGMENT_MAX_BYTES: u64 = i32::MAX as u64;
 
+/// How a failed append left the segment.
+#[derive(Debug)]
+pub enum AppendError {
+    /// Nothing of the batch remains: file and indexes are as before the call.
+    Undone(io::Error),
+    /// The partial batch could not be cut back: the segment's state is unknown.
+    Damaged(io::Error),
+}
+
 #[derive(Debug)]
 pub struct Segment {
     id: SegmentId,
@@ -295,8 +304,9 @@ impl Segment {
     }
 
     /// Writes one validated batch at the end. On failure the file is cut back to its size
-    /// before the call, so no partial batch remains; if even that fails the error says so
-    /// and the caller must stop writing to this log.
+    /// before the call, so no partial batch remains (`AppendError::Undone`: the segment is
+    /// as it was, and a later append may succeed, e.g. once a full disk has room again);
+    /// if even that fails (`AppendError::Damaged`) the caller must stop writing here.
     pub fn append(
         &mut self,
         dir: &Path,
@@ -304,7 +314,7 @@ impl Segment {
         batch: &[u8],
         header: &BatchHeader,
         index_interval_bytes: u64,
-    ) -> io::Result<()> {
+    ) -> Result<(), AppendError> {
         // Before writing: the bytes are the batch the header describes, continuing this
         // segment (a wrong offset here would be served and replicated as is).
         assert_eq!(header.total_bytes() as usize, batch.len(), "batch length");
@@ -322,7 +332,7 @@ impl Segment {
             Some(header.base_offset),
             "the stored base offset is the one assigned"
         );
-        let files = self.files(dir, cache)?;
+        let files = self.files(dir, cache).map_err(AppendError::Undone)?;
         let position = self.size_bytes;
         let end = position + batch.len() as u64;
         self.preallocation.before_write(&files.log, position, end);
@@ -342,7 +352,7 @@ impl Segment {
         files: &SegmentFiles,
         position: u64,
         error: io::Error,
-    ) -> io::Error {
+    ) -> AppendError {
         self.preallocation.truncated_to(position);
         let restored = files.log.set_len(position).and_then(|()| {
             self.offset_index
@@ -355,11 +365,11 @@ impl Segment {
             Ok(())
         });
         match restored {
-            Ok(()) => error,
-            Err(undo_error) => io::Error::new(
+            Ok(()) => AppendError::Undone(error),
+            Err(undo_error) => AppendError::Damaged(io::Error::new(
                 error.kind(),
                 format!("{error}; and cutting the partial batch back failed: {undo_error}"),
-            ),
+            )),
         }
     }
 

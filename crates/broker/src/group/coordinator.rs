@@ -117,6 +117,21 @@ impl std::fmt::Debug for GroupCoordinator {
     }
 }
 
+/// What a group request answers when its `__consumer_offsets` write failed with `code`:
+/// Kafka's mapping, so clients retry where they should (a storage failure on this broker
+/// means "find the coordinator again", never a member or generation error).
+fn coordinator_error_for_append(code: i16) -> i16 {
+    match code {
+        error_code::NOT_LEADER_OR_FOLLOWER | error_code::KAFKA_STORAGE_ERROR => {
+            error_code::NOT_COORDINATOR
+        }
+        error_code::MESSAGE_TOO_LARGE | error_code::RECORD_LIST_TOO_LARGE => {
+            error_code::INVALID_COMMIT_OFFSET_SIZE
+        }
+        _ => error_code::COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -372,11 +387,7 @@ impl GroupCoordinator {
                     group = group_id,
                     "writing to __consumer_offsets failed"
                 );
-                if code == error_code::NOT_LEADER_OR_FOLLOWER {
-                    error_code::NOT_COORDINATOR
-                } else {
-                    error_code::COORDINATOR_NOT_AVAILABLE
-                }
+                coordinator_error_for_append(code)
             })
     }
 

@@ -772,3 +772,50 @@ async fn a_deferred_produce_syncs_before_its_answer_is_awaited() {
     }
     drop(answers);
 }
+
+/// An answer that waits (here for its sync) keeps nothing of its request: before, the
+/// deferred produce held the whole frame (up to socket.request.max.bytes) after its pool
+/// reservation was returned, up to eight of them per connection.
+#[tokio::test]
+async fn a_deferred_produce_does_not_keep_its_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        data_dir: dir.path().to_path_buf(),
+        flush: strand_broker::config::FlushMode::EveryBatch,
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::open(config).unwrap();
+    broker
+        .create_topic("kept", 1, 1, Vec::new(), Default::default(), false)
+        .await
+        .unwrap();
+    let frame = encode_request(
+        ApiKey::Produce,
+        9,
+        1,
+        &produce_request("kept", 0, 1, &[7u8; 100_000]),
+    );
+    // A buffer of its own, as the connection reads one (not a slice of `frame`).
+    let body = Bytes::copy_from_slice(&frame[4..]);
+    let parsed = strand_protocol::parse_request_header(body.clone());
+    let peer: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let outcome = strand_broker::router::route(&broker, parsed, peer).await;
+    let strand_broker::router::Outcome::Deferred(answer) = outcome else {
+        panic!("a flush-before-ack produce answers later");
+    };
+    assert!(
+        body.is_unique(),
+        "the waiting answer holds no reference to the request's buffer"
+    );
+    let strand_broker::router::Outcome::Respond(bytes) =
+        tokio::time::timeout(HANG_GUARD, answer).await.unwrap()
+    else {
+        panic!("answered");
+    };
+    let mut bytes = bytes.slice(4..);
+    let header = kafka_protocol::messages::ResponseHeader::decode(&mut bytes, 1).unwrap();
+    assert_eq!(header.correlation_id, 1);
+    let response = ProduceResponse::decode(&mut bytes, 9).unwrap();
+    assert_eq!(response.responses[0].name.as_str(), "kept");
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+}

@@ -4,7 +4,7 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -32,6 +32,23 @@ pub struct ParsedRequest {
     pub api_key: ApiKey,
     pub header: RequestHeader,
     pub body: Bytes,
+}
+
+impl ParsedRequest {
+    /// The request without its body and with the header's strings copied out (decoded
+    /// strings are slices of the frame): what an answer that waits keeps, so the frame
+    /// (up to socket.request.max.bytes) is freed at once.
+    pub fn header_only(&self) -> ParsedRequest {
+        let owned = |text: &StrBytes| StrBytes::from_string(text.as_str().to_string());
+        let mut header = self.header.clone();
+        header.client_id = header.client_id.as_ref().map(owned);
+        header.unknown_tagged_fields = Default::default();
+        ParsedRequest {
+            api_key: self.api_key,
+            header,
+            body: Bytes::new(),
+        }
+    }
 }
 
 pub fn parse_request_header(mut frame: Bytes) -> Result<ParsedRequest, HeaderError> {

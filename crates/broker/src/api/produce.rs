@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use strand_log::TopicPartition;
 use strand_records::BatchHeader;
 
@@ -57,10 +57,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             results.push((topic_index, data.index, result, pending));
         }
     }
+    // Names copied out: decoded strings are slices of the request's buffer, and an
+    // answer that waits must not keep the whole request (its records) alive.
     let topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)> = body
         .topic_data
         .iter()
-        .map(|t| (t.name.clone(), t.topic_id))
+        .map(|t| {
+            (
+                TopicName(str_bytes(t.name.as_str().to_string())),
+                t.topic_id,
+            )
+        })
         .collect();
     let waiting = acks != 0 && results.iter().any(|(_, _, _, pending)| pending.is_some());
     if waiting {
@@ -75,6 +82,10 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         // The request's timeout runs from now, not from when the writer gets to it.
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(body.timeout_ms.max(0) as u64);
+        // The answer needs the header only: the body (up to socket.request.max.bytes,
+        // whose pool reservation ends now) is released before waiting.
+        let request = request.header_only();
+        drop(body);
         return Outcome::Deferred(Box::pin(finish(
             request, topic_meta, results, syncs, acks, deadline,
         )));

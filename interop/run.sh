@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -60,6 +60,7 @@ if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/g
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
+if want corruption; then echo "=== corruption (a damaged flushed batch is not served: librdkafka with and without check.crcs)"; (cd interop/python && timeout 300 python3 corruption_test.py); fi
 if want groups; then echo "=== groups (librdkafka, classic and KIP-848)"; timeout 900 python3 interop/python/groups_test.py; fi
 if want java-groups; then echo "=== java-groups"; timeout 900 interop/java/groups.sh; fi
 if want java-groups-kip848; then echo "=== java-groups-kip848 (Java, group.protocol=consumer)"; timeout 900 interop/java/groups.sh kip848; fi

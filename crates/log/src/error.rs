@@ -40,6 +40,14 @@ pub enum LogError {
     /// A file on disk failed a sanity check that recovery cannot repair.
     #[error("corrupt log file {path}: {reason}")]
     CorruptFile { path: String, reason: String },
+    /// A stored batch a read was about to send failed its check (CRC, framing): the
+    /// disk damaged it after it was written.
+    #[error("corrupt batch in {path} at byte {position}: {reason}")]
+    CorruptBatch {
+        path: String,
+        position: u64,
+        reason: String,
+    },
 }
 
 impl LogError {
@@ -52,6 +60,7 @@ impl LogError {
             LogError::NonMonotonicOffset { .. } => 87, // INVALID_RECORD
             LogError::Io(_) | LogError::Offline(_) => 56, // KAFKA_STORAGE_ERROR
             LogError::CorruptFile { .. } => 56,  // KAFKA_STORAGE_ERROR
+            LogError::CorruptBatch { .. } => 2,  // CORRUPT_MESSAGE
             LogError::Producer(error) => error.kafka_error_code(),
         }
     }

@@ -491,8 +491,38 @@ impl Log {
             };
             let length = (end_position - first.position).min(budget);
             if length > 0 {
+                let files = segment.files(&self.dir, &self.cache)?;
+                let mut length = length;
+                {
+                    // Data an earlier process wrote and recovery did not check (below the
+                    // recovery point): a disk may have damaged it since. The batches
+                    // before a damaged one are served; the damaged one never.
+                    let end = first.position + length;
+                    if let Err(corrupt) = segment.verify_for_read(&files, first.position, end)? {
+                        if corrupt.position > first.position {
+                            length = corrupt.position - first.position;
+                            result.slice = Some(FileSlice {
+                                files,
+                                position: first.position,
+                                length,
+                            });
+                            return Ok(result);
+                        }
+                        let path =
+                            crate::file_cache::SegmentPaths::new(&self.dir, segment.base_offset())
+                                .log
+                                .display()
+                                .to_string();
+                        tracing::error!(%path, position = corrupt.position, reason = %corrupt.reason, "corrupt batch found by a read; not serving it");
+                        return Err(LogError::CorruptBatch {
+                            path,
+                            position: corrupt.position,
+                            reason: corrupt.reason,
+                        });
+                    }
+                }
                 result.slice = Some(FileSlice {
-                    files: segment.files(&self.dir, &self.cache)?,
+                    files,
                     position: first.position,
                     length,
                 });

@@ -17,6 +17,7 @@ use crate::batch_scan::{BatchScanner, ScanStep, ScannedBatch};
 use crate::file_cache::{FileCache, SegmentFiles, SegmentId, SegmentPaths};
 use crate::offset_index::{OffsetIndex, OffsetIndexEntry};
 use crate::preallocation::Preallocation;
+use crate::read_verification::{CorruptBatch, VerifiedRegions};
 use crate::time_index::{TimeIndex, TimeIndexEntry};
 
 /// The largest segment the u32 index positions can address.
@@ -49,6 +50,11 @@ pub struct Segment {
     bytes_since_last_index_entry: u64,
     /// Blocks reserved ahead of the end while this is the active segment.
     preallocation: Preallocation,
+    /// Byte ranges whose batches a read has checked again (see `read_verification`).
+    verified: VerifiedRegions,
+    /// Bytes of the file written before this process opened it. Reads check only these:
+    /// what this process appended was checked on the way in.
+    inherited_bytes: u64,
 }
 
 /// What recovery found in one segment.
@@ -107,7 +113,26 @@ impl Segment {
             time_index: TimeIndex::empty(),
             bytes_since_last_index_entry: 0,
             preallocation: Preallocation::default(),
+            verified: VerifiedRegions::default(),
+            inherited_bytes: 0,
         }
+    }
+
+    /// Checks the batches in `[start, end)` (`start` a batch boundary) before a read
+    /// sends them, each region once (`read_verification`).
+    pub fn verify_for_read(
+        &self,
+        files: &SegmentFiles,
+        start: u64,
+        end: u64,
+    ) -> io::Result<Result<(), CorruptBatch>> {
+        let end = end.min(self.inherited_bytes);
+        if start >= end {
+            return Ok(Ok(()));
+        }
+        let offsets = self.base_offset..self.next_offset;
+        self.verified
+            .verify(&files.log, start, end, self.size_bytes, offsets)
     }
 
     /// Opens an existing segment trusting its contents (below the recovery point, or after
@@ -128,6 +153,7 @@ impl Segment {
         if segment.size_bytes > SEGMENT_MAX_BYTES {
             return Ok(None);
         }
+        segment.inherited_bytes = segment.size_bytes;
         let indexes = (
             OffsetIndex::open(&files.offset_index)?,
             TimeIndex::open(&files.time_index)?,
@@ -572,6 +598,9 @@ impl Segment {
         let new_end = first_removed.header.base_offset;
         let base = self.base_offset;
         self.preallocation.truncated_to(position);
+        // Bytes written here later are new: nothing past the cut counts as checked.
+        self.verified.forget_from(position);
+        self.inherited_bytes = self.inherited_bytes.min(position);
         files.log.set_len(position)?;
         self.offset_index
             .truncate_while(&files.offset_index, |entry| {

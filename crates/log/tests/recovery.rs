@@ -355,3 +355,87 @@ fn an_emptied_segment_below_the_recovery_point_is_reported() {
         assert!(reason.contains(&end.to_string()), "{reason}");
     }
 }
+
+/// Beyond Kafka: a flipped byte in flushed data (a sealed segment below the recovery
+/// point, after a clean restart that trusted it) is found by the read that would send it,
+/// answered CORRUPT_MESSAGE, and the rest of the log still reads.
+#[test]
+fn a_read_of_damaged_flushed_data_fails_instead_of_serving_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), small_config(), Arc::new(ManualClock::new(0)));
+    for n in 0..60 {
+        log.append_as_leader(&mut batch(2, 30, n), 0).unwrap();
+    }
+    log.flush().unwrap();
+    log.close().unwrap();
+    let end = log.log_end_offset();
+    let summaries = log.segment_summaries();
+    assert!(summaries.len() >= 3);
+    drop(log);
+    let (damaged_base, damaged_size) = summaries[1];
+    let path = dir.path().join(format!("{damaged_base:020}.log"));
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // A byte the CRC covers (past the batch header's first 21 bytes) of a batch in the
+    // middle of the segment.
+    let mut contents = vec![0u8; damaged_size as usize];
+    file.read_exact_at(&mut contents, 0).unwrap();
+    let mut batch_start = 0usize;
+    while batch_start < contents.len() / 2 {
+        batch_start += BatchView::parse(&contents[batch_start..])
+            .unwrap()
+            .bytes
+            .len();
+    }
+    let at = batch_start + 40;
+    file.write_all_at(&[contents[at] ^ 0x01], at as u64)
+        .unwrap();
+    let state = LogOpenState {
+        recovery_point: end,
+        clean_shutdown: true,
+        ..Default::default()
+    };
+    let (log, report) = reopen(dir.path(), small_config(), state);
+    assert_eq!(
+        report.segments_recovered, 0,
+        "a clean restart trusts the segment"
+    );
+    // A read from the segment's start gets the batches before the damaged one.
+    let before = log
+        .read(damaged_base, 1 << 20, end, true)
+        .unwrap()
+        .slice
+        .expect("the batches before the damage");
+    let damaged_position = before.position + before.length;
+    assert_eq!(
+        damaged_position, batch_start as u64,
+        "stops at the damaged batch"
+    );
+    let bytes = before.read_to_vec().unwrap();
+    let next = {
+        let mut rest = &bytes[..];
+        let mut next = damaged_base;
+        while !rest.is_empty() {
+            let view = BatchView::parse(rest).unwrap();
+            next = view.header.next_offset();
+            rest = &rest[view.bytes.len()..];
+        }
+        next
+    };
+    // A read of the damaged batch itself fails.
+    let error = log
+        .read(next, 1 << 20, end, true)
+        .expect_err("the damaged batch is not served");
+    assert_eq!(error.kafka_error_code(), 2, "CORRUPT_MESSAGE: {error}");
+    // Before it and after it the log reads.
+    assert!(log.read(0, 1 << 20, end, true).unwrap().slice.is_some());
+    let (after_base, _) = summaries[2];
+    assert!(log
+        .read(after_base, 1 << 20, end, true)
+        .unwrap()
+        .slice
+        .is_some());
+}

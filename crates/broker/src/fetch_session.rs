@@ -34,6 +34,8 @@ pub struct Wanted {
     pub fetch_offset: i64,
     pub partition_max_bytes: i32,
     pub current_leader_epoch: i32,
+    /// KIP-320: the epoch of the fetcher's last batch (-1: not given).
+    pub last_fetched_epoch: i32,
 }
 
 /// (high watermark, last stable offset, log start offset) last sent for a partition.
@@ -230,6 +232,7 @@ mod tests {
             fetch_offset: offset,
             partition_max_bytes: 1 << 20,
             current_leader_epoch: -1,
+            last_fetched_epoch: -1,
         }
     }
 

@@ -819,3 +819,57 @@ async fn a_deferred_produce_does_not_keep_its_request() {
     assert_eq!(response.responses[0].name.as_str(), "kept");
     assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
 }
+
+/// KIP-320 on the leader: a fetch whose last fetched epoch ends before its fetch offset
+/// in our log is told the diverging epoch, with no records and no error; one that agrees
+/// reads on.
+#[tokio::test]
+async fn a_fetch_past_its_epochs_end_gets_the_diverging_epoch() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let broker = start().await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    metadata(&mut stream, "epochs", 1).await;
+    for id in 2..5 {
+        let request = encode_request(
+            ApiKey::Produce,
+            9,
+            id,
+            &produce_request("epochs", 0, 1, b"v"),
+        );
+        stream.write_all(&request).await.unwrap();
+        read_response(&mut stream, 1).await.unwrap();
+    }
+    let fetch = |offset: i64, last_fetched_epoch: i32| {
+        FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("epochs")))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(last_fetched_epoch)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    for (id, offset, last_epoch, diverging) in [
+        (10, 10, 0, Some((0, 3))), // epoch 0 ends at 3 here: truncate to 3
+        (11, 1, 0, None),          // agrees: records
+        (12, 1, 7, None),          // an epoch newer than ours: undefined, read on
+    ] {
+        let request = encode_request(ApiKey::Fetch, 12, id, &fetch(offset, last_epoch));
+        stream.write_all(&request).await.unwrap();
+        let (_, mut body) = read_response(&mut stream, 1).await.unwrap();
+        let response = FetchResponse::decode(&mut body, 12).unwrap();
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0);
+        let got = (partition.diverging_epoch.epoch >= 0).then_some((
+            partition.diverging_epoch.epoch,
+            partition.diverging_epoch.end_offset,
+        ));
+        assert_eq!(got, diverging, "fetch at {offset} after epoch {last_epoch}");
+        let has_records = partition.records.as_ref().is_some_and(|r| !r.is_empty());
+        assert_eq!(has_records, diverging.is_none());
+        assert_eq!(partition.high_watermark, 3);
+    }
+}

@@ -90,6 +90,9 @@ pub struct FetchPartitionOut {
     pub aborted_transactions: Option<Vec<(i64, i64)>>,
     pub preferred_read_replica: i32,
     pub records: RecordsOut,
+    /// KIP-320 (v12+, tagged field 0): (epoch, end offset) where the fetcher's log
+    /// diverges from the leader's; it must truncate before fetching on.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 #[derive(Clone)]
@@ -183,7 +186,17 @@ pub fn encode_fetch_response(
                 }
             }
             if flexible {
-                buf.put_u8(0); // partition tagged fields
+                match partition.diverging_epoch {
+                    None => buf.put_u8(0), // no partition tagged fields
+                    Some((epoch, end_offset)) => {
+                        buf.put_u8(1); // one tagged field
+                        buf.put_u8(0); // tag 0: DivergingEpoch
+                        buf.put_u8(13); // its size: epoch, end offset, no tagged fields
+                        buf.put_i32(epoch);
+                        buf.put_i64(end_offset);
+                        buf.put_u8(0);
+                    }
+                }
             }
         }
         if flexible {
@@ -247,7 +260,7 @@ mod tests {
     use super::*;
     use crate::response::encode_response;
     use kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
     };
     use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, TopicName};
     use kafka_protocol::protocol::StrBytes;
@@ -274,6 +287,7 @@ mod tests {
                             Some(vec![(7, 8), (9, 10)])
                         },
                         preferred_read_replica: -1,
+                        diverging_epoch: (i == 2).then_some((3, 77)),
                         records: if r.is_empty() {
                             RecordsOut::Empty
                         } else {
@@ -320,6 +334,14 @@ mod tests {
                                         },
                                     ))
                                     .with_preferred_read_replica(BrokerId(p.preferred_read_replica))
+                                    .with_diverging_epoch(p.diverging_epoch.map_or_else(
+                                        Default::default,
+                                        |(epoch, end_offset)| {
+                                            EpochEndOffset::default()
+                                                .with_epoch(epoch)
+                                                .with_end_offset(end_offset)
+                                        },
+                                    ))
                                     .with_records(Some(match &p.records {
                                         RecordsOut::Memory(bytes) => bytes.clone(),
                                         _ => Bytes::new(),

@@ -36,6 +36,7 @@ struct Target {
     fetch_offset: i64,
     partition_max_bytes: i32,
     current_leader_epoch: i32,
+    last_fetched_epoch: i32,
     partition: Result<Arc<Partition>, i16>,
     tp: Option<TopicPartition>,
 }
@@ -139,14 +140,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             out.last_stable_offset,
             out.log_start_offset,
         );
+        // A diverging epoch is news like an error: the fetcher must act on it.
+        let must_act = out.error_code != error_code::NONE || out.diverging_epoch.is_some();
         let send = session_id == 0
-            || broker.fetch_sessions.should_send(
-                session_id,
-                &key,
-                has_records,
-                out.error_code != error_code::NONE,
-                marks,
-            )
+            || broker
+                .fetch_sessions
+                .should_send(session_id, &key, has_records, must_act, marks)
             || !incremental;
         if send {
             kept.push((key, out));
@@ -217,6 +216,11 @@ fn wanted_partitions(body: &FetchRequest, version: i16) -> Vec<(FetchKey, Wanted
                         fetch_offset: p.fetch_offset,
                         partition_max_bytes: p.partition_max_bytes,
                         current_leader_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: if version >= 12 {
+                            p.last_fetched_epoch
+                        } else {
+                            -1
+                        },
                     },
                 )
             })
@@ -251,6 +255,7 @@ fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16
                 fetch_offset: wanted.fetch_offset,
                 partition_max_bytes: wanted.partition_max_bytes,
                 current_leader_epoch: wanted.current_leader_epoch,
+                last_fetched_epoch: wanted.last_fetched_epoch,
                 partition: resolved,
                 tp: name.map(|name| TopicPartition::new(name, key.partition)),
             }
@@ -281,7 +286,18 @@ fn read_all(
             aborted_transactions: read_committed.then(Vec::new),
             preferred_read_replica: -1,
             records: RecordsOut::Empty, // never null: librdkafka rejects null records
+            diverging_epoch: None,
         };
+        if let Some((diverging, high_watermark, log_start_offset)) = diverged(target) {
+            // No records: the fetcher truncates first. Answered at once, as an error is.
+            errors = true;
+            out.diverging_epoch = Some(diverging);
+            out.high_watermark = high_watermark;
+            out.last_stable_offset = high_watermark;
+            out.log_start_offset = log_start_offset;
+            answers.push((target.key.clone(), out));
+            continue;
+        }
         match read_one(target, budget, total == 0, follower, proposals) {
             Ok((records, high_watermark, log_start_offset)) => {
                 let length = match &records {
@@ -306,6 +322,37 @@ fn read_all(
         answers.push((target.key.clone(), out));
     }
     (answers, total, errors)
+}
+
+/// KIP-320, as Kafka's leader checks it: a fetch that names the epoch of its last batch
+/// whose log, by our epochs, diverges before its fetch offset (that epoch ends earlier
+/// here, or we never had it) is told (epoch, end offset) to truncate to, with the high
+/// watermark and log start. Leaders only; other answers come from `read_one`.
+fn diverged(target: &Target) -> Option<((i32, i64), i64, i64)> {
+    if target.last_fetched_epoch < 0 {
+        return None;
+    }
+    let partition = target.partition.as_ref().ok()?;
+    if !partition.is_leader()
+        || partition
+            .check_leader_epoch(target.current_leader_epoch)
+            .is_err()
+    {
+        return None; // read_one answers the error
+    }
+    let log = partition.log();
+    let (epoch, end_offset) = log.end_offset_for_epoch(target.last_fetched_epoch);
+    // Undefined (no epochs here, or the fetcher's is newer than all of ours): nothing
+    // to point the fetcher at; the read goes on as before KIP-320.
+    let known = epoch >= 0 && end_offset >= 0;
+    let diverges = end_offset < target.fetch_offset || epoch < target.last_fetched_epoch;
+    (known && diverges).then(|| {
+        (
+            (epoch, end_offset),
+            log.high_watermark(),
+            log.log_start_offset(),
+        )
+    })
 }
 
 /// (records, high watermark, log start offset) or (error code, hw, log start).

@@ -257,6 +257,23 @@ fn pause(fetcher: &LeaderFetcher, tp: &TopicPartition, epoch: i32) {
     });
 }
 
+/// Where to cut our log, told by the leader that `leader_epoch` (the largest it has at or
+/// below ours) ends at `end_offset` in its log: KIP-101/279 from OffsetForLeaderEpoch,
+/// KIP-320 from a fetch's diverging epoch.
+fn truncation_target(log: &strand_log::Log, leader_epoch: i32, end_offset: i64) -> i64 {
+    let ours = log.leader_epochs().latest().map(|e| e.epoch);
+    match ours {
+        // The leader has none of our epochs: the high watermark is all we know to be
+        // committed.
+        _ if end_offset < 0 => log.high_watermark(),
+        None => log.high_watermark(),
+        Some(ours) if leader_epoch == ours => end_offset,
+        // The leader's epoch is older than our latest: our log may diverge from where
+        // that epoch ends in ours too.
+        Some(_) => end_offset.min(log.end_offset_for_epoch(leader_epoch).1),
+    }
+}
+
 /// Asks the leader where our latest epoch ends and cuts the log there.
 async fn truncate(
     node_id: i32,
@@ -315,15 +332,12 @@ async fn truncate(
             }
             let end_offset = answer.end_offset;
             let leader_epoch = answer.leader_epoch;
-            let outcome = partition.truncate_as_follower(*epoch, |log| match latest {
-                // The leader has none of our epochs: the high watermark is all we know
-                // to be committed.
-                _ if end_offset < 0 => log.high_watermark(),
-                None => log.high_watermark(),
-                Some(ours) if leader_epoch == ours.epoch => end_offset,
-                // The leader's latest epoch at or below ours is older: our log may
-                // diverge from where that epoch ends in ours too.
-                Some(_) => end_offset.min(log.end_offset_for_epoch(leader_epoch).1),
+            let outcome = partition.truncate_as_follower(*epoch, |log| {
+                if latest.is_none() {
+                    log.high_watermark()
+                } else {
+                    truncation_target(log, leader_epoch, end_offset)
+                }
             });
             if let Ok(Some((from, to))) = &outcome {
                 if to < from {
@@ -351,16 +365,20 @@ async fn fetch_once(
 ) -> anyhow::Result<()> {
     let mut wanted = Vec::new();
     for (tp, partition, epoch, _) in partitions {
-        let (log_end, log_start) = {
+        let (log_end, log_start, last_epoch) = {
             let log = partition.log();
-            (log.log_end_offset(), log.log_start_offset())
+            let last_epoch = log.leader_epochs().latest().map_or(-1, |e| e.epoch);
+            (log.log_end_offset(), log.log_start_offset(), last_epoch)
         };
-        wanted.push((tp.clone(), (partition.clone(), *epoch, log_end, log_start)));
+        wanted.push((
+            tp.clone(),
+            (partition.clone(), *epoch, log_end, log_start, last_epoch),
+        ));
     }
     let topics = by_topic(
         wanted
             .iter()
-            .map(|(tp, (_, epoch, end, start))| (tp.clone(), (*epoch, *end, *start))),
+            .map(|(tp, (_, epoch, end, start, last))| (tp.clone(), (*epoch, *end, *start, *last))),
     )
     .into_iter()
     .map(|(name, partitions)| {
@@ -369,12 +387,14 @@ async fn fetch_once(
             .with_partitions(
                 partitions
                     .into_iter()
-                    .map(|(index, (epoch, end, start))| {
+                    .map(|(index, (epoch, end, start, last_epoch))| {
+                        // KIP-320: the leader checks our log against its epochs on
+                        // every fetch and answers a diverging epoch to truncate to.
                         FetchPartition::default()
                             .with_partition(index)
                             .with_current_leader_epoch(epoch)
                             .with_fetch_offset(end)
-                            .with_last_fetched_epoch(-1)
+                            .with_last_fetched_epoch(last_epoch)
                             .with_log_start_offset(start)
                             .with_partition_max_bytes(PARTITION_FETCH_MAX_BYTES)
                     })
@@ -403,7 +423,7 @@ async fn fetch_once(
     for topic in response.responses {
         for answer in topic.partitions {
             let tp = TopicPartition::new(topic.topic.as_str(), answer.partition_index);
-            let Some((partition, epoch, fetched_at, _)) = wanted.get(&tp) else {
+            let Some((partition, epoch, fetched_at, _, _)) = wanted.get(&tp) else {
                 continue;
             };
             // The partition may have moved on (new epoch) while the fetch was out.
@@ -414,6 +434,24 @@ async fn fetch_once(
                 .get(&tp)
                 .is_some_and(|f| f.leader_epoch == *epoch && !f.needs_truncation);
             if !current {
+                continue;
+            }
+            let diverging = &answer.diverging_epoch;
+            if answer.error_code == error_code::NONE && diverging.epoch >= 0 {
+                let (leader_epoch, end_offset) = (diverging.epoch, diverging.end_offset);
+                let outcome = partition.truncate_as_follower(*epoch, |log| {
+                    truncation_target(log, leader_epoch, end_offset)
+                });
+                match outcome {
+                    Ok(Some((from, to))) if to < from => {
+                        tracing::info!(partition = %tp, from, to, leader_epoch, "truncating to the leader's diverging epoch");
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::error!(partition = %tp, %error, "truncation failed");
+                        pause(fetcher, &tp, *epoch);
+                    }
+                }
                 continue;
             }
             match answer.error_code {
@@ -456,4 +494,40 @@ async fn fetch_once(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_log::{LogManager, LogManagerOptions};
+    use strand_records::{BatchBuilder, Record};
+
+    fn batch(records: usize) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(0, 1_000);
+        for i in 0..records {
+            builder.push(Record::new(None, Some(vec![i as u8; 10]), 1_000));
+        }
+        builder.build()
+    }
+
+    /// Our log: epoch 0 for offsets 0..5, then epoch 1 for 5..8 (a leader that lost its
+    /// place). The new leader has epoch 0 for 0..5 and epoch 2 from 5: it answers our
+    /// fetch (last fetched epoch 1) with the diverging epoch (0, 5), and we cut at 5.
+    #[test]
+    fn a_diverging_epoch_truncates_where_the_logs_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut logs, _) = LogManager::open(dir.path(), LogManagerOptions::default()).unwrap();
+        let log = logs
+            .get_or_create(&TopicPartition::new("t", 0), None)
+            .unwrap();
+        let mut log = log.lock().unwrap();
+        log.append_as_leader(&mut batch(5), 0).unwrap();
+        log.append_as_leader(&mut batch(3), 1).unwrap();
+        assert_eq!(truncation_target(&log, 0, 5), 5);
+        // The leader has our latest epoch and it ends at 6 there.
+        assert_eq!(truncation_target(&log, 1, 6), 6);
+        // The leader knows none of our epochs: back to the high watermark.
+        log.set_high_watermark(2);
+        assert_eq!(truncation_target(&log, -1, -1), 2);
+    }
 }

@@ -94,8 +94,18 @@ pub async fn serve_connection(
         drop(reserved);
         let closing = matches!(outcome, Outcome::Close(_));
         pending.unanswered.fetch_add(1, Ordering::AcqRel);
-        if responses.send(outcome).await.is_err() || closing {
-            break; // the writer stopped (write failure), or this request closes the connection
+        // The queue is full while the writer waits on a peer that does not read its
+        // answers; that peer is idle too, and is closed like any idle one.
+        let queued = tokio::select! {
+            sent = responses.send(outcome) => sent.is_ok(),
+            _ = idle_expired(&activity, &pending, idle_max) => {
+                tracing::debug!(%peer, "closing connection: its answers are not read (connections.max.idle.ms)");
+                idle_closed = true;
+                false
+            }
+        };
+        if !queued || closing {
+            break; // the writer stopped (write failure), the peer stopped reading, or this request closes the connection
         }
         if *shutdown.borrow() {
             break;

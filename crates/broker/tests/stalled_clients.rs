@@ -230,3 +230,51 @@ async fn per_ip_overrides_and_max_connections_apply() {
     drop(first);
     let _third = admitted_eventually(broker.address).await;
 }
+
+/// A peer that pipelines requests and never reads the answers: once the socket buffers
+/// and the connection's answer queue are full nothing moves, and after
+/// connections.max.idle.ms the connection is closed rather than held forever.
+#[tokio::test]
+async fn a_peer_that_never_reads_its_answers_is_closed_when_idle() {
+    let broker = start_with(|config| config.connections_max_idle_ms = 500).await;
+    let mut writer = TcpStream::connect(broker.address).await.unwrap();
+    metadata(&mut writer, "unread", 1).await;
+    let big = vec![7u8; 400_000];
+    let request = encode_request(
+        ApiKey::Produce,
+        9,
+        2,
+        &produce_request("unread", 0, 1, &big),
+    );
+    writer.write_all(&request).await.unwrap();
+    read_response(&mut writer, 1).await.unwrap();
+    // Each fetch answer is ~400 KB; 100 of them overflow every buffer on the way.
+    let fetch = encode_request(ApiKey::Fetch, 12, 3, &fetch_request("unread", 0, 0));
+    let flood = async {
+        for _ in 0..100 {
+            if writer.write_all(&fetch).await.is_err() {
+                break; // the broker closed: writes fail
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ANSWER_GUARD, flood).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Drain what was sent before the close: the stream ends before all 100 answers (a
+    // broker that waited on this peer forever would send them all once it reads).
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut drained = 0usize;
+    let ended = tokio::time::timeout(ANSWER_GUARD, async {
+        loop {
+            match writer.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => drained += read,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the connection was never closed");
+    assert!(
+        drained < 50 * big.len(),
+        "{drained} bytes of answers: the broker kept serving a peer idle past the limit"
+    );
+}

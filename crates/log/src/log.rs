@@ -26,6 +26,7 @@ use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{ProducerCheck, ProducerStateManager};
+use crate::read_verification::CorruptBatch;
 use crate::segment::{AppendError, Segment};
 use crate::segment_list::SegmentList;
 use crate::sync_gate::SyncGate;
@@ -492,35 +493,17 @@ impl Log {
             let length = (end_position - first.position).min(budget);
             if length > 0 {
                 let files = segment.files(&self.dir, &self.cache)?;
-                let mut length = length;
-                {
-                    // Data an earlier process wrote and recovery did not check (below the
-                    // recovery point): a disk may have damaged it since. The batches
-                    // before a damaged one are served; the damaged one never.
-                    let end = first.position + length;
-                    if let Err(corrupt) = segment.verify_for_read(&files, first.position, end)? {
-                        if corrupt.position > first.position {
-                            length = corrupt.position - first.position;
-                            result.slice = Some(FileSlice {
-                                files,
-                                position: first.position,
-                                length,
-                            });
-                            return Ok(result);
-                        }
-                        let path =
-                            crate::file_cache::SegmentPaths::new(&self.dir, segment.base_offset())
-                                .log
-                                .display()
-                                .to_string();
-                        tracing::error!(%path, position = corrupt.position, reason = %corrupt.reason, "corrupt batch found by a read; not serving it");
-                        return Err(LogError::CorruptBatch {
-                            path,
-                            position: corrupt.position,
-                            reason: corrupt.reason,
-                        });
+                // Data an earlier process wrote and recovery did not check may have been
+                // damaged at rest: the batches before a damaged one are served, the
+                // damaged one never.
+                let end = first.position + length;
+                let length = match segment.verify_for_read(&files, first.position, end)? {
+                    Ok(()) => length,
+                    Err(corrupt) if corrupt.position > first.position => {
+                        corrupt.position - first.position
                     }
-                }
+                    Err(corrupt) => return Err(self.corrupt_batch(segment, corrupt)),
+                };
                 result.slice = Some(FileSlice {
                     files,
                     position: first.position,
@@ -805,6 +788,20 @@ impl Log {
         self.producers
             .take_snapshot(&self.dir, self.log_end_offset())?;
         self.epochs.checkpoint()
+    }
+
+    /// The error for a damaged batch a read found, logged where it lies.
+    fn corrupt_batch(&self, segment: &Segment, corrupt: CorruptBatch) -> LogError {
+        let path = crate::file_cache::SegmentPaths::new(&self.dir, segment.base_offset())
+            .log
+            .display()
+            .to_string();
+        tracing::error!(%path, position = corrupt.position, reason = %corrupt.reason, "corrupt batch found by a read; not serving it");
+        LogError::CorruptBatch {
+            path,
+            position: corrupt.position,
+            reason: corrupt.reason,
+        }
     }
 
     fn check_online(&self) -> LogResult<()> {

@@ -351,13 +351,6 @@ impl Segment {
             header.base_offset,
             self.next_offset
         );
-        assert_eq!(
-            batch
-                .get(..8)
-                .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes"))),
-            Some(header.base_offset),
-            "the stored base offset is the one assigned"
-        );
         let files = self.files(dir, cache).map_err(AppendError::Undone)?;
         let position = self.size_bytes;
         let end = position + batch.len() as u64;

@@ -35,7 +35,8 @@ pub const UNPOOLED_BYTES_PER_REQUEST: usize = 32 * 1024;
 pub struct RequestMemory {
     /// `None`: no budget (Kafka's default, queued.max.request.bytes=-1).
     pool: Option<Arc<Semaphore>>,
-    pool_bytes: usize,
+    /// The pool's size in permits (KiB).
+    pool_permits: usize,
     unpooled_bytes: usize,
 }
 
@@ -65,9 +66,10 @@ impl RequestMemory {
     /// A budget of `pool_bytes` (`None`: unbounded) with `unpooled_bytes` of each request
     /// outside it.
     pub fn new(pool_bytes: Option<usize>, unpooled_bytes: usize) -> RequestMemory {
+        let pool_permits = pool_bytes.map_or(usize::MAX, |bytes| (bytes / PERMIT_BYTES).max(1));
         RequestMemory {
-            pool: pool_bytes.map(|bytes| Arc::new(Semaphore::new((bytes / PERMIT_BYTES).max(1)))),
-            pool_bytes: pool_bytes.unwrap_or(usize::MAX),
+            pool: pool_bytes.map(|_| Arc::new(Semaphore::new(pool_permits))),
+            pool_permits,
             unpooled_bytes,
         }
     }
@@ -78,10 +80,6 @@ impl RequestMemory {
             Some(pool) => pool.available_permits() * PERMIT_BYTES,
             None => usize::MAX,
         }
-    }
-
-    pub fn pool_bytes(&self) -> usize {
-        self.pool_bytes
     }
 
     /// Reads a body of `size` bytes (already checked against the frame cap), reserving
@@ -104,12 +102,11 @@ impl RequestMemory {
         reader: &mut R,
         size: usize,
     ) -> Result<(Bytes, BodyReservation), FrameError> {
-        let pooled_total = size.saturating_sub(self.unpooled_bytes);
-        if self.pool.is_some() && pooled_total > self.pool_bytes {
+        if self.pooled_permits(size) > self.pool_permits {
             // It could never be reserved; the listener's config check makes this rare.
             return Err(FrameError::TooLarge {
                 size_bytes: size as i64,
-                limit_bytes: self.pool_bytes,
+                limit_bytes: self.pool_permits.saturating_mul(PERMIT_BYTES),
             });
         }
         let mut reservation = BodyReservation::default();
@@ -134,6 +131,13 @@ impl RequestMemory {
         Ok((Bytes::from(body), reservation))
     }
 
+    /// Permits a body of `bytes` holds from the pool.
+    fn pooled_permits(&self, bytes: usize) -> usize {
+        bytes
+            .saturating_sub(self.unpooled_bytes)
+            .div_ceil(PERMIT_BYTES)
+    }
+
     /// Reserves the pool's share of growing a body from `from` to `to` bytes.
     async fn reserve(
         &self,
@@ -144,12 +148,7 @@ impl RequestMemory {
         let Some(pool) = &self.pool else {
             return Ok(());
         };
-        let pooled = |bytes: usize| {
-            bytes
-                .saturating_sub(self.unpooled_bytes)
-                .div_ceil(PERMIT_BYTES)
-        };
-        let permits = pooled(to) - pooled(from);
+        let permits = self.pooled_permits(to) - self.pooled_permits(from);
         if permits == 0 {
             return Ok(());
         }

@@ -288,28 +288,22 @@ fn read_all(
             records: RecordsOut::Empty, // never null: librdkafka rejects null records
             diverging_epoch: None,
         };
-        if let Some((diverging, high_watermark, log_start_offset)) = diverged(target) {
-            // No records: the fetcher truncates first. Answered at once, as an error is.
-            errors = true;
-            out.diverging_epoch = Some(diverging);
-            out.high_watermark = high_watermark;
-            out.last_stable_offset = high_watermark;
-            out.log_start_offset = log_start_offset;
-            answers.push((target.key.clone(), out));
-            continue;
-        }
         match read_one(target, budget, total == 0, follower, proposals) {
-            Ok((records, high_watermark, log_start_offset)) => {
-                let length = match &records {
+            Ok(read) => {
+                let length = match &read.records {
                     RecordsOut::File { length, .. } => *length,
                     _ => 0,
                 };
                 total += length;
                 budget = budget.saturating_sub(length);
-                out.high_watermark = high_watermark;
-                out.last_stable_offset = high_watermark;
-                out.log_start_offset = log_start_offset;
-                out.records = records;
+                // A diverging epoch comes without records and is answered at once, as an
+                // error is: the fetcher truncates first.
+                errors |= read.diverging_epoch.is_some();
+                out.high_watermark = read.high_watermark;
+                out.last_stable_offset = read.high_watermark;
+                out.log_start_offset = read.log_start_offset;
+                out.records = read.records;
+                out.diverging_epoch = read.diverging_epoch;
             }
             Err((code, high_watermark, log_start_offset)) => {
                 errors = true;
@@ -324,21 +318,21 @@ fn read_all(
     (answers, total, errors)
 }
 
+/// What a partition's read gives a fetch: records, or (KIP-320) the diverging epoch.
+struct PartitionRead {
+    records: RecordsOut,
+    high_watermark: i64,
+    log_start_offset: i64,
+    diverging_epoch: Option<(i32, i64)>,
+}
+
 /// KIP-320, as Kafka's leader checks it: a fetch that names the epoch of its last batch
 /// whose log, by our epochs, diverges before its fetch offset (that epoch ends earlier
-/// here, or we never had it) is told (epoch, end offset) to truncate to, with the high
-/// watermark and log start. Leaders only; other answers come from `read_one`.
-fn diverged(target: &Target) -> Option<((i32, i64), i64, i64)> {
+/// here) is told (epoch, end offset) to truncate to, with the high watermark and log
+/// start, instead of records.
+fn diverging_epoch(partition: &Partition, target: &Target) -> Option<PartitionRead> {
     if target.last_fetched_epoch < 0 {
         return None;
-    }
-    let partition = target.partition.as_ref().ok()?;
-    if !partition.is_leader()
-        || partition
-            .check_leader_epoch(target.current_leader_epoch)
-            .is_err()
-    {
-        return None; // read_one answers the error
     }
     let log = partition.log();
     let (epoch, end_offset) = log.end_offset_for_epoch(target.last_fetched_epoch);
@@ -346,23 +340,22 @@ fn diverged(target: &Target) -> Option<((i32, i64), i64, i64)> {
     // to point the fetcher at; the read goes on as before KIP-320.
     let known = epoch >= 0 && end_offset >= 0;
     let diverges = end_offset < target.fetch_offset || epoch < target.last_fetched_epoch;
-    (known && diverges).then(|| {
-        (
-            (epoch, end_offset),
-            log.high_watermark(),
-            log.log_start_offset(),
-        )
+    (known && diverges).then(|| PartitionRead {
+        records: RecordsOut::Empty,
+        high_watermark: log.high_watermark(),
+        log_start_offset: log.log_start_offset(),
+        diverging_epoch: Some((epoch, end_offset)),
     })
 }
 
-/// (records, high watermark, log start offset) or (error code, hw, log start).
+/// The partition's read, or (error code, high watermark, log start).
 fn read_one(
     target: &Target,
     budget: u64,
     first: bool,
     follower: Option<i32>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
-) -> Result<(RecordsOut, i64, i64), (i16, i64, i64)> {
+) -> Result<PartitionRead, (i16, i64, i64)> {
     let partition = target.partition.as_ref().map_err(|code| (*code, -1, -1))?;
     if !partition.is_leader() {
         return Err((error_code::NOT_LEADER_OR_FOLLOWER, -1, -1));
@@ -370,6 +363,9 @@ fn read_one(
     partition
         .check_leader_epoch(target.current_leader_epoch)
         .map_err(|code| (code, -1, -1))?;
+    if let Some(diverging) = diverging_epoch(partition, target) {
+        return Ok(diverging);
+    }
     let limit = budget.min(target.partition_max_bytes.max(0) as u64);
     let read = match follower {
         None => partition.read(target.fetch_offset, limit, first),
@@ -404,7 +400,12 @@ fn read_one(
                 }
                 _ => RecordsOut::Empty,
             };
-            Ok((records, result.high_watermark, result.log_start_offset))
+            Ok(PartitionRead {
+                records,
+                high_watermark: result.high_watermark,
+                log_start_offset: result.log_start_offset,
+                diverging_epoch: None,
+            })
         }
         Err(LogError::OffsetOutOfRange {
             log_start_offset, ..

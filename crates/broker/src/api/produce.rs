@@ -57,17 +57,10 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             results.push((topic_index, data.index, result, pending));
         }
     }
-    // Names copied out: decoded strings are slices of the request's buffer, and an
-    // answer that waits must not keep the whole request (its records) alive.
     let topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)> = body
         .topic_data
         .iter()
-        .map(|t| {
-            (
-                TopicName(str_bytes(t.name.as_str().to_string())),
-                t.topic_id,
-            )
-        })
+        .map(|t| (t.name.clone(), t.topic_id))
         .collect();
     let waiting = acks != 0 && results.iter().any(|(_, _, _, pending)| pending.is_some());
     if waiting {
@@ -84,7 +77,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             tokio::time::Instant::now() + Duration::from_millis(body.timeout_ms.max(0) as u64);
         // The answer needs the header only: the body (up to socket.request.max.bytes,
         // whose pool reservation ends now) is released before waiting.
+        // Names copied out too: decoded strings are slices of the request's buffer.
         let request = request.header_only();
+        let topic_meta = topic_meta
+            .into_iter()
+            .map(|(name, id)| (TopicName(str_bytes(name.as_str())), id))
+            .collect();
         drop(body);
         return Outcome::Deferred(Box::pin(finish(
             request, topic_meta, results, syncs, acks, deadline,

@@ -283,30 +283,35 @@ async fn truncate(
 ) -> anyhow::Result<()> {
     let mut asked = Vec::new();
     for (tp, partition, epoch, _) in partitions {
-        let latest = partition.log().leader_epochs().latest();
+        let latest = partition
+            .log()
+            .leader_epochs()
+            .latest()
+            .map_or(-1, |e| e.epoch);
         asked.push((tp.clone(), (partition.clone(), *epoch, latest)));
     }
-    let topics =
-        by_topic(asked.iter().map(|(tp, (_, epoch, latest))| {
-            (tp.clone(), (*epoch, latest.map_or(-1, |e| e.epoch)))
-        }))
-        .into_iter()
-        .map(|(name, partitions)| {
-            OffsetForLeaderTopic::default()
-                .with_topic(topic_name(&name))
-                .with_partitions(
-                    partitions
-                        .into_iter()
-                        .map(|(index, (current, asked_epoch))| {
-                            OffsetForLeaderPartition::default()
-                                .with_partition(index)
-                                .with_current_leader_epoch(current)
-                                .with_leader_epoch(asked_epoch)
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
+    let topics = by_topic(
+        asked
+            .iter()
+            .map(|(tp, (_, epoch, latest))| (tp.clone(), (*epoch, *latest))),
+    )
+    .into_iter()
+    .map(|(name, partitions)| {
+        OffsetForLeaderTopic::default()
+            .with_topic(topic_name(&name))
+            .with_partitions(
+                partitions
+                    .into_iter()
+                    .map(|(index, (current, asked_epoch))| {
+                        OffsetForLeaderPartition::default()
+                            .with_partition(index)
+                            .with_current_leader_epoch(current)
+                            .with_leader_epoch(asked_epoch)
+                    })
+                    .collect(),
+            )
+    })
+    .collect();
     let request = OffsetForLeaderEpochRequest::default()
         .with_replica_id(BrokerId(node_id))
         .with_topics(topics);
@@ -323,7 +328,7 @@ async fn truncate(
     for topic in response.topics {
         for answer in topic.partitions {
             let tp = TopicPartition::new(topic.topic.as_str(), answer.partition);
-            let Some((partition, epoch, latest)) = asked.get(&tp) else {
+            let Some((partition, epoch, _)) = asked.get(&tp) else {
                 continue;
             };
             if answer.error_code != error_code::NONE {
@@ -333,11 +338,7 @@ async fn truncate(
             let end_offset = answer.end_offset;
             let leader_epoch = answer.leader_epoch;
             let outcome = partition.truncate_as_follower(*epoch, |log| {
-                if latest.is_none() {
-                    log.high_watermark()
-                } else {
-                    truncation_target(log, leader_epoch, end_offset)
-                }
+                truncation_target(log, leader_epoch, end_offset)
             });
             if let Ok(Some((from, to))) = &outcome {
                 if to < from {

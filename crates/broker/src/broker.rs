@@ -50,7 +50,7 @@ pub struct Broker {
     pub cluster_id: String,
     pub advertised_host: String,
     pub advertised_port: u16,
-    topics: Mutex<TopicRegistry>,
+    topics: Arc<Mutex<TopicRegistry>>,
     logs: Mutex<LogManager>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     pub producer_ids: crate::producer_ids::ProducerIdManager,
@@ -138,31 +138,33 @@ impl Broker {
             }
         }
         let (advertised_host, advertised_port) = config.advertised().map_err(anyhow::Error::msg)?;
-        let group_limits = crate::group::classic::GroupLimits {
-            min_session_timeout_ms: config.group_min_session_timeout_ms,
-            max_session_timeout_ms: config.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-            max_size: config.group_max_size,
-        };
-        let offsets_retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
-        let consumer_limits = crate::group::consumer::ConsumerGroupLimits {
-            session_timeout_ms: config.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
-            max_size: config.group_max_size,
+        let topics = Arc::new(Mutex::new(topics));
+        let group_settings = strand_coordinator::group::shard::GroupSettings {
+            classic: crate::group::classic::GroupLimits {
+                min_session_timeout_ms: config.group_min_session_timeout_ms,
+                max_session_timeout_ms: config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+                max_size: config.group_max_size,
+            },
+            consumer: crate::group::consumer::ConsumerGroupLimits {
+                session_timeout_ms: config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+                max_size: config.group_max_size,
+            },
+            offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
         };
         let broker = Arc::new(Broker {
             config,
             cluster_id,
             advertised_host,
             advertised_port,
-            topics: Mutex::new(topics),
+            topics: topics.clone(),
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
             producer_ids: crate::producer_ids::ProducerIdManager::open(&data_dir)?,
             groups: crate::group::GroupCoordinator::new(
-                group_limits,
-                consumer_limits,
-                offsets_retention_ms,
+                group_settings,
+                crate::group::coordinator::RegistryTopics(topics.clone()),
             ),
             fetch_sessions: crate::fetch_session::FetchSessionCache::new(
                 crate::fetch_session::FETCH_SESSION_SLOTS_DEFAULT,
@@ -172,13 +174,6 @@ impl Broker {
             log_dirs,
         });
         broker.log_dirs.create_later(recreated);
-        let loaded = broker.groups.load(&broker)?;
-        if loaded > 0 {
-            tracing::info!(
-                records = loaded,
-                "loaded consumer groups from __consumer_offsets"
-            );
-        }
         Ok(broker)
     }
 

@@ -10,7 +10,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod connection;
-pub mod error_code;
+pub use strand_types::error_code;
 pub mod fetch_session;
 pub mod group;
 pub mod log_dirs;

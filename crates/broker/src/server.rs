@@ -137,10 +137,10 @@ async fn run(
                 .max(1);
             loop {
                 ticker.tick().await;
-                broker.groups.tick(&broker).await;
+                broker.groups.tick();
                 ticks += 1;
                 if ticks.is_multiple_of(expiry_every_ticks) {
-                    broker.groups.expire_offsets(&broker).await;
+                    broker.groups.expire_offsets().await;
                 }
             }
         })

@@ -78,7 +78,11 @@ async fn offsets_and_group_metadata_survive_a_restart() {
         broker.shutdown().unwrap();
     }
     let broker = Broker::open(config(dir.path(), 60)).unwrap();
-    let fetched = broker.groups.fetch_offsets("g", None).await;
+    let fetched = broker
+        .groups
+        .fetch_offsets(&broker, "g", None)
+        .await
+        .unwrap();
     let offsets: Vec<(String, i32, i64, String)> = fetched
         .into_iter()
         .map(|(t, p, o)| (t, p, o.as_ref().unwrap().offset, o.unwrap().metadata))
@@ -90,7 +94,7 @@ async fn offsets_and_group_metadata_survive_a_restart() {
             ("t".to_string(), 1, 7, String::new())
         ]
     );
-    let described = broker.groups.describe("g").await.unwrap();
+    let described = broker.groups.describe(&broker, "g").await.unwrap().unwrap();
     assert_eq!(
         (described.state_name, described.members.len()),
         ("Stable", 1),
@@ -121,21 +125,40 @@ async fn offsets_of_empty_groups_expire_and_stay_gone() {
                 .await,
             vec![0]
         );
-        assert!(broker.groups.fetch_offsets("simple", None).await[0]
+        assert!(broker
+            .groups
+            .fetch_offsets(&broker, "simple", None)
+            .await
+            .unwrap()[0]
             .2
             .is_some());
         tokio::time::sleep(Duration::from_millis(5)).await;
-        broker.groups.expire_offsets(&broker).await;
-        assert!(broker.groups.fetch_offsets("simple", None).await.is_empty());
+        broker.groups.expire_offsets().await;
+        assert!(broker
+            .groups
+            .fetch_offsets(&broker, "simple", None)
+            .await
+            .unwrap()
+            .is_empty());
         assert!(
-            broker.groups.describe("simple").await.is_none(),
+            broker
+                .groups
+                .describe(&broker, "simple")
+                .await
+                .unwrap()
+                .is_none(),
             "the group went with its offsets"
         );
         broker.shutdown().unwrap();
     }
     let broker = Broker::open(config(dir.path(), 60)).unwrap();
     assert!(
-        broker.groups.fetch_offsets("simple", None).await.is_empty(),
+        broker
+            .groups
+            .fetch_offsets(&broker, "simple", None)
+            .await
+            .unwrap()
+            .is_empty(),
         "tombstones were written"
     );
 }
@@ -226,6 +249,10 @@ async fn a_full_disk_fails_commits_retriably_and_they_resume_once_space_is_freed
         vec![0],
         "commits resume once there is room"
     );
-    let fetched = broker.groups.fetch_offsets("g", None).await;
+    let fetched = broker
+        .groups
+        .fetch_offsets(&broker, "g", None)
+        .await
+        .unwrap();
     assert_eq!(fetched[0].2.as_ref().unwrap().offset, 500);
 }

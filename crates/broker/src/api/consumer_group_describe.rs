@@ -48,16 +48,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         groups.push(
             match broker
                 .groups
-                .describe_consumer_group(group_id.as_str())
+                .describe_consumer_group(broker, group_id.as_str())
                 .await
             {
-                None => described
+                Err(code) => described.with_error_code(code),
+                Ok(None) => described
                     .with_error_code(error_code::GROUP_ID_NOT_FOUND)
                     .with_error_message(Some(str_bytes(format!(
                         "Group {} not found.",
                         group_id.as_str()
                     )))),
-                Some(group) => described
+                Ok(Some(group)) => described
                     .with_error_code(error_code::NONE)
                     .with_group_state(str_bytes(group.state().name()))
                     .with_group_epoch(group.group_epoch)

@@ -28,18 +28,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             groups.push(described.with_error_code(error_code::NOT_COORDINATOR));
             continue;
         }
-        let described = match broker.groups.describe(group_id.as_str()).await {
-            None if version >= 6 => described
+        let described = match broker.groups.describe(broker, group_id.as_str()).await {
+            Err(code) => described.with_error_code(code),
+            Ok(None) if version >= 6 => described
                 .with_error_code(error_code::GROUP_ID_NOT_FOUND)
                 .with_error_message(Some(str_bytes(format!(
                     "Group {} not found.",
                     group_id.as_str()
                 ))))
                 .with_group_state(str_bytes("Dead")),
-            None => described
+            Ok(None) => described
                 .with_error_code(error_code::NONE)
                 .with_group_state(str_bytes("Dead")),
-            Some(group) => described
+            Ok(Some(group)) => described
                 .with_error_code(error_code::NONE)
                 .with_group_state(str_bytes(group.state.name()))
                 .with_protocol_type(str_bytes(group.protocol_type))

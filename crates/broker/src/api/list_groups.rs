@@ -28,7 +28,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .collect();
     let groups = broker
         .groups
-        .list()
+        .list(broker)
         .await
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))

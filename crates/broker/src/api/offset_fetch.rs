@@ -59,10 +59,21 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     .map(|t| (t.name, t.partition_indexes))
                     .collect()
             });
-            let fetched: Fetched = broker
+            let fetched: Fetched = match broker
                 .groups
-                .fetch_offsets(group.group_id.as_str(), wanted(topics))
-                .await;
+                .fetch_offsets(broker, group.group_id.as_str(), wanted(topics))
+                .await
+            {
+                Ok(fetched) => fetched,
+                Err(code) => {
+                    groups.push(
+                        OffsetFetchResponseGroup::default()
+                            .with_group_id(group.group_id.clone())
+                            .with_error_code(code),
+                    );
+                    continue;
+                }
+            };
             let topics = grouped(fetched)
                 .into_iter()
                 .map(|(topic, partitions)| {
@@ -110,10 +121,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let fetched = broker
+    let fetched = match broker
         .groups
-        .fetch_offsets(body.group_id.as_str(), wanted(topics))
-        .await;
+        .fetch_offsets(broker, body.group_id.as_str(), wanted(topics))
+        .await
+    {
+        Ok(fetched) => fetched,
+        Err(code) => {
+            return respond(
+                &request,
+                &OffsetFetchResponse::default().with_error_code(code),
+            )
+        }
+    };
     let topics = grouped(fetched)
         .into_iter()
         .map(|(topic, partitions)| {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
-use crate::error_code;
+use strand_types::error_code;
 
 /// Settings of the group coordinator (Kafka's broker configs of the same names).
 #[derive(Debug, Clone, Copy)]
@@ -117,7 +117,7 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    pub(crate) fn error(code: i16, member_id: &str) -> JoinResult {
+    pub fn error(code: i16, member_id: &str) -> JoinResult {
         JoinResult {
             error_code: code,
             generation_id: -1,
@@ -140,7 +140,7 @@ pub struct SyncResult {
 }
 
 impl SyncResult {
-    pub(crate) fn error(code: i16) -> SyncResult {
+    pub fn error(code: i16) -> SyncResult {
         SyncResult {
             error_code: code,
             protocol_type: None,
@@ -506,6 +506,20 @@ impl ClassicGroup {
                 .values()
                 .all(|m| m.protocols.iter().any(|(n, _)| n == name))
         })
+    }
+
+    /// The record of a change that settled generation `generation_id` could not be
+    /// written: as Kafka, the group rebalances (if it is still at that generation and has
+    /// members), so the next assignment is written again. Returns the parked requests
+    /// to answer.
+    pub fn write_failed(&mut self, generation_id: i32, now_ms: i64) -> Vec<Completion> {
+        if self.generation_id != generation_id
+            || self.state != GroupState::Stable
+            || self.members.is_empty()
+        {
+            return Vec::new();
+        }
+        self.prepare_rebalance(now_ms)
     }
 
     /// Starts a rebalance: members must rejoin before the deadline.

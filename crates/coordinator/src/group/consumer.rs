@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::error_code;
+use strand_types::error_code;
 
 /// group.consumer.* settings.
 #[derive(Debug, Clone, Copy)]

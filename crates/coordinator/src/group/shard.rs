@@ -1,0 +1,1250 @@
+//! The groups of one `__consumer_offsets` partition: the state a coordinator shard owns
+//! (`runtime::Shard<GroupShard>`), and every group operation as an event on it.
+//!
+//! Each operation runs in two halves: the event (decide, change the group, say which
+//! records to write) and its answer once the write settled (deliver parked replies, apply
+//! committed offsets, or undo). So:
+//! - committed offsets enter the state only once their write commits; OffsetFetch reads
+//!   only committed offsets;
+//! - a change to a classic group (its membership and assignment) takes effect at once,
+//!   so the next event sees it, but the replies it completes (parked JoinGroup and
+//!   SyncGroup requests) leave only after the group's record commits; if that write
+//!   fails they are answered with the error and the group rebalances (Kafka's
+//!   resetAndPropagateAssignmentError), so the next assignment is written again;
+//! - a parked request's waiter is registered in the event itself, so a later event can
+//!   complete it even before the earlier write settled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use strand_types::error_code;
+use tokio::sync::oneshot;
+
+use super::classic::{
+    ClassicGroup, Completion, GroupLimits, GroupState, JoinRequest, JoinResult, Member, Reply,
+    SyncResult,
+};
+use super::consumer::{
+    ConsumerGroup, ConsumerGroupLimits, ConsumerGroupState, Heartbeat, HeartbeatError,
+    HeartbeatResult, TopicView,
+};
+use super::records::{self, CommittedOffset, OffsetsRecord, StoredGroup, StoredMember};
+use crate::runtime::Records;
+
+/// offset.metadata.max.bytes
+pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+/// Groups one shard holds (a hostile client cannot create them without bound).
+pub const GROUPS_MAX: usize = 100_000;
+
+/// The settings every shard of a broker shares.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupSettings {
+    pub classic: GroupLimits,
+    pub consumer: ConsumerGroupLimits,
+    /// offsets.retention.minutes, in ms.
+    pub offsets_retention_ms: i64,
+}
+
+/// A SyncGroup from a member.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    /// v5+: must match the group's, when given.
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// The leader's assignment: (member id, assignment).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// One offset of an OffsetCommit, already checked against the broker's topics by the
+/// caller: the offset to store, or the error code to answer for it.
+pub type OffsetToCommit = (String, i32, Result<CommittedOffset, i16>);
+
+/// A JoinGroup or SyncGroup's answer: now, or when the rebalance gets there.
+#[derive(Debug)]
+pub enum Answer<T> {
+    Now(T),
+    Wait(oneshot::Receiver<T>),
+}
+
+/// A group as DescribeGroups and ListGroups report it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol_name: String,
+    /// (member id, instance id, client id, client host, metadata, assignment)
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+    /// "classic" or "consumer" (ListGroups v5).
+    pub group_type: &'static str,
+    /// The state's name in the group's own protocol.
+    pub state_name: &'static str,
+}
+
+enum Waiter {
+    Join(oneshot::Sender<JoinResult>),
+    Sync(oneshot::Sender<SyncResult>),
+}
+
+#[derive(Debug, Default, Clone)]
+struct GroupEntry {
+    classic: Option<ClassicGroup>,
+    /// A KIP-848 consumer group; a group id is one kind or the other while it has members.
+    consumer: Option<ConsumerGroup>,
+    offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// When the group last became empty (offsets expire counting from it).
+    empty_since_ms: i64,
+}
+
+impl GroupEntry {
+    fn has_members(&self) -> bool {
+        self.classic.as_ref().is_some_and(|g| !g.is_empty())
+            || self.consumer.as_ref().is_some_and(|g| !g.is_empty())
+    }
+}
+
+/// What a group request answers when its `__consumer_offsets` write failed with `code`:
+/// Kafka's mapping, so clients retry where they should (a storage failure on this broker
+/// means "find the coordinator again", never a member or generation error).
+pub fn coordinator_error_for_append(code: i16) -> i16 {
+    match code {
+        error_code::NOT_LEADER_OR_FOLLOWER
+        | error_code::KAFKA_STORAGE_ERROR
+        | error_code::NOT_COORDINATOR => error_code::NOT_COORDINATOR,
+        error_code::MESSAGE_TOO_LARGE | error_code::RECORD_LIST_TOO_LARGE => {
+            error_code::INVALID_COMMIT_OFFSET_SIZE
+        }
+        _ => error_code::COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
+/// The replies a group change completed, delivered once its record settled.
+struct Deliveries {
+    group_id: String,
+    /// The generation the change produced (a failed write rebalances only that one).
+    generation_id: i32,
+    completions: Vec<Completion>,
+}
+
+pub struct GroupShard {
+    groups: HashMap<String, GroupEntry>,
+    waiters: HashMap<(String, String), Waiter>,
+    settings: GroupSettings,
+    topics: Arc<dyn TopicView + Send + Sync>,
+}
+
+impl std::fmt::Debug for GroupShard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupShard")
+            .field("groups", &self.groups.len())
+            .field("waiters", &self.waiters.len())
+            .finish()
+    }
+}
+
+/// What runs once a write settled, with the shard and the write's outcome.
+pub type Answerer<R> = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> R + Send>;
+
+/// An answer that does not depend on a write.
+fn answer_now<R: Send + 'static>(reply: R) -> (Records, Answerer<R>) {
+    (Vec::new(), Box::new(move |_, _| reply))
+}
+
+impl GroupShard {
+    pub fn new(settings: GroupSettings, topics: Arc<dyn TopicView + Send + Sync>) -> GroupShard {
+        GroupShard {
+            groups: HashMap::new(),
+            waiters: HashMap::new(),
+            settings,
+            topics,
+        }
+    }
+
+    /// Replays one record of the partition (at load); the latest record for a key wins,
+    /// as compaction would keep.
+    pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>, now_ms: i64) -> bool {
+        let Some(record) = records::decode(key, value) else {
+            return false;
+        };
+        apply_loaded(&mut self.groups, record, self.settings.classic, now_ms);
+        true
+    }
+
+    fn room_for(&self, group_id: &str) -> bool {
+        self.groups.contains_key(group_id) || self.groups.len() < GROUPS_MAX
+    }
+
+    /// Sends completed replies to their parked requests.
+    fn deliver(&mut self, group_id: &str, completions: Vec<Completion>) {
+        for completion in completions {
+            match completion {
+                Completion::Join { member_id, result } => {
+                    if let Some(Waiter::Join(sender)) =
+                        self.waiters.remove(&(group_id.to_string(), member_id))
+                    {
+                        let _ = sender.send(result);
+                    }
+                }
+                Completion::Sync { member_id, result } => {
+                    if let Some(Waiter::Sync(sender)) =
+                        self.waiters.remove(&(group_id.to_string(), member_id))
+                    {
+                        let _ = sender.send(result);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Once a group change's record settled: on success its replies go out; on failure
+    /// they get the error and the group rebalances, if it is still at that generation.
+    fn settle(&mut self, deliveries: Deliveries, written: Result<(), i16>, now_ms: i64) {
+        let Deliveries {
+            group_id,
+            generation_id,
+            completions,
+        } = deliveries;
+        match written {
+            Ok(()) => self.deliver(&group_id, completions),
+            Err(code) => {
+                let code = coordinator_error_for_append(code);
+                let failed = completions
+                    .into_iter()
+                    .map(|completion| match completion {
+                        Completion::Join { member_id, .. } => Completion::Join {
+                            result: JoinResult::error(code, &member_id),
+                            member_id,
+                        },
+                        Completion::Sync { member_id, .. } => Completion::Sync {
+                            member_id,
+                            result: SyncResult::error(code),
+                        },
+                    })
+                    .collect();
+                self.deliver(&group_id, failed);
+                let rebalance = self
+                    .groups
+                    .get_mut(&group_id)
+                    .and_then(|e| e.classic.as_mut())
+                    .map(|g| g.write_failed(generation_id, now_ms))
+                    .unwrap_or_default();
+                self.deliver(&group_id, rebalance);
+            }
+        }
+    }
+
+    /// The group record to write if a change left the classic group Stable or Empty at
+    /// a new state or generation.
+    fn group_record_if_settled(
+        &self,
+        group_id: &str,
+        before: (GroupState, i32),
+        now_ms: i64,
+    ) -> Records {
+        let Some(group) = self.groups.get(group_id).and_then(|e| e.classic.as_ref()) else {
+            return Vec::new();
+        };
+        let after = (group.state, group.generation_id);
+        let settled = matches!(group.state, GroupState::Stable | GroupState::Empty);
+        if !settled || after == before {
+            return Vec::new();
+        }
+        vec![(
+            records::group_key(group_id),
+            Some(records::group_value(&stored(group, now_ms))),
+        )]
+    }
+
+    fn generation(&self, group_id: &str) -> i32 {
+        self.groups
+            .get(group_id)
+            .and_then(|e| e.classic.as_ref())
+            .map_or(-1, |g| g.generation_id)
+    }
+
+    /// Registers a parked request's waiter (replacing an older one of the same member,
+    /// whose request then gets REBALANCE_IN_PROGRESS).
+    fn park<T>(
+        &mut self,
+        group_id: &str,
+        member_id: String,
+        wrap: fn(oneshot::Sender<T>) -> Waiter,
+    ) -> oneshot::Receiver<T> {
+        let (sender, receiver) = oneshot::channel();
+        self.waiters
+            .insert((group_id.to_string(), member_id), wrap(sender));
+        receiver
+    }
+
+    pub fn join(
+        &mut self,
+        group_id: &str,
+        request: JoinRequest,
+        now_ms: i64,
+    ) -> (Records, Answerer<Answer<JoinResult>>) {
+        let error = |code| Answer::Now(JoinResult::error(code, &request.member_id));
+        if !self.room_for(group_id) {
+            return answer_now(error(error_code::COORDINATOR_NOT_AVAILABLE));
+        }
+        let limits = self.settings.classic;
+        let entry = self.groups.entry(group_id.to_string()).or_default();
+        if entry.consumer.as_ref().is_some_and(|g| !g.is_empty()) {
+            return answer_now(error(error_code::INCONSISTENT_GROUP_PROTOCOL));
+        }
+        entry.consumer = None;
+        let group = entry
+            .classic
+            .get_or_insert_with(|| ClassicGroup::new(group_id, limits));
+        let before = (group.state, group.generation_id);
+        let mut new_id = |client_id: &str| format!("{client_id}-{}", uuid::Uuid::new_v4());
+        let requester = request.member_id.clone();
+        let (reply, completions) = group.join(request, now_ms, &mut new_id);
+        let records = self.group_record_if_settled(group_id, before, now_ms);
+        let reply = match reply {
+            Reply::Now(result) => Answer::Now(result),
+            Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, Waiter::Join)),
+        };
+        let deliveries = Deliveries {
+            group_id: group_id.to_string(),
+            generation_id: self.generation(group_id),
+            completions,
+        };
+        (
+            records,
+            Box::new(move |shard, written| {
+                let failed = written.err().map(coordinator_error_for_append);
+                shard.settle(deliveries, written, now_ms);
+                match (failed, reply) {
+                    (Some(code), Answer::Now(_)) => {
+                        Answer::Now(JoinResult::error(code, &requester))
+                    }
+                    (_, reply) => reply,
+                }
+            }),
+        )
+    }
+
+    pub fn sync(
+        &mut self,
+        group_id: &str,
+        request: SyncRequest,
+        now_ms: i64,
+    ) -> (Records, Answerer<Answer<SyncResult>>) {
+        let error = |code| Answer::Now(SyncResult::error(code));
+        let Some(group) = self
+            .groups
+            .get_mut(group_id)
+            .and_then(|e| e.classic.as_mut())
+        else {
+            return answer_now(error(error_code::UNKNOWN_MEMBER_ID));
+        };
+        if request
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| Some(t) != group.protocol_type.as_ref())
+            || request
+                .protocol_name
+                .as_ref()
+                .is_some_and(|n| Some(n) != group.protocol_name.as_ref())
+        {
+            return answer_now(error(error_code::INCONSISTENT_GROUP_PROTOCOL));
+        }
+        let before = (group.state, group.generation_id);
+        let (reply, completions) = group.sync(
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            request.generation_id,
+            request.assignments,
+            now_ms,
+        );
+        let records = self.group_record_if_settled(group_id, before, now_ms);
+        let reply = match reply {
+            Reply::Now(result) => Answer::Now(result),
+            Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, Waiter::Sync)),
+        };
+        let deliveries = Deliveries {
+            group_id: group_id.to_string(),
+            generation_id: self.generation(group_id),
+            completions,
+        };
+        (
+            records,
+            Box::new(move |shard, written| {
+                let failed = written.err().map(coordinator_error_for_append);
+                shard.settle(deliveries, written, now_ms);
+                match (failed, reply) {
+                    (Some(code), Answer::Now(_)) => Answer::Now(SyncResult::error(code)),
+                    (_, reply) => reply,
+                }
+            }),
+        )
+    }
+
+    /// How long a member's parked SyncGroup may wait: its rebalance timeout.
+    pub fn rebalance_timeout_of(&self, group_id: &str, member_id: &str) -> std::time::Duration {
+        let ms = self
+            .groups
+            .get(group_id)
+            .and_then(|e| e.classic.as_ref())
+            .and_then(|g| g.members.get(member_id))
+            .map_or(0, |m| m.rebalance_timeout_ms.max(0) as u64);
+        std::time::Duration::from_millis(ms)
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+        now_ms: i64,
+    ) -> i16 {
+        match self
+            .groups
+            .get_mut(group_id)
+            .and_then(|e| e.classic.as_mut())
+        {
+            Some(group) => group.heartbeat(member_id, group_instance_id, generation_id, now_ms),
+            None => error_code::UNKNOWN_MEMBER_ID,
+        }
+    }
+
+    /// LeaveGroup: (member id, instance id) each answered with an error code, or one
+    /// error for all.
+    pub fn leave(
+        &mut self,
+        group_id: &str,
+        members: Vec<(String, Option<String>)>,
+        now_ms: i64,
+    ) -> (Records, Answerer<Result<Vec<i16>, i16>>) {
+        let Some(entry) = self.groups.get_mut(group_id) else {
+            return answer_now(Err(error_code::UNKNOWN_MEMBER_ID));
+        };
+        let Some(group) = entry.classic.as_mut() else {
+            return answer_now(Err(error_code::UNKNOWN_MEMBER_ID));
+        };
+        let before = (group.state, group.generation_id);
+        let mut codes = Vec::with_capacity(members.len());
+        let mut completions = Vec::new();
+        for (member_id, instance) in &members {
+            let (code, done) = group.leave(member_id, instance.as_deref(), now_ms);
+            codes.push(code);
+            completions.extend(done);
+        }
+        if group.state == GroupState::Empty && before.0 != GroupState::Empty {
+            entry.empty_since_ms = now_ms;
+        }
+        let records = self.group_record_if_settled(group_id, before, now_ms);
+        let deliveries = Deliveries {
+            group_id: group_id.to_string(),
+            generation_id: self.generation(group_id),
+            completions,
+        };
+        (
+            records,
+            Box::new(move |shard, written| {
+                let failed = written.err().map(coordinator_error_for_append);
+                shard.settle(deliveries, written, now_ms);
+                match failed {
+                    Some(code) => Err(code),
+                    None => Ok(codes),
+                }
+            }),
+        )
+    }
+
+    /// OffsetCommit: an error code per offset.
+    pub fn commit(
+        &mut self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        offsets: Vec<OffsetToCommit>,
+    ) -> (Records, Answerer<Vec<i16>>) {
+        let all = |code: i16| vec![code; offsets.len()];
+        if group_id.is_empty() {
+            return answer_now(all(error_code::INVALID_GROUP_ID));
+        }
+        if !self.room_for(group_id) {
+            return answer_now(all(error_code::COORDINATOR_NOT_AVAILABLE));
+        }
+        let entry = self.groups.get(group_id);
+        // Who may commit: a simple consumer (no generation) while no one is a member, or
+        // a member of the current generation outside the sync phase (Kafka's rules).
+        let verdict = match entry {
+            _ if generation_id < 0 && member_id.is_empty() => {
+                if entry.is_some_and(GroupEntry::has_members) {
+                    Err(error_code::ILLEGAL_GENERATION)
+                } else {
+                    Ok(())
+                }
+            }
+            None => Err(error_code::ILLEGAL_GENERATION),
+            Some(entry) => match (&entry.classic, &entry.consumer) {
+                (Some(group), _) => group
+                    .check_member(member_id, group_instance_id, generation_id)
+                    .and_then(|()| {
+                        if group.state == GroupState::CompletingRebalance {
+                            Err(error_code::REBALANCE_IN_PROGRESS)
+                        } else {
+                            Ok(())
+                        }
+                    }),
+                (None, Some(group)) => group.check_commit(member_id, generation_id),
+                (None, None) => Err(error_code::ILLEGAL_GENERATION),
+            },
+        };
+        if let Err(code) = verdict {
+            return answer_now(all(code));
+        }
+        let mut codes = Vec::with_capacity(offsets.len());
+        let mut accepted = Vec::new();
+        for (topic, partition, offset) in offsets {
+            let code = match offset {
+                Err(code) => code,
+                Ok(offset) if offset.metadata.len() > OFFSET_METADATA_MAX_BYTES => {
+                    error_code::OFFSET_METADATA_TOO_LARGE
+                }
+                Ok(offset) => {
+                    accepted.push((topic, partition, offset));
+                    error_code::NONE
+                }
+            };
+            codes.push(code);
+        }
+        let records = accepted
+            .iter()
+            .map(|(topic, partition, value)| {
+                (
+                    records::offset_key(group_id, topic, *partition),
+                    Some(records::offset_value(value)),
+                )
+            })
+            .collect();
+        let group_id = group_id.to_string();
+        (
+            records,
+            Box::new(move |shard, written| match written {
+                Ok(()) => {
+                    let entry = shard.groups.entry(group_id).or_default();
+                    for (topic, partition, value) in accepted {
+                        entry.offsets.insert((topic, partition), value);
+                    }
+                    codes
+                }
+                Err(code) => {
+                    let code = coordinator_error_for_append(code);
+                    codes
+                        .into_iter()
+                        .map(|c| if c == error_code::NONE { code } else { c })
+                        .collect()
+                }
+            }),
+        )
+    }
+
+    /// OffsetFetch for one group: (topic, partition, committed offset) for the asked
+    /// partitions (or every committed one when `partitions` is None).
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<(String, i32, Option<CommittedOffset>)> {
+        let entry = self.groups.get(group_id);
+        match partitions {
+            Some(list) => list
+                .into_iter()
+                .map(|(topic, partition)| {
+                    let committed =
+                        entry.and_then(|e| e.offsets.get(&(topic.clone(), partition)).cloned());
+                    (topic, partition, committed)
+                })
+                .collect(),
+            None => entry
+                .map(|e| {
+                    e.offsets
+                        .iter()
+                        .map(|((t, p), o)| (t.clone(), *p, Some(o.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        self.groups
+            .get(group_id)
+            .map(|entry| describe_entry(group_id, entry))
+    }
+
+    pub fn list(&self) -> Vec<GroupDescription> {
+        self.groups
+            .iter()
+            .map(|(id, entry)| describe_entry(id, entry))
+            .collect()
+    }
+
+    /// DeleteGroups for one group: only an empty group can go; it goes once its
+    /// tombstones commit.
+    pub fn delete_group(&mut self, group_id: &str) -> (Records, Answerer<i16>) {
+        let Some(entry) = self.groups.get(group_id) else {
+            return answer_now(error_code::GROUP_ID_NOT_FOUND);
+        };
+        if entry.has_members() {
+            return answer_now(error_code::NON_EMPTY_GROUP);
+        }
+        let mut tombstones: Records = entry
+            .offsets
+            .keys()
+            .map(|(topic, partition)| (records::offset_key(group_id, topic, *partition), None))
+            .collect();
+        tombstones.push((records::group_key(group_id), None));
+        let group_id = group_id.to_string();
+        (
+            tombstones,
+            Box::new(move |shard, written| match written {
+                Ok(()) => {
+                    // A member that joined meanwhile keeps its (new) group.
+                    if shard
+                        .groups
+                        .get(&group_id)
+                        .is_some_and(|e| !e.has_members())
+                    {
+                        shard.groups.remove(&group_id);
+                    }
+                    error_code::NONE
+                }
+                Err(code) => coordinator_error_for_append(code),
+            }),
+        )
+    }
+
+    /// OffsetDelete: removes committed offsets, except of topics the group's members are
+    /// subscribed to. A code per partition, or a group-level error.
+    pub fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> (Records, Answerer<Result<Vec<i16>, i16>>) {
+        let Some(entry) = self.groups.get(group_id) else {
+            return answer_now(Err(error_code::GROUP_ID_NOT_FOUND));
+        };
+        let mut subscribed = entry
+            .classic
+            .as_ref()
+            .map(ClassicGroup::subscribed_topics)
+            .unwrap_or_default();
+        if let Some(group) = &entry.consumer {
+            subscribed.extend(group.subscribed_topics(self.topics.as_ref()));
+        }
+        let mut codes = Vec::with_capacity(partitions.len());
+        let mut removed = Vec::new();
+        for (topic, partition) in partitions {
+            if subscribed.contains(&topic) {
+                codes.push(error_code::GROUP_SUBSCRIBED_TO_TOPIC);
+            } else {
+                if entry.offsets.contains_key(&(topic.clone(), partition)) {
+                    removed.push((topic, partition));
+                }
+                codes.push(error_code::NONE);
+            }
+        }
+        let tombstones = removed
+            .iter()
+            .map(|(topic, partition)| (records::offset_key(group_id, topic, *partition), None))
+            .collect();
+        let group_id = group_id.to_string();
+        (
+            tombstones,
+            Box::new(move |shard, written| match written {
+                Ok(()) => {
+                    if let Some(entry) = shard.groups.get_mut(&group_id) {
+                        for key in removed {
+                            entry.offsets.remove(&key);
+                        }
+                    }
+                    Ok(codes)
+                }
+                Err(code) => Err(coordinator_error_for_append(code)),
+            }),
+        )
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848). A group id with classic members is not a
+    /// consumer group (Kafka's online migration is not supported).
+    pub fn consumer_heartbeat(
+        &mut self,
+        group_id: &str,
+        request: Heartbeat,
+        now_ms: i64,
+    ) -> Result<HeartbeatResult, HeartbeatError> {
+        let refuse = |code, message: &str| {
+            Err(HeartbeatError {
+                code,
+                message: message.to_string(),
+            })
+        };
+        if group_id.is_empty() {
+            return refuse(error_code::INVALID_GROUP_ID, "The group id can't be empty.");
+        }
+        if !self.room_for(group_id) {
+            return refuse(error_code::COORDINATOR_NOT_AVAILABLE, "too many groups");
+        }
+        let limits = self.settings.consumer;
+        let topics = self.topics.clone();
+        let entry = self.groups.entry(group_id.to_string()).or_default();
+        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
+            return refuse(
+                error_code::GROUP_ID_NOT_FOUND,
+                &format!("Group {group_id} is not a consumer group."),
+            );
+        }
+        entry.classic = None;
+        let group = entry
+            .consumer
+            .get_or_insert_with(|| ConsumerGroup::new(group_id, limits));
+        let was_empty = group.is_empty();
+        let mut new_id = || uuid::Uuid::new_v4().to_string();
+        let result = group.heartbeat(request, now_ms, topics.as_ref(), &mut new_id);
+        if group.is_empty() && !was_empty {
+            entry.empty_since_ms = now_ms;
+        }
+        result
+    }
+
+    /// ConsumerGroupDescribe: the consumer group, or None if the id is not one.
+    pub fn describe_consumer_group(&self, group_id: &str) -> Option<ConsumerGroup> {
+        self.groups.get(group_id).and_then(|e| e.consumer.clone())
+    }
+
+    /// Timers: session and rebalance timeouts of every group whose deadline has come.
+    pub fn tick(&mut self, now_ms: i64) -> (Records, Answerer<()>) {
+        let topics = self.topics.clone();
+        for entry in self.groups.values_mut() {
+            if let Some(group) = entry.consumer.as_mut() {
+                let was_empty = group.is_empty();
+                if group.next_deadline().is_some_and(|d| d <= now_ms) {
+                    group.tick(now_ms, topics.as_ref());
+                }
+                if group.is_empty() && !was_empty {
+                    entry.empty_since_ms = now_ms;
+                }
+            }
+        }
+        let due: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(_, e)| {
+                e.classic
+                    .as_ref()
+                    .and_then(ClassicGroup::next_deadline)
+                    .is_some_and(|d| d <= now_ms)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut records = Vec::new();
+        let mut all = Vec::new();
+        for group_id in due {
+            let Some(entry) = self.groups.get_mut(&group_id) else {
+                continue;
+            };
+            let Some(group) = entry.classic.as_mut() else {
+                continue;
+            };
+            let before = (group.state, group.generation_id);
+            let completions = group.tick(now_ms);
+            if group.state == GroupState::Empty && before.0 != GroupState::Empty {
+                entry.empty_since_ms = now_ms;
+            }
+            records.extend(self.group_record_if_settled(&group_id, before, now_ms));
+            all.push(Deliveries {
+                generation_id: self.generation(&group_id),
+                group_id,
+                completions,
+            });
+        }
+        (
+            records,
+            Box::new(move |shard, written| {
+                for deliveries in all {
+                    shard.settle(deliveries, written, now_ms);
+                }
+            }),
+        )
+    }
+
+    /// offsets.retention.minutes: offsets of empty groups expire after the retention
+    /// period, counted from the later of the commit and the group becoming empty; a
+    /// group with nothing left is removed. Removed once the tombstones commit (an offset
+    /// committed again meanwhile stays).
+    pub fn expire_offsets(&mut self, now_ms: i64) -> (Records, Answerer<()>) {
+        let retention = self.settings.offsets_retention_ms;
+        let mut tombstones = Vec::new();
+        let mut expired = Vec::new();
+        for (group_id, entry) in &self.groups {
+            if entry.has_members() {
+                continue;
+            }
+            let empty_since = entry.empty_since_ms;
+            let mut left = entry.offsets.len();
+            for ((topic, partition), offset) in &entry.offsets {
+                if offset.commit_timestamp.max(empty_since) + retention <= now_ms {
+                    tombstones.push((records::offset_key(group_id, topic, *partition), None));
+                    let key = (topic.clone(), *partition);
+                    expired.push((group_id.clone(), Some((key, offset.clone()))));
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                tombstones.push((records::group_key(group_id), None));
+                expired.push((group_id.clone(), None));
+            }
+        }
+        (
+            tombstones,
+            Box::new(move |shard, written| {
+                if written.is_err() {
+                    return;
+                }
+                // (group, Some(offset)): that offset expired; (group, None): the group.
+                for (group_id, offset) in expired {
+                    let Some(entry) = shard.groups.get_mut(&group_id) else {
+                        continue;
+                    };
+                    match offset {
+                        Some((key, offset)) => {
+                            if entry.offsets.get(&key) == Some(&offset) {
+                                entry.offsets.remove(&key);
+                            }
+                        }
+                        None => {
+                            if entry.offsets.is_empty() && !entry.has_members() {
+                                shard.groups.remove(&group_id);
+                            }
+                        }
+                    }
+                }
+            }),
+        )
+    }
+}
+
+fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
+    if let Some(group) = &entry.consumer {
+        let state = match group.state() {
+            ConsumerGroupState::Empty => GroupState::Empty,
+            ConsumerGroupState::Assigning | ConsumerGroupState::Reconciling => {
+                GroupState::PreparingRebalance
+            }
+            ConsumerGroupState::Stable => GroupState::Stable,
+        };
+        return GroupDescription {
+            group_id: group_id.to_string(),
+            state,
+            protocol_type: "consumer".into(),
+            protocol_name: String::new(),
+            members: Vec::new(),
+            group_type: "consumer",
+            state_name: group.state().name(),
+        };
+    }
+    match &entry.classic {
+        Some(group) => {
+            let protocol = group.protocol_name.clone().unwrap_or_default();
+            GroupDescription {
+                group_id: group_id.to_string(),
+                state: group.state,
+                protocol_type: group.protocol_type.clone().unwrap_or_default(),
+                protocol_name: protocol.clone(),
+                members: group
+                    .members
+                    .values()
+                    .map(|m| {
+                        (
+                            m.member_id.clone(),
+                            m.group_instance_id.clone(),
+                            m.client_id.clone(),
+                            m.client_host.clone(),
+                            subscription(m, &protocol),
+                            m.assignment.clone(),
+                        )
+                    })
+                    .collect(),
+                group_type: "classic",
+                state_name: group.state.name(),
+            }
+        }
+        None => GroupDescription {
+            group_id: group_id.to_string(),
+            state: GroupState::Empty,
+            protocol_type: String::new(),
+            protocol_name: String::new(),
+            members: Vec::new(),
+            group_type: "classic",
+            state_name: GroupState::Empty.name(),
+        },
+    }
+}
+
+fn subscription(member: &Member, protocol: &str) -> Bytes {
+    member
+        .protocols
+        .iter()
+        .find(|(n, _)| n == protocol)
+        .map(|(_, b)| b.clone())
+        .unwrap_or_default()
+}
+
+fn stored(group: &ClassicGroup, now_ms: i64) -> StoredGroup {
+    let protocol = group.protocol_name.clone().unwrap_or_default();
+    StoredGroup {
+        protocol_type: group.protocol_type.clone().unwrap_or_default(),
+        generation_id: group.generation_id,
+        protocol_name: group.protocol_name.clone(),
+        leader: group.leader.clone(),
+        state_timestamp: now_ms,
+        members: group
+            .members
+            .values()
+            .map(|m| StoredMember {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                subscription: subscription(m, &protocol),
+                assignment: m.assignment.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Applies one loaded record; the latest record for a key wins, as compaction would keep.
+fn apply_loaded(
+    groups: &mut HashMap<String, GroupEntry>,
+    record: OffsetsRecord,
+    limits: GroupLimits,
+    now: i64,
+) {
+    match record {
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value,
+        } => {
+            let entry = groups.entry(group.clone()).or_default();
+            match value {
+                Some(value) => {
+                    entry.offsets.insert((topic, partition), value);
+                }
+                None => {
+                    entry.offsets.remove(&(topic, partition));
+                    if entry.offsets.is_empty() && entry.classic.is_none() {
+                        groups.remove(&group);
+                    }
+                }
+            }
+        }
+        OffsetsRecord::Group { group, value: None } => {
+            groups.remove(&group);
+        }
+        OffsetsRecord::Group {
+            group,
+            value: Some(stored),
+        } => {
+            let entry = groups.entry(group.clone()).or_default();
+            let mut classic = ClassicGroup::new(&group, limits);
+            classic.generation_id = stored.generation_id;
+            classic.protocol_type = Some(stored.protocol_type.clone());
+            classic.protocol_name = stored.protocol_name.clone();
+            classic.leader = stored.leader.clone();
+            for member in stored.members {
+                if let Some(instance) = &member.group_instance_id {
+                    classic
+                        .static_members
+                        .insert(instance.clone(), member.member_id.clone());
+                }
+                let protocol = stored.protocol_name.clone().unwrap_or_default();
+                classic.members.insert(
+                    member.member_id.clone(),
+                    Member {
+                        member_id: member.member_id,
+                        group_instance_id: member.group_instance_id,
+                        client_id: member.client_id,
+                        client_host: member.client_host,
+                        session_timeout_ms: member.session_timeout_ms,
+                        rebalance_timeout_ms: member.rebalance_timeout_ms,
+                        protocols: vec![(protocol, member.subscription)],
+                        assignment: member.assignment,
+                        // Restored members must heartbeat within a session to stay.
+                        session_deadline_ms: now + member.session_timeout_ms as i64,
+                        awaiting_join: false,
+                        awaiting_sync: false,
+                    },
+                );
+            }
+            classic.state = if classic.members.is_empty() {
+                GroupState::Empty
+            } else {
+                GroupState::Stable
+            };
+            if classic.state == GroupState::Empty {
+                entry.empty_since_ms = stored.state_timestamp.max(0);
+                if classic.protocol_name.is_none() {
+                    classic.protocol_type = if stored.protocol_type.is_empty() {
+                        None
+                    } else {
+                        Some(stored.protocol_type)
+                    };
+                }
+            }
+            entry.classic = Some(classic);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoTopics;
+
+    impl TopicView for NoTopics {
+        fn partitions(&self, _: &str) -> Option<i32> {
+            Some(1)
+        }
+        fn names(&self) -> Vec<String> {
+            vec!["t".into()]
+        }
+    }
+
+    fn shard() -> GroupShard {
+        let settings = GroupSettings {
+            classic: GroupLimits {
+                initial_rebalance_delay_ms: 0,
+                ..GroupLimits::default()
+            },
+            consumer: ConsumerGroupLimits::default(),
+            offsets_retention_ms: 60_000,
+        };
+        GroupShard::new(settings, Arc::new(NoTopics))
+    }
+
+    fn join_request(member_id: &str) -> JoinRequest {
+        JoinRequest {
+            member_id: member_id.to_string(),
+            group_instance_id: None,
+            client_id: "client".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"r"))],
+            require_known_member_id: true,
+        }
+    }
+
+    /// Runs an operation whose write (if any) succeeds.
+    fn committed<R>(
+        shard: &mut GroupShard,
+        op: impl FnOnce(&mut GroupShard) -> (Records, Answerer<R>),
+    ) -> R {
+        let (_, answer) = op(shard);
+        answer(shard, Ok(()))
+    }
+
+    fn now<T>(answer: Answer<T>) -> T {
+        match answer {
+            Answer::Now(result) => result,
+            Answer::Wait(_) => panic!("parked"),
+        }
+    }
+
+    /// A member that joined a new group alone: its id and generation 1.
+    fn lone_member(shard: &mut GroupShard) -> String {
+        let first = now(committed(shard, |s| shard_join(s, "")));
+        let member = first.member_id;
+        let joined = now(committed(shard, |s| shard_join(s, &member)));
+        assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+        member
+    }
+
+    fn shard_join(shard: &mut GroupShard, member: &str) -> (Records, Answerer<Answer<JoinResult>>) {
+        shard.join("g", join_request(member), 0)
+    }
+
+    fn sync(member: &str, generation_id: i32, assignments: Vec<(String, Bytes)>) -> SyncRequest {
+        SyncRequest {
+            member_id: member.to_string(),
+            group_instance_id: None,
+            generation_id,
+            protocol_type: None,
+            protocol_name: None,
+            assignments,
+        }
+    }
+
+    #[test]
+    fn a_sync_whose_record_fails_is_answered_with_the_error_and_the_group_rebalances() {
+        let mut shard = shard();
+        let a = lone_member(&mut shard);
+        let assignment = vec![(a.clone(), Bytes::from_static(b"all"))];
+        let synced = now(committed(&mut shard, |s| {
+            s.sync("g", sync(&a, 1, assignment), 0)
+        }));
+        assert_eq!(synced.error_code, 0);
+
+        // A second member joins: a rebalance to generation 2, the follower's sync parks.
+        let (_, answer) = shard_join(&mut shard, "");
+        let b = now(answer(&mut shard, Ok(()))).member_id;
+        let (_, answer) = shard_join(&mut shard, &b);
+        let Answer::Wait(b_joined) = answer(&mut shard, Ok(())) else {
+            panic!("b waits for a to rejoin")
+        };
+        let a_joined = now(committed(&mut shard, |s| shard_join(s, &a)));
+        let b_joined = b_joined.blocking_recv().unwrap();
+        assert_eq!((a_joined.generation_id, b_joined.generation_id), (2, 2));
+        let (leader, follower) = if a_joined.leader == a { (a, b) } else { (b, a) };
+        let (records, answer) = shard.sync("g", sync(&follower, 2, Vec::new()), 0);
+        assert!(records.is_empty());
+        let Answer::Wait(follower_sync) = answer(&mut shard, Ok(())) else {
+            panic!("the follower waits for the leader's assignment")
+        };
+
+        // The leader's assignment settles the group: its record fails to commit.
+        let assignments = vec![
+            (leader.clone(), Bytes::from_static(b"x")),
+            (follower.clone(), Bytes::from_static(b"y")),
+        ];
+        let (records, answer) = shard.sync("g", sync(&leader, 2, assignments), 0);
+        assert_eq!(records.len(), 1, "the group's record");
+        let leader_sync = now(answer(&mut shard, Err(error_code::KAFKA_STORAGE_ERROR)));
+        assert_eq!(leader_sync.error_code, error_code::NOT_COORDINATOR);
+        let follower_sync = follower_sync.blocking_recv().unwrap();
+        assert_eq!(follower_sync.error_code, error_code::NOT_COORDINATOR);
+        assert!(
+            follower_sync.assignment.is_empty(),
+            "no uncommitted assignment leaks"
+        );
+        assert_eq!(
+            shard.describe("g").unwrap().state,
+            GroupState::PreparingRebalance
+        );
+        assert_eq!(
+            shard.heartbeat("g", &leader, None, 2, 0),
+            error_code::REBALANCE_IN_PROGRESS,
+            "members rejoin, and the next assignment is written again"
+        );
+    }
+
+    #[test]
+    fn parked_replies_leave_only_once_the_record_commits() {
+        let mut shard = shard();
+        let a = lone_member(&mut shard);
+        let (_, answer) = shard_join(&mut shard, "");
+        let b = now(answer(&mut shard, Ok(()))).member_id;
+        let (_, answer) = shard_join(&mut shard, &b);
+        let Answer::Wait(_) = answer(&mut shard, Ok(())) else {
+            panic!("b waits")
+        };
+        let a_joined = now(committed(&mut shard, |s| shard_join(s, &a)));
+        let (leader, follower) = if a_joined.leader == a { (a, b) } else { (b, a) };
+        let (_, answer) = shard.sync("g", sync(&follower, 2, Vec::new()), 0);
+        let Answer::Wait(mut follower_sync) = answer(&mut shard, Ok(())) else {
+            panic!("parked")
+        };
+        let assignments = vec![(follower.clone(), Bytes::from_static(b"y"))];
+        let (records, answer) = shard.sync("g", sync(&leader, 2, assignments), 0);
+        assert_eq!(records.len(), 1);
+        assert!(
+            follower_sync.try_recv().is_err(),
+            "nothing is delivered before the record settles"
+        );
+        now(answer(&mut shard, Ok(())));
+        let delivered = follower_sync.try_recv().unwrap();
+        assert_eq!(
+            (delivered.error_code, &delivered.assignment[..]),
+            (0, &b"y"[..])
+        );
+    }
+
+    #[test]
+    fn offsets_enter_the_state_only_once_their_write_commits() {
+        let mut shard = shard();
+        let offset = |value| {
+            vec![(
+                "t".to_string(),
+                0,
+                Ok(CommittedOffset {
+                    offset: value,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    commit_timestamp: 0,
+                }),
+            )]
+        };
+        let (records, answer) = shard.commit("simple", -1, "", None, offset(5));
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            shard.fetch_offsets("simple", None),
+            Vec::new(),
+            "not yet committed"
+        );
+        assert_eq!(answer(&mut shard, Ok(())), vec![0]);
+        assert_eq!(
+            shard.fetch_offsets("simple", None)[0]
+                .2
+                .as_ref()
+                .unwrap()
+                .offset,
+            5
+        );
+
+        let (_, answer) = shard.commit("simple", -1, "", None, offset(9));
+        assert_eq!(
+            answer(&mut shard, Err(error_code::REQUEST_TIMED_OUT)),
+            vec![error_code::COORDINATOR_NOT_AVAILABLE]
+        );
+        assert_eq!(
+            shard.fetch_offsets("simple", None)[0]
+                .2
+                .as_ref()
+                .unwrap()
+                .offset,
+            5,
+            "the failed commit left the committed offset"
+        );
+    }
+
+    #[test]
+    fn a_group_whose_tombstones_fail_is_kept() {
+        let mut shard = shard();
+        let offset = vec![(
+            "t".to_string(),
+            0,
+            Ok(CommittedOffset {
+                offset: 1,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 0,
+            }),
+        )];
+        committed(&mut shard, |s| s.commit("simple", -1, "", None, offset));
+        let (tombstones, answer) = shard.delete_group("simple");
+        assert_eq!(tombstones.len(), 2, "the offset and the group");
+        assert_eq!(
+            answer(&mut shard, Err(error_code::NOT_LEADER_OR_FOLLOWER)),
+            error_code::NOT_COORDINATOR
+        );
+        assert!(shard.describe("simple").is_some());
+        assert_eq!(committed(&mut shard, |s| s.delete_group("simple")), 0);
+        assert!(shard.describe("simple").is_none());
+    }
+}

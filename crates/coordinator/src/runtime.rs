@@ -1,0 +1,440 @@
+//! The coordinator runtime, after Kafka 4's CoordinatorRuntime: one shard per coordinator
+//! partition (a `__consumer_offsets` partition today, `__transaction_state` next), each
+//! an event loop that owns its state machine outright, so no lock is shared between
+//! shards and no await happens while the state is borrowed.
+//!
+//! An event runs against the state and returns the records it wants written and what to
+//! do once they are: `then`, run on the same loop with the write's outcome. The loop
+//! appends the records at once (in event order) and goes on with the next event while the
+//! write waits for the disk and the in-sync replicas; replies therefore leave in event
+//! order, each only after every write issued before it has settled. A write that fails
+//! is answered with its error (`then` gets it, and undoes what it must); it is never
+//! dropped.
+//!
+//! Bounds: the queue of events waiting for a shard, and the writes one shard has in
+//! flight (the loop stops taking events at the limit), so a slow partition holds back
+//! its own groups only.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use strand_types::error_code;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// Records to append: (key, value); a `None` value is a tombstone.
+pub type Records = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Resolves once an appended write is committed (durable as its topic requires, and on
+/// every in-sync replica), or with the Kafka error code it failed with.
+pub type Commit = Pin<Box<dyn Future<Output = Result<(), i16>> + Send>>;
+
+/// What runs once an event's write settled (at once for an event that wrote nothing,
+/// after the writes before it).
+pub type Then<S> = Box<dyn FnOnce(&mut S, Result<(), i16>) + Send>;
+
+/// An event for one shard.
+pub type Event<S> = Box<dyn FnOnce(&mut S) -> Step<S> + Send>;
+
+/// Events waiting for one shard.
+pub const EVENT_QUEUE_CAPACITY: usize = 1024;
+/// Writes one shard has appended and not yet seen committed.
+pub const WRITES_IN_FLIGHT_MAX: usize = 128;
+/// How long a request waits for room in a full queue before it is answered
+/// COORDINATOR_NOT_AVAILABLE (clients retry that).
+pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// Where a shard's records go: the leader's copy of its partition.
+pub trait ShardLog: Send + Sync + 'static {
+    /// Appends `records` as one batch; refused at once (a Kafka error code), or appended
+    /// and committed later.
+    fn append(&self, records: Records) -> Result<Commit, i16>;
+}
+
+/// What an event returns: the records to write and what to do once they are.
+pub struct Step<S> {
+    pub records: Records,
+    pub then: Then<S>,
+}
+
+impl<S> Step<S> {
+    /// Nothing to write: `then` runs once earlier writes settled.
+    pub fn reply(then: impl FnOnce(&mut S) + Send + 'static) -> Step<S> {
+        Step {
+            records: Vec::new(),
+            then: Box::new(move |state, _| then(state)),
+        }
+    }
+
+    pub fn write(
+        records: Records,
+        then: impl FnOnce(&mut S, Result<(), i16>) + Send + 'static,
+    ) -> Step<S> {
+        Step {
+            records,
+            then: Box::new(then),
+        }
+    }
+}
+
+/// One shard's loop. Dropping it stops the loop (the shard's partition moved away):
+/// every reply not yet sent is dropped, which callers answer NOT_COORDINATOR.
+pub struct Shard<S> {
+    events: mpsc::Sender<Event<S>>,
+    task: JoinHandle<()>,
+}
+
+impl<S> Drop for Shard<S> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<S> std::fmt::Debug for Shard<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard")
+            .field("queued", &(EVENT_QUEUE_CAPACITY - self.events.capacity()))
+            .finish()
+    }
+}
+
+/// A write appended and waiting to commit, with the replies that wait for it: each with
+/// its own outcome when it is not the write's (an event that wrote nothing, or whose
+/// append was refused).
+struct InFlight<S> {
+    commit: JoinHandle<Result<(), i16>>,
+    thens: Vec<Waiting<S>>,
+}
+
+/// A reply waiting behind a write, with its own outcome when it is not the write's.
+type Waiting<S> = (Then<S>, Option<Result<(), i16>>);
+
+impl<S: Send + 'static> Shard<S> {
+    /// Starts a shard: `load` builds its state (replaying its partition; it runs on a
+    /// blocking thread, as it reads the log), then events run in the order they came.
+    /// Events sent while it loads wait for it.
+    pub fn start(
+        load: impl FnOnce() -> S + Send + 'static,
+        log: std::sync::Arc<dyn ShardLog>,
+    ) -> Shard<S> {
+        let (events, receiver) = mpsc::channel(EVENT_QUEUE_CAPACITY);
+        let task = tokio::spawn(async move {
+            let Ok(state) = tokio::task::spawn_blocking(load).await else {
+                tracing::error!("loading a coordinator shard failed");
+                return;
+            };
+            run(state, log, receiver).await;
+        });
+        Shard { events, task }
+    }
+
+    /// Queues an event; COORDINATOR_NOT_AVAILABLE if the shard stays full for
+    /// QUEUE_WAIT_MAX, NOT_COORDINATOR if it stopped.
+    pub async fn submit(&self, event: Event<S>) -> Result<(), i16> {
+        match tokio::time::timeout(QUEUE_WAIT_MAX, self.events.send(event)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(error_code::NOT_COORDINATOR),
+            Err(_) => Err(error_code::COORDINATOR_NOT_AVAILABLE),
+        }
+    }
+
+    /// Queues an event unless the queue is full (for timers: the next tick catches up).
+    pub fn try_submit(&self, event: Event<S>) -> bool {
+        self.events.try_send(event).is_ok()
+    }
+
+    /// Runs `op` on the shard and waits for its answer: `op` returns the records to
+    /// write and how to answer once they settled.
+    pub async fn call<R, F, G>(&self, op: F) -> Result<R, i16>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut S) -> (Records, G) + Send + 'static,
+        G: FnOnce(&mut S, Result<(), i16>) -> R + Send + 'static,
+    {
+        let (sender, receiver) = oneshot::channel();
+        self.submit(Box::new(move |state| {
+            let (records, answer) = op(state);
+            Step::write(records, move |state, written| {
+                let _ = sender.send(answer(state, written));
+            })
+        }))
+        .await?;
+        receiver.await.map_err(|_| error_code::NOT_COORDINATOR)
+    }
+
+    /// Reads the state in event order, answered at once: for what only committed writes
+    /// change (offsets are applied when their write commits) or descriptions.
+    pub async fn read<R, F>(&self, op: F) -> Result<R, i16>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut S) -> R + Send + 'static,
+    {
+        let (sender, receiver) = oneshot::channel();
+        self.submit(Box::new(move |state| {
+            let _ = sender.send(op(state));
+            Step::reply(|_| {})
+        }))
+        .await?;
+        receiver.await.map_err(|_| error_code::NOT_COORDINATOR)
+    }
+}
+
+async fn run<S: Send + 'static>(
+    mut state: S,
+    log: std::sync::Arc<dyn ShardLog>,
+    mut events: mpsc::Receiver<Event<S>>,
+) {
+    let mut in_flight: VecDeque<InFlight<S>> = VecDeque::new();
+    loop {
+        tokio::select! {
+            biased;
+            committed = async { (&mut in_flight.front_mut().expect("guarded").commit).await },
+                if !in_flight.is_empty() =>
+            {
+                let done = in_flight.pop_front().expect("guarded");
+                let outcome = committed.unwrap_or(Err(error_code::UNKNOWN_SERVER_ERROR));
+                for (then, own) in done.thens {
+                    then(&mut state, own.unwrap_or(outcome));
+                }
+            }
+            event = events.recv(), if in_flight.len() < WRITES_IN_FLIGHT_MAX => {
+                let Some(event) = event else { return };
+                let step = event(&mut state);
+                let own = if step.records.is_empty() {
+                    Some(Ok(()))
+                } else {
+                    match log.append(step.records) {
+                        Ok(commit) => {
+                            in_flight.push_back(InFlight {
+                                commit: tokio::spawn(commit),
+                                thens: vec![(step.then, None)],
+                            });
+                            continue;
+                        }
+                        Err(code) => Some(Err(code)),
+                    }
+                };
+                match in_flight.back_mut() {
+                    Some(last) => last.thens.push((step.then, own)),
+                    None => (step.then)(&mut state, own.expect("set above")),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A log whose writes commit when the test says so (or fail with a code).
+    #[derive(Default)]
+    struct ManualLog {
+        appended: Mutex<Vec<Records>>,
+        pending: Mutex<Vec<oneshot::Sender<Result<(), i16>>>>,
+        refuse: Mutex<Option<i16>>,
+    }
+
+    impl ShardLog for ManualLog {
+        fn append(&self, records: Records) -> Result<Commit, i16> {
+            if let Some(code) = *self.refuse.lock().unwrap() {
+                return Err(code);
+            }
+            self.appended.lock().unwrap().push(records);
+            let (sender, receiver) = oneshot::channel();
+            self.pending.lock().unwrap().push(sender);
+            Ok(Box::pin(async move {
+                receiver
+                    .await
+                    .unwrap_or(Err(error_code::NOT_LEADER_OR_FOLLOWER))
+            }))
+        }
+    }
+
+    impl ManualLog {
+        fn settle(&self, index: usize, outcome: Result<(), i16>) {
+            let sender = std::mem::replace(
+                &mut self.pending.lock().unwrap()[index],
+                oneshot::channel().0,
+            );
+            sender.send(outcome).unwrap();
+        }
+    }
+
+    fn record(key: &str) -> Records {
+        vec![(key.as_bytes().to_vec(), Some(b"v".to_vec()))]
+    }
+
+    /// Lets the shards run until `condition` holds (the load runs on a blocking thread).
+    async fn until(condition: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if condition() {
+                // And a little more, so anything wrongly answered early would be.
+                for _ in 0..20 {
+                    tokio::task::yield_now().await;
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("condition not reached in 10 s");
+    }
+
+    fn appended(log: &ManualLog) -> usize {
+        log.appended.lock().unwrap().len()
+    }
+
+    /// The state: what committed, in order.
+    type Committed = Vec<String>;
+
+    fn commit_event(
+        shard: &Arc<Shard<Committed>>,
+        key: &'static str,
+    ) -> JoinHandle<Result<Result<(), i16>, i16>> {
+        let shard = shard.clone();
+        tokio::spawn(async move {
+            shard
+                .call(move |_| {
+                    (record(key), move |state: &mut Committed, written| {
+                        if written.is_ok() {
+                            state.push(key.to_string());
+                        }
+                        written
+                    })
+                })
+                .await
+        })
+    }
+
+    #[tokio::test]
+    async fn replies_wait_for_their_write_and_for_every_write_before_them() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let first = commit_event(&shard, "a");
+        until(|| appended(&log) == 1).await;
+        let second = commit_event(&shard, "b");
+        until(|| appended(&log) == 2).await;
+        // An event that writes nothing still answers after the writes before it.
+        let reader = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                shard
+                    .call(|_| (Vec::new(), |state: &mut Committed, _| state.clone()))
+                    .await
+            })
+        };
+        until(|| true).await;
+        assert!(!first.is_finished() && !second.is_finished() && !reader.is_finished());
+
+        // The second commits first: nobody is answered until the first settles.
+        log.settle(1, Ok(()));
+        until(|| true).await;
+        assert!(!first.is_finished() && !second.is_finished() && !reader.is_finished());
+
+        log.settle(0, Ok(()));
+        assert_eq!(first.await.unwrap(), Ok(Ok(())));
+        assert_eq!(second.await.unwrap(), Ok(Ok(())));
+        assert_eq!(
+            reader.await.unwrap(),
+            Ok(vec!["a".to_string(), "b".to_string()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_answered_with_its_error_and_later_ones_still_commit() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let failed = commit_event(&shard, "a");
+        until(|| appended(&log) == 1).await;
+        let ok = commit_event(&shard, "b");
+        until(|| appended(&log) == 2).await;
+        log.settle(0, Err(error_code::REQUEST_TIMED_OUT));
+        log.settle(1, Ok(()));
+        assert_eq!(
+            failed.await.unwrap(),
+            Ok(Err(error_code::REQUEST_TIMED_OUT))
+        );
+        assert_eq!(ok.await.unwrap(), Ok(Ok(())));
+        let committed = shard.read(|state| state.clone()).await.unwrap();
+        assert_eq!(committed, vec!["b".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_refused_append_is_answered_in_order_with_the_refusal() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let first = commit_event(&shard, "a");
+        until(|| appended(&log) == 1).await;
+        *log.refuse.lock().unwrap() = Some(error_code::KAFKA_STORAGE_ERROR);
+        let refused = commit_event(&shard, "b");
+        until(|| true).await;
+        assert!(!refused.is_finished(), "waits for the write before it");
+        log.settle(0, Ok(()));
+        assert_eq!(first.await.unwrap(), Ok(Ok(())));
+        assert_eq!(
+            refused.await.unwrap(),
+            Ok(Err(error_code::KAFKA_STORAGE_ERROR))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_shard_answers_not_coordinator() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Shard::start(Committed::new, log.clone());
+        let (sender, pending) = oneshot::channel::<()>();
+        shard
+            .submit(Box::new(move |_| {
+                Step::write(record("a"), move |_, _| {
+                    let _ = sender.send(());
+                })
+            }))
+            .await
+            .unwrap();
+        until(|| appended(&log) == 1).await;
+        // The partition moves away: its owner drops the shard, and the reply with it.
+        drop(shard);
+        assert!(pending.await.is_err(), "answered NOT_COORDINATOR by `call`");
+    }
+
+    #[tokio::test]
+    async fn a_slow_shard_does_not_hold_back_another() {
+        let slow_log = Arc::new(ManualLog::default());
+        let slow = Arc::new(Shard::start(Committed::new, slow_log.clone()));
+        let fast_log = Arc::new(ManualLog::default());
+        let fast = Arc::new(Shard::start(Committed::new, fast_log.clone()));
+        let stuck = commit_event(&slow, "a");
+        until(|| appended(&slow_log) == 1).await;
+        let quick = commit_event(&fast, "b");
+        until(|| appended(&fast_log) == 1).await;
+        fast_log.settle(0, Ok(()));
+        assert_eq!(quick.await.unwrap(), Ok(Ok(())));
+        assert!(!stuck.is_finished());
+        slow_log.settle(0, Ok(()));
+        assert_eq!(stuck.await.unwrap(), Ok(Ok(())));
+    }
+
+    #[tokio::test]
+    async fn the_writes_in_flight_are_bounded() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let calls: Vec<_> = (0..WRITES_IN_FLIGHT_MAX + 10)
+            .map(|_| commit_event(&shard, "k"))
+            .collect();
+        until(|| appended(&log) == WRITES_IN_FLIGHT_MAX).await;
+        assert_eq!(
+            appended(&log),
+            WRITES_IN_FLIGHT_MAX,
+            "the loop stopped taking events"
+        );
+        for index in 0..WRITES_IN_FLIGHT_MAX + 10 {
+            until(|| appended(&log) > index).await;
+            log.settle(index, Ok(()));
+        }
+        for call in calls {
+            assert_eq!(call.await.unwrap(), Ok(Ok(())));
+        }
+    }
+}

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use strand_log::{
-    AppendInfo, Durability, Log, LogConfig, LogError, LogResult, ReadResult, TopicPartition,
+    AppendInfo, Durability, DurableState, Log, LogConfig, LogError, LogResult, ReadResult,
+    TopicPartition,
 };
 use tokio::sync::{watch, Notify};
 
@@ -42,29 +43,47 @@ pub struct Durable {
 }
 
 impl Durable {
-    /// Starts waiting at once on a blocking thread (the gate blocks): the sync begins
-    /// now, without first waiting for a runtime worker to poll a task.
+    /// Starts waiting now, as a task of its own, so a request touching several
+    /// partitions has all their syncs under way at once.
     pub fn start(self) -> DurableWait {
-        let Durable { gate, end } = self;
-        DurableWait(tokio::task::spawn_blocking(move || gate.wait_durable(end)))
+        DurableWait(tokio::spawn(self.wait()))
     }
 
-    /// Waits until the data is synced.
+    /// Waits until the data is synced, holding no thread while it waits: the gate
+    /// parks this task, or hands it the sync to run on a blocking thread. One sync runs
+    /// per partition at a time, so however many requests wait on a partition's disk, it
+    /// costs the blocking pool one thread at most (its queue is bounded by the
+    /// partitions).
     pub async fn wait(self) -> LogResult<()> {
-        self.start().finish().await
+        loop {
+            let state =
+                std::future::poll_fn(|cx| match self.gate.poll_durable(self.end, cx.waker()) {
+                    DurableState::Pending => std::task::Poll::Pending,
+                    other => std::task::Poll::Ready(other),
+                })
+                .await;
+            match state {
+                DurableState::Ready(result) => return result.map_err(LogError::Io),
+                DurableState::SyncNow(ticket) => {
+                    tokio::task::spawn_blocking(move || ticket.run())
+                        .await
+                        .map_err(|error| LogError::Io(std::io::Error::other(error)))?;
+                }
+                DurableState::Pending => unreachable!("polled until not pending"),
+            }
+        }
     }
 }
 
 /// A started durability wait.
 #[derive(Debug)]
-pub struct DurableWait(tokio::task::JoinHandle<std::io::Result<()>>);
+pub struct DurableWait(tokio::task::JoinHandle<LogResult<()>>);
 
 impl DurableWait {
     pub async fn finish(self) -> LogResult<()> {
         self.0
             .await
-            .map_err(|error| LogError::Io(std::io::Error::other(error)))??;
-        Ok(())
+            .map_err(|error| LogError::Io(std::io::Error::other(error)))?
     }
 }
 

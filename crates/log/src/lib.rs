@@ -49,4 +49,4 @@ pub use log::{append_durably, AppendInfo, FileSlice, Log, ReadResult, TimestampO
 pub use log_loader::{LogOpenState, RecoveryReport};
 pub use log_manager::{LogManager, LogManagerOptions, TopicPartition};
 pub use producer_state::{ProducerCheck, ProducerError, ProducerStateManager};
-pub use sync_gate::SyncGate;
+pub use sync_gate::{DurableState, SyncGate, SyncTicket};

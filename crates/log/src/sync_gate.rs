@@ -14,13 +14,19 @@
 //! A sync reopens through the cache if needed; on Linux fsync flushes the file's dirty
 //! pages whichever descriptor wrote them.
 //!
-//! Thread-safe (mutex + condvar); blocking, so async callers use a blocking thread.
+//! Thread-safe (mutex + condvar). Two ways to wait: `wait_durable` blocks the calling
+//! thread; `poll_durable` never does, so an async caller waits without holding a thread:
+//! it is either told it is durable, parked with its waker, or handed the sync to run
+//! (a `SyncTicket`, run on a blocking thread). A gate has at most one sync running, so
+//! async waiters on a partition cost the blocking pool one thread at most, however many
+//! there are.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 
 use crate::file_cache::{FileCache, SegmentId, SegmentPaths};
 
@@ -50,6 +56,55 @@ struct GateState {
     truncations: u64,
     failure: Option<String>,
     syncs_done: u64,
+    /// Async waiters parked until the running sync finishes (one entry per poll; all
+    /// woken, and the list emptied, by every sync).
+    wakers: Vec<Waker>,
+}
+
+/// What `poll_durable` found.
+#[derive(Debug)]
+pub enum DurableState {
+    /// Durable (or never will be: an earlier sync failed).
+    Ready(io::Result<()>),
+    /// A sync is running; the waker is called when it ends.
+    Pending,
+    /// No sync is running: the caller must run this one (blocking), then poll again.
+    SyncNow(SyncTicket),
+}
+
+/// The files one sync covers, taken under the lock and synced without it.
+#[derive(Debug)]
+struct SyncBatch {
+    segments: Vec<(SegmentId, i64, i64)>,
+    dir_changed: bool,
+    new_dir: bool,
+    target: i64,
+    truncations: u64,
+}
+
+/// A sync handed to an async waiter: blocking, so it belongs on a blocking thread.
+/// Dropping it unrun would leave the gate's sync marked as running: `Drop` runs it.
+#[derive(Debug)]
+pub struct SyncTicket {
+    gate: Arc<SyncGate>,
+    batch: Option<SyncBatch>,
+}
+
+impl SyncTicket {
+    /// Syncs the files and wakes every waiter.
+    pub fn run(mut self) {
+        if let Some(batch) = self.batch.take() {
+            drop(self.gate.finish_sync(batch));
+        }
+    }
+}
+
+impl Drop for SyncTicket {
+    fn drop(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            drop(self.gate.finish_sync(batch));
+        }
+    }
 }
 
 impl SyncGate {
@@ -67,6 +122,7 @@ impl SyncGate {
                 truncations: 0,
                 failure: None,
                 syncs_done: 0,
+                wakers: Vec::new(),
             }),
             synced: Condvar::new(),
         })
@@ -142,6 +198,31 @@ impl SyncGate {
         }
     }
 
+    /// Without blocking: durable, parked (the waker is called when the running sync
+    /// ends), or the sync the caller must now run.
+    pub fn poll_durable(self: &Arc<Self>, end_offset: i64, waker: &Waker) -> DurableState {
+        let mut state = self.lock();
+        if let Some(failure) = &state.failure {
+            return DurableState::Ready(Err(io::Error::other(format!(
+                "an earlier sync failed: {failure}"
+            ))));
+        }
+        if state.durable_end_offset >= end_offset {
+            return DurableState::Ready(Ok(()));
+        }
+        if state.sync_in_progress {
+            if !state.wakers.iter().any(|w| w.will_wake(waker)) {
+                state.wakers.push(waker.clone());
+            }
+            return DurableState::Pending;
+        }
+        let batch = Self::start_sync(&mut state);
+        DurableState::SyncNow(SyncTicket {
+            gate: self.clone(),
+            batch: Some(batch),
+        })
+    }
+
     /// Syncs everything written so far (periodic flush, shutdown).
     pub fn sync_all(&self) -> io::Result<i64> {
         let target = self.lock().written_end_offset;
@@ -154,25 +235,35 @@ impl SyncGate {
         &'a self,
         mut state: MutexGuard<'a, GateState>,
     ) -> MutexGuard<'a, GateState> {
-        state.sync_in_progress = true;
-        let batch: Vec<(SegmentId, i64, i64)> = state
-            .dirty
-            .iter()
-            .map(|(id, (base, end))| (*id, *base, *end))
-            .collect();
-        let dir_changed = std::mem::take(&mut state.dirty_dir);
-        let new_dir = std::mem::take(&mut state.new_dir);
-        let target = state.written_end_offset;
-        let truncations = state.truncations;
+        let batch = Self::start_sync(&mut state);
         drop(state);
+        self.finish_sync(batch)
+    }
 
-        let result = self.sync_files(&batch, dir_changed, new_dir);
+    /// Marks a sync running and takes what it covers.
+    fn start_sync(state: &mut GateState) -> SyncBatch {
+        state.sync_in_progress = true;
+        SyncBatch {
+            segments: state
+                .dirty
+                .iter()
+                .map(|(id, (base, end))| (*id, *base, *end))
+                .collect(),
+            dir_changed: std::mem::take(&mut state.dirty_dir),
+            new_dir: std::mem::take(&mut state.new_dir),
+            target: state.written_end_offset,
+            truncations: state.truncations,
+        }
+    }
 
+    /// Syncs a batch with no lock held, then publishes it and wakes every waiter.
+    fn finish_sync(&self, batch: SyncBatch) -> MutexGuard<'_, GateState> {
+        let result = self.sync_files(&batch.segments, batch.dir_changed, batch.new_dir);
         let mut state = self.lock();
         state.sync_in_progress = false;
         match result {
             Ok(()) => {
-                for (id, _, end) in &batch {
+                for (id, _, end) in &batch.segments {
                     if state
                         .dirty
                         .get(id)
@@ -181,18 +272,21 @@ impl SyncGate {
                         state.dirty.remove(id);
                     }
                 }
-                if state.truncations == truncations {
-                    state.durable_end_offset = state.durable_end_offset.max(target);
+                if state.truncations == batch.truncations {
+                    state.durable_end_offset = state.durable_end_offset.max(batch.target);
                 }
                 state.syncs_done += 1;
             }
             Err(error) => {
-                state.dirty_dir |= dir_changed;
-                state.new_dir |= new_dir;
+                state.dirty_dir |= batch.dir_changed;
+                state.new_dir |= batch.new_dir;
                 state.failure = Some(error.to_string());
             }
         }
         self.synced.notify_all();
+        for waker in state.wakers.drain(..) {
+            waker.wake();
+        }
         state
     }
 

@@ -12,7 +12,8 @@ use std::thread;
 use common::*;
 use small_disk::SmallDisk;
 use strand_log::{
-    append_durably, Durability, FileCache, LogConfig, LogError, LogOpenState, ManualClock, SyncGate,
+    append_durably, Durability, DurableState, FileCache, LogConfig, LogError, LogOpenState,
+    ManualClock, SyncGate,
 };
 
 #[test]
@@ -43,6 +44,70 @@ fn concurrent_waiters_share_one_sync() {
         "one fdatasync covered all eight appends"
     );
     assert_eq!(gate.durable_end_offset(), 8);
+}
+
+/// A waker that counts its wakes.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn async_waiters_hold_no_thread_and_share_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = FileCache::new(4);
+    let paths = strand_log::file_cache::SegmentPaths::new(dir.path(), 0);
+    for path in [&paths.log, &paths.offset_index, &paths.time_index] {
+        std::fs::File::create(path).unwrap();
+    }
+    let id = cache.new_segment_id();
+    let files = cache.get(id, &paths).unwrap();
+    let gate = SyncGate::new(dir.path().to_path_buf(), cache.clone(), 0);
+    files.log.write_all_at(&[1], 0).unwrap();
+    gate.note_written(id, 0, 1);
+    let counter = Arc::new(CountingWaker(Default::default()));
+    let waker = std::task::Waker::from(counter.clone());
+
+    // The first waiter is handed the sync; the next 10,000 (on this one thread) park.
+    let DurableState::SyncNow(ticket) = gate.poll_durable(1, &waker) else {
+        panic!("nobody syncs yet: the first waiter must")
+    };
+    files.log.write_all_at(&[2], 1).unwrap();
+    gate.note_written(id, 0, 2);
+    for _ in 0..10_000 {
+        assert!(matches!(
+            gate.poll_durable(2, &waker),
+            DurableState::Pending
+        ));
+    }
+    // A blocking waiter meanwhile waits for the same sync, not a second one.
+    ticket.run();
+    assert!(
+        counter.0.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "parked waiters woken"
+    );
+    assert_eq!(gate.syncs_done(), 1);
+    // Offset 1 was written after the sync began: the next poll runs the next sync.
+    assert!(matches!(
+        gate.poll_durable(1, &waker),
+        DurableState::Ready(Ok(()))
+    ));
+    let DurableState::SyncNow(ticket) = gate.poll_durable(2, &waker) else {
+        panic!("what the first sync did not cover needs another")
+    };
+    assert!(matches!(
+        gate.poll_durable(2, &waker),
+        DurableState::Pending
+    ));
+    drop(ticket); // an unrun ticket still syncs, or every waiter would park forever
+    assert!(matches!(
+        gate.poll_durable(2, &waker),
+        DurableState::Ready(Ok(()))
+    ));
+    assert_eq!(gate.syncs_done(), 2);
 }
 
 #[test]

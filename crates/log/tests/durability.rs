@@ -16,17 +16,28 @@ use strand_log::{
     ManualClock, SyncGate,
 };
 
-#[test]
-fn concurrent_waiters_share_one_sync() {
-    let dir = tempfile::tempdir().unwrap();
+/// A gate over one empty segment in `dir`: the segment's id, its files, the gate.
+fn one_segment_gate(
+    dir: &std::path::Path,
+) -> (
+    strand_log::file_cache::SegmentId,
+    Arc<strand_log::file_cache::SegmentFiles>,
+    Arc<SyncGate>,
+) {
     let cache = FileCache::new(4);
-    let paths = strand_log::file_cache::SegmentPaths::new(dir.path(), 0);
+    let paths = strand_log::file_cache::SegmentPaths::new(dir, 0);
     for path in [&paths.log, &paths.offset_index, &paths.time_index] {
         std::fs::File::create(path).unwrap();
     }
     let id = cache.new_segment_id();
     let files = cache.get(id, &paths).unwrap();
-    let gate = SyncGate::new(dir.path().to_path_buf(), cache.clone(), 0);
+    (id, files, SyncGate::new(dir.to_path_buf(), cache, 0))
+}
+
+#[test]
+fn concurrent_waiters_share_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, files, gate) = one_segment_gate(dir.path());
     // Eight appenders have written; then all ask for durability at once.
     for end in 1..=8 {
         files.log.write_all_at(&[end as u8], end as u64).unwrap();
@@ -58,14 +69,7 @@ impl std::task::Wake for CountingWaker {
 #[test]
 fn async_waiters_hold_no_thread_and_share_one_sync() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = FileCache::new(4);
-    let paths = strand_log::file_cache::SegmentPaths::new(dir.path(), 0);
-    for path in [&paths.log, &paths.offset_index, &paths.time_index] {
-        std::fs::File::create(path).unwrap();
-    }
-    let id = cache.new_segment_id();
-    let files = cache.get(id, &paths).unwrap();
-    let gate = SyncGate::new(dir.path().to_path_buf(), cache.clone(), 0);
+    let (id, files, gate) = one_segment_gate(dir.path());
     files.log.write_all_at(&[1], 0).unwrap();
     gate.note_written(id, 0, 1);
     let counter = Arc::new(CountingWaker(Default::default()));

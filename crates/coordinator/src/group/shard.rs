@@ -122,6 +122,15 @@ pub fn coordinator_error_for_append(code: i16) -> i16 {
     }
 }
 
+/// A classic group's change by one request: the group, its (state, generation) before,
+/// and the parked requests the change completed.
+struct Change<'a> {
+    group_id: &'a str,
+    before: (GroupState, i32),
+    completions: Vec<Completion>,
+    now_ms: i64,
+}
+
 /// The replies a group change completed, delivered once its record settled.
 struct Deliveries {
     group_id: String,
@@ -280,6 +289,45 @@ impl GroupShard {
         receiver
     }
 
+    /// After a JoinGroup or SyncGroup changed its group: the group's record if the change
+    /// settled it, the request's own reply (parked or now) and the completed ones, all
+    /// sent once that record settled; a reply due now becomes `error(code)` if it failed.
+    fn answer_change<T: Send + 'static>(
+        &mut self,
+        change: Change<'_>,
+        reply: Reply<T>,
+        waiter: fn(oneshot::Sender<T>) -> Waiter,
+        error: impl FnOnce(i16) -> T + Send + 'static,
+    ) -> (Records, Answerer<Answer<T>>) {
+        let Change {
+            group_id,
+            before,
+            completions,
+            now_ms,
+        } = change;
+        let records = self.group_record_if_settled(group_id, before, now_ms);
+        let reply = match reply {
+            Reply::Now(result) => Answer::Now(result),
+            Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, waiter)),
+        };
+        let deliveries = Deliveries {
+            group_id: group_id.to_string(),
+            generation_id: self.generation(group_id),
+            completions,
+        };
+        (
+            records,
+            Box::new(move |shard, written| {
+                let failed = written.err().map(coordinator_error_for_append);
+                shard.settle(deliveries, written, now_ms);
+                match (failed, reply) {
+                    (Some(code), Answer::Now(_)) => Answer::Now(error(code)),
+                    (_, reply) => reply,
+                }
+            }),
+        )
+    }
+
     pub fn join(
         &mut self,
         group_id: &str,
@@ -303,29 +351,15 @@ impl GroupShard {
         let mut new_id = |client_id: &str| format!("{client_id}-{}", uuid::Uuid::new_v4());
         let requester = request.member_id.clone();
         let (reply, completions) = group.join(request, now_ms, &mut new_id);
-        let records = self.group_record_if_settled(group_id, before, now_ms);
-        let reply = match reply {
-            Reply::Now(result) => Answer::Now(result),
-            Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, Waiter::Join)),
-        };
-        let deliveries = Deliveries {
-            group_id: group_id.to_string(),
-            generation_id: self.generation(group_id),
+        let change = Change {
+            group_id,
+            before,
             completions,
+            now_ms,
         };
-        (
-            records,
-            Box::new(move |shard, written| {
-                let failed = written.err().map(coordinator_error_for_append);
-                shard.settle(deliveries, written, now_ms);
-                match (failed, reply) {
-                    (Some(code), Answer::Now(_)) => {
-                        Answer::Now(JoinResult::error(code, &requester))
-                    }
-                    (_, reply) => reply,
-                }
-            }),
-        )
+        self.answer_change(change, reply, Waiter::Join, move |code| {
+            JoinResult::error(code, &requester)
+        })
     }
 
     pub fn sync(
@@ -361,27 +395,13 @@ impl GroupShard {
             request.assignments,
             now_ms,
         );
-        let records = self.group_record_if_settled(group_id, before, now_ms);
-        let reply = match reply {
-            Reply::Now(result) => Answer::Now(result),
-            Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, Waiter::Sync)),
-        };
-        let deliveries = Deliveries {
-            group_id: group_id.to_string(),
-            generation_id: self.generation(group_id),
+        let change = Change {
+            group_id,
+            before,
             completions,
+            now_ms,
         };
-        (
-            records,
-            Box::new(move |shard, written| {
-                let failed = written.err().map(coordinator_error_for_append);
-                shard.settle(deliveries, written, now_ms);
-                match (failed, reply) {
-                    (Some(code), Answer::Now(_)) => Answer::Now(SyncResult::error(code)),
-                    (_, reply) => reply,
-                }
-            }),
-        )
+        self.answer_change(change, reply, Waiter::Sync, SyncResult::error)
     }
 
     /// How long a member's parked SyncGroup may wait: its rebalance timeout.

@@ -2,8 +2,9 @@
 //!
 //! - `log_store.rs`: the Raft log in one append-only file of checksummed frames, the vote
 //!   and the purge point in atomically replaced files.
-//! - `state_machine.rs`: applies committed controller commands through
-//!   `strand_metadata::apply` and publishes each new image; snapshots are the image.
+//! - `state_machine.rs`: replays committed entries (`strand_metadata::replay_entry`: the
+//!   records the active controller decided) and publishes each new image; snapshots are
+//!   the image.
 //! - `rpc.rs`, `network.rs`: length-prefixed JSON over TCP for Raft's RPCs and for brokers'
 //!   requests to the active controller.
 //! - `node.rs`: starts a node's Raft, listener and duties; `client.rs`: brokers' way to
@@ -22,14 +23,15 @@ pub mod state_machine;
 
 use std::io::Cursor;
 
-use strand_metadata::{ControllerCommand, ControllerReply};
+use strand_metadata::{ControllerReply, MetadataEntry};
 
 pub type NodeId = u64;
 
 openraft::declare_raft_types!(
-    /// Raft types of the metadata quorum: entries carry controller commands.
+    /// Raft types of the metadata quorum: entries carry the records the active
+    /// controller decided (or, in logs written before that, commands).
     pub TypeConfig:
-        D = ControllerCommand,
+        D = MetadataEntry,
         R = ControllerReply,
         NodeId = NodeId,
         Node = openraft::BasicNode,

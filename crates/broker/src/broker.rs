@@ -743,15 +743,26 @@ impl Broker {
         Ok(topic)
     }
 
-    /// Periodic work: flush.ms and checkpoints.
+    /// Periodic log work: flush.ms / flush.messages flushes (each log's fsyncs without
+    /// its lock or the log manager's), then the checkpoints.
     pub fn maintenance(&self) {
+        let logs = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .all_logs();
+        for (tp, log) in logs {
+            if let Err(error) = strand_log::flush_if_due(&log) {
+                tracing::error!(partition = %tp, %error, "flush failed");
+            }
+        }
         if let Err(error) = self
             .logs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .maintenance()
+            .checkpoint()
         {
-            tracing::error!(%error, "log maintenance failed");
+            tracing::error!(%error, "writing log checkpoints failed");
         }
     }
 

@@ -23,7 +23,7 @@
 //! log lock is never held while taking the replication lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -214,6 +214,8 @@ pub struct Partition {
     replication: Mutex<Replication>,
     /// The high watermark, for acks=all producers waiting on it.
     high_watermark: watch::Sender<i64>,
+    /// A flush (flush.messages, flush.ms) is running on a blocking thread.
+    flushing: Arc<AtomicBool>,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
@@ -256,6 +258,7 @@ impl Partition {
                 leader_start_offset: log_end,
             }),
             high_watermark: watch::Sender::new(high_watermark),
+            flushing: Arc::new(AtomicBool::new(false)),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
@@ -428,6 +431,9 @@ impl Partition {
             let info = log
                 .append_as_leader(&mut batch, replication.assignment.leader_epoch)
                 .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+            if log.flush_requested() {
+                self.flush_off_request_path();
+            }
             Ok((info, log.sync_gate(), log.config().durability))
         })?;
         self.advance_high_watermark();
@@ -453,6 +459,33 @@ impl Partition {
             Ok(log.log_start_offset())
         })
         .map_err(|(code, _)| code)
+    }
+
+    /// flush.messages / flush.ms asked for a flush: it runs on a blocking thread, one per
+    /// partition at a time, holding the log's lock only to plan and complete it, so its
+    /// fsyncs stall neither this request nor a runtime worker. Without a runtime (tools,
+    /// tests) the next `maintenance` runs it.
+    fn flush_off_request_path(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.flushing.swap(true, Ordering::SeqCst) {
+            return; // the running flush's loop sees the new request
+        }
+        let (log, flushing, tp) = (self.log.clone(), self.flushing.clone(), self.tp.clone());
+        runtime.spawn_blocking(move || loop {
+            if let Err(error) = strand_log::flush_if_due(&log) {
+                tracing::error!(partition = %tp, %error, "flush failed");
+            }
+            flushing.store(false, Ordering::SeqCst);
+            let again = log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .flush_requested();
+            if !again || flushing.swap(true, Ordering::SeqCst) {
+                return;
+            }
+        });
     }
 
     /// Runs `write` on the log only while this broker leads the partition, holding the
@@ -704,6 +737,9 @@ impl Partition {
     ) -> LogResult<Option<Option<AppendInfo>>> {
         self.write_as_follower(leader_epoch, |log| {
             let info = log.append_as_follower(records)?;
+            if log.flush_requested() {
+                self.flush_off_request_path();
+            }
             let hw = leader_high_watermark.min(log.log_end_offset());
             if hw > log.high_watermark() {
                 log.set_high_watermark(hw);

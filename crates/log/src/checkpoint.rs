@@ -1,5 +1,10 @@
 //! Checkpoint files, replaced atomically: write a temp file, fsync it, rename it over the
 //! old one, fsync the directory. A crash leaves either the old or the new file, whole.
+//! On a partition's write path the fsyncs are deferred (`Sync::Deferred`) to the log's
+//! next flush, off the request path (as Kafka defers its snapshot and epoch-file
+//! flushes): a crash before it may leave the old file, or a damaged new one, which the
+//! readers' checksums and recovery (which re-derives epochs and producer state from the
+//! log past the recovery point) handle.
 //!
 //! Format (Kafka's): a version line, a count line, then one entry per line.
 
@@ -13,14 +18,28 @@ pub const CHECKPOINT_VERSION: u32 = 0;
 /// Checkpoints are small; a file beyond this is not one of ours.
 const CHECKPOINT_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
+/// When a replaced file reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// Before returning (two fsyncs).
+    Now,
+    /// At the log's next flush: the caller must have it synced then.
+    Deferred,
+}
+
 /// Writes `lines` under a version and count header, atomically.
 pub fn write_checkpoint(path: &Path, lines: &[String]) -> io::Result<()> {
+    write_checkpoint_with(path, lines, Sync::Now)
+}
+
+/// `write_checkpoint`, synced now or later.
+pub fn write_checkpoint_with(path: &Path, lines: &[String], sync: Sync) -> io::Result<()> {
     let mut text = format!("{CHECKPOINT_VERSION}\n{}\n", lines.len());
     for line in lines {
         text.push_str(line);
         text.push('\n');
     }
-    write_atomically(path, text.as_bytes())
+    replace_file(path, text.as_bytes(), sync)
 }
 
 /// Reads the entry lines of a checkpoint; `Ok(None)` when the file does not exist.
@@ -59,6 +78,12 @@ pub fn read_checkpoint(path: &Path) -> LogResult<Option<Vec<String>>> {
 
 /// Replaces `path` with `contents` so that a crash leaves the old or the new file whole.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    replace_file(path, contents, Sync::Now)
+}
+
+/// Replaces `path` by renaming a temp file over it; with `Sync::Now` the file and then
+/// the directory are fsynced first.
+pub fn replace_file(path: &Path, contents: &[u8], sync: Sync) -> io::Result<()> {
     let temp = path.with_extension("tmp");
     {
         let mut file = OpenOptions::new()
@@ -67,10 +92,27 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
             .truncate(true)
             .open(&temp)?;
         file.write_all(contents)?;
-        file.sync_all()?;
+        if sync == Sync::Now {
+            crate::fault_injection::before_sync(path);
+            file.sync_all()?;
+        }
     }
     fs::rename(&temp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    match sync {
+        Sync::Now => sync_dir(path.parent().unwrap_or(Path::new("."))),
+        Sync::Deferred => Ok(()),
+    }
+}
+
+/// fsyncs a file written with `Sync::Deferred` (a missing one was replaced or deleted
+/// since: nothing to keep).
+pub fn sync_file(path: &Path) -> io::Result<()> {
+    crate::fault_injection::before_sync(path);
+    match File::open(path) {
+        Ok(file) => file.sync_all(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// fsyncs a directory so that created, renamed and removed entries survive power loss.

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{read_checkpoint, write_checkpoint};
+use crate::checkpoint::{read_checkpoint, write_checkpoint_with, Sync};
 use crate::error::{LogError, LogResult};
 
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -154,13 +154,23 @@ impl LeaderEpochCache {
     }
 
     pub fn checkpoint(&self) -> LogResult<()> {
+        self.checkpoint_with(Sync::Now)
+    }
+
+    /// The checkpoint, synced now or by the log's next flush (`path()`).
+    pub fn checkpoint_with(&self, sync: Sync) -> LogResult<()> {
         let lines: Vec<String> = self
             .entries
             .iter()
             .map(|entry| format!("{} {}", entry.epoch, entry.start_offset))
             .collect();
-        write_checkpoint(&self.path, &lines)?;
+        write_checkpoint_with(&self.path, &lines, sync)?;
         Ok(())
+    }
+
+    /// The checkpoint file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 }
 

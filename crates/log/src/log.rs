@@ -20,6 +20,7 @@ use strand_records::{
 };
 
 use crate::batch_scan::{BatchScanner, ScanStep};
+use crate::checkpoint::Sync;
 use crate::clock::Clock;
 use crate::config::{Durability, LogConfig};
 use crate::error::{LogError, LogResult};
@@ -46,6 +47,37 @@ pub struct AppendInfo {
     /// An idempotent producer's retry of a batch already in the log: nothing was written
     /// and the offsets are the original ones.
     pub duplicate: bool,
+}
+
+/// What one flush syncs: taken under the log's lock (`Log::begin_flush`), run without it
+/// (`run`, blocking), completed under it again (`Log::finish_flush`).
+#[derive(Debug)]
+pub struct FlushPlan {
+    dir: PathBuf,
+    gate: Arc<SyncGate>,
+    segments: Vec<Arc<SegmentFiles>>,
+    unsynced_files: Vec<PathBuf>,
+    end: i64,
+    truncations: u64,
+}
+
+impl FlushPlan {
+    /// The fsyncs: files written with deferred syncs, then the data and directory
+    /// entries (the sync gate), then every segment's log and indexes from the recovery
+    /// point on.
+    pub fn run(&self) -> io::Result<()> {
+        crate::fault_injection::before_sync(&self.dir);
+        for path in &self.unsynced_files {
+            crate::checkpoint::sync_file(path)?;
+        }
+        self.gate.sync_all()?;
+        for files in &self.segments {
+            files.log.sync_data()?;
+            files.offset_index.sync_data()?;
+            files.time_index.sync_data()?;
+        }
+        Ok(())
+    }
 }
 
 /// A byte range of a segment file, ready for sendfile. Holds the file open.
@@ -105,6 +137,14 @@ pub struct Log {
     pub(crate) on_disk: bool,
     pub(crate) unflushed_messages: u64,
     pub(crate) first_unflushed_ms: Option<i64>,
+    /// flush.messages was reached: the owner should flush (off the request path).
+    pub(crate) flush_requested: bool,
+    /// Files written with `Sync::Deferred` (producer snapshots, the epoch checkpoint),
+    /// synced by the next flush before the recovery point moves.
+    pub(crate) unsynced_files: Vec<PathBuf>,
+    /// Bumped by every truncation: a flush that ran without the lock does not advance the
+    /// recovery point over data cut and rewritten meanwhile.
+    pub(crate) truncations: u64,
     /// Idempotent producers' sequences, following the log through truncation and recovery.
     pub(crate) producers: ProducerStateManager,
 }
@@ -271,7 +311,7 @@ impl Log {
         self.write_batch(batch, &header)?;
         self.producers.update(&header);
         if self.epochs.assign(leader_epoch, first_offset) {
-            self.epochs.checkpoint()?;
+            self.checkpoint_epochs_deferred()?;
         }
         self.after_append(header.records_count as u64)?;
         Ok(AppendInfo {
@@ -313,7 +353,7 @@ impl Log {
                 .epochs
                 .assign(header.partition_leader_epoch, header.base_offset)
             {
-                self.epochs.checkpoint()?;
+                self.checkpoint_epochs_deferred()?;
             }
             self.after_append(header.records_count.max(0) as u64)?;
             let info = info.get_or_insert(AppendInfo {
@@ -372,9 +412,16 @@ impl Log {
             .flush_messages
             .is_some_and(|limit| self.unflushed_messages >= limit);
         if by_count || self.flush_due_by_time(now) {
-            self.flush()?;
+            // Not here, under the lock and on the request path: the owner flushes.
+            self.flush_requested = true;
         }
         Ok(())
+    }
+
+    /// Whether flush.messages or flush.ms asked for a flush since the last one began
+    /// (the owner runs `begin_flush`, `FlushPlan::run` off the lock, `finish_flush`).
+    pub fn flush_requested(&self) -> bool {
+        self.flush_requested
     }
 
     fn flush_due_by_time(&self, now_ms: i64) -> bool {
@@ -432,8 +479,15 @@ impl Log {
         self.gate.note_dir_changed();
         // Producer state as of the new segment's base, so recovery replays at most one
         // segment to rebuild it.
-        if let Err(error) = self.producers.take_snapshot(&dir, base_offset) {
-            tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed");
+        // Synced by the next flush, not here on the request path (as Kafka's roll).
+        match self
+            .producers
+            .take_snapshot_with(&dir, base_offset, Sync::Deferred)
+        {
+            Ok(path) => self.unsynced_files.push(path),
+            Err(error) => {
+                tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed")
+            }
         }
         Ok(())
     }
@@ -660,6 +714,7 @@ impl Log {
 
     fn after_truncation(&mut self) -> LogResult<()> {
         let end = self.log_end_offset();
+        self.truncations += 1;
         self.gate.note_truncated(end);
         self.recovery_point = self.recovery_point.min(end);
         self.log_start_offset = self.log_start_offset.min(end);
@@ -739,42 +794,88 @@ impl Log {
         self.epochs.end_offset_for(epoch, self.log_end_offset())
     }
 
-    /// Writes everything to disk (log and indexes) and advances the recovery point.
+    /// Writes everything to disk (log and indexes) and advances the recovery point, all
+    /// under the caller's lock (shutdown, tests). The broker flushes in three steps
+    /// instead, so the fsyncs run with no lock held and off the request path.
     pub fn flush(&mut self) -> LogResult<()> {
+        match self.begin_flush()? {
+            None => Ok(()),
+            Some(plan) => {
+                let synced = plan.run();
+                self.finish_flush(plan, synced)
+            }
+        }
+    }
+
+    /// Takes what a flush must sync (writing buffered index entries to the page cache);
+    /// None if nothing was written since the last one.
+    pub fn begin_flush(&mut self) -> LogResult<Option<FlushPlan>> {
+        self.flush_requested = false;
         if self.offline.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         let end = self.log_end_offset();
-        if self.recovery_point >= end {
-            return Ok(()); // nothing written since the last full flush
+        if self.recovery_point >= end && self.unsynced_files.is_empty() {
+            return Ok(None); // nothing written since the last full flush
         }
         let floor = self.segments.floor_index(self.recovery_point);
         let (dir, cache) = (&self.dir, &self.cache);
-        let flushed = self.gate.sync_all().and_then(|_| {
-            for segment in self.segments.iter_mut_from(floor) {
-                segment.sync(dir, cache)?;
+        let mut segments = Vec::new();
+        let mut prepared = Ok(());
+        for segment in self.segments.iter_mut_from(floor) {
+            match segment.prepare_sync(dir, cache) {
+                Ok(files) => segments.push(files),
+                Err(error) => {
+                    prepared = Err(error);
+                    break;
+                }
             }
-            Ok(())
-        });
-        if let Err(error) = flushed {
+        }
+        if let Err(error) = prepared {
             return Err(self.go_offline(error));
         }
-        self.recovery_point = end;
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;
+        Ok(Some(FlushPlan {
+            dir: self.dir.clone(),
+            gate: self.gate.clone(),
+            segments,
+            unsynced_files: std::mem::take(&mut self.unsynced_files),
+            end,
+            truncations: self.truncations,
+        }))
+    }
+
+    /// Completes a flush: advances the recovery point to what it synced (unless a
+    /// truncation came in between), or takes the log offline after a failed fsync.
+    pub fn finish_flush(&mut self, plan: FlushPlan, synced: io::Result<()>) -> LogResult<()> {
+        if let Err(error) = synced {
+            return Err(self.go_offline(error));
+        }
+        if self.truncations == plan.truncations {
+            self.recovery_point = self.recovery_point.max(plan.end);
+        }
         Ok(())
     }
 
-    /// Periodic work: flush.ms. Returns whether a flush ran.
-    pub fn maybe_flush(&mut self) -> LogResult<bool> {
+    /// The epoch checkpoint after a new epoch on the write path: written now, synced by
+    /// the next flush.
+    fn checkpoint_epochs_deferred(&mut self) -> LogResult<()> {
+        self.epochs.checkpoint_with(Sync::Deferred)?;
+        let path = self.epochs.path().to_path_buf();
+        if !self.unsynced_files.contains(&path) {
+            self.unsynced_files.push(path);
+        }
+        Ok(())
+    }
+
+    /// Periodic work: producer expiry; then whether flush.ms (or flush.messages) asks for
+    /// a flush, which the caller runs (`begin_flush`).
+    pub fn flush_due(&mut self) -> bool {
         let now = self.clock.now_ms();
         self.producers
             .remove_expired(now, self.config.producer_id_expiration_ms);
-        if self.flush_due_by_time(now) {
-            self.flush()?;
-            return Ok(true);
-        }
-        Ok(false)
+        self.flush_requested || self.flush_due_by_time(now)
     }
 
     /// Flushes and checkpoints the epoch cache, for a clean shutdown.

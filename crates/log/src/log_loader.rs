@@ -94,6 +94,9 @@ impl Log {
             on_disk: false,
             unflushed_messages: 0,
             first_unflushed_ms: None,
+            flush_requested: false,
+            unsynced_files: Vec::new(),
+            truncations: 0,
             producers: ProducerStateManager::default(),
         }
     }
@@ -221,6 +224,9 @@ impl Log {
             on_disk: true,
             unflushed_messages: 0,
             first_unflushed_ms: None,
+            flush_requested: false,
+            unsynced_files: Vec::new(),
+            truncations: 0,
             producers: ProducerStateManager::default(),
         };
         log.rebuild_producer_state()?;

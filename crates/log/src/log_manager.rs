@@ -260,10 +260,11 @@ impl LogManager {
         Ok(true)
     }
 
-    /// Runs periodic per-log work (flush.ms) and writes the checkpoints.
+    /// Runs periodic per-log work (producer expiry, flush.ms / flush.messages) and writes
+    /// the checkpoints. Each flush's fsyncs run without that log's lock.
     pub fn maintenance(&self) -> LogResult<()> {
         for log in self.logs.values() {
-            lock(log).maybe_flush()?;
+            flush_if_due(log)?;
         }
         self.checkpoint()
     }
@@ -427,4 +428,21 @@ pub fn clean_logs(
         }
     }
     total
+}
+
+/// Flushes `log` if flush.ms or flush.messages asks, holding its lock only to plan and to
+/// complete the flush, not across the fsyncs.
+pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<()> {
+    let plan = {
+        let mut log = lock(log);
+        if !log.flush_due() {
+            return Ok(());
+        }
+        log.begin_flush()?
+    };
+    if let Some(plan) = plan {
+        let synced = plan.run();
+        lock(log).finish_flush(plan, synced)?;
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use strand_records::{BatchHeader, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
-use crate::checkpoint::write_atomically;
+use crate::checkpoint::{replace_file, Sync};
 
 /// Kafka keeps the last five batches per producer (max.in.flight.requests.per.connection).
 pub const BATCHES_PER_PRODUCER: usize = 5;
@@ -240,8 +240,14 @@ impl ProducerStateManager {
     }
 
     /// Writes a snapshot of the state as of `offset` (everything below it applied), then
-    /// deletes all but the newest `SNAPSHOTS_KEPT` snapshots.
-    pub fn take_snapshot(&self, dir: &Path, offset: i64) -> io::Result<()> {
+    /// deletes all but the newest `SNAPSHOTS_KEPT` snapshots. Returns its path.
+    pub fn take_snapshot(&self, dir: &Path, offset: i64) -> io::Result<PathBuf> {
+        self.take_snapshot_with(dir, offset, Sync::Now)
+    }
+
+    /// `take_snapshot`, synced now or by the log's next flush (a damaged or missing
+    /// snapshot after a crash is ignored: recovery replays from an older one or the log).
+    pub fn take_snapshot_with(&self, dir: &Path, offset: i64, sync: Sync) -> io::Result<PathBuf> {
         let mut body = Vec::new();
         body.extend_from_slice(&offset.to_be_bytes());
         body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
@@ -263,14 +269,15 @@ impl ProducerStateManager {
         file.extend_from_slice(SNAPSHOT_MAGIC);
         file.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         file.extend_from_slice(&body);
-        write_atomically(&snapshot_path(dir, offset), &file)?;
+        let path = snapshot_path(dir, offset);
+        replace_file(&path, &file, sync)?;
         let snapshots = list_snapshots(dir)?;
         if snapshots.len() > SNAPSHOTS_KEPT {
             for (_, path) in &snapshots[..snapshots.len() - SNAPSHOTS_KEPT] {
                 let _ = fs::remove_file(path);
             }
         }
-        Ok(())
+        Ok(path)
     }
 
     /// Loads the newest valid snapshot at or below `max_offset`, deleting snapshots above

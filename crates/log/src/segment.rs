@@ -636,11 +636,19 @@ impl Segment {
 
     /// Writes buffered index entries, then fsyncs the log and both indexes.
     pub fn sync(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
-        let files = self.files(dir, cache)?;
-        self.write_pending_index_entries(&files)?;
+        let files = self.prepare_sync(dir, cache)?;
+        crate::fault_injection::before_sync(dir);
         files.log.sync_data()?;
         files.offset_index.sync_data()?;
         files.time_index.sync_data()
+    }
+
+    /// Writes buffered index entries (to the page cache) and returns the files a flush
+    /// then fsyncs.
+    pub fn prepare_sync(&mut self, dir: &Path, cache: &FileCache) -> io::Result<Arc<SegmentFiles>> {
+        let files = self.files(dir, cache)?;
+        self.write_pending_index_entries(&files)?;
+        Ok(files)
     }
 
     /// Deletes the segment's files. Readers holding its open files keep reading them.

@@ -296,6 +296,7 @@ impl SyncGate {
         dir_changed: bool,
         new_dir: bool,
     ) -> io::Result<()> {
+        crate::fault_injection::before_sync(&self.dir);
         for (id, base_offset, _) in batch {
             match self
                 .cache

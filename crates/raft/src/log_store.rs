@@ -355,8 +355,7 @@ mod tests {
         // An entry as Strand wrote it when the log held commands.
         let legacy = r#"{"log_id":{"leader_id":{"term":1,"node_id":1},"index":7},"payload":{"Normal":{"DeleteTopics":{"names":["t"]}}}}"#;
         let entry: Entry<TypeConfig> = serde_json::from_str(legacy).unwrap();
-        let EntryPayload::Normal(strand_metadata::MetadataEntry::Command(command)) =
-            entry.payload
+        let EntryPayload::Normal(strand_metadata::MetadataEntry::Command(command)) = entry.payload
         else {
             panic!("a legacy command")
         };

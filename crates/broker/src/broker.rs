@@ -744,7 +744,8 @@ impl Broker {
     }
 
     /// Periodic log work: flush.ms / flush.messages flushes (each log's fsyncs without
-    /// its lock or the log manager's), then the checkpoints.
+    /// its lock or the log manager's), removal of deleted segments' files (as Kafka's
+    /// file.delete.delay.ms, here the checkpoint interval), then the checkpoints.
     pub fn maintenance(&self) {
         let logs = self
             .logs
@@ -755,6 +756,7 @@ impl Broker {
             if let Err(error) = strand_log::flush_if_due(&log) {
                 tracing::error!(partition = %tp, %error, "flush failed");
             }
+            strand_log::remove_doomed(&log);
         }
         if let Err(error) = self
             .logs

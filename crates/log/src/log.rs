@@ -145,6 +145,9 @@ pub struct Log {
     /// Bumped by every truncation: a flush that ran without the lock does not advance the
     /// recovery point over data cut and rewritten meanwhile.
     pub(crate) truncations: u64,
+    /// Files of retired segments (renamed `.deleted`), removed off the request path by
+    /// the periodic maintenance (`take_doomed`).
+    pub(crate) doomed: Vec<PathBuf>,
     /// Idempotent producers' sequences, following the log through truncation and recovery.
     pub(crate) producers: ProducerStateManager,
 }
@@ -679,8 +682,9 @@ impl Log {
         // Segments starting at or after `offset` go whole; the one before is cut.
         let keep = self.segments.floor_index(offset - 1) + 1;
         for segment in self.segments.split_off(keep) {
-            if let Err(error) = segment.delete(&dir, &cache) {
-                return Err(self.go_offline(error));
+            match segment.retire(&dir, &cache) {
+                Ok(doomed) => self.doomed.extend(doomed),
+                Err(error) => return Err(self.go_offline(error)),
             }
         }
         if let Err(error) = self.active_mut().truncate_to(&dir, &cache, offset) {
@@ -696,8 +700,9 @@ impl Log {
         self.check_online()?;
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.take_all() {
-            if let Err(error) = segment.delete(&dir, &cache) {
-                return Err(self.go_offline(error));
+            match segment.retire(&dir, &cache) {
+                Ok(doomed) => self.doomed.extend(doomed),
+                Err(error) => return Err(self.go_offline(error)),
             }
         }
         match Segment::create(&dir, offset, &cache, self.clock.now_ms()) {
@@ -773,7 +778,7 @@ impl Log {
         self.log_start_offset = offset;
         self.high_watermark = self.high_watermark.max(offset);
         if self.epochs.truncate_from_start(offset) {
-            self.epochs.checkpoint()?;
+            self.checkpoint_epochs_deferred()?;
         }
         // A segment is wholly below the new start when the next one starts at or before it.
         let below = self
@@ -784,9 +789,14 @@ impl Log {
             .count();
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.drain_front(below) {
-            segment.delete(&dir, &cache)?;
+            self.doomed.extend(segment.retire(&dir, &cache)?);
         }
         Ok(true)
+    }
+
+    /// The retired segments' files to remove now (maintenance; shutdown).
+    pub fn take_doomed(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.doomed)
     }
 
     /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, the offset where the next starts).
@@ -888,6 +898,9 @@ impl Log {
         self.active_mut().release_preallocation(&dir, &cache)?;
         self.producers
             .take_snapshot(&self.dir, self.log_end_offset())?;
+        for path in self.take_doomed() {
+            let _ = std::fs::remove_file(path);
+        }
         self.epochs.checkpoint()
     }
 

@@ -97,6 +97,7 @@ impl Log {
             flush_requested: false,
             unsynced_files: Vec::new(),
             truncations: 0,
+            doomed: Vec::new(),
             producers: ProducerStateManager::default(),
         }
     }
@@ -227,6 +228,7 @@ impl Log {
             flush_requested: false,
             unsynced_files: Vec::new(),
             truncations: 0,
+            doomed: Vec::new(),
             producers: ProducerStateManager::default(),
         };
         log.rebuild_producer_state()?;

@@ -265,6 +265,7 @@ impl LogManager {
     pub fn maintenance(&self) -> LogResult<()> {
         for log in self.logs.values() {
             flush_if_due(log)?;
+            remove_doomed(log);
         }
         self.checkpoint()
     }
@@ -445,4 +446,17 @@ pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<()> {
         lock(log).finish_flush(plan, synced)?;
     }
     Ok(())
+}
+
+/// Removes the files of `log`'s retired segments, without holding its lock.
+pub fn remove_doomed(log: &Mutex<Log>) {
+    let doomed = lock(log).take_doomed();
+    for path in doomed {
+        match fs::remove_file(&path) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(path = %path.display(), %error, "removing a deleted segment's file failed");
+            }
+            _ => {}
+        }
+    }
 }

@@ -8,7 +8,7 @@
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strand_records::{BatchHeader, NO_TIMESTAMP};
@@ -22,6 +22,8 @@ use crate::time_index::{TimeIndex, TimeIndexEntry};
 
 /// The largest segment the u32 index positions can address.
 pub const SEGMENT_MAX_BYTES: u64 = i32::MAX as u64;
+/// The suffix of a retired segment's files, removed later (and at startup).
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// How a failed append left the segment.
 #[derive(Debug)]
@@ -651,17 +653,25 @@ impl Segment {
         Ok(files)
     }
 
-    /// Deletes the segment's files. Readers holding its open files keep reading them.
-    pub fn delete(self, dir: &Path, cache: &FileCache) -> io::Result<()> {
+    /// Takes the segment out of the log: its files are renamed `<name>.deleted` (a quick
+    /// directory change) and returned, to be removed later off the request path (as
+    /// Kafka's file.delete.delay.ms; startup removes any a crash left). Readers holding
+    /// its open files keep reading them.
+    pub fn retire(self, dir: &Path, cache: &FileCache) -> io::Result<Vec<PathBuf>> {
         cache.invalidate(self.id);
         let paths = SegmentPaths::new(dir, self.base_offset);
+        let mut doomed = Vec::with_capacity(3);
         for path in [&paths.log, &paths.offset_index, &paths.time_index] {
-            match fs::remove_file(path) {
-                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-                _ => {}
+            let mut renamed = path.clone().into_os_string();
+            renamed.push(DELETED_SUFFIX);
+            let renamed = PathBuf::from(renamed);
+            match fs::rename(path, &renamed) {
+                Ok(()) => doomed.push(renamed),
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
             }
         }
-        Ok(())
+        Ok(doomed)
     }
 
     /// Cheap checks that the index files belong to this log file (they carry no checksum).

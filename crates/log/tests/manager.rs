@@ -225,3 +225,35 @@ fn a_follower_can_restart_a_deferred_log_at_the_leaders_start() {
         .join("00000000000000000000.log")
         .exists());
 }
+
+#[test]
+fn maintenance_removes_the_files_of_deleted_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, None).unwrap();
+    {
+        let mut log = log.lock().unwrap();
+        for n in 0..40 {
+            log.append_as_leader(&mut batch(2, 40, n), 0).unwrap();
+        }
+        log.set_high_watermark(80);
+        log.delete_before(60).unwrap();
+    }
+    let deleted = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".deleted")
+            })
+            .count()
+    };
+    let log_dir = log.lock().unwrap().dir().to_path_buf();
+    assert!(deleted(&log_dir) > 0, "renamed, waiting");
+    manager.maintenance().unwrap();
+    assert_eq!(deleted(&log_dir), 0);
+}

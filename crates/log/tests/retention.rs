@@ -105,3 +105,51 @@ fn compact_only_topics_keep_everything() {
     assert_eq!(log.apply_retention(10_000_000).unwrap().segments_deleted, 0);
     assert_eq!(log.log_start_offset(), 0);
 }
+
+/// Names in the log's directory ending with `suffix`.
+fn files_ending(dir: &std::path::Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(suffix)
+        })
+        .count()
+}
+
+#[test]
+fn deleted_segments_are_renamed_at_once_and_removed_later_or_at_startup() {
+    let (dir, mut log) = filled(config(None, None));
+    let segments = log.segment_count();
+    log.delete_before(150).unwrap();
+    let deleted = segments - log.segment_count();
+    assert!(deleted > 0);
+    // The request path only renamed them: three files a segment wait for maintenance.
+    assert_eq!(files_ending(dir.path(), ".deleted"), 3 * deleted);
+    assert_eq!(
+        read_records(&log, 150).len(),
+        150,
+        "the rest reads as before"
+    );
+    let doomed = log.take_doomed();
+    assert_eq!(doomed.len(), 3 * deleted);
+    assert!(log.take_doomed().is_empty(), "handed out once");
+
+    // A crash before they were removed: the next start removes them.
+    drop(log);
+    let (log, _) = reopen(
+        dir.path(),
+        config(None, None),
+        strand_log::LogOpenState {
+            log_start_offset: 150,
+            recovery_point: 0,
+            high_watermark: 0,
+            clean_shutdown: false,
+        },
+    );
+    assert_eq!(files_ending(dir.path(), ".deleted"), 0);
+    assert_eq!(log.log_start_offset(), 150);
+}

@@ -130,6 +130,28 @@ impl LogStore {
         strand_log::checkpoint::write_atomically(&self.dir.join(name), &bytes)
     }
 
+    /// Appends entries' frames and fdatasyncs them (blocking: run off the runtime), then
+    /// makes them readable.
+    fn write_entries(&self, new: Vec<Entry<TypeConfig>>) -> std::io::Result<()> {
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let position = file.metadata()?.len();
+        let mut bytes = Vec::new();
+        let mut framed = Vec::new();
+        for entry in new {
+            let one = frame(&entry);
+            framed.push((entry, position + bytes.len() as u64));
+            bytes.extend_from_slice(&one);
+        }
+        (&*file).write_all(&bytes)?;
+        file.sync_data()?;
+        let mut entries = self.entries();
+        for (entry, at) in framed {
+            let index = entry.get_log_id().index;
+            entries.by_index.insert(index, (entry, at));
+        }
+        Ok(())
+    }
+
     /// Rewrites the file with the live entries only (after enough purging).
     fn rewrite(&self, entries: &mut Entries) -> std::io::Result<()> {
         let path = self.dir.join(LOG_FILE);
@@ -150,6 +172,17 @@ impl LogStore {
         entries.dead_frames = 0;
         Ok(())
     }
+}
+
+/// Runs the store's file work (writes, fsyncs) on a blocking thread, so a slow disk under
+/// the metadata log stalls Raft, not a runtime worker serving clients. openraft awaits
+/// each storage call before the next, so the order of writes is kept.
+async fn off_runtime(
+    work: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| Err(std::io::Error::other(error)))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -187,7 +220,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
-        self.write_json(VOTE_FILE, vote)
+        let (store, vote) = (self.clone(), *vote);
+        off_runtime(move || store.write_json(VOTE_FILE, &vote))
+            .await
             .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))
     }
 
@@ -229,25 +264,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let result = (|| -> std::io::Result<()> {
-            let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            let position = file.metadata()?.len();
-            let mut bytes = Vec::new();
-            let mut framed = Vec::new();
-            for entry in new {
-                let one = frame(&entry);
-                framed.push((entry, position + bytes.len() as u64));
-                bytes.extend_from_slice(&one);
-            }
-            (&*file).write_all(&bytes)?;
-            file.sync_data()?;
-            let mut entries = self.entries();
-            for (entry, at) in framed {
-                let index = entry.get_log_id().index;
-                entries.by_index.insert(index, (entry, at));
-            }
-            Ok(())
-        })();
+        let new: Vec<Entry<TypeConfig>> = new.into_iter().collect();
+        let store = self.clone();
+        let result = off_runtime(move || store.write_entries(new)).await;
         let failed = result.as_ref().err().map(|e| e.to_string());
         callback.log_io_completed(result);
         match failed {
@@ -257,31 +276,43 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
-        let mut entries = self.entries();
-        let removed = entries.by_index.split_off(&log_id.index);
-        if let Some((_, position)) = removed.values().next() {
-            let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            file.set_len(*position)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        }
-        Ok(())
+        let store = self.clone();
+        off_runtime(move || {
+            // The entries' lock only for the split: readers never wait for the fsync.
+            let cut = {
+                let mut entries = store.entries();
+                let removed = entries.by_index.split_off(&log_id.index);
+                removed.values().next().map(|(_, position)| *position)
+            };
+            if let Some(position) = cut {
+                let file = store.file.lock().unwrap_or_else(|p| p.into_inner());
+                file.set_len(position)?;
+                file.sync_all()?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
-        self.write_json(PURGED_FILE, &log_id)
-            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        let mut entries = self.entries();
-        let kept = entries.by_index.split_off(&(log_id.index + 1));
-        entries.dead_frames += entries.by_index.len();
-        entries.by_index = kept;
-        entries.last_purged = Some(log_id);
-        if entries.dead_frames >= PURGED_REWRITE_MIN && entries.dead_frames > entries.by_index.len()
-        {
-            self.rewrite(&mut entries)
-                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-        }
-        Ok(())
+        let store = self.clone();
+        off_runtime(move || {
+            store.write_json(PURGED_FILE, &log_id)?;
+            let mut entries = store.entries();
+            let kept = entries.by_index.split_off(&(log_id.index + 1));
+            entries.dead_frames += entries.by_index.len();
+            entries.by_index = kept;
+            entries.last_purged = Some(log_id);
+            if entries.dead_frames >= PURGED_REWRITE_MIN
+                && entries.dead_frames > entries.by_index.len()
+            {
+                store.rewrite(&mut entries)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }
 

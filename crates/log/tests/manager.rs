@@ -240,20 +240,8 @@ fn maintenance_removes_the_files_of_deleted_segments() {
         log.set_high_watermark(80);
         log.delete_before(60).unwrap();
     }
-    let deleted = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".deleted")
-            })
-            .count()
-    };
     let log_dir = log.lock().unwrap().dir().to_path_buf();
-    assert!(deleted(&log_dir) > 0, "renamed, waiting");
+    assert!(files_ending(&log_dir, ".deleted") > 0, "renamed, waiting");
     manager.maintenance().unwrap();
-    assert_eq!(deleted(&log_dir), 0);
+    assert_eq!(files_ending(&log_dir, ".deleted"), 0);
 }

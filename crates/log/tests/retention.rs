@@ -106,20 +106,6 @@ fn compact_only_topics_keep_everything() {
     assert_eq!(log.log_start_offset(), 0);
 }
 
-/// Names in the log's directory ending with `suffix`.
-fn files_ending(dir: &std::path::Path, suffix: &str) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(suffix)
-        })
-        .count()
-}
-
 #[test]
 fn deleted_segments_are_renamed_at_once_and_removed_later_or_at_startup() {
     let (dir, mut log) = filled(config(None, None));

@@ -89,3 +89,17 @@ pub fn read_records(log: &Log, from: i64) -> Vec<(i64, i64, usize)> {
     }
     records
 }
+
+/// How many names in `dir` end with `suffix`.
+pub fn files_ending(dir: &Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(suffix)
+        })
+        .count()
+}

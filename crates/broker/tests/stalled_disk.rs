@@ -95,6 +95,11 @@ async fn a_partition_whose_disk_stalls_holds_up_no_other_partition() {
             }
         }));
     }
+    // Wait until the stalled partition's flush is stuck in its fsync.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stall.hits.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // On the runtime's workers, 200 appends to the healthy partition.
     let (done, finished) = mpsc::channel();
     let healthy = {

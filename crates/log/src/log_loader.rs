@@ -132,9 +132,21 @@ impl Log {
         let now = clock.now_ms();
         let interval = config.index_interval_bytes;
         let mut report = RecoveryReport::default();
-        let mut epochs = LeaderEpochCache::load(dir)?;
+        // The epoch checkpoint is fsynced by flushes, after the write that changed it: a
+        // crash in between can leave it damaged. Its entries then come from the batches
+        // themselves, by recovering every segment.
+        let (mut epochs, epochs_lost) = match LeaderEpochCache::load(dir) {
+            Ok(epochs) => (epochs, false),
+            Err(LogError::CorruptFile { path, reason }) => {
+                tracing::warn!(%path, %reason, "damaged leader epoch checkpoint: rebuilding it from the log");
+                (LeaderEpochCache::empty(dir), true)
+            }
+            Err(error) => return Err(error),
+        };
         let mut segments = SegmentList::default();
-        let recover_from = if state.clean_shutdown {
+        let recover_from = if epochs_lost {
+            bases[0]
+        } else if state.clean_shutdown {
             i64::MAX
         } else {
             // The segment holding the recovery point, and all after it.

@@ -285,6 +285,10 @@ impl Broker {
                 let tp = TopicPartition::new(topic.name.clone(), index as i32);
                 if !state.replicas.contains(&node) {
                     if self.unhost(&tp) {
+                        if topic.name == crate::group::records::OFFSETS_TOPIC {
+                            // Moved off this broker: its groups' shard stops too.
+                            out.offsets_leadership.push((index as i32, false));
+                        }
                         out.removed.push(tp);
                     }
                     continue;

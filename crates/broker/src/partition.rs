@@ -413,11 +413,34 @@ impl Partition {
     /// their syncs at once. acks=-1 is refused while the ISR is below min.insync.replicas.
     pub fn append_unsynced(
         &self,
+        batch: Vec<u8>,
+        acks: i16,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        self.append_as_leader_in(batch, acks, None)
+    }
+
+    /// `append_unsynced`, only while this broker leads at `leader_epoch` (a coordinator
+    /// loaded for that epoch must not write into a later one).
+    pub fn append_unsynced_in_epoch(
+        &self,
+        batch: Vec<u8>,
+        acks: i16,
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        self.append_as_leader_in(batch, acks, Some(leader_epoch))
+    }
+
+    fn append_as_leader_in(
+        &self,
         mut batch: Vec<u8>,
         acks: i16,
+        expected_epoch: Option<i32>,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
         let min_isr = self.min_insync_replicas();
         let (info, gate, durability) = self.write_as_leader(|replication, log| {
+            if expected_epoch.is_some_and(|e| e != replication.assignment.leader_epoch) {
+                return Err(self.not_leader());
+            }
             let isr = replication.assignment.isr.len() as i32;
             if acks == -1 && isr < min_isr {
                 return Err((

@@ -140,7 +140,9 @@ async fn run(
                 broker.groups.tick();
                 ticks += 1;
                 if ticks.is_multiple_of(expiry_every_ticks) {
-                    broker.groups.expire_offsets().await;
+                    let broker = broker.clone();
+                    // Its own task: a slow shard's expiry never delays the timers.
+                    tokio::spawn(async move { broker.groups.expire_offsets().await });
                 }
             }
         })

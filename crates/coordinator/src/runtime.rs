@@ -42,6 +42,9 @@ pub type Event<S> = Box<dyn FnOnce(&mut S) -> Step<S> + Send>;
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Writes one shard has appended and not yet seen committed.
 pub const WRITES_IN_FLIGHT_MAX: usize = 128;
+/// Replies waiting behind those writes (events that wrote nothing included); the loop
+/// stops taking events at either limit.
+pub const REPLIES_WAITING_MAX: usize = 4096;
 /// How long a request waits for room in a full queue before it is answered
 /// COORDINATOR_NOT_AVAILABLE (clients retry that).
 pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(5);
@@ -110,6 +113,19 @@ struct InFlight<S> {
 
 /// A reply waiting behind a write, with its own outcome when it is not the write's.
 type Waiting<S> = (Then<S>, Option<Result<(), i16>>);
+
+impl<S> Shard<S> {
+    /// Stops the loop now (its partition moved away), whoever still holds the shard:
+    /// every reply not yet sent, parked ones included, is dropped.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+
+    /// Whether the loop still runs (it ends if stopped, or if an event panicked).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished() && !self.events.is_closed()
+    }
+}
 
 impl<S: Send + 'static> Shard<S> {
     /// Starts a shard: `load` builds its state (replaying its partition; it runs on a
@@ -187,6 +203,7 @@ async fn run<S: Send + 'static>(
     mut events: mpsc::Receiver<Event<S>>,
 ) {
     let mut in_flight: VecDeque<InFlight<S>> = VecDeque::new();
+    let mut waiting = 0usize;
     loop {
         tokio::select! {
             biased;
@@ -194,12 +211,15 @@ async fn run<S: Send + 'static>(
                 if !in_flight.is_empty() =>
             {
                 let done = in_flight.pop_front().expect("guarded");
+                waiting -= done.thens.len();
                 let outcome = committed.unwrap_or(Err(error_code::UNKNOWN_SERVER_ERROR));
                 for (then, own) in done.thens {
                     then(&mut state, own.unwrap_or(outcome));
                 }
             }
-            event = events.recv(), if in_flight.len() < WRITES_IN_FLIGHT_MAX => {
+            event = events.recv(),
+                if in_flight.len() < WRITES_IN_FLIGHT_MAX && waiting < REPLIES_WAITING_MAX =>
+            {
                 let Some(event) = event else { return };
                 let step = event(&mut state);
                 let own = if step.records.is_empty() {
@@ -211,13 +231,17 @@ async fn run<S: Send + 'static>(
                                 commit: tokio::spawn(commit),
                                 thens: vec![(step.then, None)],
                             });
+                            waiting += 1;
                             continue;
                         }
                         Err(code) => Some(Err(code)),
                     }
                 };
                 match in_flight.back_mut() {
-                    Some(last) => last.thens.push((step.then, own)),
+                    Some(last) => {
+                        last.thens.push((step.then, own));
+                        waiting += 1;
+                    }
                     None => (step.then)(&mut state, own.expect("set above")),
                 }
             }
@@ -397,6 +421,19 @@ mod tests {
         // The partition moves away: its owner drops the shard, and the reply with it.
         drop(shard);
         assert!(pending.await.is_err(), "answered NOT_COORDINATOR by `call`");
+    }
+
+    #[tokio::test]
+    async fn stopping_a_shard_drops_its_replies_while_requests_still_hold_it() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let pending = commit_event(&shard, "a");
+        until(|| appended(&log) == 1).await;
+        assert!(shard.is_running());
+        // The request's task holds a clone; leadership moves anyway.
+        shard.stop();
+        assert_eq!(pending.await.unwrap(), Err(error_code::NOT_COORDINATOR));
+        until(|| !shard.is_running()).await;
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@
 //! No lock is shared between shards, and none is held across a write.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,13 +88,14 @@ impl ShardLog for OffsetsLog {
             tracing::error!(code, ?message, partition = %self.partition.tp, "writing to __consumer_offsets failed");
             code
         };
+        // Only in the epoch this shard was loaded for: a stale shard must not write.
         let (info, durable) = self
             .partition
-            .append_unsynced(builder.build(), -1)
+            .append_unsynced_in_epoch(builder.build(), -1, self.leader_epoch)
             .map_err(refused)?;
         let partition = self.partition.clone();
         let epoch = self.leader_epoch;
-        Ok(Box::pin(async move {
+        let committed = async move {
             if let Some(durable) = durable {
                 durable.wait().await.map_err(|error| {
                     tracing::error!(%error, partition = %partition.tp, "syncing __consumer_offsets failed");
@@ -107,6 +109,12 @@ impl ShardLog for OffsetsLog {
                     tracing::warn!(code, ?message, partition = %partition.tp, "a __consumer_offsets write did not commit");
                     code
                 })
+        };
+        // offsets.commit.timeout.ms bounds the whole write, the disk's part included.
+        Ok(Box::pin(async move {
+            tokio::time::timeout(OFFSETS_COMMIT_TIMEOUT, committed)
+                .await
+                .unwrap_or(Err(error_code::REQUEST_TIMED_OUT))
         }))
     }
 }
@@ -115,6 +123,16 @@ impl ShardLog for OffsetsLog {
 struct ShardSlot {
     leader_epoch: i32,
     shard: Arc<Shard<GroupShard>>,
+    /// A timer event is queued and not yet run (the next tick does not queue another).
+    tick_queued: Arc<AtomicBool>,
+}
+
+impl Drop for ShardSlot {
+    /// A shard out of its slot stops at once, even while requests still hold it: their
+    /// parked and unanswered replies get NOT_COORDINATOR.
+    fn drop(&mut self) {
+        self.shard.stop();
+    }
 }
 
 pub struct GroupCoordinator {
@@ -187,6 +205,17 @@ fn load(partition: &Partition, mut state: GroupShard) -> GroupShard {
     state
 }
 
+/// Waits for a parked JoinGroup or SyncGroup's reply: at the limit the member must
+/// rejoin (REBALANCE_IN_PROGRESS); a reply dropped unsent means the shard stopped (its
+/// partition moved away: NOT_COORDINATOR, the client finds the new coordinator).
+async fn parked<T>(receiver: tokio::sync::oneshot::Receiver<T>, limit: Duration) -> Result<T, i16> {
+    match tokio::time::timeout(limit, receiver).await {
+        Ok(Ok(result)) => Ok(result),
+        Ok(Err(_)) => Err(error_code::NOT_COORDINATOR),
+        Err(_) => Err(error_code::REBALANCE_IN_PROGRESS),
+    }
+}
+
 impl GroupCoordinator {
     pub fn new(settings: GroupSettings, topics: RegistryTopics) -> GroupCoordinator {
         GroupCoordinator {
@@ -210,7 +239,10 @@ impl GroupCoordinator {
             .leader_epoch_if_leader()
             .ok_or(error_code::NOT_COORDINATOR)?;
         let mut slots = self.slots();
-        if let Some(slot) = slots.get(&index).filter(|s| s.leader_epoch == epoch) {
+        if let Some(slot) = slots
+            .get(&index)
+            .filter(|s| s.leader_epoch == epoch && s.shard.is_running())
+        {
             return Ok(slot.shard.clone());
         }
         let state = GroupShard::new(self.settings, Arc::new(self.topics.clone()));
@@ -218,14 +250,26 @@ impl GroupCoordinator {
             partition: partition.clone(),
             leader_epoch: epoch,
         });
-        let shard = Arc::new(Shard::start(move || load(&partition, state), log));
+        let loaded = partition.clone();
+        let shard = Arc::new(Shard::start(move || load(&loaded, state), log));
         slots.insert(
             index,
             ShardSlot {
                 leader_epoch: epoch,
                 shard: shard.clone(),
+                tick_queued: Arc::new(AtomicBool::new(false)),
             },
         );
+        drop(slots);
+        // Leadership may have moved while this shard was made (`leadership_changed` may
+        // have run in between): a shard for an epoch already gone is dropped.
+        if partition.leader_epoch_if_leader() != Some(epoch) {
+            let mut slots = self.slots();
+            if slots.get(&index).is_some_and(|s| s.leader_epoch == epoch) {
+                slots.remove(&index);
+            }
+            return Err(error_code::NOT_COORDINATOR);
+        }
         Ok(shard)
     }
 
@@ -250,13 +294,16 @@ impl GroupCoordinator {
         })
     }
 
-    /// The shard of `group_id` if its partition exists (reads of a group never create
-    /// the topic).
+    /// The shard of `group_id` if its partition exists: requests about an existing
+    /// group (reads, heartbeats, leaves, deletes) never create the topic.
     fn existing_shard_for(
         &self,
         broker: &Broker,
         group_id: &str,
     ) -> Result<Option<Arc<Shard<GroupShard>>>, i16> {
+        if broker.cluster().is_some() && !self.coordinates(broker, group_id) {
+            return Err(error_code::NOT_COORDINATOR);
+        }
         if broker.topic(OFFSETS_TOPIC).is_none() {
             return Ok(None);
         }
@@ -347,15 +394,11 @@ impl GroupCoordinator {
         let answer = shard
             .call(move |state: &mut GroupShard| state.join(&group, owned, now_ms()))
             .await;
+        drop(shard);
         match answer {
             Err(code) => error(code),
             Ok(Answer::Now(result)) => result,
-            Ok(Answer::Wait(receiver)) => match tokio::time::timeout(wait_limit, receiver).await {
-                Ok(Ok(result)) => result,
-                // Replaced by a newer request from the same member, timed out, or the
-                // shard stopped: rejoin.
-                _ => error(error_code::REBALANCE_IN_PROGRESS),
-            },
+            Ok(Answer::Wait(receiver)) => parked(receiver, wait_limit).await.unwrap_or_else(error),
         }
     }
 
@@ -365,9 +408,10 @@ impl GroupCoordinator {
         group_id: &str,
         request: SyncRequest<'_>,
     ) -> SyncResult {
-        let shard = match self.shard_for(broker, group_id).await {
-            Ok(shard) => shard,
-            Err(e) => return SyncResult::error(e.code),
+        let shard = match self.existing_shard_for(broker, group_id) {
+            Ok(Some(shard)) => shard,
+            Ok(None) => return SyncResult::error(error_code::UNKNOWN_MEMBER_ID),
+            Err(code) => return SyncResult::error(code),
         };
         let group = group_id.to_string();
         let member_id = request.member_id.to_string();
@@ -388,15 +432,14 @@ impl GroupCoordinator {
                 })
             })
             .await;
+        drop(shard);
         match answer {
             Err(code) => SyncResult::error(code),
             Ok((Answer::Now(result), _)) => result,
             Ok((Answer::Wait(receiver), rebalance_timeout)) => {
-                let wait_limit = rebalance_timeout + PARKED_REQUEST_SLACK;
-                match tokio::time::timeout(wait_limit, receiver).await {
-                    Ok(Ok(result)) => result,
-                    _ => SyncResult::error(error_code::REBALANCE_IN_PROGRESS),
-                }
+                parked(receiver, rebalance_timeout + PARKED_REQUEST_SLACK)
+                    .await
+                    .unwrap_or_else(SyncResult::error)
             }
         }
     }
@@ -409,23 +452,23 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         generation_id: i32,
     ) -> i16 {
-        let shard = match self.shard_for(broker, group_id).await {
-            Ok(shard) => shard,
-            Err(e) => return e.code,
+        let shard = match self.existing_shard_for(broker, group_id) {
+            Ok(Some(shard)) => shard,
+            Ok(None) => return error_code::UNKNOWN_MEMBER_ID,
+            Err(code) => return code,
         };
         let group = group_id.to_string();
         let member = member_id.to_string();
         let instance = group_instance_id.map(str::to_string);
         shard
             .call(move |state: &mut GroupShard| {
-                let code = state.heartbeat(
+                state.heartbeat(
                     &group,
                     &member,
                     instance.as_deref(),
                     generation_id,
                     now_ms(),
-                );
-                (Vec::new(), move |_: &mut GroupShard, _| code)
+                )
             })
             .await
             .unwrap_or_else(|code| code)
@@ -438,7 +481,9 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<i16>, i16> {
-        let shard = self.shard_for(broker, group_id).await.map_err(|e| e.code)?;
+        let shard = self
+            .existing_shard_for(broker, group_id)?
+            .ok_or(error_code::UNKNOWN_MEMBER_ID)?;
         let group = group_id.to_string();
         let members = members.to_vec();
         shard
@@ -551,9 +596,10 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an empty group can go.
     pub async fn delete_group(&self, broker: &Broker, group_id: &str) -> i16 {
-        let shard = match self.shard_for(broker, group_id).await {
-            Ok(shard) => shard,
-            Err(e) => return e.code,
+        let shard = match self.existing_shard_for(broker, group_id) {
+            Ok(Some(shard)) => shard,
+            Ok(None) => return error_code::GROUP_ID_NOT_FOUND,
+            Err(code) => return code,
         };
         let group = group_id.to_string();
         shard
@@ -570,7 +616,9 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
-        let shard = self.shard_for(broker, group_id).await.map_err(|e| e.code)?;
+        let shard = self
+            .existing_shard_for(broker, group_id)?
+            .ok_or(error_code::GROUP_ID_NOT_FOUND)?;
         let group = group_id.to_string();
         let partitions = partitions.to_vec();
         shard
@@ -624,27 +672,43 @@ impl GroupCoordinator {
             .await
     }
 
-    fn running(&self) -> Vec<Arc<Shard<GroupShard>>> {
-        self.slots().values().map(|s| s.shard.clone()).collect()
-    }
-
-    /// Timers: session and rebalance timeouts, on every running shard. A shard whose
-    /// queue is full skips this tick (the next one catches up).
+    /// Timers: session and rebalance timeouts, on every running shard. A shard that has
+    /// not run its last tick yet (loading, or at its write limit) gets no other, and one
+    /// whose queue is full skips this tick: the next one catches up.
     pub fn tick(&self) {
-        for shard in self.running() {
-            shard.try_submit(Box::new(|state: &mut GroupShard| {
+        let slots: Vec<_> = self
+            .slots()
+            .values()
+            .map(|s| (s.shard.clone(), s.tick_queued.clone()))
+            .collect();
+        for (shard, queued) in slots {
+            if queued.swap(true, Ordering::SeqCst) {
+                continue;
+            }
+            let ran = queued.clone();
+            let submitted = shard.try_submit(Box::new(move |state: &mut GroupShard| {
+                ran.store(false, Ordering::SeqCst);
                 let (records, then) = state.tick(now_ms());
                 Step::write(records, move |state, written| then(state, written))
             }));
+            if !submitted {
+                queued.store(false, Ordering::SeqCst);
+            }
         }
     }
 
-    /// offsets.retention.minutes, on every running shard; returns once each settled.
+    /// offsets.retention.minutes, on every running shard at once; returns once each
+    /// settled (each write is bounded by offsets.commit.timeout.ms).
     pub async fn expire_offsets(&self) {
-        for shard in self.running() {
-            let _ = shard
-                .call(|state: &mut GroupShard| state.expire_offsets(now_ms()))
-                .await;
+        let shards: Vec<_> = self.slots().values().map(|s| s.shard.clone()).collect();
+        let mut expiries = tokio::task::JoinSet::new();
+        for shard in shards {
+            expiries.spawn(async move {
+                let _ = shard
+                    .call(|state: &mut GroupShard| state.expire_offsets(now_ms()))
+                    .await;
+            });
         }
+        while expiries.join_next().await.is_some() {}
     }
 }

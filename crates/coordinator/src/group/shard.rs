@@ -96,11 +96,27 @@ struct GroupEntry {
     /// A KIP-848 consumer group; a group id is one kind or the other while it has members.
     consumer: Option<ConsumerGroup>,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets whose commit is written but not yet settled, with how many commits of
+    /// each are: deletes tombstone them too, expiry waits for them (Kafka's pending
+    /// offsets), so the log and the state agree however the writes interleave.
+    pending: BTreeMap<(String, i32), u32>,
     /// When the group last became empty (offsets expire counting from it).
     empty_since_ms: i64,
 }
 
 impl GroupEntry {
+    /// Every offset key the group has, committed or pending.
+    fn offset_keys(&self) -> Vec<(String, i32)> {
+        let mut keys: Vec<(String, i32)> = self.offsets.keys().cloned().collect();
+        keys.extend(
+            self.pending
+                .keys()
+                .filter(|k| !self.offsets.contains_key(*k))
+                .cloned(),
+        );
+        keys
+    }
+
     fn has_members(&self) -> bool {
         self.classic.as_ref().is_some_and(|g| !g.is_empty())
             || self.consumer.as_ref().is_some_and(|g| !g.is_empty())
@@ -137,6 +153,9 @@ struct Deliveries {
     /// The generation the change produced (a failed write rebalances only that one).
     generation_id: i32,
     completions: Vec<Completion>,
+    /// Whether this group's change wrote a record (a tick writes several groups' records
+    /// at once; one that wrote nothing is not failed by another's write).
+    wrote: bool,
 }
 
 pub struct GroupShard {
@@ -216,7 +235,9 @@ impl GroupShard {
             group_id,
             generation_id,
             completions,
+            wrote,
         } = deliveries;
+        let written = if wrote { written } else { Ok(()) };
         match written {
             Ok(()) => self.deliver(&group_id, completions),
             Err(code) => {
@@ -284,9 +305,35 @@ impl GroupShard {
         wrap: fn(oneshot::Sender<T>) -> Waiter,
     ) -> oneshot::Receiver<T> {
         let (sender, receiver) = oneshot::channel();
-        self.waiters
-            .insert((group_id.to_string(), member_id), wrap(sender));
+        let replaced = self
+            .waiters
+            .insert((group_id.to_string(), member_id.clone()), wrap(sender));
+        // The member sent a newer request: the older one is told to rejoin, so a dropped
+        // reply only ever means the shard stopped (NOT_COORDINATOR).
+        match replaced {
+            Some(Waiter::Join(older)) => {
+                let _ = older.send(JoinResult::error(
+                    error_code::REBALANCE_IN_PROGRESS,
+                    &member_id,
+                ));
+            }
+            Some(Waiter::Sync(older)) => {
+                let _ = older.send(SyncResult::error(error_code::REBALANCE_IN_PROGRESS));
+            }
+            None => {}
+        }
         receiver
+    }
+
+    /// Whether the classic group is still at `generation_id` and not rebalancing (a
+    /// reply computed from it before an earlier write failed must not go out).
+    fn settled_at(&self, group_id: &str, generation_id: i32) -> bool {
+        self.groups
+            .get(group_id)
+            .and_then(|e| e.classic.as_ref())
+            .is_some_and(|g| {
+                g.generation_id == generation_id && g.state != GroupState::PreparingRebalance
+            })
     }
 
     /// After a JoinGroup or SyncGroup changed its group: the group's record if the change
@@ -314,6 +361,7 @@ impl GroupShard {
             group_id: group_id.to_string(),
             generation_id: self.generation(group_id),
             completions,
+            wrote: !records.is_empty(),
         };
         (
             records,
@@ -401,7 +449,21 @@ impl GroupShard {
             completions,
             now_ms,
         };
-        self.answer_change(change, reply, Waiter::Sync, SyncResult::error)
+        let (records, answer) = self.answer_change(change, reply, Waiter::Sync, SyncResult::error);
+        let (group, generation_id) = (group_id.to_string(), request.generation_id);
+        (
+            records,
+            Box::new(move |shard, written| match answer(shard, written) {
+                // An assignment the group lost meanwhile (an earlier write failed).
+                Answer::Now(result)
+                    if result.error_code == error_code::NONE
+                        && !shard.settled_at(&group, generation_id) =>
+                {
+                    Answer::Now(SyncResult::error(error_code::REBALANCE_IN_PROGRESS))
+                }
+                other => other,
+            }),
+        )
     }
 
     /// How long a member's parked SyncGroup may wait: its rebalance timeout.
@@ -415,6 +477,8 @@ impl GroupShard {
         std::time::Duration::from_millis(ms)
     }
 
+    /// Heartbeat: answered after the writes before it; a member told all is well whose
+    /// group an earlier failed write sent rebalancing hears REBALANCE_IN_PROGRESS.
     pub fn heartbeat(
         &mut self,
         group_id: &str,
@@ -422,15 +486,26 @@ impl GroupShard {
         group_instance_id: Option<&str>,
         generation_id: i32,
         now_ms: i64,
-    ) -> i16 {
-        match self
+    ) -> (Records, Answerer<i16>) {
+        let code = match self
             .groups
             .get_mut(group_id)
             .and_then(|e| e.classic.as_mut())
         {
             Some(group) => group.heartbeat(member_id, group_instance_id, generation_id, now_ms),
             None => error_code::UNKNOWN_MEMBER_ID,
-        }
+        };
+        let group = group_id.to_string();
+        (
+            Vec::new(),
+            Box::new(move |shard, _| {
+                if code == error_code::NONE && !shard.settled_at(&group, generation_id) {
+                    error_code::REBALANCE_IN_PROGRESS
+                } else {
+                    code
+                }
+            }),
+        )
     }
 
     /// LeaveGroup: (member id, instance id) each answered with an error code, or one
@@ -463,6 +538,7 @@ impl GroupShard {
             group_id: group_id.to_string(),
             generation_id: self.generation(group_id),
             completions,
+            wrote: !records.is_empty(),
         };
         (
             records,
@@ -547,22 +623,40 @@ impl GroupShard {
             })
             .collect();
         let group_id = group_id.to_string();
+        if !accepted.is_empty() {
+            let entry = self.groups.entry(group_id.clone()).or_default();
+            for (topic, partition, _) in &accepted {
+                *entry
+                    .pending
+                    .entry((topic.clone(), *partition))
+                    .or_default() += 1;
+            }
+        }
         (
             records,
-            Box::new(move |shard, written| match written {
-                Ok(()) => {
-                    let entry = shard.groups.entry(group_id).or_default();
-                    for (topic, partition, value) in accepted {
-                        entry.offsets.insert((topic, partition), value);
+            Box::new(move |shard, written| {
+                let entry = shard.groups.entry(group_id).or_default();
+                for (topic, partition, value) in accepted {
+                    let key = (topic, partition);
+                    if let Some(count) = entry.pending.get_mut(&key) {
+                        *count -= 1;
+                        if *count == 0 {
+                            entry.pending.remove(&key);
+                        }
                     }
-                    codes
+                    if written.is_ok() {
+                        entry.offsets.insert(key, value);
+                    }
                 }
-                Err(code) => {
-                    let code = coordinator_error_for_append(code);
-                    codes
-                        .into_iter()
-                        .map(|c| if c == error_code::NONE { code } else { c })
-                        .collect()
+                match written {
+                    Ok(()) => codes,
+                    Err(code) => {
+                        let code = coordinator_error_for_append(code);
+                        codes
+                            .into_iter()
+                            .map(|c| if c == error_code::NONE { code } else { c })
+                            .collect()
+                    }
                 }
             }),
         )
@@ -618,9 +712,9 @@ impl GroupShard {
         if entry.has_members() {
             return answer_now(error_code::NON_EMPTY_GROUP);
         }
-        let mut tombstones: Records = entry
-            .offsets
-            .keys()
+        let keys = entry.offset_keys();
+        let mut tombstones: Records = keys
+            .iter()
             .map(|(topic, partition)| (records::offset_key(group_id, topic, *partition), None))
             .collect();
         tombstones.push((records::group_key(group_id), None));
@@ -629,13 +723,18 @@ impl GroupShard {
             tombstones,
             Box::new(move |shard, written| match written {
                 Ok(()) => {
-                    // A member that joined meanwhile keeps its (new) group.
-                    if shard
-                        .groups
-                        .get(&group_id)
-                        .is_some_and(|e| !e.has_members())
-                    {
-                        shard.groups.remove(&group_id);
+                    // What the tombstones removed goes; a member that joined or an offset
+                    // committed meanwhile (written after them) stays.
+                    if let Some(entry) = shard.groups.get_mut(&group_id) {
+                        for key in &keys {
+                            entry.offsets.remove(key);
+                        }
+                        if !entry.has_members()
+                            && entry.offsets.is_empty()
+                            && entry.pending.is_empty()
+                        {
+                            shard.groups.remove(&group_id);
+                        }
                     }
                     error_code::NONE
                 }
@@ -668,8 +767,9 @@ impl GroupShard {
             if subscribed.contains(&topic) {
                 codes.push(error_code::GROUP_SUBSCRIBED_TO_TOPIC);
             } else {
-                if entry.offsets.contains_key(&(topic.clone(), partition)) {
-                    removed.push((topic, partition));
+                let key = (topic, partition);
+                if entry.offsets.contains_key(&key) || entry.pending.contains_key(&key) {
+                    removed.push(key);
                 }
                 codes.push(error_code::NONE);
             }
@@ -781,12 +881,14 @@ impl GroupShard {
             if group.state == GroupState::Empty && before.0 != GroupState::Empty {
                 entry.empty_since_ms = now_ms;
             }
-            records.extend(self.group_record_if_settled(&group_id, before, now_ms));
+            let record = self.group_record_if_settled(&group_id, before, now_ms);
             all.push(Deliveries {
                 generation_id: self.generation(&group_id),
                 group_id,
                 completions,
+                wrote: !record.is_empty(),
             });
+            records.extend(record);
         }
         (
             records,
@@ -807,7 +909,8 @@ impl GroupShard {
         let mut tombstones = Vec::new();
         let mut expired = Vec::new();
         for (group_id, entry) in &self.groups {
-            if entry.has_members() {
+            // A commit on its way is the group's latest word: wait for it.
+            if entry.has_members() || !entry.pending.is_empty() {
                 continue;
             }
             let empty_since = entry.empty_since_ms;
@@ -843,7 +946,10 @@ impl GroupShard {
                             }
                         }
                         None => {
-                            if entry.offsets.is_empty() && !entry.has_members() {
+                            if entry.offsets.is_empty()
+                                && entry.pending.is_empty()
+                                && !entry.has_members()
+                            {
                                 shard.groups.remove(&group_id);
                             }
                         }
@@ -1158,7 +1264,7 @@ mod tests {
             GroupState::PreparingRebalance
         );
         assert_eq!(
-            shard.heartbeat("g", &leader, None, 2, 0),
+            committed(&mut shard, |s| s.heartbeat("g", &leader, None, 2, 0)),
             error_code::REBALANCE_IN_PROGRESS,
             "members rejoin, and the next assignment is written again"
         );
@@ -1266,5 +1372,93 @@ mod tests {
         assert!(shard.describe("simple").is_some());
         assert_eq!(committed(&mut shard, |s| s.delete_group("simple")), 0);
         assert!(shard.describe("simple").is_none());
+    }
+
+    fn simple_offset(value: i64) -> Vec<OffsetToCommit> {
+        vec![(
+            "t".to_string(),
+            0,
+            Ok(CommittedOffset {
+                offset: value,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 0,
+            }),
+        )]
+    }
+
+    #[test]
+    fn expiry_waits_for_a_commit_in_flight() {
+        let mut shard = shard();
+        committed(&mut shard, |s| {
+            s.commit("simple", -1, "", None, simple_offset(1))
+        });
+        // A new commit is written; before it settles, the old offset expires.
+        let (_, commit) = shard.commit("simple", -1, "", None, simple_offset(2));
+        let (tombstones, expire) = shard.expire_offsets(i64::MAX / 2);
+        assert!(
+            tombstones.is_empty(),
+            "no tombstone (least of all the group's) while a commit is on its way"
+        );
+        assert_eq!(commit(&mut shard, Ok(())), vec![0]);
+        expire(&mut shard, Ok(()));
+        assert_eq!(
+            shard.fetch_offsets("simple", None)[0]
+                .2
+                .as_ref()
+                .unwrap()
+                .offset,
+            2
+        );
+    }
+
+    #[test]
+    fn deleting_a_group_tombstones_its_commits_in_flight_too() {
+        let mut shard = shard();
+        committed(&mut shard, |s| {
+            s.commit("simple", -1, "", None, simple_offset(1))
+        });
+        let (_, commit) = shard.commit("simple", -1, "", None, {
+            let mut offsets = simple_offset(5);
+            offsets[0].1 = 1; // a partition not committed before
+            offsets
+        });
+        let (tombstones, delete) = shard.delete_group("simple");
+        assert_eq!(tombstones.len(), 3, "both offsets and the group");
+        // In log order: the commit, then the tombstones.
+        commit(&mut shard, Ok(()));
+        assert_eq!(delete(&mut shard, Ok(())), 0);
+        assert!(shard.describe("simple").is_none());
+        assert!(shard.fetch_offsets("simple", None).is_empty());
+    }
+
+    #[test]
+    fn a_follower_syncing_after_a_failed_assignment_is_not_given_it() {
+        let mut shard = shard();
+        let a = lone_member(&mut shard);
+        let assignment = vec![(a.clone(), Bytes::from_static(b"all"))];
+        committed(&mut shard, |s| s.sync("g", sync(&a, 1, assignment), 0));
+        let (_, answer) = shard_join(&mut shard, "");
+        let b = now(answer(&mut shard, Ok(()))).member_id;
+        let (_, answer) = shard_join(&mut shard, &b);
+        let Answer::Wait(_) = answer(&mut shard, Ok(())) else {
+            panic!("b waits")
+        };
+        let a_joined = now(committed(&mut shard, |s| shard_join(s, &a)));
+        let (leader, follower) = if a_joined.leader == a { (a, b) } else { (b, a) };
+        let assignments = vec![(follower.clone(), Bytes::from_static(b"y"))];
+        let (records, leader_answer) = shard.sync("g", sync(&leader, 2, assignments), 0);
+        assert_eq!(records.len(), 1);
+        // The follower syncs before the leader's record settled: the group looks Stable.
+        let (none, follower_answer) = shard.sync("g", sync(&follower, 2, Vec::new()), 0);
+        assert!(none.is_empty());
+        // The record fails; the follower's answer, after it, must not carry the assignment.
+        now(leader_answer(
+            &mut shard,
+            Err(error_code::REQUEST_TIMED_OUT),
+        ));
+        let late = now(follower_answer(&mut shard, Ok(())));
+        assert_eq!(late.error_code, error_code::REBALANCE_IN_PROGRESS);
+        assert!(late.assignment.is_empty());
     }
 }

@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -72,6 +72,7 @@ if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/p
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
 if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partition leader; acks=all and the ISR hold, 3 nodes)"; timeout 600 python3 interop/cluster/stall_test.py; fi
+if want cluster-corruption; then echo "=== cluster-corruption (a leader whose read finds a damaged batch steps down; the consumer reads everything from a healthy replica; 3 nodes)"; timeout 600 python3 interop/cluster/corruption_failover_test.py; fi
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi
 # A short fault-injection run with a fresh seed each time (printed; --seed replays it).

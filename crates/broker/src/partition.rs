@@ -216,6 +216,8 @@ pub struct Partition {
     high_watermark: watch::Sender<i64>,
     /// A flush (flush.messages, flush.ms) is running on a blocking thread.
     flushing: Arc<AtomicBool>,
+    /// The (leader epoch, partition epoch) this replica's failure was last reported in.
+    failure_reported: Mutex<Option<(i32, i32)>>,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
@@ -259,6 +261,7 @@ impl Partition {
             }),
             high_watermark: watch::Sender::new(high_watermark),
             flushing: Arc::new(AtomicBool::new(false)),
+            failure_reported: Mutex::new(None),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
@@ -630,6 +633,38 @@ impl Partition {
 
     pub fn is_leader(&self) -> bool {
         self.leader_epoch_if_leader().is_some()
+    }
+
+    /// Why this replica must leave the ISR (and leadership, if another in-sync replica can
+    /// take it): its log went offline or a read found a damaged batch. Returned once per
+    /// assignment while this broker is in the ISR, for the controller to hear.
+    pub fn failure_to_report(&self) -> Option<String> {
+        let reason = self.log().failure()?;
+        let key = {
+            let replication = self.replication();
+            let assignment = &replication.assignment;
+            if !assignment.isr.contains(&self.node_id) {
+                return None;
+            }
+            (assignment.leader_epoch, assignment.partition_epoch)
+        };
+        let mut reported = self
+            .failure_reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if *reported == Some(key) {
+            return None;
+        }
+        *reported = Some(key);
+        Some(reason)
+    }
+
+    /// The last report did not reach the controller: the next check sends it again.
+    pub fn forget_failure_report(&self) {
+        *self
+            .failure_reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// A follower's fetch at `fetch_offset`: records its progress (which may advance the

@@ -148,6 +148,8 @@ pub struct Log {
     /// Files of retired segments (renamed `.deleted`), removed off the request path by
     /// the periodic maintenance (`take_doomed`).
     pub(crate) doomed: Vec<PathBuf>,
+    /// A read found a damaged batch (reads take `&self`): the replica should step down.
+    pub(crate) damage_found: std::sync::atomic::AtomicBool,
     /// Idempotent producers' sequences, following the log through truncation and recovery.
     pub(crate) producers: ProducerStateManager,
 }
@@ -179,6 +181,16 @@ impl Log {
     }
     pub fn is_offline(&self) -> bool {
         self.offline.is_some()
+    }
+    /// Why this replica should no longer lead or stay in sync: its log went offline
+    /// (a storage failure) or a read found a damaged batch. Cleared by a restart.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(reason) = &self.offline {
+            return Some(format!("log offline: {reason}"));
+        }
+        self.damage_found
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| "a read found a damaged batch".to_string())
     }
     pub fn is_on_disk(&self) -> bool {
         self.on_disk
@@ -911,6 +923,8 @@ impl Log {
             .display()
             .to_string();
         tracing::error!(%path, position = corrupt.position, reason = %corrupt.reason, "corrupt batch found by a read; not serving it");
+        self.damage_found
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         LogError::CorruptBatch {
             path,
             position: corrupt.position,

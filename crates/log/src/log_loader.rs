@@ -98,6 +98,7 @@ impl Log {
             unsynced_files: Vec::new(),
             truncations: 0,
             doomed: Vec::new(),
+            damage_found: Default::default(),
             producers: ProducerStateManager::default(),
         }
     }
@@ -241,6 +242,7 @@ impl Log {
             unsynced_files: Vec::new(),
             truncations: 0,
             doomed: Vec::new(),
+            damage_found: Default::default(),
             producers: ProducerStateManager::default(),
         };
         log.rebuild_producer_state()?;

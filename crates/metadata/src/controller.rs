@@ -77,6 +77,16 @@ pub enum ControllerCommand {
         partition_epoch: i32,
         isr: Vec<BrokerId>,
     },
+    /// A broker's replica of a partition failed: its log went offline after a storage
+    /// error, or a read found a damaged batch. It leaves the ISR, and leadership moves to
+    /// another in-sync replica, if there is one (Kafka moves leaders off a failed log
+    /// directory); a sole in-sync replica stays, serving what it still can.
+    ReplicaFailed {
+        id: BrokerId,
+        incarnation: Uuid,
+        topic: String,
+        partition: i32,
+    },
     /// Moves leadership back to each partition's first replica where it is in the ISR.
     ElectPreferredLeaders,
     AllocateProducerIds {
@@ -289,6 +299,34 @@ pub fn decide(
                 });
             }),
         ),
+        ControllerCommand::ReplicaFailed {
+            id,
+            incarnation,
+            topic,
+            partition,
+        } => {
+            let registered = image
+                .brokers
+                .get(id)
+                .is_some_and(|b| b.incarnation == *incarnation);
+            let state = image.partition(topic, *partition);
+            ControllerReply::single(match (registered, state) {
+                (false, _) => ItemResult::error(
+                    error_code::STALE_BROKER_EPOCH,
+                    format!("broker {id} is not registered with this incarnation"),
+                ),
+                (true, None) => ItemResult::error(
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("{topic}-{partition} does not exist"),
+                ),
+                (true, Some(state)) => {
+                    if let Some(next) = without_failed_replica(image, state, *id) {
+                        records.push(change(topic, *partition as usize, next));
+                    }
+                    ItemResult::ok()
+                }
+            })
+        }
         ControllerCommand::ElectPreferredLeaders => {
             for (name, topic) in &image.topics {
                 for (index, state) in topic.partitions.iter().enumerate() {
@@ -404,6 +442,34 @@ fn move_away(image: &MetadataImage, broker: BrokerId, records: &mut Vec<Metadata
             }
         }
     }
+}
+
+/// A partition without `broker`'s failed replica: out of the ISR and, if it led, led by
+/// the first other in-sync, eligible replica. None when nothing changes: the broker is
+/// not in the ISR, or it is the only in-sync replica (taking it out would leave the
+/// partition without a leader and lose what it still serves).
+fn without_failed_replica(
+    image: &MetadataImage,
+    state: &PartitionState,
+    broker: BrokerId,
+) -> Option<PartitionState> {
+    if !state.isr.contains(&broker) {
+        return None;
+    }
+    let mut next = state.clone();
+    next.isr.retain(|&id| id != broker);
+    if state.leader == broker {
+        next.leader = next
+            .replicas
+            .iter()
+            .copied()
+            .find(|&id| next.isr.contains(&id) && image.is_eligible(id))?;
+        next.leader_epoch += 1;
+    } else if next.isr.is_empty() {
+        return None;
+    }
+    next.partition_epoch += 1;
+    Some(next)
 }
 
 /// Gives leaderless partitions a leader where an ISR member is eligible again (or, for

@@ -351,7 +351,8 @@ impl Cluster {
         }
     }
 
-    /// Leaders drop followers that stopped keeping up (replica.lag.time.max.ms).
+    /// Leaders drop followers that stopped keeping up (replica.lag.time.max.ms); replicas
+    /// whose log failed are reported to the controller.
     async fn isr_shrink_loop(self: Arc<Self>) {
         let lag_max = self.config.replica_lag_time_max;
         let mut ticker = tokio::time::interval((lag_max / 2).max(Duration::from_millis(100)));
@@ -371,7 +372,38 @@ impl Cluster {
             if !proposals.is_empty() {
                 self.clone().send_isr_proposals(proposals);
             }
+            let failed: Vec<(TopicPartition, String)> = broker
+                .hosted_partitions()
+                .into_iter()
+                .filter_map(|p| p.failure_to_report().map(|reason| (p.tp.clone(), reason)))
+                .collect();
+            if !failed.is_empty() {
+                self.clone().report_failed_replicas(failed);
+            }
         }
+    }
+
+    /// Tells the controller which of this broker's replicas failed, so leadership moves
+    /// to a healthy in-sync replica (as Kafka's controller moves leaders off a failed log
+    /// directory) and clients read from it.
+    fn report_failed_replicas(self: Arc<Self>, failed: Vec<(TopicPartition, String)>) {
+        tokio::spawn(async move {
+            for (tp, reason) in failed {
+                tracing::warn!(partition = %tp, %reason, "replica failed: asking the controller to move it out of the ISR");
+                let command = ControllerCommand::ReplicaFailed {
+                    id: self.node_id,
+                    incarnation: self.incarnation,
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                };
+                if let Err(error) = self.write(command).await {
+                    tracing::warn!(partition = %tp, ?error, "reporting a failed replica failed");
+                    if let Some(partition) = self.broker.upgrade().and_then(|b| b.partition(&tp)) {
+                        partition.forget_failure_report();
+                    }
+                }
+            }
+        });
     }
 
     /// Sends ISR changes to the controller; the image brings the outcome.

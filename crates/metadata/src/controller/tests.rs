@@ -484,3 +484,84 @@ fn the_first_cluster_id_stays() {
     }
     assert_eq!(image.cluster_id.as_deref(), Some("first"));
 }
+
+fn replica_failed(image: &mut MetadataImage, id: BrokerId, topic: &str) -> ItemResult {
+    match apply(
+        image,
+        &ControllerCommand::ReplicaFailed {
+            id,
+            incarnation: incarnation(id),
+            topic: topic.into(),
+            partition: 0,
+        },
+    )
+    .0
+    {
+        ControllerReply::Results(mut results) => results.remove(0),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_leader_replica_hands_leadership_to_the_isr_and_leaves_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let before = image.partition("t", 0).unwrap().clone();
+    let leader = before.leader;
+    assert!(replica_failed(&mut image, leader, "t").is_ok());
+    let after = image.partition("t", 0).unwrap();
+    assert_ne!(after.leader, leader);
+    assert!(before.isr.contains(&after.leader));
+    assert!(
+        !after.isr.contains(&leader),
+        "the damaged replica is out of the ISR"
+    );
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    // Reported again (every check until it restarts): nothing more changes.
+    let settled = after.clone();
+    assert!(replica_failed(&mut image, leader, "t").is_ok());
+    assert_eq!(image.partition("t", 0).unwrap(), &settled);
+}
+
+#[test]
+fn a_failed_follower_leaves_the_isr_and_a_sole_in_sync_replica_stays() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let state = image.partition("t", 0).unwrap().clone();
+    let follower = state.replicas[1];
+    replica_failed(&mut image, follower, "t");
+    let after = image.partition("t", 0).unwrap().clone();
+    assert_eq!(after.leader, state.leader);
+    assert!(!after.isr.contains(&follower));
+
+    create(&mut image, new_topic("single", 1, 1));
+    let alone = image.partition("single", 0).unwrap().clone();
+    assert!(replica_failed(&mut image, alone.leader, "single").is_ok());
+    assert_eq!(
+        image.partition("single", 0).unwrap(),
+        &alone,
+        "no other replica can serve: it keeps leading"
+    );
+
+    let stale = apply(
+        &mut image,
+        &ControllerCommand::ReplicaFailed {
+            id: state.leader,
+            incarnation: Uuid::from_u128(999),
+            topic: "t".into(),
+            partition: 0,
+        },
+    )
+    .0;
+    assert_eq!(
+        stale,
+        ControllerReply::single(ItemResult::error(
+            error_code::STALE_BROKER_EPOCH,
+            format!(
+                "broker {} is not registered with this incarnation",
+                state.leader
+            )
+        ))
+    );
+}

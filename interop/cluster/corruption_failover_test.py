@@ -119,6 +119,13 @@ def main():
 
         moved = describe(admin)
         log(f"now: leader {moved.leader}, ISR {sorted(moved.isrs)}")
+        # The damaged replica stops following: it neither rejoins the ISR nor wins
+        # leadership back at the next preferred-leader check (every 5 s here).
+        time.sleep(8)
+        later = describe(admin)
+        if later.leader == preferred or preferred in later.isrs:
+            fail(f"the damaged replica came back: leader {later.leader}, ISR {later.isrs}")
+        log(f"8 s later: leader {later.leader}, ISR {sorted(later.isrs)} (damaged node out)")
         with open(os.path.join(root, f"n{preferred}.log")) as f:
             text = f.read()
         for line in ("corrupt batch found by a read", "replica failed"):

@@ -500,10 +500,14 @@ impl Partition {
         }
         let (log, flushing, tp) = (self.log.clone(), self.flushing.clone(), self.tp.clone());
         runtime.spawn_blocking(move || loop {
-            if let Err(error) = strand_log::flush_if_due(&log) {
+            let ran = strand_log::flush_if_due(&log).unwrap_or_else(|error| {
                 tracing::error!(partition = %tp, %error, "flush failed");
-            }
+                false
+            });
             flushing.store(false, Ordering::SeqCst);
+            if !ran {
+                return; // another flush runs; the next append or maintenance follows up
+            }
             let again = log
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

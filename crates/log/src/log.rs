@@ -56,7 +56,8 @@ pub struct FlushPlan {
     dir: PathBuf,
     gate: Arc<SyncGate>,
     segments: Vec<Arc<SegmentFiles>>,
-    unsynced_files: Vec<PathBuf>,
+    /// The deferred files as of the plan, with the write each was last changed by.
+    unsynced_files: Vec<(PathBuf, u64)>,
     end: i64,
     truncations: u64,
 }
@@ -67,8 +68,12 @@ impl FlushPlan {
     /// point on.
     pub fn run(&self) -> io::Result<()> {
         crate::fault_injection::before_sync(&self.dir);
-        for path in &self.unsynced_files {
+        for (path, _) in &self.unsynced_files {
             crate::checkpoint::sync_file(path)?;
+        }
+        if !self.unsynced_files.is_empty() {
+            // Their renames: the directory entries must be durable too.
+            crate::checkpoint::sync_dir(&self.dir)?;
         }
         self.gate.sync_all()?;
         for files in &self.segments {
@@ -140,8 +145,13 @@ pub struct Log {
     /// flush.messages was reached: the owner should flush (off the request path).
     pub(crate) flush_requested: bool,
     /// Files written with `Sync::Deferred` (producer snapshots, the epoch checkpoint),
-    /// synced by the next flush before the recovery point moves.
-    pub(crate) unsynced_files: Vec<PathBuf>,
+    /// synced by the next flush before the recovery point moves: (path, write number).
+    /// A flush removes only what it synced at the number it saw, so a concurrent flush or
+    /// a newer write of the same file is never lost.
+    pub(crate) unsynced_files: Vec<(PathBuf, u64)>,
+    pub(crate) deferred_writes: u64,
+    /// A flush is between `begin_flush` and `finish_flush` (on another thread).
+    pub(crate) flush_running: bool,
     /// Bumped by every truncation: a flush that ran without the lock does not advance the
     /// recovery point over data cut and rewritten meanwhile.
     pub(crate) truncations: u64,
@@ -499,7 +509,7 @@ impl Log {
             .producers
             .take_snapshot_with(&dir, base_offset, Sync::Deferred)
         {
-            Ok(path) => self.unsynced_files.push(path),
+            Ok(path) => self.note_deferred_write(path),
             Err(error) => {
                 tracing::warn!(dir = %dir.display(), %error, "producer snapshot failed")
             }
@@ -836,6 +846,7 @@ impl Log {
         if self.offline.is_some() {
             return Ok(None);
         }
+        self.flush_running = true;
         let end = self.log_end_offset();
         if self.recovery_point >= end && self.unsynced_files.is_empty() {
             return Ok(None); // nothing written since the last full flush
@@ -862,7 +873,7 @@ impl Log {
             dir: self.dir.clone(),
             gate: self.gate.clone(),
             segments,
-            unsynced_files: std::mem::take(&mut self.unsynced_files),
+            unsynced_files: self.unsynced_files.clone(),
             end,
             truncations: self.truncations,
         }))
@@ -871,13 +882,22 @@ impl Log {
     /// Completes a flush: advances the recovery point to what it synced (unless a
     /// truncation came in between), or takes the log offline after a failed fsync.
     pub fn finish_flush(&mut self, plan: FlushPlan, synced: io::Result<()>) -> LogResult<()> {
+        self.flush_running = false;
         if let Err(error) = synced {
             return Err(self.go_offline(error));
         }
+        self.unsynced_files
+            .retain(|entry| !plan.unsynced_files.contains(entry));
         if self.truncations == plan.truncations {
             self.recovery_point = self.recovery_point.max(plan.end);
         }
         Ok(())
+    }
+
+    /// Whether a flush is running on another thread (maintenance skips the log then:
+    /// a stalled disk under it must not hold up the others' flushes).
+    pub fn flush_running(&self) -> bool {
+        self.flush_running
     }
 
     /// The epoch checkpoint after a new epoch on the write path: written now, synced by
@@ -885,10 +905,19 @@ impl Log {
     fn checkpoint_epochs_deferred(&mut self) -> LogResult<()> {
         self.epochs.checkpoint_with(Sync::Deferred)?;
         let path = self.epochs.path().to_path_buf();
-        if !self.unsynced_files.contains(&path) {
-            self.unsynced_files.push(path);
-        }
+        self.note_deferred_write(path);
         Ok(())
+    }
+
+    /// A file written with `Sync::Deferred`: the next flush syncs it. Snapshots beyond
+    /// the few kept are deleted, so paths of files gone are dropped (bounded list).
+    fn note_deferred_write(&mut self, path: PathBuf) {
+        self.deferred_writes += 1;
+        self.unsynced_files.retain(|(p, _)| *p != path);
+        self.unsynced_files.push((path, self.deferred_writes));
+        if self.unsynced_files.len() > 16 {
+            self.unsynced_files.retain(|(p, _)| p.exists());
+        }
     }
 
     /// Periodic work: producer expiry; then whether flush.ms (or flush.messages) asks for

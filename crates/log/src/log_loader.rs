@@ -58,8 +58,9 @@ impl Log {
     ) -> LogResult<Log> {
         let mut log = Log::create_deferred(dir, config, cache, clock, start_offset);
         log.materialize()?;
-        // A directory left without segments (a crash mid-truncation) may keep its epochs.
-        log.epochs = LeaderEpochCache::load(dir)?;
+        // A directory left without segments (a crash mid-truncation) may keep its epochs;
+        // a damaged checkpoint there describes no data.
+        log.epochs = LeaderEpochCache::load(dir).unwrap_or_else(|_| LeaderEpochCache::empty(dir));
         Ok(log)
     }
 
@@ -98,6 +99,8 @@ impl Log {
             unsynced_files: Vec::new(),
             truncations: 0,
             doomed: Vec::new(),
+            deferred_writes: 0,
+            flush_running: false,
             damage_found: Default::default(),
             producers: ProducerStateManager::default(),
         }
@@ -136,8 +139,12 @@ impl Log {
         // The epoch checkpoint is fsynced by flushes, after the write that changed it: a
         // crash in between can leave it damaged. Its entries then come from the batches
         // themselves, by recovering every segment.
+        // Missing after an unclean stop (its first write's fsync deferred): the same.
+        let missing = !dir
+            .join(crate::leader_epoch::LEADER_EPOCH_CHECKPOINT_FILE)
+            .exists();
         let (mut epochs, epochs_lost) = match LeaderEpochCache::load(dir) {
-            Ok(epochs) => (epochs, false),
+            Ok(epochs) => (epochs, missing && !state.clean_shutdown),
             Err(LogError::CorruptFile { path, reason }) => {
                 tracing::warn!(%path, %reason, "damaged leader epoch checkpoint: rebuilding it from the log");
                 (LeaderEpochCache::empty(dir), true)
@@ -242,6 +249,8 @@ impl Log {
             unsynced_files: Vec::new(),
             truncations: 0,
             doomed: Vec::new(),
+            deferred_writes: 0,
+            flush_running: false,
             damage_found: Default::default(),
             producers: ProducerStateManager::default(),
         };

@@ -432,12 +432,15 @@ pub fn clean_logs(
 }
 
 /// Flushes `log` if flush.ms or flush.messages asks, holding its lock only to plan and to
-/// complete the flush, not across the fsyncs.
-pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<()> {
+/// complete the flush, not across the fsyncs. Returns whether a flush ran (not when it
+/// was not due, or one was already running on another thread: a stalled disk under one
+/// log then holds up no other's flush, and the request waits for the next append or the
+/// next maintenance).
+pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<bool> {
     let plan = {
         let mut log = lock(log);
-        if !log.flush_due() {
-            return Ok(());
+        if !log.flush_due() || log.flush_running() {
+            return Ok(false);
         }
         log.begin_flush()?
     };
@@ -445,7 +448,7 @@ pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<()> {
         let synced = plan.run();
         lock(log).finish_flush(plan, synced)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Removes the files of `log`'s retired segments, without holding its lock.

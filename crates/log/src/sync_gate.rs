@@ -210,6 +210,12 @@ impl SyncGate {
         if state.durable_end_offset >= end_offset {
             return DurableState::Ready(Ok(()));
         }
+        if state.written_end_offset < end_offset {
+            // Truncated below it (a demoted leader's tail): it will never be durable.
+            return DurableState::Ready(Err(io::Error::other(format!(
+                "offsets up to {end_offset} were truncated before they were synced"
+            ))));
+        }
         if state.sync_in_progress {
             if !state.wakers.iter().any(|w| w.will_wake(waker)) {
                 state.wakers.push(waker.clone());

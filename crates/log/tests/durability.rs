@@ -115,6 +115,21 @@ fn async_waiters_hold_no_thread_and_share_one_sync() {
 }
 
 #[test]
+fn a_wait_for_offsets_truncated_before_their_sync_fails_instead_of_spinning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, files, gate) = one_segment_gate(dir.path());
+    files.log.write_all_at(&[1, 2, 3], 0).unwrap();
+    gate.note_written(id, 0, 3);
+    // A demoted leader's unsynced tail is cut back to offset 1.
+    gate.note_truncated(1);
+    let waker = std::task::Waker::from(Arc::new(CountingWaker(Default::default())));
+    assert!(matches!(
+        gate.poll_durable(3, &waker),
+        DurableState::Ready(Err(_))
+    ));
+}
+
+#[test]
 fn flush_before_ack_acknowledges_only_durable_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

@@ -462,4 +462,16 @@ fn a_damaged_epoch_checkpoint_is_rebuilt_from_the_batches() {
         assert_eq!(log.leader_epochs().entries(), &expected[..]);
         assert_eq!(log.log_end_offset(), fixture.end_offset);
     }
+    // Missing after an unclean stop (the rename not yet durable): rebuilt the same way.
+    fs::remove_file(dir.join("leader-epoch-checkpoint")).unwrap();
+    let (log, report) = reopen(
+        dir,
+        small_config(),
+        LogOpenState {
+            recovery_point: fixture.end_offset,
+            ..UNCLEAN
+        },
+    );
+    assert!(report.segments_recovered > 0);
+    assert_eq!(log.leader_epochs().entries(), &expected[..]);
 }

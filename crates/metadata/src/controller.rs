@@ -367,8 +367,8 @@ pub fn decide(
     (reply, records)
 }
 
-/// Decides `command` and replays its records onto `image`: how a legacy log entry (a
-/// command) replays, and the controller's decision and replay in one step for tests.
+/// Decides `command` and replays its records onto `image`: what every node does with each
+/// committed command.
 pub fn apply(
     image: &mut MetadataImage,
     command: &ControllerCommand,

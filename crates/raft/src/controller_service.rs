@@ -1,10 +1,7 @@
 //! The active controller's work besides Raft itself. Any quorum node answers broker
 //! requests, but only the Raft leader acts; others say who leads (`NotController`).
 //!
-//! - Writes: decided here, one at a time, against the current image; the records are
-//!   proposed to Raft and the reply returned once they are applied (a command that
-//!   changes nothing is answered without a proposal). The first write of a term first
-//!   waits until the image holds every entry committed before it.
+//! - Writes: proposed to Raft; the reply is what `strand_metadata::apply` answered.
 //! - Heartbeats: kept in memory (as Kafka's controller does), never in the log. A broker
 //!   whose session expires is fenced (`FenceBroker`: its leaderships move, it leaves
 //!   ISRs); a fenced broker heartbeating with its current incarnation and caught up is
@@ -19,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
 use strand_metadata::{BrokerId, ControllerCommand, MetadataImage};
 use tokio::sync::watch;
@@ -55,9 +52,6 @@ pub struct ControllerService {
     config: ServiceConfig,
     /// Proposed as the cluster's id if this node is the first active controller.
     new_cluster_id: String,
-    /// Held from a command's decision until its records are applied, so each decision
-    /// sees every earlier one; holds the term whose committed entries the image has.
-    deciding: tokio::sync::Mutex<Option<u64>>,
 }
 
 impl ControllerService {
@@ -76,7 +70,6 @@ impl ControllerService {
             sessions: Mutex::new(HashMap::new()),
             config,
             new_cluster_id: config_cluster_id(),
-            deciding: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -162,42 +155,22 @@ impl ControllerService {
     }
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {
-        let not_controller = |leader| ControllerResponse::NotController { leader };
-        let mut deciding = self.deciding.lock().await;
-        let term = self.raft.metrics().borrow().current_term;
-        if *deciding != Some(term) {
-            // A new term: entries committed by an earlier leader may not be applied yet.
-            match self.raft.ensure_linearizable().await {
-                Ok(_) => *deciding = Some(term),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
-                    return not_controller(forward.leader_id)
-                }
-                Err(error) => return ControllerResponse::Unavailable(error.to_string()),
-            }
-        }
-        let (reply, entry) = strand_metadata::decide_entry(&self.image(), &command);
-        let Some(entry) = entry else {
-            return ControllerResponse::Reply(reply);
-        };
         // Every entry must fit an AppendEntries frame with its neighbours.
-        let encoded_bytes = serde_json::to_vec(&entry).map_or(usize::MAX, |json| json.len());
+        let encoded_bytes = serde_json::to_vec(&command).map_or(usize::MAX, |json| json.len());
         if encoded_bytes > crate::rpc::ENTRY_MAX_BYTES {
             return ControllerResponse::Refused(format!(
-                "a metadata entry of {encoded_bytes} bytes exceeds {} bytes",
+                "a metadata command of {encoded_bytes} bytes exceeds {} bytes",
                 crate::rpc::ENTRY_MAX_BYTES
             ));
         }
-        match self.raft.client_write(entry).await {
+        match self.raft.client_write(command).await {
             Ok(response) => ControllerResponse::Reply(response.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                *deciding = None;
-                not_controller(forward.leader_id)
+                ControllerResponse::NotController {
+                    leader: forward.leader_id,
+                }
             }
-            Err(error) => {
-                // Whether it committed is unknown: decide the next one afresh.
-                *deciding = None;
-                ControllerResponse::Unavailable(error.to_string())
-            }
+            Err(error) => ControllerResponse::Unavailable(error.to_string()),
         }
     }
 

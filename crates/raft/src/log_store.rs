@@ -380,19 +380,4 @@ mod tests {
         assert_eq!(state.last_log_id.unwrap().index, 1);
         assert!(store.try_get_log_entries(0..).await.unwrap().is_empty());
     }
-
-    #[test]
-    fn entries_written_before_records_were_stored_still_read() {
-        // An entry as Strand wrote it when the log held commands.
-        let legacy = r#"{"log_id":{"leader_id":{"term":1,"node_id":1},"index":7},"payload":{"Normal":{"DeleteTopics":{"names":["t"]}}}}"#;
-        let entry: Entry<TypeConfig> = serde_json::from_str(legacy).unwrap();
-        let EntryPayload::Normal(strand_metadata::MetadataEntry::Command(command)) = entry.payload
-        else {
-            panic!("a legacy command")
-        };
-        assert!(matches!(
-            command,
-            strand_metadata::ControllerCommand::DeleteTopics { .. }
-        ));
-    }
 }

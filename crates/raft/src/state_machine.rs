@@ -1,5 +1,5 @@
-//! The state machine: the metadata image, advanced by replaying each committed entry's
-//! records (`strand_metadata::replay_entry`; decided once, by the active controller). After every
+//! The state machine: the metadata image, advanced by applying each committed controller
+//! command through `strand_metadata::apply` (the same decision on every node). After every
 //! applied batch the new image is published on a watch channel, which the broker follows.
 //! A snapshot is the image itself, as JSON, kept in `snapshot.json`.
 //!
@@ -176,13 +176,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.body.last_applied = Some(entry.log_id);
                 let reply = match entry.payload {
                     EntryPayload::Blank => ControllerReply::Results(Vec::new()),
-                    EntryPayload::Normal(metadata) => {
-                        tracing::debug!(index = entry.log_id.index, ?metadata, "metadata entry");
-                        strand_metadata::replay_entry(&mut state.body.image, &metadata).map_err(
-                            |error| {
-                                io_error(ErrorSubject::Apply(entry.log_id), ErrorVerb::Read, error)
-                            },
-                        )?
+                    EntryPayload::Normal(command) => {
+                        let (reply, records) =
+                            strand_metadata::apply(&mut state.body.image, &command);
+                        if !records.is_empty() {
+                            tracing::debug!(
+                                index = entry.log_id.index,
+                                ?records,
+                                "metadata records"
+                            );
+                        }
+                        reply
                     }
                     EntryPayload::Membership(membership) => {
                         state.body.membership =

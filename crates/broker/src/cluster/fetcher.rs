@@ -174,6 +174,10 @@ async fn run(
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
                 .filter(|(_, f)| f.paused_until.is_none_or(|until| until <= now))
+                // A failed replica (offline log, damage found) stops following until a
+                // restart re-checks it: caught up, the leader would take it back into
+                // the ISR and a preferred-leader election would give it leadership.
+                .filter(|(_, f)| f.partition.log().failure().is_none())
                 .map(|(tp, f)| {
                     (
                         tp.clone(),

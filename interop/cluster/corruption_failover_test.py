@@ -26,15 +26,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cluster import Cluster, fail, log  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from corruption_test import COUNT, DAMAGED, flip_byte, value  # noqa: E402
 
 TOPIC = "damaged"
-COUNT = 3000
-DAMAGED = 1500
 GUARD_S = 60
-
-
-def value(n):
-    return b"value-%06d-" % n + b"x" * 40
 
 
 def describe(admin):
@@ -77,16 +73,8 @@ def main():
         # A clean stop flushes every segment: the damage lies below the recovery point.
         cluster.kill(preferred, signal.SIGTERM)
         segments = sorted(glob.glob(os.path.join(root, f"n{preferred}", f"{TOPIC}-0", "*.log")))
-        target = value(DAMAGED)
-        for path in segments:
-            with open(path, "r+b") as f:
-                data = f.read()
-                at = data.find(target)
-                if at >= 0:
-                    f.seek(at + 7)
-                    f.write(b"X")
-                    break
-        else:
+        path = flip_byte(segments, value(DAMAGED))
+        if path is None:
             fail(f"record {DAMAGED} not found in node {preferred}'s segments {segments}")
         log(f"flipped a byte of record {DAMAGED} in node {preferred}'s {os.path.basename(path)}")
         cluster.start(preferred)

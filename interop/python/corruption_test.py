@@ -25,6 +25,20 @@ def value(n):
     return b"value-%06d-" % n + b"x" * 40
 
 
+def flip_byte(segments, target):
+    """Overwrites a byte inside the first occurrence of `target` in the segment files;
+    returns the file it damaged (None if no file holds it)."""
+    for path in segments:
+        with open(path, "r+b") as f:
+            data = f.read()
+            at = data.find(target)
+            if at >= 0:
+                f.seek(at + 7)
+                f.write(b"X")
+                return path
+    return None
+
+
 def consume(bootstrap, check_crcs):
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{check_crcs}",
                          "enable.auto.commit": False, "check.crcs": check_crcs,
@@ -67,16 +81,8 @@ def main():
     segments = sorted(glob.glob(os.path.join(root, "data", f"{TOPIC}-0", "*.log")))
     if len(segments) < 3:
         fail(f"expected several segments, got {segments}")
-    target = value(DAMAGED)
-    for path in segments:
-        with open(path, "r+b") as f:
-            data = f.read()
-            at = data.find(target)
-            if at >= 0:
-                f.seek(at + 7)
-                f.write(b"X")
-                break
-    else:
+    path = flip_byte(segments, value(DAMAGED))
+    if path is None:
         fail("the record to damage was not found")
     ok(f"flipped a byte of record {DAMAGED} in {os.path.basename(path)}")
 

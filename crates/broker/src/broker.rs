@@ -757,10 +757,9 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .all_logs();
         for (tp, log) in logs {
-            if let Err(error) = strand_log::flush_if_due(&log) {
+            if let Err(error) = strand_log::upkeep(&log) {
                 tracing::error!(partition = %tp, %error, "flush failed");
             }
-            strand_log::remove_doomed(&log);
         }
         if let Err(error) = self
             .logs

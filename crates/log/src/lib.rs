@@ -48,6 +48,6 @@ pub use file_cache::FileCache;
 pub use leader_epoch::{EpochEntry, LeaderEpochCache};
 pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult, TimestampOffset};
 pub use log_loader::{LogOpenState, RecoveryReport};
-pub use log_manager::{flush_if_due, remove_doomed, LogManager, LogManagerOptions, TopicPartition};
+pub use log_manager::{flush_if_due, upkeep, LogManager, LogManagerOptions, TopicPartition};
 pub use producer_state::{ProducerCheck, ProducerError, ProducerStateManager};
 pub use sync_gate::{DurableState, SyncGate, SyncTicket};

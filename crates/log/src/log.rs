@@ -140,6 +140,17 @@ pub struct Log {
     /// Whether the directory and the active segment's files exist (see
     /// [`Log::create_deferred`]); until they do the log is empty.
     pub(crate) on_disk: bool,
+    /// The write path's bookkeeping: flushes owed, deferred fsyncs, files to remove.
+    pub(crate) upkeep: Upkeep,
+    /// Idempotent producers' sequences, following the log through truncation and recovery.
+    pub(crate) producers: ProducerStateManager,
+}
+
+/// What a log's writes leave to do off the request path, and what they found: counts
+/// toward flush.messages / flush.ms, files written with deferred fsyncs, retired segment
+/// files to remove, damage a read found. Starts empty at every open.
+#[derive(Debug, Default)]
+pub(crate) struct Upkeep {
     pub(crate) unflushed_messages: u64,
     pub(crate) first_unflushed_ms: Option<i64>,
     /// flush.messages was reached: the owner should flush (off the request path).
@@ -160,8 +171,6 @@ pub struct Log {
     pub(crate) doomed: Vec<PathBuf>,
     /// A read found a damaged batch (reads take `&self`): the replica should step down.
     pub(crate) damage_found: std::sync::atomic::AtomicBool,
-    /// Idempotent producers' sequences, following the log through truncation and recovery.
-    pub(crate) producers: ProducerStateManager,
 }
 
 impl Log {
@@ -198,7 +207,8 @@ impl Log {
         if let Some(reason) = &self.offline {
             return Some(format!("log offline: {reason}"));
         }
-        self.damage_found
+        self.upkeep
+            .damage_found
             .load(std::sync::atomic::Ordering::Relaxed)
             .then(|| "a read found a damaged batch".to_string())
     }
@@ -429,16 +439,16 @@ impl Log {
     }
 
     fn after_append(&mut self, records: u64) -> LogResult<()> {
-        self.unflushed_messages += records;
+        self.upkeep.unflushed_messages += records;
         let now = self.clock.now_ms();
-        self.first_unflushed_ms.get_or_insert(now);
+        self.upkeep.first_unflushed_ms.get_or_insert(now);
         let by_count = self
             .config
             .flush_messages
-            .is_some_and(|limit| self.unflushed_messages >= limit);
+            .is_some_and(|limit| self.upkeep.unflushed_messages >= limit);
         if by_count || self.flush_due_by_time(now) {
             // Not here, under the lock and on the request path: the owner flushes.
-            self.flush_requested = true;
+            self.upkeep.flush_requested = true;
         }
         Ok(())
     }
@@ -446,11 +456,11 @@ impl Log {
     /// Whether flush.messages or flush.ms asked for a flush since the last one began
     /// (the owner runs `begin_flush`, `FlushPlan::run` off the lock, `finish_flush`).
     pub fn flush_requested(&self) -> bool {
-        self.flush_requested
+        self.upkeep.flush_requested
     }
 
     fn flush_due_by_time(&self, now_ms: i64) -> bool {
-        match (self.config.flush_ms, self.first_unflushed_ms) {
+        match (self.config.flush_ms, self.upkeep.first_unflushed_ms) {
             (Some(flush_ms), Some(first)) => now_ms - first >= flush_ms,
             _ => false,
         }
@@ -705,7 +715,7 @@ impl Log {
         let keep = self.segments.floor_index(offset - 1) + 1;
         for segment in self.segments.split_off(keep) {
             match segment.retire(&dir, &cache) {
-                Ok(doomed) => self.doomed.extend(doomed),
+                Ok(doomed) => self.upkeep.doomed.extend(doomed),
                 Err(error) => return Err(self.go_offline(error)),
             }
         }
@@ -723,7 +733,7 @@ impl Log {
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.take_all() {
             match segment.retire(&dir, &cache) {
-                Ok(doomed) => self.doomed.extend(doomed),
+                Ok(doomed) => self.upkeep.doomed.extend(doomed),
                 Err(error) => return Err(self.go_offline(error)),
             }
         }
@@ -741,7 +751,7 @@ impl Log {
 
     fn after_truncation(&mut self) -> LogResult<()> {
         let end = self.log_end_offset();
-        self.truncations += 1;
+        self.upkeep.truncations += 1;
         self.gate.note_truncated(end);
         self.recovery_point = self.recovery_point.min(end);
         self.log_start_offset = self.log_start_offset.min(end);
@@ -811,14 +821,14 @@ impl Log {
             .count();
         let (dir, cache) = (self.dir.clone(), self.cache.clone());
         for segment in self.segments.drain_front(below) {
-            self.doomed.extend(segment.retire(&dir, &cache)?);
+            self.upkeep.doomed.extend(segment.retire(&dir, &cache)?);
         }
         Ok(true)
     }
 
     /// The retired segments' files to remove now (maintenance; shutdown).
     pub fn take_doomed(&mut self) -> Vec<PathBuf> {
-        std::mem::take(&mut self.doomed)
+        std::mem::take(&mut self.upkeep.doomed)
     }
 
     /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, the offset where the next starts).
@@ -842,13 +852,13 @@ impl Log {
     /// Takes what a flush must sync (writing buffered index entries to the page cache);
     /// None if nothing was written since the last one.
     pub fn begin_flush(&mut self) -> LogResult<Option<FlushPlan>> {
-        self.flush_requested = false;
+        self.upkeep.flush_requested = false;
         if self.offline.is_some() {
             return Ok(None);
         }
-        self.flush_running = true;
+        self.upkeep.flush_running = true;
         let end = self.log_end_offset();
-        if self.recovery_point >= end && self.unsynced_files.is_empty() {
+        if self.recovery_point >= end && self.upkeep.unsynced_files.is_empty() {
             return Ok(None); // nothing written since the last full flush
         }
         let floor = self.segments.floor_index(self.recovery_point);
@@ -867,28 +877,29 @@ impl Log {
         if let Err(error) = prepared {
             return Err(self.go_offline(error));
         }
-        self.unflushed_messages = 0;
-        self.first_unflushed_ms = None;
+        self.upkeep.unflushed_messages = 0;
+        self.upkeep.first_unflushed_ms = None;
         Ok(Some(FlushPlan {
             dir: self.dir.clone(),
             gate: self.gate.clone(),
             segments,
-            unsynced_files: self.unsynced_files.clone(),
+            unsynced_files: self.upkeep.unsynced_files.clone(),
             end,
-            truncations: self.truncations,
+            truncations: self.upkeep.truncations,
         }))
     }
 
     /// Completes a flush: advances the recovery point to what it synced (unless a
     /// truncation came in between), or takes the log offline after a failed fsync.
     pub fn finish_flush(&mut self, plan: FlushPlan, synced: io::Result<()>) -> LogResult<()> {
-        self.flush_running = false;
+        self.upkeep.flush_running = false;
         if let Err(error) = synced {
             return Err(self.go_offline(error));
         }
-        self.unsynced_files
+        self.upkeep
+            .unsynced_files
             .retain(|entry| !plan.unsynced_files.contains(entry));
-        if self.truncations == plan.truncations {
+        if self.upkeep.truncations == plan.truncations {
             self.recovery_point = self.recovery_point.max(plan.end);
         }
         Ok(())
@@ -897,7 +908,7 @@ impl Log {
     /// Whether a flush is running on another thread (maintenance skips the log then:
     /// a stalled disk under it must not hold up the others' flushes).
     pub fn flush_running(&self) -> bool {
-        self.flush_running
+        self.upkeep.flush_running
     }
 
     /// The epoch checkpoint after a new epoch on the write path: written now, synced by
@@ -912,11 +923,13 @@ impl Log {
     /// A file written with `Sync::Deferred`: the next flush syncs it. Snapshots beyond
     /// the few kept are deleted, so paths of files gone are dropped (bounded list).
     fn note_deferred_write(&mut self, path: PathBuf) {
-        self.deferred_writes += 1;
-        self.unsynced_files.retain(|(p, _)| *p != path);
-        self.unsynced_files.push((path, self.deferred_writes));
-        if self.unsynced_files.len() > 16 {
-            self.unsynced_files.retain(|(p, _)| p.exists());
+        self.upkeep.deferred_writes += 1;
+        self.upkeep.unsynced_files.retain(|(p, _)| *p != path);
+        self.upkeep
+            .unsynced_files
+            .push((path, self.upkeep.deferred_writes));
+        if self.upkeep.unsynced_files.len() > 16 {
+            self.upkeep.unsynced_files.retain(|(p, _)| p.exists());
         }
     }
 
@@ -926,7 +939,7 @@ impl Log {
         let now = self.clock.now_ms();
         self.producers
             .remove_expired(now, self.config.producer_id_expiration_ms);
-        self.flush_requested || self.flush_due_by_time(now)
+        self.upkeep.flush_requested || self.flush_due_by_time(now)
     }
 
     /// Flushes and checkpoints the epoch cache, for a clean shutdown.
@@ -952,7 +965,8 @@ impl Log {
             .display()
             .to_string();
         tracing::error!(%path, position = corrupt.position, reason = %corrupt.reason, "corrupt batch found by a read; not serving it");
-        self.damage_found
+        self.upkeep
+            .damage_found
             .store(true, std::sync::atomic::Ordering::Relaxed);
         LogError::CorruptBatch {
             path,

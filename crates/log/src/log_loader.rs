@@ -93,15 +93,7 @@ impl Log {
             gate: SyncGate::for_new_dir(dir.to_path_buf(), cache, start_offset),
             offline: None,
             on_disk: false,
-            unflushed_messages: 0,
-            first_unflushed_ms: None,
-            flush_requested: false,
-            unsynced_files: Vec::new(),
-            truncations: 0,
-            doomed: Vec::new(),
-            deferred_writes: 0,
-            flush_running: false,
-            damage_found: Default::default(),
+            upkeep: Default::default(),
             producers: ProducerStateManager::default(),
         }
     }
@@ -243,15 +235,7 @@ impl Log {
             gate: SyncGate::new(dir.to_path_buf(), cache.clone(), log_end_offset),
             offline: None,
             on_disk: true,
-            unflushed_messages: 0,
-            first_unflushed_ms: None,
-            flush_requested: false,
-            unsynced_files: Vec::new(),
-            truncations: 0,
-            doomed: Vec::new(),
-            deferred_writes: 0,
-            flush_running: false,
-            damage_found: Default::default(),
+            upkeep: Default::default(),
             producers: ProducerStateManager::default(),
         };
         log.rebuild_producer_state()?;

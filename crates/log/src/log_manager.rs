@@ -264,8 +264,7 @@ impl LogManager {
     /// the checkpoints. Each flush's fsyncs run without that log's lock.
     pub fn maintenance(&self) -> LogResult<()> {
         for log in self.logs.values() {
-            flush_if_due(log)?;
-            remove_doomed(log);
+            upkeep(log)?;
         }
         self.checkpoint()
     }
@@ -452,7 +451,7 @@ pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<bool> {
 }
 
 /// Removes the files of `log`'s retired segments, without holding its lock.
-pub fn remove_doomed(log: &Mutex<Log>) {
+fn remove_doomed(log: &Mutex<Log>) {
     let doomed = lock(log).take_doomed();
     for path in doomed {
         match fs::remove_file(&path) {
@@ -462,4 +461,12 @@ pub fn remove_doomed(log: &Mutex<Log>) {
             _ => {}
         }
     }
+}
+
+/// One log's periodic work, its lock held only briefly: a due flush, then the removal of
+/// retired segments' files.
+pub fn upkeep(log: &Mutex<Log>) -> LogResult<()> {
+    let flushed = flush_if_due(log).map(|_| ());
+    remove_doomed(log);
+    flushed
 }

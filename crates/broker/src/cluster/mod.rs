@@ -361,9 +361,9 @@ impl Cluster {
             let Some(broker) = self.broker.upgrade() else {
                 return;
             };
-            let proposals: Vec<(TopicPartition, IsrProposal)> = broker
-                .hosted_partitions()
-                .into_iter()
+            let hosted = broker.hosted_partitions();
+            let proposals: Vec<(TopicPartition, IsrProposal)> = hosted
+                .iter()
                 .filter_map(|p| {
                     p.propose_isr_shrink(lag_max)
                         .map(|proposal| (p.tp.clone(), proposal))
@@ -372,9 +372,8 @@ impl Cluster {
             if !proposals.is_empty() {
                 self.clone().send_isr_proposals(proposals);
             }
-            let failed: Vec<(TopicPartition, String)> = broker
-                .hosted_partitions()
-                .into_iter()
+            let failed: Vec<(TopicPartition, String)> = hosted
+                .iter()
                 .filter_map(|p| p.failure_to_report().map(|reason| (p.tp.clone(), reason)))
                 .collect();
             if !failed.is_empty() {

@@ -289,6 +289,22 @@ impl GroupShard {
         )]
     }
 
+    /// The replies a change of `group_id` completed, to deliver once `records` (its
+    /// group record, if any) settled.
+    fn deliveries(
+        &self,
+        group_id: &str,
+        completions: Vec<Completion>,
+        records: &Records,
+    ) -> Deliveries {
+        Deliveries {
+            group_id: group_id.to_string(),
+            generation_id: self.generation(group_id),
+            completions,
+            wrote: !records.is_empty(),
+        }
+    }
+
     fn generation(&self, group_id: &str) -> i32 {
         self.groups
             .get(group_id)
@@ -357,12 +373,7 @@ impl GroupShard {
             Reply::Now(result) => Answer::Now(result),
             Reply::Wait { member_id } => Answer::Wait(self.park(group_id, member_id, waiter)),
         };
-        let deliveries = Deliveries {
-            group_id: group_id.to_string(),
-            generation_id: self.generation(group_id),
-            completions,
-            wrote: !records.is_empty(),
-        };
+        let deliveries = self.deliveries(group_id, completions, &records);
         (
             records,
             Box::new(move |shard, written| {
@@ -534,12 +545,7 @@ impl GroupShard {
             entry.empty_since_ms = now_ms;
         }
         let records = self.group_record_if_settled(group_id, before, now_ms);
-        let deliveries = Deliveries {
-            group_id: group_id.to_string(),
-            generation_id: self.generation(group_id),
-            completions,
-            wrote: !records.is_empty(),
-        };
+        let deliveries = self.deliveries(group_id, completions, &records);
         (
             records,
             Box::new(move |shard, written| {
@@ -882,12 +888,7 @@ impl GroupShard {
                 entry.empty_since_ms = now_ms;
             }
             let record = self.group_record_if_settled(&group_id, before, now_ms);
-            all.push(Deliveries {
-                generation_id: self.generation(&group_id),
-                group_id,
-                completions,
-                wrote: !record.is_empty(),
-            });
+            all.push(self.deliveries(&group_id, completions, &record));
             records.extend(record);
         }
         (

@@ -1,7 +1,7 @@
 //! The controller's decisions, as a pure function of the image and a command:
-//! `decide(image, command) -> (reply, records)`. The active controller proposes commands
-//! to the Raft log; every node applies each committed command through `decide` and replays
-//! the records, so all images agree and a new active controller continues from the same
+//! `decide(image, command) -> (reply, records)`. The active controller decides each
+//! command once and stores the records in the Raft log (`proposer`, `entry`); every node
+//! replays them, so all images agree and a new active controller continues from the same
 //! state. Nothing here reads a clock or draws randomness: what must vary (topic ids, broker
 //! incarnations) arrives inside the command, and heartbeat timing stays with the active
 //! controller, which proposes `FenceBroker` when a broker's session expires.
@@ -367,8 +367,8 @@ pub fn decide(
     (reply, records)
 }
 
-/// Decides `command` and replays its records onto `image`: what every node does with each
-/// committed command.
+/// Decides `command` and replays its records onto `image`: how a command stored by an
+/// older Strand replays, and a decision and its replay in one step for tests.
 pub fn apply(
     image: &mut MetadataImage,
     command: &ControllerCommand,

@@ -1,16 +1,24 @@
 //! Cluster metadata, without I/O: the records of the metadata log (`records`), the image
 //! every node replays them into (`image`), replica placement (`placement`) and the
-//! controller's decisions (`controller`): `Controller::decide(image, command)` returns a
-//! reply and the records that carry it out. The Raft crate stores commands in its log and
-//! applies them on every node through the same function, so all images agree.
+//! controller's decisions (`controller`): `decide(image, command)` returns a reply and the
+//! records that carry it out. The active controller decides once (`proposer`) and the Raft
+//! crate stores the versioned records (`entry`); every node replays them, so all images
+//! agree and a change to `decide` never rewrites history.
 
 pub mod controller;
+pub mod entry;
 pub mod image;
 pub mod placement;
+pub mod proposer;
 pub mod records;
 
 pub use controller::{apply, decide, ControllerCommand, ControllerReply, ItemResult, NewTopic};
+pub use entry::{
+    replay_entry, DecisionId, MetadataEntry, ReplayState, Replayed, UnknownRecordsVersion,
+    RECORDS_VERSION,
+};
 pub use image::{BrokerInfo, MetadataImage, PartitionState, TopicImage};
+pub use proposer::{DecisionTooLarge, Proposer};
 pub use records::MetadataRecord;
 
 /// A broker's (and controller's) node id, as Kafka's `node.id`.

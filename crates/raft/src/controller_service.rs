@@ -1,7 +1,13 @@
 //! The active controller's work besides Raft itself. Any quorum node answers broker
 //! requests, but only the Raft leader acts; others say who leads (`NotController`).
 //!
-//! - Writes: proposed to Raft; the reply is what `strand_metadata::apply` answered.
+//! - Writes: decided here, one at a time, by a `Proposer` holding the image as it will be
+//!   once every entry proposed so far applies, so a decision need not wait for the one
+//!   before it to commit (Raft still batches them). The records go to the log as chained
+//!   entries; the reply is returned once they apply. A proposer serves one term; after a
+//!   write whose outcome is unknown, the next write waits until the image holds every
+//!   entry in the log and starts a new proposer from it (an entry of the old one that
+//!   lands later is stale and applies nowhere).
 //! - Heartbeats: kept in memory (as Kafka's controller does), never in the log. A broker
 //!   whose session expires is fenced (`FenceBroker`: its leaderships move, it leaves
 //!   ISRs); a fenced broker heartbeating with its current incarnation and caught up is
@@ -16,9 +22,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::ClientWriteError;
 use openraft::BasicNode;
-use strand_metadata::{BrokerId, ControllerCommand, MetadataImage};
+use strand_metadata::{BrokerId, ControllerCommand, MetadataImage, Proposer, Replayed};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -28,6 +34,11 @@ use crate::{NodeId, Raft};
 
 /// How often the active controller checks sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+/// A write's deadline from its arrival to its records applied (brokers give each attempt
+/// `client::ATTEMPT_TIMEOUT`; past that nobody waits for the answer).
+const WRITE_DEADLINE: Duration = Duration::from_secs(5);
+/// Bytes of records per log entry: the entry cap less room for the entry's own fields.
+const ENTRY_RECORDS_BYTES: usize = crate::rpc::ENTRY_MAX_BYTES - 4096;
 
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -52,6 +63,11 @@ pub struct ControllerService {
     config: ServiceConfig,
     /// Proposed as the cluster's id if this node is the first active controller.
     new_cluster_id: String,
+    /// Held while deciding and proposing one command. None: the next write starts a new
+    /// proposer from the applied image.
+    proposer: tokio::sync::Mutex<Option<Proposer>>,
+    /// Sequence numbers of decisions only grow within a term, across proposers.
+    next_seq: std::sync::atomic::AtomicU64,
 }
 
 impl ControllerService {
@@ -70,6 +86,8 @@ impl ControllerService {
             sessions: Mutex::new(HashMap::new()),
             config,
             new_cluster_id: config_cluster_id(),
+            proposer: tokio::sync::Mutex::new(None),
+            next_seq: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -155,23 +173,126 @@ impl ControllerService {
     }
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {
-        // Every entry must fit an AppendEntries frame with its neighbours.
-        let encoded_bytes = serde_json::to_vec(&command).map_or(usize::MAX, |json| json.len());
-        if encoded_bytes > crate::rpc::ENTRY_MAX_BYTES {
-            return ControllerResponse::Refused(format!(
-                "a metadata command of {encoded_bytes} bytes exceeds {} bytes",
-                crate::rpc::ENTRY_MAX_BYTES
-            ));
+        let deadline = tokio::time::Instant::now() + WRITE_DEADLINE;
+        match tokio::time::timeout_at(deadline, self.decide_and_write(&command, deadline)).await {
+            Ok(response) => response,
+            Err(_) => {
+                self.forget_proposer().await;
+                ControllerResponse::Unavailable(format!(
+                    "the metadata write was not applied within {WRITE_DEADLINE:?}"
+                ))
+            }
         }
-        match self.raft.client_write(command).await {
-            Ok(response) => ControllerResponse::Reply(response.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                ControllerResponse::NotController {
-                    leader: forward.leader_id,
+    }
+
+    async fn decide_and_write(
+        &self,
+        command: &ControllerCommand,
+        deadline: tokio::time::Instant,
+    ) -> ControllerResponse {
+        let (reply, receivers) = {
+            let mut guard = self.proposer.lock().await;
+            let term = self.raft.metrics().borrow().current_term;
+            if guard.as_ref().map(Proposer::term) != Some(term) {
+                match self.new_proposer(term, deadline).await {
+                    Ok(fresh) => *guard = Some(fresh),
+                    Err(response) => return response,
                 }
             }
-            Err(error) => ControllerResponse::Unavailable(error.to_string()),
+            let proposer = guard.as_mut().expect("set above");
+            let (reply, entries) = match proposer.propose(command) {
+                Ok(decided) => decided,
+                Err(too_large) => return ControllerResponse::Refused(too_large.to_string()),
+            };
+            self.next_seq
+                .fetch_max(proposer.next_seq(), std::sync::atomic::Ordering::Relaxed);
+            let mut receivers = Vec::with_capacity(entries.len());
+            for entry in entries {
+                match self.raft.client_write_ff(entry).await {
+                    Ok(receiver) => receivers.push(receiver),
+                    Err(fatal) => {
+                        *guard = None;
+                        return ControllerResponse::Unavailable(fatal.to_string());
+                    }
+                }
+            }
+            (reply, receivers)
+        };
+        // Entries are in Raft's queue in order; the next command may be decided meanwhile.
+        for receiver in receivers {
+            let outcome = match receiver.await {
+                Ok(Ok(response)) => response.data,
+                Ok(Err(ClientWriteError::ForwardToLeader(forward))) => {
+                    self.forget_proposer().await;
+                    return ControllerResponse::NotController {
+                        leader: forward.leader_id,
+                    };
+                }
+                Ok(Err(error)) => {
+                    self.forget_proposer().await;
+                    return ControllerResponse::Unavailable(error.to_string());
+                }
+                Err(dropped) => {
+                    self.forget_proposer().await;
+                    return ControllerResponse::Unavailable(dropped.to_string());
+                }
+            };
+            if outcome == Replayed::Stale {
+                // Decided after an entry that did not reach the log: retried, it is
+                // decided afresh.
+                self.forget_proposer().await;
+                return ControllerResponse::Unavailable(
+                    "the metadata changed under this write; retry".into(),
+                );
+            }
         }
+        ControllerResponse::Reply(reply)
+    }
+
+    /// A proposer for `term`, once the image holds every entry in this node's log (those
+    /// of earlier terms and any this node proposed before with an unknown outcome).
+    async fn new_proposer(
+        &self,
+        term: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<Proposer, ControllerResponse> {
+        let waited = self
+            .raft
+            .wait(Some(
+                deadline.saturating_duration_since(tokio::time::Instant::now()),
+            ))
+            .metrics(
+                |m| {
+                    m.current_term != term
+                        || !m.state.is_leader()
+                        || m.last_applied.map_or(0, |id| id.index) >= m.last_log_index.unwrap_or(0)
+                },
+                "the metadata image holds every entry in the log",
+            )
+            .await;
+        let metrics = match waited {
+            Ok(metrics) => metrics,
+            Err(error) => return Err(ControllerResponse::Unavailable(error.to_string())),
+        };
+        if metrics.current_term != term || !metrics.state.is_leader() {
+            return Err(ControllerResponse::NotController {
+                leader: metrics.current_leader.filter(|&l| l != self.node_id),
+            });
+        }
+        let published = self.published.borrow().clone();
+        let first_seq = self.next_seq.load(std::sync::atomic::Ordering::Relaxed);
+        Ok(Proposer::new(
+            (*published.image).clone(),
+            published.last_decision,
+            term,
+            first_seq,
+            ENTRY_RECORDS_BYTES,
+        ))
+    }
+
+    /// After a write whose outcome is unknown: the next write starts from the applied image.
+    async fn forget_proposer(&self) {
+        *self.proposer.lock().await = None;
     }
 
     async fn heartbeat(
@@ -309,4 +430,58 @@ fn config_cluster_id() -> String {
     (0..22)
         .map(|i| ALPHABET[((value >> (6 * i)) & 63) as usize] as char)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+    use strand_metadata::{MetadataEntry, NewTopic};
+
+    use super::*;
+    use crate::TypeConfig;
+
+    #[test]
+    fn the_parts_of_a_large_decision_each_fit_an_entry() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            let incarnation = Uuid::from_u128(id as u128);
+            for command in [
+                ControllerCommand::RegisterBroker {
+                    id,
+                    host: "127.0.0.1".into(),
+                    port: 9092,
+                    rack: Some("a-rack-with-a-long-name".into()),
+                    incarnation,
+                },
+                ControllerCommand::UnfenceBroker { id, incarnation },
+            ] {
+                strand_metadata::apply(&mut image, &command);
+            }
+        }
+        let mut proposer =
+            Proposer::new(image, None, u64::MAX, u64::MAX - 1_000, ENTRY_RECORDS_BYTES);
+        let create = ControllerCommand::CreateTopics {
+            topics: vec![NewTopic {
+                name: "t".repeat(249),
+                id: Uuid::from_u128(7),
+                partitions: strand_metadata::controller::PARTITIONS_PER_TOPIC_MAX,
+                replication_factor: 3,
+                assignments: Vec::new(),
+                configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+            }],
+        };
+        let (_, entries) = proposer.propose(&create).unwrap();
+        assert!(entries.len() > 1);
+        for payload in entries {
+            assert!(matches!(&payload, MetadataEntry::Records(r) if r.part.is_some()));
+            let entry: Entry<TypeConfig> = Entry {
+                log_id: LogId::new(CommittedLeaderId::new(u64::MAX, u64::MAX), u64::MAX),
+                payload: EntryPayload::Normal(payload),
+            };
+            let bytes = serde_json::to_vec(&entry).unwrap().len();
+            assert!(bytes <= crate::rpc::ENTRY_MAX_BYTES, "{bytes} bytes");
+        }
+    }
 }

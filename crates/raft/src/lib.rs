@@ -2,14 +2,15 @@
 //!
 //! - `log_store.rs`: the Raft log in one append-only file of checksummed frames, the vote
 //!   and the purge point in atomically replaced files.
-//! - `state_machine.rs`: applies committed controller commands through
-//!   `strand_metadata::apply` and publishes each new image; snapshots are the image.
+//! - `state_machine.rs`: replays committed entries (`strand_metadata::replay_entry`: the
+//!   records the active controller decided) and publishes each new image; snapshots are
+//!   the image.
 //! - `rpc.rs`, `network.rs`: length-prefixed JSON over TCP for Raft's RPCs and for brokers'
 //!   requests to the active controller.
 //! - `node.rs`: starts a node's Raft, listener and duties; `client.rs`: brokers' way to
 //!   the active controller.
 //! - `controller_service.rs`: what the active controller does besides Raft: broker
-//!   heartbeats, fencing expired sessions, unfencing caught-up brokers, forwarding writes,
+//!   heartbeats, fencing expired sessions, unfencing caught-up brokers, deciding writes,
 //!   preferred leader election.
 
 pub mod client;
@@ -22,15 +23,16 @@ pub mod state_machine;
 
 use std::io::Cursor;
 
-use strand_metadata::{ControllerCommand, ControllerReply};
+use strand_metadata::{MetadataEntry, Replayed};
 
 pub type NodeId = u64;
 
 openraft::declare_raft_types!(
-    /// Raft types of the metadata quorum: entries carry controller commands.
+    /// Raft types of the metadata quorum: entries carry the records the active controller
+    /// decided (or, in logs written before that, commands); applying one says what it did.
     pub TypeConfig:
-        D = ControllerCommand,
-        R = ControllerReply,
+        D = MetadataEntry,
+        R = Replayed,
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,

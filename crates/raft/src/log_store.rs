@@ -2,7 +2,10 @@
 //! entry]`, appended and fdatasynced before Raft is told they are durable; `vote.json` and
 //! `purged.json` are replaced atomically. Entries are also kept in memory (the metadata log
 //! is small and snapshots purge it). A torn or corrupt frame at the tail (a crash during
-//! an append) is cut off on open; anything after it was never acknowledged.
+//! an append) is cut off on open; anything after it was never acknowledged. A frame whose
+//! checksum holds but whose entry does not decode was written whole, by a newer Strand or
+//! a bug: the open fails and the file stays as it is, since cutting it could drop
+//! committed entries.
 //!
 //! Not shared: openraft owns the store; readers get a clone of the in-memory entries.
 
@@ -91,9 +94,13 @@ impl LogStore {
             if crc32c::crc32c(body) != crc {
                 break;
             }
-            let Ok(entry) = serde_json::from_slice::<Entry<TypeConfig>>(body) else {
-                break;
-            };
+            let entry = serde_json::from_slice::<Entry<TypeConfig>>(body).map_err(|error| {
+                anyhow::anyhow!(
+                    "raft log {}: the entry at byte {position} is intact but does not decode \
+                     (written by a newer Strand?): {error}",
+                    path.display()
+                )
+            })?;
             let index = entry.get_log_id().index;
             if last_purged.is_some_and(|purged| index <= purged.index) {
                 entries.dead_frames += 1;
@@ -379,5 +386,35 @@ mod tests {
         assert_eq!(state.last_purged_log_id.unwrap().index, 1);
         assert_eq!(state.last_log_id.unwrap().index, 1);
         assert!(store.try_get_log_entries(0..).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_intact_entry_that_does_not_decode_fails_the_open_and_keeps_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = frame(&entry(1));
+        // A whole frame, checksum and all, of an entry this build cannot read: as a newer
+        // Strand would write one with a record kind added.
+        let body = br#"{"log_id":{"leader_id":{"term":1,"node_id":1},"index":2},"payload":{"Normal":{"version":2,"id":{"term":1,"seq":0},"follows":null,"records":[{"NewKind":{}}]}}}"#;
+        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(body).to_be_bytes());
+        bytes.extend_from_slice(body);
+        bytes.extend_from_slice(&frame(&entry(3)));
+        std::fs::write(dir.path().join(LOG_FILE), &bytes).unwrap();
+
+        let error = LogStore::open(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("does not decode"), "{error}");
+        assert_eq!(std::fs::read(dir.path().join(LOG_FILE)).unwrap(), bytes);
+    }
+
+    #[test]
+    fn entries_written_when_the_log_held_commands_still_read() {
+        let legacy = r#"{"log_id":{"leader_id":{"term":1,"node_id":1},"index":7},"payload":{"Normal":{"DeleteTopics":{"names":["t"]}}}}"#;
+        let entry: Entry<TypeConfig> = serde_json::from_str(legacy).unwrap();
+        assert!(matches!(
+            entry.payload,
+            EntryPayload::Normal(strand_metadata::MetadataEntry::Command(
+                strand_metadata::ControllerCommand::DeleteTopics { .. }
+            ))
+        ));
     }
 }

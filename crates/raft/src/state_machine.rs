@@ -1,5 +1,6 @@
-//! The state machine: the metadata image, advanced by applying each committed controller
-//! command through `strand_metadata::apply` (the same decision on every node). After every
+//! The state machine: the metadata image, advanced by replaying each committed entry's
+//! records (`strand_metadata::replay_entry`; decided once, by the active controller, and
+//! only applied where they follow the chain, the same on every node). After every
 //! applied batch the new image is published on a watch channel, which the broker follows.
 //! A snapshot is the image itself, as JSON, kept in `snapshot.json`.
 //!
@@ -15,7 +16,7 @@ use openraft::{
     SnapshotMeta, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
-use strand_metadata::{ControllerReply, MetadataImage};
+use strand_metadata::{DecisionId, MetadataImage, ReplayState, Replayed};
 use tokio::sync::watch;
 
 use crate::{io_error, NodeId, StorageError, TypeConfig};
@@ -28,11 +29,15 @@ pub struct Published {
     pub image: Arc<MetadataImage>,
     /// Index of the last applied log entry (0 before any).
     pub applied_index: u64,
+    /// The last records entry applied: where the next decision's chain starts.
+    pub last_decision: Option<DecisionId>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotBody {
     image: MetadataImage,
+    #[serde(default)]
+    replay: ReplayState,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     snapshot_id: String,
@@ -78,10 +83,7 @@ impl StateMachine {
             }
             Err(error) => return Err(error.into()),
         };
-        let published = watch::Sender::new(Published {
-            image: Arc::new(body.image.clone()),
-            applied_index: body.last_applied.map_or(0, |id| id.index),
-        });
+        let published = watch::Sender::new(published_of(&body));
         Ok(StateMachine {
             dir: dir.to_path_buf(),
             state: Arc::new(Mutex::new(State {
@@ -122,10 +124,15 @@ impl StateMachine {
     }
 
     fn publish(&self, body: &SnapshotBody) {
-        self.published.send_replace(Published {
-            image: Arc::new(body.image.clone()),
-            applied_index: body.last_applied.map_or(0, |id| id.index),
-        });
+        self.published.send_replace(published_of(body));
+    }
+}
+
+fn published_of(body: &SnapshotBody) -> Published {
+    Published {
+        image: Arc::new(body.image.clone()),
+        applied_index: body.last_applied.map_or(0, |id| id.index),
+        last_decision: body.replay.last,
     }
 }
 
@@ -164,7 +171,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((state.body.last_applied, state.body.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ControllerReply>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Replayed>, StorageError>
     where
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
@@ -173,27 +180,33 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let body = {
             let mut state = self.state();
             for entry in entries {
-                state.body.last_applied = Some(entry.log_id);
                 let reply = match entry.payload {
-                    EntryPayload::Blank => ControllerReply::Results(Vec::new()),
-                    EntryPayload::Normal(command) => {
-                        let (reply, records) =
-                            strand_metadata::apply(&mut state.body.image, &command);
-                        if !records.is_empty() {
-                            tracing::debug!(
-                                index = entry.log_id.index,
-                                ?records,
-                                "metadata records"
-                            );
-                        }
-                        reply
+                    EntryPayload::Blank => Replayed::Applied,
+                    EntryPayload::Normal(metadata) => {
+                        let body = &mut state.body;
+                        let replayed = strand_metadata::replay_entry(
+                            &mut body.image,
+                            &mut body.replay,
+                            &metadata,
+                        )
+                        .map_err(|error| {
+                            io_error(ErrorSubject::Apply(entry.log_id), ErrorVerb::Read, error)
+                        })?;
+                        tracing::debug!(
+                            index = entry.log_id.index,
+                            ?replayed,
+                            ?metadata,
+                            "metadata entry"
+                        );
+                        replayed
                     }
                     EntryPayload::Membership(membership) => {
                         state.body.membership =
                             StoredMembership::new(Some(entry.log_id), membership);
-                        ControllerReply::Results(Vec::new())
+                        Replayed::Applied
                     }
                 };
+                state.body.last_applied = Some(entry.log_id);
                 replies.push(reply);
             }
             state.body.clone()

@@ -78,26 +78,7 @@ async fn quorum_forms_fences_fails_over_and_recovers() {
     let client = QuorumClient::new(voters.clone());
     let incarnations: BTreeMap<i32, Uuid> = (1..=3).map(|id| (id, Uuid::new_v4())).collect();
     for (&id, &incarnation) in &incarnations {
-        let response = client
-            .request(
-                ControllerRequest::Register {
-                    command: ControllerCommand::RegisterBroker {
-                        id,
-                        host: "127.0.0.1".into(),
-                        port: 9000 + id as u16,
-                        rack: None,
-                        incarnation,
-                    },
-                    raft_address: voters[&(id as u64)].clone(),
-                },
-                TIMEOUT,
-            )
-            .await
-            .unwrap();
-        assert!(
-            matches!(response, ControllerResponse::Reply(_)),
-            "{response:?}"
-        );
+        register(&client, &voters, id, incarnation).await;
         let response = heartbeat(&client, id, incarnation).await;
         assert_eq!(
             response,
@@ -262,4 +243,157 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
     ));
     drop((oversized, stalled, idle));
     node.shutdown().await;
+}
+
+async fn register(
+    client: &QuorumClient,
+    voters: &BTreeMap<u64, String>,
+    id: i32,
+    incarnation: Uuid,
+) {
+    let response = client
+        .request(
+            ControllerRequest::Register {
+                command: ControllerCommand::RegisterBroker {
+                    id,
+                    host: "127.0.0.1".into(),
+                    port: 9000 + id as u16,
+                    rack: None,
+                    incarnation,
+                },
+                raft_address: voters[&(id as u64)].clone(),
+            },
+            TIMEOUT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(response, ControllerResponse::Reply(_)),
+        "{response:?}"
+    );
+}
+
+async fn create_topic(client: &QuorumClient, name: &str, partitions: i32) -> ControllerResponse {
+    client
+        .request(
+            ControllerRequest::Write(ControllerCommand::CreateTopics {
+                topics: vec![NewTopic {
+                    name: name.into(),
+                    id: Uuid::new_v4(),
+                    partitions,
+                    replication_factor: 3,
+                    assignments: Vec::new(),
+                    configs: BTreeMap::new(),
+                }],
+            }),
+            TIMEOUT,
+        )
+        .await
+        .unwrap()
+}
+
+/// The metadata log holds decided records: concurrent writes decided one after another
+/// without waiting for each other's commit, a topic and a fence too large for one log
+/// entry (stored in parts, applied whole), and every node's image equal, after a
+/// restart of the whole quorum too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_and_concurrent_decisions_replay_to_one_image_on_every_node() {
+    let root = tempfile::tempdir().unwrap();
+    let voters: BTreeMap<u64, String> = (1..=3)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, &voters, root.path()).await);
+    }
+    let client = std::sync::Arc::new(QuorumClient::new(voters.clone()));
+    let incarnations: BTreeMap<i32, Uuid> = (1..=3).map(|id| (id, Uuid::new_v4())).collect();
+    for (&id, &incarnation) in &incarnations {
+        register(&client, &voters, id, incarnation).await;
+        heartbeat(&client, id, incarnation).await;
+    }
+    // Brokers 1 and 2 stay alive; broker 3 stops heartbeating after the topics exist.
+    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let heartbeats = {
+        let (client, beating) = (client.clone(), beating.clone());
+        let incarnations = incarnations.clone();
+        tokio::spawn(async move {
+            loop {
+                for (&id, &incarnation) in &incarnations {
+                    if id != 3 || beating.load(std::sync::atomic::Ordering::Relaxed) {
+                        heartbeat(&client, id, incarnation).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+
+    const BIG: i32 = 20_000; // about 2 MiB of records: several entries of 512 KiB
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let client = client.clone();
+        writes.spawn(async move { create_topic(&client, &format!("small-{i}"), 2).await });
+    }
+    {
+        let client = client.clone();
+        writes.spawn(async move { create_topic(&client, "big", BIG).await });
+    }
+    while let Some(reply) = writes.join_next().await {
+        let reply = reply.unwrap();
+        assert!(
+            matches!(&reply, ControllerResponse::Reply(ControllerReply::Results(r)) if r[0].is_ok()),
+            "{reply:?}"
+        );
+    }
+    for node in &nodes {
+        let metadata = node.metadata.clone();
+        wait_until("every topic on every node", || {
+            let image = &metadata.borrow().image;
+            image.topics.len() == 41 && image.topic("big").unwrap().partitions.len() == BIG as usize
+        })
+        .await;
+    }
+
+    // Fencing broker 3 moves about 6,700 leaderships: more records than one entry holds.
+    beating.store(false, std::sync::atomic::Ordering::Relaxed);
+    for node in &nodes {
+        let metadata = node.metadata.clone();
+        wait_until("broker 3 fenced and leading nothing, on every node", || {
+            let image = &metadata.borrow().image;
+            image.brokers[&3].fenced
+                && image
+                    .topics
+                    .values()
+                    .flat_map(|t| &t.partitions)
+                    .all(|p| p.leader != 3 && !p.isr.contains(&3))
+        })
+        .await;
+    }
+    heartbeats.abort();
+    let images: Vec<_> = nodes
+        .iter()
+        .map(|n| n.metadata.borrow().image.clone())
+        .collect();
+    assert!(images.iter().all(|image| image.topics == images[0].topics));
+
+    // The whole quorum restarts from its directories and replays to the same image.
+    let before = images[0].topics.clone();
+    for node in nodes {
+        node.shutdown().await;
+    }
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, &voters, root.path()).await);
+    }
+    for node in &nodes {
+        let metadata = node.metadata.clone();
+        wait_until("the image replayed after the restart", || {
+            metadata.borrow().image.topics == before
+        })
+        .await;
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
 }

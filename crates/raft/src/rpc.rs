@@ -23,8 +23,8 @@ pub const FRAME_MAX_BYTES: u32 = 16 * 1024 * 1024;
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 /// openraft's max_payload_entries for this transport.
 pub const APPEND_ENTRIES_MAX: u64 = 16;
-/// Largest controller command accepted into the log (JSON); a CreateTopics of thousands
-/// of topics is well under it.
+/// Largest log entry (JSON): a decision with more records is stored in several entries
+/// (`strand_metadata::proposer`).
 pub const ENTRY_MAX_BYTES: usize = 512 * 1024;
 
 #[derive(Debug, Serialize, Deserialize)]

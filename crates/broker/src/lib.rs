@@ -8,6 +8,7 @@
 pub mod api;
 pub mod broker;
 pub mod cluster;
+pub mod cold_reads;
 pub mod config;
 pub mod connection;
 pub use strand_types::error_code;

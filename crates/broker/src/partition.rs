@@ -209,6 +209,8 @@ pub struct Partition {
     node_id: i32,
     log: Arc<Mutex<Log>>,
     parked_fetches: Mutex<Vec<Arc<Notify>>>,
+    /// A fetch's read that missed the page cache, being warmed (`cold_reads`).
+    warming: crate::cold_reads::Warming,
     /// min.insync.replicas of the topic (changed by AlterConfigs).
     min_insync_replicas: AtomicI32,
     replication: Mutex<Replication>,
@@ -251,6 +253,7 @@ impl Partition {
             node_id,
             log,
             parked_fetches: Mutex::new(Vec::new()),
+            warming: crate::cold_reads::Warming::default(),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             replication: Mutex::new(Replication {
                 assignment: Assignment::none(),
@@ -673,13 +676,15 @@ impl Partition {
 
     /// A follower's fetch at `fetch_offset`: records its progress (which may advance the
     /// high watermark and earn it a place back in the ISR) and reads up to the log end.
-    /// Returns the read and, when the follower should join the ISR, the proposed ISR.
+    /// Returns the read (which may fail, e.g. out of range, or only because it would wait
+    /// for the disk) and, when the follower should join the ISR, the proposed ISR; an
+    /// error code if this replica does not lead or does not know the follower.
     pub fn read_for_follower(
         &self,
         follower: i32,
         fetch_offset: i64,
         max_bytes: u64,
-    ) -> Result<(ReadResult, Option<IsrProposal>), i16> {
+    ) -> Result<(LogResult<ReadResult>, Option<IsrProposal>), i16> {
         let now = Instant::now();
         let log_end = self.log().log_end_offset();
         let high_watermark = self.log().high_watermark();
@@ -714,12 +719,7 @@ impl Partition {
         };
         self.advance_high_watermark();
         let log = self.log();
-        let read = log
-            .read(fetch_offset, max_bytes, log.log_end_offset(), true)
-            .map_err(|error| match error {
-                LogError::OffsetOutOfRange { .. } => error_code::OFFSET_OUT_OF_RANGE,
-                other => other.kafka_error_code(),
-            })?;
+        let read = log.read(fetch_offset, max_bytes, log.log_end_offset(), true);
         Ok((read, proposal))
     }
 
@@ -867,7 +867,11 @@ impl Partition {
         parked.retain(|parked| !Arc::ptr_eq(parked, waiter));
     }
 
-    fn wake_parked_fetches(&self) {
+    pub fn warming(&self) -> &crate::cold_reads::Warming {
+        &self.warming
+    }
+
+    pub(crate) fn wake_parked_fetches(&self) {
         let parked = std::mem::take(
             &mut *self
                 .parked_fetches

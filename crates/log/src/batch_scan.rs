@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use strand_records::{BatchHeader, BatchView, BATCH_HEADER_BYTES};
 
@@ -147,7 +146,12 @@ impl<'a> BatchScanner<'a> {
         let remaining = (self.end - self.position) as usize;
         let read_len = wanted.max(chunk).min(remaining);
         self.buffer.resize(read_len, 0);
-        self.file.read_exact_at(&mut self.buffer, self.position)?;
+        crate::read_mode::read_exact_at(
+            self.file,
+            &mut self.buffer,
+            self.position,
+            crate::read_mode::Extent::Ahead,
+        )?;
         self.buffer_start = self.position;
         Ok(())
     }
@@ -156,6 +160,7 @@ impl<'a> BatchScanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
     use strand_records::{BatchBuilder, Record};
 
     fn batch(base: i64, value_len: usize) -> Vec<u8> {

@@ -1,8 +1,10 @@
 //! Test-only faults in the file layer (feature `fault-injection`): a hook every fsync the
-//! log makes calls first, with the path it syncs (a log directory or a file in one), so a
-//! test can stall one partition's disk and watch the rest of the broker go on. Without
-//! the feature `before_sync` is empty.
+//! log makes calls first, with the path it syncs (a log directory or a file in one), and
+//! one every read of a segment or index file calls first, so a test can stall one
+//! partition's disk (or make its files look uncached) and watch the rest of the broker go
+//! on. Without the feature the hooks are empty.
 
+use std::fs::File;
 use std::path::Path;
 
 #[cfg(feature = "fault-injection")]
@@ -25,4 +27,30 @@ pub(crate) fn before_sync(path: &Path) {
     }
     #[cfg(not(feature = "fault-injection"))]
     let _ = path;
+}
+
+/// Called before a read of `file`, with whether the read must not wait (`read_mode`);
+/// returns whether the file's data is to count as cached. A hook may block (a stalled
+/// disk) when the read may wait.
+#[cfg(feature = "fault-injection")]
+type ReadHook = Box<dyn Fn(&File, bool) -> bool + Send + Sync>;
+
+#[cfg(feature = "fault-injection")]
+static READ_HOOK: std::sync::RwLock<Option<ReadHook>> = std::sync::RwLock::new(None);
+
+/// Installs (or, with None, removes) the hook called before every segment or index read.
+#[cfg(feature = "fault-injection")]
+pub fn set_read_hook(hook: Option<ReadHook>) {
+    *READ_HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;
+}
+
+/// Whether the read may go ahead as cached (always, without the feature).
+#[inline]
+pub(crate) fn before_read(file: &File, no_wait: bool) -> bool {
+    #[cfg(feature = "fault-injection")]
+    if let Some(hook) = READ_HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return hook(file, no_wait);
+    }
+    let _ = (file, no_wait);
+    true
 }

@@ -32,6 +32,7 @@ pub mod log_manager;
 pub mod offset_index;
 pub mod preallocation;
 pub mod producer_state;
+pub mod read_mode;
 pub mod read_verification;
 pub mod retention;
 pub mod segment;

@@ -9,7 +9,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -101,7 +100,12 @@ impl FileSlice {
     /// Copies the slice into memory (tests, TLS connections).
     pub fn read_to_vec(&self) -> io::Result<Vec<u8>> {
         let mut bytes = vec![0u8; self.length as usize];
-        self.files.log.read_exact_at(&mut bytes, self.position)?;
+        crate::read_mode::read_exact_at(
+            &self.files.log,
+            &mut bytes,
+            self.position,
+            crate::read_mode::Extent::Ahead,
+        )?;
         Ok(bytes)
     }
 }
@@ -593,6 +597,8 @@ impl Log {
                     }
                     Err(corrupt) => return Err(self.corrupt_batch(segment, corrupt)),
                 };
+                // sendfile on a runtime worker must find the region in the page cache.
+                crate::read_mode::ensure_cached(&files.log, first.position, length)?;
                 result.slice = Some(FileSlice {
                     files,
                     position: first.position,
@@ -670,7 +676,12 @@ impl Log {
     ) -> LogResult<Option<TimestampOffset>> {
         let files = segment.files(&self.dir, &self.cache)?;
         let mut bytes = vec![0u8; batch.size_bytes() as usize];
-        files.log.read_exact_at(&mut bytes, batch.position)?;
+        crate::read_mode::read_exact_at(
+            &files.log,
+            &mut bytes,
+            batch.position,
+            crate::read_mode::Extent::Ahead,
+        )?;
         let view = BatchView::parse(&bytes)?;
         let header = view.header;
         let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;

@@ -111,7 +111,12 @@ impl<E: IndexEntry> SparseIndex<E> {
             return Ok(self.pending[(slot - written) as usize]);
         }
         let mut buf = [0u8; 16];
-        file.read_exact_at(&mut buf[..E::BYTES], slot * E::BYTES as u64)?;
+        crate::read_mode::read_exact_at(
+            file,
+            &mut buf[..E::BYTES],
+            slot * E::BYTES as u64,
+            crate::read_mode::Extent::WholeFile,
+        )?;
         Ok(E::decode(&buf[..E::BYTES]))
     }
 

@@ -9,11 +9,16 @@
 //! `current_leader_epoch` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A fetch
 //! with a replica id is a follower's: it reads up to the log end offset, and its fetch
 //! offset tells the leader how far the follower has come (high watermark, ISR).
+//!
+//! Reads run on the runtime worker without waiting for the disk (`cold_reads`): a
+//! partition whose data is not in the page cache answers without records while its data
+//! is warmed off the runtime, and the parked fetch wakes to read it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::FetchRequest;
+use strand_log::read_mode::Miss;
 use strand_log::{LogError, TopicPartition};
 use strand_protocol::{
     encode_fetch_response, FetchPartitionOut, FetchTopicOut, RecordsOut, SharedFile,
@@ -99,15 +104,22 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .filter(|p| p.park_fetch(&waiter))
             .collect();
         let mut proposals = Vec::new();
-        let (responses, bytes, errors) = read_all(
-            &targets,
-            body.max_bytes,
-            read_committed,
-            follower,
-            &mut proposals,
-        );
+        let mut misses = Vec::new();
+        let (responses, bytes, errors) = strand_log::read_mode::without_waiting(|| {
+            read_all(
+                &targets,
+                body.max_bytes,
+                read_committed,
+                follower,
+                &mut proposals,
+                &mut misses,
+            )
+        });
         if !proposals.is_empty() {
             broker.propose_isr_changes(proposals);
+        }
+        for (partition, miss) in misses {
+            crate::cold_reads::warm(partition, miss);
         }
         let done = bytes >= body.min_bytes.max(1) as u64
             || errors
@@ -264,13 +276,15 @@ fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16
 }
 
 /// Reads every target once. Returns each partition's answer, the record bytes found,
-/// and whether any partition had an error (which ends the wait, as in Kafka).
-fn read_all(
-    targets: &[Target],
+/// and whether any partition had an error (which ends the wait, as in Kafka). A read
+/// that would wait for the disk answers without records and leaves its miss in `misses`.
+fn read_all<'t>(
+    targets: &'t [Target],
     max_bytes: i32,
     read_committed: bool,
     follower: Option<i32>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
+    misses: &mut Vec<(&'t Arc<Partition>, Miss)>,
 ) -> (Vec<(FetchKey, FetchPartitionOut)>, u64, bool) {
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
@@ -305,12 +319,19 @@ fn read_all(
                 out.records = read.records;
                 out.diverging_epoch = read.diverging_epoch;
             }
-            Err((code, high_watermark, log_start_offset)) => {
+            Err(Refusal::Error(code, high_watermark, log_start_offset)) => {
                 errors = true;
                 out.error_code = code;
                 out.high_watermark = high_watermark;
                 out.last_stable_offset = high_watermark;
                 out.log_start_offset = log_start_offset;
+            }
+            Err(Refusal::WouldWait(partition, miss)) => {
+                let log = partition.log();
+                out.high_watermark = log.high_watermark();
+                out.last_stable_offset = out.high_watermark;
+                out.log_start_offset = log.log_start_offset();
+                misses.extend(miss.map(|miss| (partition, miss)));
             }
         }
         answers.push((target.key.clone(), out));
@@ -348,45 +369,63 @@ fn diverging_epoch(partition: &Partition, target: &Target) -> Option<PartitionRe
     })
 }
 
-/// The partition's read, or (error code, high watermark, log start).
-fn read_one(
-    target: &Target,
+/// Why a partition's read gives no records.
+enum Refusal<'t> {
+    /// (error code, high watermark, log start)
+    Error(i16, i64, i64),
+    /// The read would wait for the disk; what it missed, to warm.
+    WouldWait(&'t Arc<Partition>, Option<Miss>),
+}
+
+fn refused<'t>(code: i16) -> Refusal<'t> {
+    Refusal::Error(code, -1, -1)
+}
+
+/// The partition's read, or why there is none.
+fn read_one<'t>(
+    target: &'t Target,
     budget: u64,
     first: bool,
     follower: Option<i32>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
-) -> Result<PartitionRead, (i16, i64, i64)> {
-    let partition = target.partition.as_ref().map_err(|code| (*code, -1, -1))?;
+) -> Result<PartitionRead, Refusal<'t>> {
+    let partition = target.partition.as_ref().map_err(|code| refused(*code))?;
     if !partition.is_leader() {
-        return Err((error_code::NOT_LEADER_OR_FOLLOWER, -1, -1));
+        return Err(refused(error_code::NOT_LEADER_OR_FOLLOWER));
     }
     partition
         .check_leader_epoch(target.current_leader_epoch)
-        .map_err(|code| (code, -1, -1))?;
+        .map_err(refused)?;
     if let Some(diverging) = diverging_epoch(partition, target) {
         return Ok(diverging);
     }
     let limit = budget.min(target.partition_max_bytes.max(0) as u64);
-    let read = match follower {
-        None => partition.read(target.fetch_offset, limit, first),
-        Some(replica) => match partition.read_for_follower(replica, target.fetch_offset, limit) {
-            Ok((read, proposal)) => {
+    let mut read = || match follower {
+        None => Ok(partition.read(target.fetch_offset, limit, first)),
+        Some(replica) => partition
+            .read_for_follower(replica, target.fetch_offset, limit)
+            .map(|(read, proposal)| {
                 if let (Some(proposal), Some(tp)) = (proposal, &target.tp) {
                     proposals.push((tp.clone(), proposal));
                 }
-                Ok(read)
-            }
-            Err(error_code::OFFSET_OUT_OF_RANGE) => {
-                let log = partition.log();
-                return Err((
-                    error_code::OFFSET_OUT_OF_RANGE,
-                    log.high_watermark(),
-                    log.log_start_offset(),
-                ));
-            }
-            Err(code) => return Err((code, -1, -1)),
-        },
+                read
+            }),
     };
+    // After a failed warm, this read waits for the disk so that its error is answered.
+    let read = if partition.warming().take_failure() {
+        strand_log::read_mode::waiting(read)
+    } else {
+        read()
+    };
+    let read = read.map_err(refused)?;
+    if let Err(error) = &read {
+        if strand_log::read_mode::would_block(error) {
+            return Err(Refusal::WouldWait(
+                partition,
+                strand_log::read_mode::take_miss(),
+            ));
+        }
+    }
     match read {
         Ok(result) => {
             let records = match result.slice {
@@ -411,12 +450,12 @@ fn read_one(
             log_start_offset, ..
         }) => {
             let high_watermark = partition.log().high_watermark();
-            Err((
+            Err(Refusal::Error(
                 error_code::OFFSET_OUT_OF_RANGE,
                 high_watermark,
                 log_start_offset,
             ))
         }
-        Err(error) => Err((error.kafka_error_code(), -1, -1)),
+        Err(error) => Err(refused(error.kafka_error_code())),
     }
 }

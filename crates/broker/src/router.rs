@@ -54,7 +54,7 @@ pub async fn route(
     match request.api_key {
         ApiKey::Produce => api::produce::handle(broker, request).await,
         ApiKey::Fetch => api::fetch::handle(broker, request).await,
-        ApiKey::ListOffsets => api::list_offsets::handle(broker, request),
+        ApiKey::ListOffsets => api::list_offsets::handle(broker, request).await,
         ApiKey::Metadata => api::metadata::handle(broker, request).await,
         ApiKey::CreateTopics => api::create_topics::handle(broker, request).await,
         ApiKey::DeleteTopics => api::delete_topics::handle(broker, request).await,

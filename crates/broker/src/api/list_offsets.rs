@@ -1,6 +1,10 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), earliest local
 //! (-4), or the first offset at or after a timestamp. Consumers (replica id -1) see only
 //! up to the high watermark.
+//!
+//! Lookups by timestamp read the time index and batches on the runtime worker without
+//! waiting for the disk; what the page cache lacks is read into it off the runtime
+//! (`cold_reads::warm_now`), holding no lock, and the lookup runs again.
 
 use std::sync::Arc;
 
@@ -8,6 +12,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use strand_log::read_mode::Miss;
 use strand_log::TopicPartition;
 
 use crate::broker::Broker;
@@ -20,72 +25,116 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: ListOffsetsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
     let with_epoch = request.header.request_api_version >= 4;
-    let topics = body
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|partition| {
-                    let tp = TopicPartition::new(topic.name.as_str(), partition.partition_index);
-                    let response = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(partition.partition_index);
-                    match lookup(
-                        broker,
-                        &tp,
-                        partition.timestamp,
-                        partition.current_leader_epoch,
-                    ) {
-                        Ok((timestamp, offset, leader_epoch)) => response
-                            .with_error_code(error_code::NONE)
-                            .with_timestamp(timestamp)
-                            .with_offset(offset)
-                            .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
-                        Err(code) => response
-                            .with_error_code(code)
-                            .with_timestamp(-1)
-                            .with_offset(-1)
-                            .with_leader_epoch(-1),
-                    }
-                })
-                .collect();
+    let mut topics = Vec::with_capacity(body.topics.len());
+    for topic in body.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for partition in &topic.partitions {
+            let tp = TopicPartition::new(topic.name.as_str(), partition.partition_index);
+            let response = ListOffsetsPartitionResponse::default()
+                .with_partition_index(partition.partition_index);
+            let found = lookup_without_waiting(
+                broker,
+                &tp,
+                partition.timestamp,
+                partition.current_leader_epoch,
+            )
+            .await;
+            partitions.push(match found {
+                Ok((timestamp, offset, leader_epoch)) => response
+                    .with_error_code(error_code::NONE)
+                    .with_timestamp(timestamp)
+                    .with_offset(offset)
+                    .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
+                Err(code) => response
+                    .with_error_code(code)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(-1),
+            });
+        }
+        topics.push(
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name)
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     respond(
         &request,
         &ListOffsetsResponse::default().with_topics(topics),
     )
 }
 
-/// (timestamp, offset, the leader's epoch) for one partition, or an error code.
-fn lookup(
+/// Lookups that find something new missing from the page cache each time (a cache too
+/// small for the index and its batches) read waiting for the disk after this many warms.
+const WARM_ROUNDS: usize = 4;
+
+/// `lookup` without waiting for the disk on this worker.
+async fn lookup_without_waiting(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
 ) -> Result<(i64, i64, i32), i16> {
+    for _ in 0..WARM_ROUNDS {
+        let found = strand_log::read_mode::without_waiting(|| {
+            lookup(broker, tp, timestamp, current_leader_epoch)
+        });
+        match found {
+            Err(Refusal::WouldWait(Some(miss))) => crate::cold_reads::warm_now(miss).await?,
+            Err(Refusal::WouldWait(None)) => break,
+            Err(Refusal::Error(code)) => return Err(code),
+            Ok(found) => return Ok(found),
+        }
+    }
+    lookup(broker, tp, timestamp, current_leader_epoch).map_err(|refusal| match refusal {
+        Refusal::Error(code) => code,
+        Refusal::WouldWait(_) => error_code::KAFKA_STORAGE_ERROR,
+    })
+}
+
+enum Refusal {
+    Error(i16),
+    /// The read would wait for the disk; what it missed.
+    WouldWait(Option<Miss>),
+}
+
+impl From<i16> for Refusal {
+    fn from(code: i16) -> Refusal {
+        Refusal::Error(code)
+    }
+}
+
+/// (timestamp, offset, the leader's epoch) for one partition, or why not.
+fn lookup(
+    broker: &Arc<Broker>,
+    tp: &TopicPartition,
+    timestamp: i64,
+    current_leader_epoch: i32,
+) -> Result<(i64, i64, i32), Refusal> {
     let partition = broker
         .partition(tp)
-        .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        .ok_or(Refusal::Error(error_code::UNKNOWN_TOPIC_OR_PARTITION))?;
     if !partition.is_leader() {
-        return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+        return Err(Refusal::Error(error_code::NOT_LEADER_OR_FOLLOWER));
     }
     partition.check_leader_epoch(current_leader_epoch)?;
     let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
     let log = partition.log();
     let visible_end = log.high_watermark();
-    let storage = |error: strand_log::LogError| error.kafka_error_code();
+    let storage = |error: strand_log::LogError| {
+        if strand_log::read_mode::would_block(&error) {
+            Refusal::WouldWait(strand_log::read_mode::take_miss())
+        } else {
+            Refusal::Error(error.kafka_error_code())
+        }
+    };
     let found = match timestamp {
         LATEST | LATEST_TIERED => Ok((-1, visible_end)),
         EARLIEST | EARLIEST_LOCAL => Ok((-1, log.log_start_offset())),
@@ -99,7 +148,7 @@ fn lookup(
                 _ => (-1, -1),
             },
         ),
-        _ => Err(error_code::INVALID_REQUEST),
+        _ => Err(Refusal::Error(error_code::INVALID_REQUEST)),
     }?;
     // Nothing found carries no epoch, as in Kafka.
     Ok((found.0, found.1, if found.1 >= 0 { epoch } else { -1 }))

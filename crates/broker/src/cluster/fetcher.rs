@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use strand_log::{LogError, TopicPartition};
+use strand_log::{LogError, LogResult, TopicPartition};
 use strand_protocol::client::Connection;
 use strand_raft::state_machine::Published;
 use tokio::sync::{watch, Notify};
@@ -278,6 +278,19 @@ fn truncation_target(log: &strand_log::Log, leader_epoch: i32, end_offset: i64) 
     }
 }
 
+/// Runs a follower's truncation or reset, which syncs files, on a blocking thread: a
+/// stalled disk then holds up this partition's replication, not a runtime worker.
+async fn off_runtime<T: Send + 'static>(
+    partition: &Arc<Partition>,
+    epoch: i32,
+    work: impl FnOnce(&Partition, i32) -> LogResult<T> + Send + 'static,
+) -> LogResult<T> {
+    let partition = partition.clone();
+    tokio::task::spawn_blocking(move || work(&partition, epoch))
+        .await
+        .unwrap_or_else(|error| Err(LogError::Io(std::io::Error::other(error))))
+}
+
 /// Asks the leader where our latest epoch ends and cuts the log there.
 async fn truncate(
     node_id: i32,
@@ -341,9 +354,12 @@ async fn truncate(
             }
             let end_offset = answer.end_offset;
             let leader_epoch = answer.leader_epoch;
-            let outcome = partition.truncate_as_follower(*epoch, |log| {
-                truncation_target(log, leader_epoch, end_offset)
-            });
+            let outcome = off_runtime(partition, *epoch, move |partition, epoch| {
+                partition.truncate_as_follower(epoch, |log| {
+                    truncation_target(log, leader_epoch, end_offset)
+                })
+            })
+            .await;
             if let Ok(Some((from, to))) = &outcome {
                 if to < from {
                     tracing::info!(partition = %tp, from, to, "truncating by leader epoch");
@@ -444,9 +460,12 @@ async fn fetch_once(
             let diverging = &answer.diverging_epoch;
             if answer.error_code == error_code::NONE && diverging.epoch >= 0 {
                 let (leader_epoch, end_offset) = (diverging.epoch, diverging.end_offset);
-                let outcome = partition.truncate_as_follower(*epoch, |log| {
-                    truncation_target(log, leader_epoch, end_offset)
-                });
+                let outcome = off_runtime(partition, *epoch, move |partition, epoch| {
+                    partition.truncate_as_follower(epoch, |log| {
+                        truncation_target(log, leader_epoch, end_offset)
+                    })
+                })
+                .await;
                 match outcome {
                     Ok(Some((from, to))) if to < from => {
                         tracing::info!(partition = %tp, from, to, leader_epoch, "truncating to the leader's diverging epoch");
@@ -485,7 +504,11 @@ async fn fetch_once(
                 error_code::OFFSET_OUT_OF_RANGE => {
                     if *fetched_at < answer.log_start_offset {
                         // Behind the leader's retention: start over at its log start.
-                        let result = partition.reset_as_follower(*epoch, answer.log_start_offset);
+                        let start = answer.log_start_offset;
+                        let result = off_runtime(partition, *epoch, move |partition, epoch| {
+                            partition.reset_as_follower(epoch, start)
+                        })
+                        .await;
                         if let Err(error) = result {
                             tracing::error!(partition = %tp, %error, "resetting follower log failed");
                             pause(fetcher, &tp, *epoch);

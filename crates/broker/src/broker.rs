@@ -47,6 +47,8 @@ impl ApiError {
 #[derive(Debug)]
 pub struct Broker {
     pub config: BrokerConfig,
+    /// max.connections and the per-address limits, host names resolved once at open.
+    pub connection_limits: strand_protocol::connection_limits::ConnectionLimitsConfig,
     pub cluster_id: String,
     pub advertised_host: String,
     pub advertised_port: u16,
@@ -79,6 +81,7 @@ impl Broker {
     /// Opens the data directory (creating it), recovering logs if the last stop was unclean.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let connection_limits = config.connection_limits().map_err(anyhow::Error::msg)?;
         let data_dir = config.data_dir.clone();
         std::fs::create_dir_all(&data_dir).map_err(|error| {
             anyhow::anyhow!(
@@ -155,6 +158,7 @@ impl Broker {
         };
         let broker = Arc::new(Broker {
             config,
+            connection_limits,
             cluster_id,
             advertised_host,
             advertised_port,

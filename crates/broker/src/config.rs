@@ -234,7 +234,8 @@ impl BrokerConfig {
         if self.request_read_timeout_ms == 0 {
             return Err("request_read_timeout_ms must be positive".into());
         }
-        self.connection_limits()?;
+        // max.connections.per.ip.overrides is checked (and its host names resolved, once)
+        // by `connection_limits`, which the broker calls as it opens.
         self.advertised().map(|_| ())
     }
 

@@ -107,12 +107,7 @@ async fn run(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let limits = ConnectionLimits::new(
-        broker
-            .config
-            .connection_limits()
-            .map_err(|error| anyhow::anyhow!(error))?,
-    );
+    let limits = ConnectionLimits::new(broker.connection_limits.clone());
     let request_memory = Arc::new(RequestMemory::new(
         broker.config.request_memory_bytes(),
         UNPOOLED_BYTES_PER_REQUEST,

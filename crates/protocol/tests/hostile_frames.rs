@@ -155,7 +155,10 @@ fn mutated_real_requests_decode_to_an_error_or_a_message_that_round_trips() {
             },
         )
         .unwrap();
-    eprintln!("{} of 3,000 mutated requests decoded and round-tripped", decoded.get());
+    eprintln!(
+        "{} of 3,000 mutated requests decoded and round-tripped",
+        decoded.get()
+    );
     assert!(
         decoded.get() > 150,
         "only {} of 3,000 mutated requests decoded: the round trip was hardly checked",

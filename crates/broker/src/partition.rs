@@ -632,10 +632,32 @@ impl Partition {
         *self.high_watermark.borrow()
     }
 
-    /// A consumer's read: leader only, up to the high watermark.
-    pub fn read(&self, offset: i64, max_bytes: u64, min_one_batch: bool) -> LogResult<ReadResult> {
+    /// A consumer's read: leader only, up to the high watermark, or for read_committed
+    /// up to the last stable offset, with the aborted transactions in what it may return
+    /// ((producer id, first offset), by first offset).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+        read_committed: bool,
+    ) -> LogResult<(ReadResult, Vec<(i64, i64)>)> {
         let log = self.log();
-        log.read(offset, max_bytes, log.high_watermark(), min_one_batch)
+        let upper = if read_committed {
+            log.last_stable_offset()
+        } else {
+            log.high_watermark()
+        };
+        let read = log.read(offset, max_bytes, upper, min_one_batch)?;
+        let aborted = if read_committed && read.slice.is_some() {
+            log.aborted_txns(offset, upper)
+                .into_iter()
+                .map(|txn| (txn.producer_id, txn.first_offset))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((read, aborted))
     }
 
     pub fn is_leader(&self) -> bool {

@@ -50,5 +50,7 @@ pub use leader_epoch::{EpochEntry, LeaderEpochCache};
 pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult, TimestampOffset};
 pub use log_loader::{LogOpenState, RecoveryReport};
 pub use log_manager::{flush_if_due, upkeep, LogManager, LogManagerOptions, TopicPartition};
-pub use producer_state::{ProducerCheck, ProducerError, ProducerStateManager};
+pub use producer_state::{
+    AbortedTxn, CompletedTxn, ProducerCheck, ProducerError, ProducerStateManager,
+};
 pub use sync_gate::{DurableState, SyncGate, SyncTicket};

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use strand_records::{
-    set_base_offset, set_log_append_time, set_partition_leader_epoch, walk_records,
-    walk_stored_records, BatchHeader, BatchView, RecordsError, TimestampType, BATCH_HEADER_BYTES,
-    NO_TIMESTAMP,
+    read_end_txn_marker, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    walk_records, walk_stored_records, BatchHeader, BatchView, EndTxnMarker, RecordsError,
+    TimestampType, BATCH_HEADER_BYTES, NO_TIMESTAMP,
 };
 
 use crate::batch_scan::{BatchScanner, ScanStep};
@@ -25,7 +25,7 @@ use crate::config::{Durability, LogConfig};
 use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
-use crate::producer_state::{ProducerCheck, ProducerStateManager};
+use crate::producer_state::{CompletedTxn, ProducerCheck, ProducerStateManager};
 use crate::read_verification::CorruptBatch;
 use crate::segment::{AppendError, Segment};
 use crate::segment_list::SegmentList;
@@ -117,6 +117,7 @@ pub struct ReadResult {
     pub log_start_offset: i64,
     pub log_end_offset: i64,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,8 +194,23 @@ impl Log {
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
+    /// The last stable offset: read_committed consumers read below it. The high
+    /// watermark, or the first offset of the oldest transaction not yet stable (open, or
+    /// closed by a marker the high watermark has not passed).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.producers
+            .first_unstable_offset()
+            .map_or(self.high_watermark, |first| first.min(self.high_watermark))
+    }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point
+    }
+    /// Aborted transactions with records in `[from, upper)`, for a read_committed fetch,
+    /// sorted by first offset as clients expect them.
+    pub fn aborted_txns(&self, from: i64, upper: i64) -> Vec<crate::producer_state::AbortedTxn> {
+        let mut found = self.producers.aborted_txns(from, upper);
+        found.sort_by_key(|txn| (txn.first_offset, txn.last_offset));
+        found
     }
     pub fn leader_epochs(&self) -> &LeaderEpochCache {
         &self.epochs
@@ -281,6 +297,7 @@ impl Log {
     /// Sets the high watermark, clamped to [log start offset, log end offset].
     pub fn set_high_watermark(&mut self, offset: i64) {
         self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset());
+        self.producers.on_high_watermark(self.high_watermark);
     }
 
     /// Validates one batch from a producer, assigns its offsets, stamps the leader epoch
@@ -365,6 +382,45 @@ impl Log {
         })
     }
 
+    /// Writes a transaction marker as leader at `leader_epoch` (WriteTxnMarkers): closes
+    /// the producer's open transaction on this partition. Returns where it went and the
+    /// transaction it closed, if one was open.
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        leader_epoch: i32,
+    ) -> LogResult<(AppendInfo, Option<CompletedTxn>)> {
+        self.check_online()?;
+        self.producers
+            .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
+        let now = self.clock.now_ms();
+        let mut batch = marker.batch(producer_id, producer_epoch, now);
+        let first_offset = self.log_end_offset();
+        set_base_offset(&mut batch, first_offset);
+        set_partition_leader_epoch(&mut batch, leader_epoch);
+        let view = BatchView::parse(&batch)?;
+        let header = view.header;
+        self.write_batch(view.bytes, &header)?;
+        let completed = record_in_producer_state(&mut self.producers, &view)?;
+        if self.epochs.assign(leader_epoch, first_offset) {
+            self.checkpoint_epochs_deferred()?;
+        }
+        self.after_append(1)?;
+        let info = AppendInfo {
+            first_offset,
+            last_offset: first_offset,
+            max_timestamp: now,
+            log_append_time_ms: NO_TIMESTAMP,
+            log_start_offset: self.log_start_offset,
+            batches: 1,
+            bytes: batch.len() as u64,
+            duplicate: false,
+        };
+        Ok((info, completed))
+    }
+
     /// Appends batches fetched from the leader, keeping their offsets and epochs. Each
     /// batch must start exactly at the log end offset. A trailing incomplete batch (fetch
     /// responses may end mid-batch) is ignored; a complete batch that fails its CRC is not.
@@ -387,7 +443,7 @@ impl Log {
                 });
             }
             self.write_batch(view.bytes, &header)?;
-            self.producers.update(&header);
+            record_in_producer_state(&mut self.producers, &view)?;
             if self
                 .epochs
                 .assign(header.partition_leader_epoch, header.base_offset)
@@ -548,6 +604,7 @@ impl Log {
             log_start_offset: self.log_start_offset,
             log_end_offset,
             high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
         };
         if start_offset < self.log_start_offset || start_offset > log_end_offset {
             return Err(LogError::OffsetOutOfRange {
@@ -675,13 +732,7 @@ impl Log {
         matches: impl Fn(i64, i64) -> bool,
     ) -> LogResult<Option<TimestampOffset>> {
         let files = segment.files(&self.dir, &self.cache)?;
-        let mut bytes = vec![0u8; batch.size_bytes() as usize];
-        crate::read_mode::read_exact_at(
-            &files.log,
-            &mut bytes,
-            batch.position,
-            crate::read_mode::Extent::Ahead,
-        )?;
+        let bytes = read_batch(&files, batch)?;
         let view = BatchView::parse(&bytes)?;
         let header = view.header;
         let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;
@@ -788,11 +839,19 @@ impl Log {
             let files = segment.files(&self.dir, &self.cache)?;
             let mut scanner = BatchScanner::new(&files.log, 0, segment.size_bytes());
             while let ScanStep::Batch(batch) = scanner.next_header()? {
-                if batch.header.base_offset >= from {
+                if batch.header.base_offset < from {
+                    continue;
+                }
+                if batch.header.attributes.is_control() {
+                    // A marker's type is in its record: read the (small) batch whole.
+                    let bytes = read_batch(&files, &batch)?;
+                    record_in_producer_state(&mut producers, &BatchView::parse(&bytes)?)?;
+                } else {
                     producers.update(&batch.header);
                 }
             }
         }
+        producers.on_high_watermark(self.high_watermark);
         self.producers = producers;
         Ok(())
     }
@@ -820,6 +879,7 @@ impl Log {
         self.materialize()?;
         self.log_start_offset = offset;
         self.high_watermark = self.high_watermark.max(offset);
+        self.producers.forget_aborted_below(offset);
         if self.epochs.truncate_from_start(offset) {
             self.checkpoint_epochs_deferred()?;
         }
@@ -1017,4 +1077,35 @@ pub fn append_durably(
         gate.wait_durable(info.last_offset + 1)?;
     }
     Ok(info)
+}
+
+/// Records a written batch in the producer state: a transaction marker closes its
+/// producer's transaction, any other batch is a producer's write.
+fn record_in_producer_state(
+    producers: &mut ProducerStateManager,
+    batch: &BatchView<'_>,
+) -> LogResult<Option<CompletedTxn>> {
+    if !batch.header.attributes.is_control() {
+        producers.update(&batch.header);
+        return Ok(None);
+    }
+    Ok(match read_end_txn_marker(batch)? {
+        Some(marker) => producers.complete_txn(&batch.header, marker),
+        None => None,
+    })
+}
+
+/// A scanned batch's bytes, whole.
+fn read_batch(
+    files: &crate::file_cache::SegmentFiles,
+    batch: &crate::batch_scan::ScannedBatch,
+) -> std::io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; batch.size_bytes() as usize];
+    crate::read_mode::read_exact_at(
+        &files.log,
+        &mut bytes,
+        batch.position,
+        crate::read_mode::Extent::Ahead,
+    )?;
+    Ok(bytes)
 }

@@ -6,6 +6,17 @@
 //! Kafka's ProducerStateManager, kept with the log (not the broker) because it must follow
 //! the log exactly through truncation and crash recovery.
 //!
+//! Transactions: a producer's first transactional batch opens its transaction at that
+//! offset; the commit or abort marker (a control batch) closes it. The first offset of
+//! the oldest transaction still open, or closed by a marker the high watermark has not
+//! passed, is the partition's first unstable offset: read_committed consumers read no
+//! further (the last stable offset). A producer with an open transaction is never expired
+//! or evicted. Aborted transactions (producer, first offset, marker offset) are kept here
+//! too, for read_committed fetches to skip their records: part of the state, so its
+//! snapshots carry them and recovery and truncation re-derive them from the log like the
+//! rest (Kafka keeps them in a `.txnindex` file per segment). Retention drops those wholly
+//! below the log start.
+//!
 //! Bounds: `BATCHES_PER_PRODUCER` entries per producer, `PRODUCERS_PER_PARTITION_MAX`
 //! producers per partition (the least recently active is evicted beyond it), and
 //! producers idle longer than producer.id.expiration.ms are expired.
@@ -14,12 +25,12 @@
 //! of that offset (taken at segment roll and clean shutdown), CRC-protected. Loading
 //! replays the log from the newest snapshot at or below the log end.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use strand_records::{BatchHeader, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use strand_records::{BatchHeader, EndTxnMarker, TxnResult, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 use crate::checkpoint::{replace_file, Sync};
 
@@ -30,7 +41,12 @@ pub const PRODUCERS_PER_PARTITION_MAX: usize = 100_000;
 /// Kafka's producer.id.expiration.ms default: one day.
 pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 const SNAPSHOT_SUFFIX: &str = ".snapshot";
-const SNAPSHOT_MAGIC: &[u8; 8] = b"STRPST01";
+/// Snapshots written before transactions were tracked.
+const SNAPSHOT_MAGIC_V1: &[u8; 8] = b"STRPST01";
+/// Each producer also carries its open transaction's first offset and coordinator epoch.
+const SNAPSHOT_MAGIC: &[u8; 8] = b"STRPST02";
+/// No open transaction, or no coordinator epoch yet (in snapshots and Kafka's fields).
+const NONE: i64 = -1;
 /// Snapshots kept after taking a new one.
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -53,6 +69,10 @@ pub struct ProducerEntry {
     pub last_timestamp: i64,
     /// Offset of its latest batch, for least-recently-active eviction.
     pub last_offset: i64,
+    /// Where its open transaction began on this partition.
+    pub current_txn_first_offset: Option<i64>,
+    /// The epoch of the transaction coordinator that wrote its last marker (-1: none).
+    pub coordinator_epoch: i32,
 }
 
 impl ProducerEntry {
@@ -81,6 +101,14 @@ pub enum ProducerError {
         found: i32,
         last: Option<i32>,
     },
+    /// TRANSACTION_COORDINATOR_FENCED (52): a marker from a coordinator older than the
+    /// one that wrote this producer's last marker.
+    #[error("producer {producer_id}: coordinator epoch {found} is older than {current}")]
+    CoordinatorFenced {
+        producer_id: i64,
+        found: i32,
+        current: i32,
+    },
     /// INVALID_PRODUCER_EPOCH (47): an epoch older than the producer's current one.
     #[error("producer {producer_id} epoch {found} is older than the current epoch {current}")]
     InvalidProducerEpoch {
@@ -95,6 +123,7 @@ impl ProducerError {
         match self {
             ProducerError::OutOfOrderSequence { .. } => 45,
             ProducerError::InvalidProducerEpoch { .. } => 47,
+            ProducerError::CoordinatorFenced { .. } => 52,
         }
     }
 }
@@ -108,9 +137,38 @@ fn in_sequence(last: i32, next: i32) -> bool {
     next as i64 == last as i64 + 1 || (next == 0 && last == i32::MAX)
 }
 
+/// An aborted transaction, as read_committed fetches report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The abort marker's offset.
+    pub last_offset: i64,
+    /// The first offset still unstable once it was aborted (every transaction aborted
+    /// later began at or after it): lets a lookup stop early.
+    pub last_stable_offset: i64,
+}
+
+/// A transaction a marker closed on this partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub result: TxnResult,
+}
+
 #[derive(Debug, Default)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset -> producer id.
+    ongoing: BTreeMap<i64, i64>,
+    /// Transactions closed by a marker at or above the high watermark: first offset ->
+    /// the marker's offset. Still unstable until the high watermark passes the marker.
+    unreplicated: BTreeMap<i64, i64>,
+    /// Aborted transactions by marker offset.
+    aborted: BTreeMap<i64, AbortedTxn>,
 }
 
 impl ProducerStateManager {
@@ -179,6 +237,34 @@ impl ProducerStateManager {
         Ok(ProducerCheck::Append)
     }
 
+    /// Kafka's checks for a transaction marker before it is written: not from an older
+    /// producer epoch, nor from an older coordinator than the last marker's.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ProducerError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.epoch {
+            return Err(ProducerError::InvalidProducerEpoch {
+                producer_id,
+                found: producer_epoch,
+                current: entry.epoch,
+            });
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(ProducerError::CoordinatorFenced {
+                producer_id,
+                found: coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
     /// Records a written batch (appended as leader or follower, or replayed at load).
     pub fn update(&mut self, header: &BatchHeader) {
         if header.producer_id == NO_PRODUCER_ID || header.producer_epoch == NO_PRODUCER_EPOCH {
@@ -204,6 +290,8 @@ impl ProducerStateManager {
                 batches: Vec::with_capacity(1),
                 last_timestamp: batch.timestamp,
                 last_offset: batch.last_offset,
+                current_txn_first_offset: None,
+                coordinator_epoch: NONE as i32,
             });
         if header.producer_epoch > entry.epoch {
             entry.epoch = header.producer_epoch;
@@ -215,12 +303,121 @@ impl ProducerStateManager {
         entry.batches.push(batch);
         entry.last_timestamp = batch.timestamp;
         entry.last_offset = batch.last_offset;
+        if header.attributes.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(batch.first_offset);
+            self.ongoing.insert(batch.first_offset, header.producer_id);
+        }
+    }
+
+    /// Records a written transaction marker (`header` is its control batch): the
+    /// producer's open transaction, if any, is closed. Returns it, for the aborted-
+    /// transaction index when it was aborted.
+    pub fn complete_txn(
+        &mut self,
+        header: &BatchHeader,
+        marker: EndTxnMarker,
+    ) -> Option<CompletedTxn> {
+        if header.producer_id == NO_PRODUCER_ID {
+            return None;
+        }
+        if !self.producers.contains_key(&header.producer_id)
+            && self.producers.len() >= PRODUCERS_PER_PARTITION_MAX
+        {
+            self.evict_least_recently_active();
+        }
+        let marker_offset = header.base_offset;
+        let entry = self
+            .producers
+            .entry(header.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch: header.producer_epoch,
+                batches: Vec::new(),
+                last_timestamp: header.max_timestamp,
+                last_offset: marker_offset,
+                current_txn_first_offset: None,
+                coordinator_epoch: NONE as i32,
+            });
+        if header.producer_epoch > entry.epoch {
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = header.max_timestamp;
+        entry.last_offset = marker_offset;
+        let first_offset = entry.current_txn_first_offset.take()?;
+        self.ongoing.remove(&first_offset);
+        self.unreplicated.insert(first_offset, marker_offset);
+        if marker.result == TxnResult::Abort {
+            let last_stable_offset = self
+                .ongoing
+                .keys()
+                .next()
+                .map_or(marker_offset + 1, |&first| first.min(marker_offset + 1));
+            self.aborted.insert(
+                marker_offset,
+                AbortedTxn {
+                    producer_id: header.producer_id,
+                    first_offset,
+                    last_offset: marker_offset,
+                    last_stable_offset,
+                },
+            );
+        }
+        Some(CompletedTxn {
+            producer_id: header.producer_id,
+            first_offset,
+            last_offset: marker_offset,
+            result: marker.result,
+        })
+    }
+
+    /// The first offset of the oldest transaction that is open, or closed by a marker
+    /// the high watermark has not passed yet (None: every transaction is stable).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing.keys().next().copied();
+        let unreplicated = self.unreplicated.keys().next().copied();
+        ongoing.into_iter().chain(unreplicated).min()
+    }
+
+    /// The high watermark moved to `high_watermark`: transactions whose marker lies below
+    /// it are stable.
+    pub fn on_high_watermark(&mut self, high_watermark: i64) {
+        self.unreplicated
+            .retain(|_, marker_offset| *marker_offset >= high_watermark);
+    }
+
+    /// Aborted transactions a read of `[from, upper)` must report: those with records in
+    /// it (aborted at or after `from`, begun before `upper`), in order of their markers.
+    pub fn aborted_txns(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
+        let mut found = Vec::new();
+        for txn in self.aborted.range(from..).map(|(_, txn)| txn) {
+            if txn.first_offset < upper {
+                found.push(*txn);
+            }
+            if txn.last_stable_offset >= upper {
+                break;
+            }
+        }
+        found
+    }
+
+    /// Retention moved the log start: aborted transactions wholly below it go.
+    pub fn forget_aborted_below(&mut self, log_start_offset: i64) {
+        self.aborted = self.aborted.split_off(&log_start_offset);
+    }
+
+    /// Open transactions: (producer id, first offset), oldest first.
+    pub fn ongoing_txns(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing
+            .iter()
+            .map(|(&first, &producer)| (producer, first))
     }
 
     fn evict_least_recently_active(&mut self) {
         if let Some((&oldest, _)) = self
             .producers
             .iter()
+            .filter(|(_, entry)| entry.current_txn_first_offset.is_none())
             .min_by_key(|(_, entry)| entry.last_offset)
         {
             self.producers.remove(&oldest);
@@ -230,13 +427,18 @@ impl ProducerStateManager {
     /// Forgets producers idle for longer than `expiration_ms`. Returns how many.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, entry| now_ms - entry.last_timestamp < expiration_ms);
+        self.producers.retain(|_, entry| {
+            entry.current_txn_first_offset.is_some()
+                || now_ms - entry.last_timestamp < expiration_ms
+        });
         before - self.producers.len()
     }
 
     pub fn clear(&mut self) {
         self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
+        self.aborted.clear();
     }
 
     /// Writes a snapshot of the state as of `offset` (everything below it applied), then
@@ -256,6 +458,9 @@ impl ProducerStateManager {
             body.extend_from_slice(&entry.epoch.to_be_bytes());
             body.extend_from_slice(&entry.last_timestamp.to_be_bytes());
             body.extend_from_slice(&entry.last_offset.to_be_bytes());
+            let txn_first_offset = entry.current_txn_first_offset.unwrap_or(NONE);
+            body.extend_from_slice(&txn_first_offset.to_be_bytes());
+            body.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
             body.push(entry.batches.len() as u8);
             for batch in &entry.batches {
                 body.extend_from_slice(&batch.first_sequence.to_be_bytes());
@@ -264,6 +469,13 @@ impl ProducerStateManager {
                 body.extend_from_slice(&batch.last_offset.to_be_bytes());
                 body.extend_from_slice(&batch.timestamp.to_be_bytes());
             }
+        }
+        body.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for txn in self.aborted.values() {
+            body.extend_from_slice(&txn.producer_id.to_be_bytes());
+            body.extend_from_slice(&txn.first_offset.to_be_bytes());
+            body.extend_from_slice(&txn.last_offset.to_be_bytes());
+            body.extend_from_slice(&txn.last_stable_offset.to_be_bytes());
         }
         let mut file = Vec::with_capacity(body.len() + 12);
         file.extend_from_slice(SNAPSHOT_MAGIC);
@@ -337,7 +549,10 @@ pub fn list_snapshots(dir: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
 }
 
 fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
-    let rest = bytes.strip_prefix(SNAPSHOT_MAGIC.as_slice())?;
+    let (rest, with_txns) = match bytes.strip_prefix(SNAPSHOT_MAGIC.as_slice()) {
+        Some(rest) => (rest, true),
+        None => (bytes.strip_prefix(SNAPSHOT_MAGIC_V1.as_slice())?, false),
+    };
     let (crc, body) = rest.split_at_checked(4)?;
     if u32::from_be_bytes(crc.try_into().ok()?) != crc32c::crc32c(body) {
         return None;
@@ -359,6 +574,13 @@ fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
         let epoch = i16::from_be_bytes(take(2)?.try_into().ok()?);
         let last_timestamp = i64::from_be_bytes(take(8)?.try_into().ok()?);
         let last_offset = i64::from_be_bytes(take(8)?.try_into().ok()?);
+        let (current_txn_first_offset, coordinator_epoch) = if with_txns {
+            let first = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let epoch = i32::from_be_bytes(take(4)?.try_into().ok()?);
+            ((first >= 0).then_some(first), epoch)
+        } else {
+            (None, NONE as i32)
+        };
         let batch_count = take(1)?[0] as usize;
         if batch_count > BATCHES_PER_PRODUCER {
             return None;
@@ -380,8 +602,30 @@ fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
                 batches,
                 last_timestamp,
                 last_offset,
+                current_txn_first_offset,
+                coordinator_epoch,
             },
         );
+        if let Some(first) = current_txn_first_offset {
+            state.ongoing.insert(first, producer_id);
+        }
+    }
+    if with_txns {
+        let count = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
+        // Each entry takes 32 bytes: a count beyond the file's size is damage.
+        if count > bytes.len() / 32 {
+            return None;
+        }
+        for _ in 0..count {
+            let mut field = || Some(i64::from_be_bytes(take(8)?.try_into().ok()?));
+            let txn = AbortedTxn {
+                producer_id: field()?,
+                first_offset: field()?,
+                last_offset: field()?,
+                last_stable_offset: field()?,
+            };
+            state.aborted.insert(txn.last_offset, txn);
+        }
     }
     Some((offset, state))
 }
@@ -521,5 +765,152 @@ mod tests {
             ),
             1
         );
+    }
+
+    fn transactional(mut header: BatchHeader) -> BatchHeader {
+        header.attributes = strand_records::Attributes(1 << 4);
+        header
+    }
+
+    fn marker(producer_id: i64, epoch: i16, offset: i64) -> BatchHeader {
+        let mut header = header(producer_id, epoch, -1, 1, offset);
+        header.attributes = strand_records::Attributes(0b11 << 4);
+        header
+    }
+
+    fn end(result: TxnResult) -> EndTxnMarker {
+        EndTxnMarker {
+            result,
+            coordinator_epoch: 4,
+        }
+    }
+
+    #[test]
+    fn open_transactions_hold_the_first_unstable_offset_until_their_marker_is_replicated() {
+        let mut state = ProducerStateManager::default();
+        state.update(&header(9, 0, 0, 1, 0)); // idempotent, not transactional
+        assert_eq!(state.first_unstable_offset(), None);
+        state.update(&transactional(header(1, 0, 0, 2, 1)));
+        state.update(&transactional(header(2, 0, 0, 1, 3)));
+        state.update(&transactional(header(1, 0, 2, 1, 4)));
+        assert_eq!(state.first_unstable_offset(), Some(1));
+        assert_eq!(
+            state.ongoing_txns().collect::<Vec<_>>(),
+            vec![(1, 1), (2, 3)]
+        );
+
+        let aborted = state.complete_txn(&marker(1, 0, 5), end(TxnResult::Abort));
+        assert_eq!(
+            aborted,
+            Some(CompletedTxn {
+                producer_id: 1,
+                first_offset: 1,
+                last_offset: 5,
+                result: TxnResult::Abort
+            })
+        );
+        // Closed, but its marker is not below the high watermark yet.
+        assert_eq!(state.first_unstable_offset(), Some(1));
+        state.on_high_watermark(6);
+        assert_eq!(state.first_unstable_offset(), Some(3));
+        let committed = state.complete_txn(&marker(2, 0, 6), end(TxnResult::Commit));
+        assert_eq!(
+            committed.map(|t| (t.first_offset, t.result)),
+            Some((3, TxnResult::Commit))
+        );
+        state.on_high_watermark(7);
+        assert_eq!(state.first_unstable_offset(), None);
+        assert_eq!(state.get(2).unwrap().coordinator_epoch, 4);
+        // A marker with nothing open closes nothing (a retried WriteTxnMarkers).
+        assert_eq!(
+            state.complete_txn(&marker(2, 0, 7), end(TxnResult::Commit)),
+            None
+        );
+        // The producer's next transaction opens at its next transactional batch.
+        state.update(&transactional(header(1, 0, 3, 1, 8)));
+        assert_eq!(state.first_unstable_offset(), Some(8));
+    }
+
+    #[test]
+    fn open_transactions_survive_a_snapshot_and_are_never_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = ProducerStateManager::default();
+        state.update(&transactional(header(1, 2, 0, 1, 10)));
+        state.update(&header(2, 0, 0, 1, 11));
+        state.take_snapshot(dir.path(), 12).unwrap();
+        let (mut loaded, from) = ProducerStateManager::load(dir.path(), 12).unwrap();
+        assert_eq!(from, Some(12));
+        assert_eq!(loaded.first_unstable_offset(), Some(10));
+        assert_eq!(loaded.get(1).unwrap().current_txn_first_offset, Some(10));
+        let far_future = 1_000 + 10 * PRODUCER_ID_EXPIRATION_MS_DEFAULT;
+        assert_eq!(
+            loaded.remove_expired(far_future, PRODUCER_ID_EXPIRATION_MS_DEFAULT),
+            1
+        );
+        assert!(
+            loaded.get(1).is_some(),
+            "an open transaction keeps its producer"
+        );
+        let closed = loaded.complete_txn(&marker(1, 2, 12), end(TxnResult::Commit));
+        assert_eq!(closed.map(|t| t.first_offset), Some(10));
+    }
+
+    #[test]
+    fn snapshots_written_before_transactions_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        // A version-1 snapshot of producer 5 (epoch 1) with one batch.
+        let mut body = Vec::new();
+        body.extend_from_slice(&20i64.to_be_bytes());
+        body.extend_from_slice(&1u32.to_be_bytes());
+        body.extend_from_slice(&5i64.to_be_bytes());
+        body.extend_from_slice(&1i16.to_be_bytes());
+        body.extend_from_slice(&1_000i64.to_be_bytes());
+        body.extend_from_slice(&19i64.to_be_bytes());
+        body.push(1);
+        for value in [0i32, 0] {
+            body.extend_from_slice(&value.to_be_bytes());
+        }
+        for value in [19i64, 19, 1_000] {
+            body.extend_from_slice(&value.to_be_bytes());
+        }
+        let mut file = SNAPSHOT_MAGIC_V1.to_vec();
+        file.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        file.extend_from_slice(&body);
+        std::fs::write(snapshot_path(dir.path(), 20), file).unwrap();
+        let (loaded, from) = ProducerStateManager::load(dir.path(), 20).unwrap();
+        assert_eq!(from, Some(20));
+        let entry = loaded.get(5).unwrap();
+        assert_eq!((entry.epoch, entry.current_txn_first_offset), (1, None));
+        assert_eq!(entry.batches[0].last_offset, 19);
+    }
+
+    #[test]
+    fn aborted_transactions_are_found_by_range_and_kept_in_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = ProducerStateManager::default();
+        // Producer 1: 0..=1 then aborted at 4; producer 2: 2..=3 committed at 5;
+        // producer 3: 6 aborted at 7; producer 1 again: 8 aborted at 9.
+        state.update(&transactional(header(1, 0, 0, 2, 0)));
+        state.update(&transactional(header(2, 0, 0, 2, 2)));
+        state.complete_txn(&marker(1, 0, 4), end(TxnResult::Abort));
+        state.complete_txn(&marker(2, 0, 5), end(TxnResult::Commit));
+        state.update(&transactional(header(3, 0, 0, 1, 6)));
+        state.complete_txn(&marker(3, 0, 7), end(TxnResult::Abort));
+        state.update(&transactional(header(1, 0, 2, 1, 8)));
+        state.complete_txn(&marker(1, 0, 9), end(TxnResult::Abort));
+        let firsts =
+            |txns: Vec<AbortedTxn>| -> Vec<i64> { txns.iter().map(|t| t.first_offset).collect() };
+        assert_eq!(firsts(state.aborted_txns(0, 10)), vec![0, 6, 8]);
+        assert_eq!(firsts(state.aborted_txns(5, 7)), vec![6]);
+        assert_eq!(firsts(state.aborted_txns(0, 3)), vec![0]);
+        assert_eq!(firsts(state.aborted_txns(10, 20)), Vec::<i64>::new());
+        // Producer 1's first abort left producer 2's transaction (from 2) unstable.
+        assert_eq!(state.aborted_txns(0, 1)[0].last_stable_offset, 2);
+
+        state.take_snapshot(dir.path(), 10).unwrap();
+        let (mut loaded, _) = ProducerStateManager::load(dir.path(), 10).unwrap();
+        assert_eq!(loaded.aborted_txns(0, 10), state.aborted_txns(0, 10));
+        loaded.forget_aborted_below(5);
+        assert_eq!(firsts(loaded.aborted_txns(0, 10)), vec![6, 8]);
     }
 }

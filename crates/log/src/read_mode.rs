@@ -59,6 +59,8 @@ pub fn take_miss() -> Option<Miss> {
 }
 
 fn record_miss(file: &File, offset: u64, length: u64, extent: Extent) -> io::Error {
+    // No earlier miss may stand for this one (if the descriptor cannot be copied below).
+    MISS.with(|miss| miss.borrow_mut().take());
     // A descriptor of its own, so warming needs neither the log's lock nor its file cache.
     if let Ok(own) = file.try_clone() {
         let size = own.metadata().map_or(offset + length, |m| m.len());
@@ -81,22 +83,13 @@ fn record_miss(file: &File, offset: u64, length: u64, extent: Extent) -> io::Err
 
 /// Runs `read` with reads that fail with `WouldBlock` rather than wait for the disk.
 pub fn without_waiting<T>(read: impl FnOnce() -> T) -> T {
-    in_mode(true, read)
-}
-
-/// Runs `read` with reads that wait for the disk, inside a `without_waiting` span too.
-pub fn waiting<T>(read: impl FnOnce() -> T) -> T {
-    in_mode(false, read)
-}
-
-fn in_mode<T>(no_wait: bool, read: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             NO_WAIT.with(|mode| mode.set(self.0));
         }
     }
-    let _restore = Restore(NO_WAIT.with(|mode| mode.replace(no_wait)));
+    let _restore = Restore(NO_WAIT.with(|mode| mode.replace(true)));
     read()
 }
 
@@ -212,12 +205,13 @@ fn region_cached(file: &File, offset: u64, length: u64) -> bool {
     }
     // The same number on every architecture (the generic table; libc lacks it for some).
     const SYS_CACHESTAT: libc::c_long = 451;
-    const PAGE: u64 = 4096;
-    let first_page = offset / PAGE;
-    let pages = (offset + length).div_ceil(PAGE) - first_page;
+    // cachestat counts pages of the kernel's size (4 KiB, or 16/64 KiB on some arm64).
+    let page = page_size();
+    let first_page = offset / page;
+    let pages = (offset + length).div_ceil(page) - first_page;
     let range = CachestatRange {
-        off: first_page * PAGE,
-        len: pages * PAGE,
+        off: first_page * page,
+        len: pages * page,
     };
     let mut stat = Cachestat::default();
     // SAFETY: cachestat reads `range` and writes `stat`, both live for the call, and
@@ -231,9 +225,16 @@ fn region_cached(file: &File, offset: u64, length: u64) -> bool {
             0u32,
         )
     };
-    // With 4 KiB pages; on a kernel with larger pages the count is only smaller, and the
-    // region is then fetched once on a blocking thread.
     result != 0 || stat.nr_cache >= pages
+}
+
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the running system.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+    })
 }
 
 #[cfg(test)]

@@ -26,8 +26,9 @@ use crate::records::MetadataRecord;
 pub const RECORDS_VERSION: u16 = 1;
 
 /// Names one records entry: the Raft term its controller decided in, and a sequence number
-/// that only grows within that controller. Only one controller leads a term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// that only grows within that controller. Only one controller leads a term, so ids order
+/// as their entries do in the log (term first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DecisionId {
     pub term: u64,
     pub seq: u64,
@@ -125,8 +126,8 @@ pub fn replay_entry(
     if entry.follows != state.last {
         return Ok(Replayed::Stale);
     }
-    state.last = Some(entry.id);
     let Some(part) = entry.part else {
+        state.last = Some(entry.id);
         drop_unfinished(state);
         for record in &entry.records {
             image.replay(record);
@@ -137,13 +138,14 @@ pub fn replay_entry(
         .open
         .as_ref()
         .is_some_and(|open| open.count == part.count && open.received == part.index);
+    if !continues && part.index != 0 {
+        // A later part without its start: cannot come from a controller that follows the
+        // chain; nothing of it applies and the chain stays where it was.
+        return Ok(Replayed::Stale);
+    }
+    state.last = Some(entry.id);
     if !continues {
         drop_unfinished(state);
-        if part.index != 0 {
-            // A later part without its start: cannot come from a controller that follows
-            // the chain; nothing of it applies.
-            return Ok(Replayed::Stale);
-        }
         state.open = Some(OpenDecision {
             received: 0,
             count: part.count,

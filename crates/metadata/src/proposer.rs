@@ -67,6 +67,11 @@ impl Proposer {
         self.term
     }
 
+    /// The last entry proposed (or, before any, the chain position it started from).
+    pub fn last(&self) -> Option<DecisionId> {
+        self.last
+    }
+
     /// The next sequence number a successor in the same term must start from.
     pub fn next_seq(&self) -> u64 {
         self.next_seq

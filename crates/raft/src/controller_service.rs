@@ -19,12 +19,13 @@
 //! Thread-safe: sessions behind a mutex; Raft is internally synchronised.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openraft::error::ClientWriteError;
 use openraft::BasicNode;
-use strand_metadata::{BrokerId, ControllerCommand, MetadataImage, Proposer, Replayed};
+use strand_metadata::{BrokerId, ControllerCommand, DecisionId, MetadataImage, Proposer, Replayed};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -63,11 +64,13 @@ pub struct ControllerService {
     config: ServiceConfig,
     /// Proposed as the cluster's id if this node is the first active controller.
     new_cluster_id: String,
-    /// Held while deciding and proposing one command. None: the next write starts a new
-    /// proposer from the applied image.
-    proposer: tokio::sync::Mutex<Option<Proposer>>,
+    /// Held while deciding and proposing one command: the proposer and its generation.
+    /// None: the next write starts a new proposer from the applied image.
+    proposer: tokio::sync::Mutex<Option<(u64, Proposer)>>,
+    /// The newest proposer's generation.
+    generation: AtomicU64,
     /// Sequence numbers of decisions only grow within a term, across proposers.
-    next_seq: std::sync::atomic::AtomicU64,
+    next_seq: AtomicU64,
 }
 
 impl ControllerService {
@@ -87,7 +90,8 @@ impl ControllerService {
             config,
             new_cluster_id: config_cluster_id(),
             proposer: tokio::sync::Mutex::new(None),
-            next_seq: std::sync::atomic::AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            next_seq: AtomicU64::new(0),
         }
     }
 
@@ -174,15 +178,13 @@ impl ControllerService {
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {
         let deadline = tokio::time::Instant::now() + WRITE_DEADLINE;
-        match tokio::time::timeout_at(deadline, self.decide_and_write(&command, deadline)).await {
-            Ok(response) => response,
-            Err(_) => {
-                self.forget_proposer().await;
-                ControllerResponse::Unavailable(format!(
-                    "the metadata write was not applied within {WRITE_DEADLINE:?}"
-                ))
-            }
-        }
+        self.decide_and_write(&command, deadline).await
+    }
+
+    fn timed_out() -> ControllerResponse {
+        ControllerResponse::Unavailable(format!(
+            "the metadata write was not applied within {WRITE_DEADLINE:?}"
+        ))
     }
 
     async fn decide_and_write(
@@ -190,22 +192,32 @@ impl ControllerService {
         command: &ControllerCommand,
         deadline: tokio::time::Instant,
     ) -> ControllerResponse {
-        let (reply, receivers) = {
-            let mut guard = self.proposer.lock().await;
+        let (generation, reply, receivers, relies_on) = {
+            let Ok(mut guard) = tokio::time::timeout_at(deadline, self.proposer.lock()).await
+            else {
+                return Self::timed_out();
+            };
             let term = self.raft.metrics().borrow().current_term;
-            if guard.as_ref().map(Proposer::term) != Some(term) {
+            if guard.as_ref().map(|(_, p)| p.term()) != Some(term) {
                 match self.new_proposer(term, deadline).await {
-                    Ok(fresh) => *guard = Some(fresh),
+                    Ok(fresh) => {
+                        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+                        *guard = Some((generation, fresh));
+                    }
                     Err(response) => return response,
                 }
             }
-            let proposer = guard.as_mut().expect("set above");
+            let (generation, proposer) = guard.as_mut().expect("set above");
+            let generation = *generation;
             let (reply, entries) = match proposer.propose(command) {
                 Ok(decided) => decided,
                 Err(too_large) => return ControllerResponse::Refused(too_large.to_string()),
             };
             self.next_seq
-                .fetch_max(proposer.next_seq(), std::sync::atomic::Ordering::Relaxed);
+                .fetch_max(proposer.next_seq(), Ordering::Relaxed);
+            // A decision that writes nothing was still decided on what this proposer has
+            // proposed: it is answered once that has applied.
+            let relies_on = entries.is_empty().then(|| proposer.last()).flatten();
             let mut receivers = Vec::with_capacity(entries.len());
             for entry in entries {
                 match self.raft.client_write_ff(entry).await {
@@ -216,37 +228,78 @@ impl ControllerService {
                     }
                 }
             }
-            (reply, receivers)
+            (generation, reply, receivers, relies_on)
         };
         // Entries are in Raft's queue in order; the next command may be decided meanwhile.
         for receiver in receivers {
-            let outcome = match receiver.await {
-                Ok(Ok(response)) => response.data,
-                Ok(Err(ClientWriteError::ForwardToLeader(forward))) => {
-                    self.forget_proposer().await;
+            let outcome = match tokio::time::timeout_at(deadline, receiver).await {
+                Ok(Ok(Ok(response))) => response.data,
+                Ok(Ok(Err(ClientWriteError::ForwardToLeader(forward)))) => {
+                    self.forget_proposer(generation).await;
                     return ControllerResponse::NotController {
                         leader: forward.leader_id,
                     };
                 }
-                Ok(Err(error)) => {
-                    self.forget_proposer().await;
+                Ok(Ok(Err(error))) => {
+                    self.forget_proposer(generation).await;
                     return ControllerResponse::Unavailable(error.to_string());
                 }
-                Err(dropped) => {
-                    self.forget_proposer().await;
+                Ok(Err(dropped)) => {
+                    self.forget_proposer(generation).await;
                     return ControllerResponse::Unavailable(dropped.to_string());
+                }
+                Err(_) => {
+                    self.forget_proposer(generation).await;
+                    return Self::timed_out();
                 }
             };
             if outcome == Replayed::Stale {
                 // Decided after an entry that did not reach the log: retried, it is
                 // decided afresh.
-                self.forget_proposer().await;
+                self.forget_proposer(generation).await;
                 return ControllerResponse::Unavailable(
                     "the metadata changed under this write; retry".into(),
                 );
             }
         }
+        if let Some(decision) = relies_on {
+            if let Err(response) = self.applied(decision, generation, deadline).await {
+                return response;
+            }
+        }
         ControllerResponse::Reply(reply)
+    }
+
+    /// Waits until `decision`, proposed by the proposer of `generation`, has applied.
+    async fn applied(
+        &self,
+        decision: DecisionId,
+        generation: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ControllerResponse> {
+        let mut published = self.published.clone();
+        loop {
+            let last = published.borrow_and_update().last_decision;
+            if last == Some(decision) {
+                return Ok(());
+            }
+            if self.generation.load(Ordering::Acquire) != generation {
+                // Its proposer was given up: whether the decision applied is unknown.
+                return Err(ControllerResponse::Unavailable(
+                    "the metadata changed under this write; retry".into(),
+                ));
+            }
+            // Later decisions of the same proposer chain through this one.
+            if last.is_some_and(|last| last > decision) {
+                return Ok(());
+            }
+            let wake = tokio::time::Instant::now() + Duration::from_millis(100);
+            match tokio::time::timeout_at(wake.min(deadline), published.changed()).await {
+                Ok(Err(_)) => return Err(Self::timed_out()),
+                Err(_) if tokio::time::Instant::now() >= deadline => return Err(Self::timed_out()),
+                _ => {}
+            }
+        }
     }
 
     /// A proposer for `term`, once the image holds every entry in this node's log (those
@@ -280,7 +333,13 @@ impl ControllerService {
             });
         }
         let published = self.published.borrow().clone();
-        let first_seq = self.next_seq.load(std::sync::atomic::Ordering::Relaxed);
+        // After a restart the same term may lead again (openraft keeps a vote): continue
+        // past the log's sequence numbers of this term.
+        let after_log = published
+            .last_decision
+            .filter(|last| last.term == term)
+            .map_or(0, |last| last.seq + 1);
+        let first_seq = self.next_seq.load(Ordering::Relaxed).max(after_log);
         Ok(Proposer::new(
             (*published.image).clone(),
             published.last_decision,
@@ -290,9 +349,13 @@ impl ControllerService {
         ))
     }
 
-    /// After a write whose outcome is unknown: the next write starts from the applied image.
-    async fn forget_proposer(&self) {
-        *self.proposer.lock().await = None;
+    /// After a write whose outcome is unknown: the next write starts from the applied
+    /// image, unless a newer proposer than the write's (`generation`) took over already.
+    async fn forget_proposer(&self, generation: u64) {
+        let mut guard = self.proposer.lock().await;
+        if guard.as_ref().is_some_and(|(g, _)| *g == generation) {
+            *guard = None;
+        }
     }
 
     async fn heartbeat(

@@ -87,7 +87,9 @@ impl LogStore {
             let length = u32::from_be_bytes(bytes[position..position + 4].try_into()?);
             let crc = u32::from_be_bytes(bytes[position + 4..position + 8].try_into()?);
             let end = position + 8 + length as usize;
-            if length > ENTRY_MAX_BYTES || end > bytes.len() {
+            // Length 0 never comes from `frame` (an entry is JSON); zeroed blocks at the
+            // tail (crc32c of nothing is 0) would otherwise pass as an intact frame.
+            if length == 0 || length > ENTRY_MAX_BYTES || end > bytes.len() {
                 break;
             }
             let body = &bytes[position + 8..end];
@@ -348,6 +350,7 @@ mod tests {
         fourth[last] ^= 0xff; // checksum no longer matches
         bytes.extend_from_slice(&fourth);
         bytes.extend_from_slice(&frame(&entry(5))[..7]); // torn frame header
+        bytes.extend_from_slice(&[0u8; 4096]); // zeroed blocks past it
         std::fs::write(dir.path().join(LOG_FILE), &bytes).unwrap();
 
         let mut store = LogStore::open(dir.path()).unwrap();

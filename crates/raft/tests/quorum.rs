@@ -245,6 +245,18 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
     node.shutdown().await;
 }
 
+/// Three quorum nodes on free ports, as a list.
+async fn three_nodes(root: &Path) -> (BTreeMap<u64, String>, Vec<QuorumNode>) {
+    let voters: BTreeMap<u64, String> = (1..=3)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, &voters, root).await);
+    }
+    (voters, nodes)
+}
+
 async fn register(
     client: &QuorumClient,
     voters: &BTreeMap<u64, String>,
@@ -299,13 +311,7 @@ async fn create_topic(client: &QuorumClient, name: &str, partitions: i32) -> Con
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_and_concurrent_decisions_replay_to_one_image_on_every_node() {
     let root = tempfile::tempdir().unwrap();
-    let voters: BTreeMap<u64, String> = (1..=3)
-        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-        .collect();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start(id, &voters, root.path()).await);
-    }
+    let (voters, nodes) = three_nodes(root.path()).await;
     let client = std::sync::Arc::new(QuorumClient::new(voters.clone()));
     let incarnations: BTreeMap<i32, Uuid> = (1..=3).map(|id| (id, Uuid::new_v4())).collect();
     for (&id, &incarnation) in &incarnations {
@@ -392,6 +398,57 @@ async fn large_and_concurrent_decisions_replay_to_one_image_on_every_node() {
             metadata.borrow().image.topics == before
         })
         .await;
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
+
+/// A decision that changes nothing is answered only once what it was decided on has
+/// applied: of concurrent CreateTopics of one name, one creates it and the others hear
+/// TOPIC_ALREADY_EXISTS, each only when the topic is in the active controller's image
+/// (before, a duplicate could be answered while the creation was still uncommitted, and
+/// lost with a leadership change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_changes_nothing_waits_for_what_it_relied_on() {
+    let root = tempfile::tempdir().unwrap();
+    let (voters, nodes) = three_nodes(root.path()).await;
+    let client = std::sync::Arc::new(QuorumClient::new(voters.clone()));
+    for id in 1..=3 {
+        let incarnation = Uuid::new_v4();
+        register(&client, &voters, id, incarnation).await;
+        heartbeat(&client, id, incarnation).await;
+    }
+    let images: Vec<_> = nodes.iter().map(|n| n.metadata.clone()).collect();
+    for round in 0..5 {
+        let name = format!("dup-{round}");
+        let mut writes = tokio::task::JoinSet::new();
+        for _ in 0..10 {
+            let (client, name, images) = (client.clone(), name.clone(), images.clone());
+            writes.spawn(async move {
+                let reply = create_topic(&client, &name, 1).await;
+                let ControllerResponse::Reply(ControllerReply::Results(results)) = &reply else {
+                    panic!("{reply:?}")
+                };
+                let seen = images
+                    .iter()
+                    .any(|image| image.borrow().image.topic(&name).is_some());
+                (results[0].code, seen)
+            });
+        }
+        let mut created = 0;
+        while let Some(outcome) = writes.join_next().await {
+            let (code, seen) = outcome.unwrap();
+            match code {
+                0 => created += 1,
+                36 => assert!(
+                    seen,
+                    "TOPIC_ALREADY_EXISTS before the topic was applied anywhere"
+                ),
+                other => panic!("error {other}"),
+            }
+        }
+        assert_eq!(created, 1);
     }
     for node in nodes {
         node.shutdown().await;

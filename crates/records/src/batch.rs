@@ -40,8 +40,8 @@ const BASE_SEQUENCE_OFFSET: usize = 53;
 const RECORDS_COUNT_OFFSET: usize = 57;
 
 const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
-const TRANSACTIONAL_BIT: i16 = 1 << 4;
-const CONTROL_BIT: i16 = 1 << 5;
+pub(crate) const TRANSACTIONAL_BIT: i16 = 1 << 4;
+pub(crate) const CONTROL_BIT: i16 = 1 << 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {

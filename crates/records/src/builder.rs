@@ -43,6 +43,8 @@ pub struct BatchBuilder {
     producer_epoch: i16,
     base_sequence: i32,
     partition_leader_epoch: i32,
+    /// Attribute bits besides compression: transactional, control.
+    flags: i16,
     records: Vec<Record>,
 }
 
@@ -56,8 +58,21 @@ impl BatchBuilder {
             producer_epoch: -1,
             base_sequence: -1,
             partition_leader_epoch: -1,
+            flags: 0,
             records: Vec::new(),
         }
+    }
+
+    /// Marks the batch as part of its producer's transaction.
+    pub fn transactional(mut self) -> BatchBuilder {
+        self.flags |= crate::batch::TRANSACTIONAL_BIT;
+        self
+    }
+
+    /// Marks the batch as a control batch (a transaction marker; also transactional).
+    pub fn control(mut self) -> BatchBuilder {
+        self.flags |= crate::batch::CONTROL_BIT | crate::batch::TRANSACTIONAL_BIT;
+        self
     }
 
     pub fn compression(mut self, compression: Compression) -> BatchBuilder {
@@ -114,7 +129,7 @@ impl BatchBuilder {
             &HeaderFields {
                 base_offset: self.base_offset,
                 partition_leader_epoch: self.partition_leader_epoch,
-                attributes: self.compression.id() as i16,
+                attributes: self.compression.id() as i16 | self.flags,
                 last_offset_delta: (self.records.len() - 1) as i32,
                 base_timestamp: self.base_timestamp,
                 max_timestamp,

@@ -302,7 +302,14 @@ fn read_all<'t>(
             records: RecordsOut::Empty, // never null: librdkafka rejects null records
             diverging_epoch: None,
         };
-        match read_one(target, budget, total == 0, follower, proposals) {
+        match read_one(
+            target,
+            budget,
+            total == 0,
+            read_committed,
+            follower,
+            proposals,
+        ) {
             Ok(read) => {
                 let length = match &read.records {
                     RecordsOut::File { length, .. } => *length,
@@ -314,9 +321,12 @@ fn read_all<'t>(
                 // error is: the fetcher truncates first.
                 errors |= read.diverging_epoch.is_some();
                 out.high_watermark = read.high_watermark;
-                out.last_stable_offset = read.high_watermark;
+                out.last_stable_offset = read.last_stable_offset;
                 out.log_start_offset = read.log_start_offset;
                 out.records = read.records;
+                if let (true, Some(aborted)) = (read_committed, read.aborted) {
+                    out.aborted_transactions = Some(aborted);
+                }
                 out.diverging_epoch = read.diverging_epoch;
             }
             Err(Refusal::Error(code, high_watermark, log_start_offset)) => {
@@ -329,7 +339,7 @@ fn read_all<'t>(
             Err(Refusal::WouldWait(partition, miss)) => {
                 let log = partition.log();
                 out.high_watermark = log.high_watermark();
-                out.last_stable_offset = out.high_watermark;
+                out.last_stable_offset = log.last_stable_offset();
                 out.log_start_offset = log.log_start_offset();
                 misses.extend(miss.map(|miss| (partition, miss)));
             }
@@ -343,6 +353,9 @@ fn read_all<'t>(
 struct PartitionRead {
     records: RecordsOut,
     high_watermark: i64,
+    last_stable_offset: i64,
+    /// A consumer's: the aborted transactions in what it may return.
+    aborted: Option<Vec<(i64, i64)>>,
     log_start_offset: i64,
     diverging_epoch: Option<(i32, i64)>,
 }
@@ -364,6 +377,8 @@ fn diverging_epoch(partition: &Partition, target: &Target) -> Option<PartitionRe
     (known && diverges).then(|| PartitionRead {
         records: RecordsOut::Empty,
         high_watermark: log.high_watermark(),
+        last_stable_offset: log.last_stable_offset(),
+        aborted: None,
         log_start_offset: log.log_start_offset(),
         diverging_epoch: Some((epoch, end_offset)),
     })
@@ -386,6 +401,7 @@ fn read_one<'t>(
     target: &'t Target,
     budget: u64,
     first: bool,
+    read_committed: bool,
     follower: Option<i32>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
 ) -> Result<PartitionRead, Refusal<'t>> {
@@ -400,24 +416,25 @@ fn read_one<'t>(
         return Ok(diverging);
     }
     let limit = budget.min(target.partition_max_bytes.max(0) as u64);
-    let mut read = || match follower {
-        None => Ok(partition.read(target.fetch_offset, limit, first)),
-        Some(replica) => partition
-            .read_for_follower(replica, target.fetch_offset, limit)
-            .map(|(read, proposal)| {
-                if let (Some(proposal), Some(tp)) = (proposal, &target.tp) {
-                    proposals.push((tp.clone(), proposal));
-                }
-                read
-            }),
+    // Reading this partition's data from disk failed: answered as Kafka answers a read
+    // error (the client retries, and the read after that tries the disk again).
+    if partition.warming().take_failure() {
+        return Err(refused(error_code::KAFKA_STORAGE_ERROR));
+    }
+    let read = match follower {
+        None => partition
+            .read(target.fetch_offset, limit, first, read_committed)
+            .map(|(read, aborted)| (read, Some(aborted))),
+        Some(replica) => {
+            let (read, proposal) = partition
+                .read_for_follower(replica, target.fetch_offset, limit)
+                .map_err(refused)?;
+            if let (Some(proposal), Some(tp)) = (proposal, &target.tp) {
+                proposals.push((tp.clone(), proposal));
+            }
+            read.map(|read| (read, None))
+        }
     };
-    // After a failed warm, this read waits for the disk so that its error is answered.
-    let read = if partition.warming().take_failure() {
-        strand_log::read_mode::waiting(read)
-    } else {
-        read()
-    };
-    let read = read.map_err(refused)?;
     if let Err(error) = &read {
         if strand_log::read_mode::would_block(error) {
             return Err(Refusal::WouldWait(
@@ -427,7 +444,7 @@ fn read_one<'t>(
         }
     }
     match read {
-        Ok(result) => {
+        Ok((result, aborted)) => {
             let records = match result.slice {
                 Some(slice) if limit > 0 || first => {
                     let file: SharedFile = slice.files.clone();
@@ -442,6 +459,8 @@ fn read_one<'t>(
             Ok(PartitionRead {
                 records,
                 high_watermark: result.high_watermark,
+                last_stable_offset: result.last_stable_offset,
+                aborted,
                 log_start_offset: result.log_start_offset,
                 diverging_epoch: None,
             })

@@ -1,10 +1,11 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), earliest local
 //! (-4), or the first offset at or after a timestamp. Consumers (replica id -1) see only
-//! up to the high watermark.
+//! up to the high watermark (read_committed: the last stable offset).
 //!
 //! Lookups by timestamp read the time index and batches on the runtime worker without
 //! waiting for the disk; what the page cache lacks is read into it off the runtime
-//! (`cold_reads::warm_now`), holding no lock, and the lookup runs again.
+//! (`cold_reads::warm_now`), holding no lock, and the lookup runs again; the whole
+//! request waits at most `WARM_WAIT_MAX` for the disk (then REQUEST_TIMED_OUT).
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use strand_log::TopicPartition;
 
 use crate::broker::Broker;
 use crate::error_code;
+use crate::partition::Partition;
 use crate::router::{decode, respond, Outcome};
 
 const LATEST: i64 = -1;
@@ -32,6 +34,8 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     };
     // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
     let with_epoch = request.header.request_api_version >= 4;
+    let deadline = tokio::time::Instant::now() + WARM_WAIT_MAX;
+    let read_committed = body.isolation_level == 1;
     let mut topics = Vec::with_capacity(body.topics.len());
     for topic in body.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
@@ -44,6 +48,8 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 &tp,
                 partition.timestamp,
                 partition.current_leader_epoch,
+                read_committed,
+                deadline,
             )
             .await;
             partitions.push(match found {
@@ -72,37 +78,42 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
 }
 
 /// Lookups that find something new missing from the page cache each time (a cache too
-/// small for the index and its batches) read waiting for the disk after this many warms.
+/// small for the index and its batches) give up after this many warms.
 const WARM_ROUNDS: usize = 4;
+/// Longest a request waits for the disk (clients' request.timeout.ms is 30 s).
+const WARM_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// `lookup` without waiting for the disk on this worker.
+/// `lookup` without waiting for the disk on this worker: what the page cache lacks is
+/// read into it off the runtime, then the lookup runs again.
 async fn lookup_without_waiting(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
+    deadline: tokio::time::Instant,
 ) -> Result<(i64, i64, i32), i16> {
     for _ in 0..WARM_ROUNDS {
         let found = strand_log::read_mode::without_waiting(|| {
-            lookup(broker, tp, timestamp, current_leader_epoch)
+            lookup(broker, tp, timestamp, current_leader_epoch, read_committed)
         });
         match found {
-            Err(Refusal::WouldWait(Some(miss))) => crate::cold_reads::warm_now(miss).await?,
-            Err(Refusal::WouldWait(None)) => break,
-            Err(Refusal::Error(code)) => return Err(code),
             Ok(found) => return Ok(found),
+            Err(Refusal::Error(code)) => return Err(code),
+            Err(Refusal::WouldWait(partition, Some(miss))) => {
+                crate::cold_reads::warm_now(&partition, miss, deadline).await?
+            }
+            // The miss could not be kept (no descriptor left to copy the file's into).
+            Err(Refusal::WouldWait(_, None)) => break,
         }
     }
-    lookup(broker, tp, timestamp, current_leader_epoch).map_err(|refusal| match refusal {
-        Refusal::Error(code) => code,
-        Refusal::WouldWait(_) => error_code::KAFKA_STORAGE_ERROR,
-    })
+    Err(error_code::REQUEST_TIMED_OUT)
 }
 
 enum Refusal {
     Error(i16),
-    /// The read would wait for the disk; what it missed.
-    WouldWait(Option<Miss>),
+    /// The read would wait for the disk: the partition and what it missed.
+    WouldWait(Arc<Partition>, Option<Miss>),
 }
 
 impl From<i16> for Refusal {
@@ -111,12 +122,14 @@ impl From<i16> for Refusal {
     }
 }
 
-/// (timestamp, offset, the leader's epoch) for one partition, or why not.
+/// (timestamp, offset, the leader's epoch) for one partition, or why not. A
+/// read_committed client sees up to the last stable offset, others the high watermark.
 fn lookup(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
 ) -> Result<(i64, i64, i32), Refusal> {
     let partition = broker
         .partition(tp)
@@ -127,10 +140,14 @@ fn lookup(
     partition.check_leader_epoch(current_leader_epoch)?;
     let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
     let log = partition.log();
-    let visible_end = log.high_watermark();
+    let visible_end = if read_committed {
+        log.last_stable_offset()
+    } else {
+        log.high_watermark()
+    };
     let storage = |error: strand_log::LogError| {
         if strand_log::read_mode::would_block(&error) {
-            Refusal::WouldWait(strand_log::read_mode::take_miss())
+            Refusal::WouldWait(partition.clone(), strand_log::read_mode::take_miss())
         } else {
             Refusal::Error(error.kafka_error_code())
         }

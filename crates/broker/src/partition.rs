@@ -43,6 +43,18 @@ pub struct Durable {
 }
 
 impl Durable {
+    /// What an append must wait for before its answer, by the topic's durability.
+    fn after(
+        durability: Durability,
+        gate: Arc<strand_log::SyncGate>,
+        info: &AppendInfo,
+    ) -> Option<Durable> {
+        (durability == Durability::FlushBeforeAck).then(|| Durable {
+            gate,
+            end: info.last_offset + 1,
+        })
+    }
+
     /// Starts waiting now, as a task of its own, so a request touching several
     /// partitions has all their syncs under way at once.
     pub fn start(self) -> DurableWait {
@@ -467,11 +479,7 @@ impl Partition {
         })?;
         self.advance_high_watermark();
         self.wake_parked_fetches();
-        let durable = (durability == Durability::FlushBeforeAck).then(|| Durable {
-            gate,
-            end: info.last_offset + 1,
-        });
-        Ok((info, durable))
+        Ok((info, Durable::after(durability, gate, &info)))
     }
 
     /// DeleteRecords as leader: moves the log start to `offset` (-1: the high watermark),
@@ -525,6 +533,31 @@ impl Partition {
     /// replication state across the check and the write: a demotion (and the truncation
     /// that follows it as a follower) cannot slip in between and let an old epoch's
     /// batch into a follower's log.
+    /// Writes a transaction marker as leader (what WriteTxnMarkers does on each partition
+    /// of a transaction). Its durability is awaited like a produce's (`Durable`, and
+    /// `wait_for_replication` for the ISR).
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: strand_records::EndTxnMarker,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        let (info, gate, durability) = self.write_as_leader(|replication, log| {
+            let (info, _) = log
+                .append_marker(
+                    producer_id,
+                    producer_epoch,
+                    marker,
+                    replication.assignment.leader_epoch,
+                )
+                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+            Ok((info, log.sync_gate(), log.config().durability))
+        })?;
+        self.advance_high_watermark();
+        self.wake_parked_fetches();
+        Ok((info, Durable::after(durability, gate, &info)))
+    }
+
     fn write_as_leader<T>(
         &self,
         write: impl FnOnce(&Replication, &mut Log) -> Result<T, Refusal>,

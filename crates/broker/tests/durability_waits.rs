@@ -6,7 +6,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use strand_broker::{Broker, BrokerConfig, FlushMode};
+use strand_broker::FlushMode;
+
+mod common;
+use common::open_broker;
 use strand_log::TopicPartition;
 use strand_records::{BatchBuilder, Record};
 
@@ -22,13 +25,7 @@ fn threads() -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_durability_waits_hold_no_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        flush: FlushMode::EveryBatch,
-        ..BrokerConfig::default()
-    })
-    .unwrap();
+    let broker = open_broker(dir.path(), |config| config.flush = FlushMode::EveryBatch);
     broker
         .create_topic("t", 1, 1, Vec::new(), Default::default(), false)
         .await

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use strand_broker::{Broker, BrokerConfig};
+mod common;
+use common::open_broker;
 use strand_log::fault_injection::set_sync_hook;
 use strand_log::TopicPartition;
 use strand_records::{BatchBuilder, Record};
@@ -57,12 +58,7 @@ fn batch() -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_whose_disk_stalls_holds_up_no_other_partition() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        ..BrokerConfig::default()
-    })
-    .unwrap();
+    let broker = open_broker(dir.path(), |_| {});
     let mut slow_configs = BTreeMap::new();
     // A roll every few batches (each writes a producer snapshot), and a flush every 2.
     slow_configs.insert("segment.bytes".to_string(), "1024".to_string());

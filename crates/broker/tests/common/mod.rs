@@ -48,6 +48,21 @@ pub async fn start_with(adjust: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
     }
 }
 
+/// A broker on `dir` with the defaults and `adjust` applied, not serving yet (tests that
+/// drive partitions directly, or serve it themselves).
+pub fn open_broker(
+    dir: &std::path::Path,
+    adjust: impl FnOnce(&mut BrokerConfig),
+) -> std::sync::Arc<Broker> {
+    let mut config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        ..BrokerConfig::default()
+    };
+    adjust(&mut config);
+    Broker::open(config).unwrap()
+}
+
 pub fn encode_request<T: Encodable>(
     key: ApiKey,
     version: i16,

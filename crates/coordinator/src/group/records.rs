@@ -5,23 +5,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::codec::{put_string, Reader};
+
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// offsets.topic.num.partitions
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
 
-/// Java's String.hashCode over UTF-16 code units, as Kafka computes a group's partition.
-pub fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(unit as i32)
-    })
-}
-
-/// Kafka's Utils.abs: the absolute value, with i32::MIN mapped to 0.
-pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    let hash = java_string_hash(group_id);
-    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
-    abs % partitions
-}
+pub use crate::codec::{java_string_hash, partition_for};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
@@ -66,11 +56,6 @@ pub enum OffsetsRecord {
         group: String,
         value: Option<StoredGroup>,
     },
-}
-
-fn put_string(out: &mut BytesMut, text: &str) {
-    out.put_i16(text.len() as i16);
-    out.put_slice(text.as_bytes());
 }
 
 fn put_nullable_string(out: &mut BytesMut, text: Option<&str>) {
@@ -134,46 +119,6 @@ pub fn group_value(group: &StoredGroup) -> Vec<u8> {
 }
 
 /// A bounds-checked reader: every read returns None past the end.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = self.rest.split_at_checked(n)?;
-        self.rest = tail;
-        Some(head)
-    }
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn nullable_string(&mut self) -> Option<Option<String>> {
-        let length = self.i16()?;
-        if length < 0 {
-            return Some(None);
-        }
-        Some(Some(
-            String::from_utf8_lossy(self.take(length as usize)?).into_owned(),
-        ))
-    }
-    fn string(&mut self) -> Option<String> {
-        self.nullable_string()?
-    }
-    fn bytes(&mut self) -> Option<Bytes> {
-        let length = self.i32()?;
-        if length < 0 {
-            return Some(Bytes::new());
-        }
-        Some(Bytes::copy_from_slice(self.take(length as usize)?))
-    }
-}
-
 /// Decodes a record of `__consumer_offsets`; None for versions or shapes this does not
 /// know (skipped at load, as Kafka skips unknown record types).
 pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<OffsetsRecord> {
@@ -278,7 +223,9 @@ mod tests {
 
     #[test]
     fn partitions_match_kafkas_hash() {
-        // Values from Java: "my-group".hashCode() == 1220853950 (Utils.abs -> % 50 == 0).
+        // Java: "my-group".hashCode() == -1906497762 (Utils.abs -> % 50 == 12).
+        assert_eq!(java_string_hash("my-group"), -1_906_497_762);
+        assert_eq!(partition_for("my-group", OFFSETS_TOPIC_PARTITIONS), 12);
         assert_eq!(
             java_string_hash("my-group"),
             "my-group"

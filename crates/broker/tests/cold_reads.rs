@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceResponse,
-    TopicName,
+    ApiKey, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use strand_log::fault_injection::set_read_hook;
@@ -74,20 +72,6 @@ impl ReadStall {
     }
 }
 
-fn fetch_request(topic: &str, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])])
-}
-
 async fn produce(client: &mut TcpStream, topic: &str, correlation_id: i32) {
     let request = encode_request(
         ApiKey::Produce,
@@ -113,7 +97,7 @@ async fn fetch(
         ApiKey::Fetch,
         11,
         correlation_id,
-        &fetch_request(topic, max_wait_ms),
+        &fetch_request(topic, 0, max_wait_ms),
     );
     client.write_all(&request).await.unwrap();
     let (_, mut body) = read_response(client, 0).await.expect("fetch answered");

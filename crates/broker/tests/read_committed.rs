@@ -7,10 +7,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    ApiKey, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use strand_broker::serve;
@@ -20,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 mod common;
-use common::{encode_request, open_broker, read_response};
+use common::{encode_request, fetch_request, open_broker, read_response};
 
 fn txn_batch(producer_id: i64, sequence: i32, count: usize) -> Vec<u8> {
     let mut builder = BatchBuilder::new(0, 1_000)
@@ -46,18 +45,7 @@ async fn fetch(
     isolation: i8,
     correlation_id: i32,
 ) -> (i64, i64, Option<Vec<(i64, i64)>>, Vec<i64>) {
-    let request = FetchRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_isolation_level(isolation)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_static_str("t")))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+    let request = fetch_request("t", 0, 0).with_isolation_level(isolation);
     let frame = encode_request(ApiKey::Fetch, 11, correlation_id, &request);
     client.write_all(&frame).await.unwrap();
     let (_, mut body) = read_response(client, 0).await.unwrap();

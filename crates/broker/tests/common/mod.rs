@@ -96,6 +96,26 @@ pub async fn read_response(stream: &mut TcpStream, header_version: i16) -> Optio
     Some((header.correlation_id, frame))
 }
 
+/// A consumer's Fetch of partition 0 of `topic` from `offset` (1 MiB, min_bytes 1).
+pub fn fetch_request(
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    kafka_protocol::messages::FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
 pub fn produce_request(topic: &str, partition: i32, acks: i16, value: &[u8]) -> ProduceRequest {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let mut builder = BatchBuilder::new(0, 1_000);

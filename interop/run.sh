@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -56,6 +56,7 @@ want() { [ ${#wanted[@]} -eq 0 ] || printf '%s\n' "${wanted[@]}" | grep -qx "$1"
 want confluent && run_driver confluent python3 interop/python/confluent_driver.py
 want admin && run_driver admin python3 interop/python/admin_driver.py
 want kafka-python && run_driver kafka-python python3 interop/python/kafka_python_driver.py
+want transactions && run_driver transactions python3 interop/python/transactions_test.py
 if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/go/run.sh; fi
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi

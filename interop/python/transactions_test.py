@@ -184,7 +184,7 @@ def lso_blocks_read_committed():
     txn_offsets = produce_acked(producer_a, topic, [(0, b"txn-0"), (0, b"txn-1")])
     plain_offsets = produce_acked(plain_producer(), topic, [(0, b"plain")])
     check(txn_offsets == [0, 1] and plain_offsets == [2],
-          f"lso: the open transaction's records at 0-1, the plain record after them at 2")
+          "lso: the open transaction's records at 0-1, the plain record after them at 2")
 
     # The last stable offset is the first offset of the open transaction: read_committed's
     # end stays there, while read_uncommitted's end is the high watermark.
@@ -287,6 +287,10 @@ def zombie_fencing():
     # A second instance with the same transactional.id bumps the epoch and aborts the
     # zombie's open transaction; its init_transactions completes once that abort has.
     successor = txn_producer(shared_id)
+    # On the wire Kafka 4.1.1 answers the zombie's EndTxn (librdkafka 2.x sends v1) with
+    # INVALID_PRODUCER_EPOCH 47: versions below 2 cannot carry PRODUCER_FENCED 90.
+    # librdkafka turns either into its local fatal error _FENCED (-144), which is what the
+    # application sees and what is asserted here.
     error = kafka_error(lambda: zombie.commit_transaction(10))
     print(f"  zombie commit_transaction: {error.name()} ({error.code()}) fatal={error.fatal()}: {error.str()}")
     check(error.code() == KafkaError._FENCED and error.fatal(),
@@ -319,6 +323,9 @@ def timeout_abort():
     check(latest(topic, 0, IsolationLevel.READ_COMMITTED) == latest(topic, 0, IsolationLevel.READ_UNCOMMITTED) == 3,
           "timeout: after the abort both ends are 3 (the abort marker took offset 2)")
 
+    # Kafka aborts an expired transaction by fencing it (epoch bump), exactly as a new
+    # instance would: the late EndTxn v1 gets INVALID_PRODUCER_EPOCH 47 on the wire, which
+    # librdkafka reports as the fatal _FENCED (-144), not as an abortable error.
     error = kafka_error(lambda: producer.commit_transaction(10))
     print(f"  commit after the timeout: {error.name()} ({error.code()}) fatal={error.fatal()}: {error.str()}")
     check(error.code() == KafkaError._FENCED and error.fatal(),
@@ -331,9 +338,11 @@ def timeout_abort():
 def describe_list_transactions():
     if not (hasattr(AdminClient, "list_transactions") and hasattr(AdminClient, "describe_transactions")):
         # confluent-kafka 2.x has no ListTransactions / DescribeTransactions admin calls.
-        print("  skipped: this confluent-kafka's AdminClient has no list_transactions / describe_transactions")
+        print("skip: describe_list_transactions: this confluent-kafka's AdminClient has no "
+              "list_transactions / describe_transactions")
         return
-    print("  skipped: AdminClient has list_transactions / describe_transactions, but no check is written yet")
+    print("skip: describe_list_transactions: AdminClient has list_transactions / describe_transactions, "
+          "but no check is written for them yet")
 
 
 def main():

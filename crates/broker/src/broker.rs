@@ -55,8 +55,9 @@ pub struct Broker {
     topics: Arc<Mutex<TopicRegistry>>,
     logs: Mutex<LogManager>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    pub producer_ids: crate::producer_ids::ProducerIdManager,
+    pub producer_ids: Arc<crate::producer_ids::ProducerIdManager>,
     pub groups: crate::group::GroupCoordinator,
+    pub txns: crate::txn::TxnCoordinator,
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
@@ -75,6 +76,8 @@ pub struct Reconciled {
     pub removed: Vec<TopicPartition>,
     /// `__consumer_offsets` partitions whose leadership changed: (index, now leads).
     pub offsets_leadership: Vec<(i32, bool)>,
+    /// `__transaction_state` partitions whose leadership changed: (index, now leads).
+    pub txn_leadership: Vec<(i32, bool)>,
 }
 
 impl Broker {
@@ -156,6 +159,11 @@ impl Broker {
             },
             offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
         };
+        let txn_settings = strand_coordinator::txn::shard::TxnSettings {
+            max_timeout_ms: config.transaction_max_timeout_ms,
+            id_expiration_ms: config.transactional_id_expiration_ms,
+            transaction_version: 0,
+        };
         let broker = Arc::new(Broker {
             config,
             connection_limits,
@@ -165,11 +173,12 @@ impl Broker {
             topics: topics.clone(),
             logs: Mutex::new(logs),
             partitions: RwLock::new(partitions),
-            producer_ids: crate::producer_ids::ProducerIdManager::open(&data_dir)?,
+            producer_ids: Arc::new(crate::producer_ids::ProducerIdManager::open(&data_dir)?),
             groups: crate::group::GroupCoordinator::new(
                 group_settings,
                 crate::group::coordinator::RegistryTopics(topics.clone()),
             ),
+            txns: crate::txn::TxnCoordinator::new(txn_settings),
             fetch_sessions: crate::fetch_session::FetchSessionCache::new(
                 crate::fetch_session::FETCH_SESSION_SLOTS_DEFAULT,
             ),
@@ -293,6 +302,9 @@ impl Broker {
                             // Moved off this broker: its groups' shard stops too.
                             out.offsets_leadership.push((index as i32, false));
                         }
+                        if topic.name == crate::txn::TRANSACTION_STATE_TOPIC {
+                            out.txn_leadership.push((index as i32, false));
+                        }
                         out.removed.push(tp);
                     }
                     continue;
@@ -323,6 +335,10 @@ impl Broker {
                     tracing::info!(partition = %tp, ?change, epoch = state.leader_epoch, "role changed");
                     if topic.name == crate::group::records::OFFSETS_TOPIC {
                         out.offsets_leadership
+                            .push((index as i32, change == RoleChange::BecameLeader));
+                    }
+                    if topic.name == crate::txn::TRANSACTION_STATE_TOPIC {
+                        out.txn_leadership
                             .push((index as i32, change == RoleChange::BecameLeader));
                     }
                 }

@@ -88,6 +88,14 @@ pub struct BrokerConfig {
     pub offsets_retention_minutes: i64,
     /// offsets.retention.check.interval.ms
     pub offsets_retention_check_interval_ms: u64,
+    /// transaction.max.timeout.ms
+    pub transaction_max_timeout_ms: i32,
+    /// transactional.id.expiration.ms
+    pub transactional_id_expiration_ms: i64,
+    /// transaction.abort.timed.out.transaction.cleanup.interval.ms
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// transaction.remove.expired.transaction.cleanup.interval.ms
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
     /// group.consumer.session.timeout.ms (KIP-848 groups)
     pub group_consumer_session_timeout_ms: i32,
     /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
@@ -152,6 +160,10 @@ impl Default for BrokerConfig {
             group_max_size: 1_000,
             offsets_retention_minutes: 7 * 24 * 60,
             offsets_retention_check_interval_ms: 600_000,
+            transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            transaction_remove_expired_transaction_cleanup_interval_ms: 3_600_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             controllers: None,

@@ -19,8 +19,10 @@ pub mod partition;
 pub mod producer_ids;
 pub mod router;
 pub mod server;
+pub mod shard_log;
 pub mod topic_config;
 pub mod topics;
+pub mod txn;
 
 pub use broker::{ApiError, Broker};
 pub use config::{BrokerConfig, FlushMode};

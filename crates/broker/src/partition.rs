@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use strand_log::{
-    AppendInfo, Durability, DurableState, Log, LogConfig, LogError, LogResult, ReadResult,
+    AppendInfo, Durability, DurableState, Log, LogConfig, LogError, LogResult, Origin, ReadResult,
     TopicPartition,
 };
 use tokio::sync::{watch, Notify};
@@ -434,7 +434,7 @@ impl Partition {
         batch: Vec<u8>,
         acks: i16,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
-        self.append_as_leader_in(batch, acks, None)
+        self.append_as_leader_in(batch, acks, None, Origin::Client)
     }
 
     /// `append_unsynced`, only while this broker leads at `leader_epoch` (a coordinator
@@ -445,7 +445,17 @@ impl Partition {
         acks: i16,
         leader_epoch: i32,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
-        self.append_as_leader_in(batch, acks, Some(leader_epoch))
+        self.append_as_leader_in(batch, acks, Some(leader_epoch), Origin::Client)
+    }
+
+    /// `append_unsynced_in_epoch` for a coordinator's transactional batch (its producer's
+    /// epoch is checked, not its sequence).
+    pub fn append_for_coordinator_in_epoch(
+        &self,
+        batch: Vec<u8>,
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        self.append_as_leader_in(batch, -1, Some(leader_epoch), Origin::Coordinator)
     }
 
     fn append_as_leader_in(
@@ -453,6 +463,7 @@ impl Partition {
         mut batch: Vec<u8>,
         acks: i16,
         expected_epoch: Option<i32>,
+        origin: Origin,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
         let min_isr = self.min_insync_replicas();
         let (info, gate, durability) = self.write_as_leader(|replication, log| {
@@ -470,7 +481,7 @@ impl Partition {
                 ));
             }
             let info = log
-                .append_as_leader(&mut batch, replication.assignment.leader_epoch)
+                .append_as_leader_from(&mut batch, replication.assignment.leader_epoch, origin)
                 .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
             if log.flush_requested() {
                 self.flush_off_request_path();
@@ -542,7 +553,22 @@ impl Partition {
         producer_epoch: i16,
         marker: strand_records::EndTxnMarker,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        self.append_marker_in(producer_id, producer_epoch, marker, None)
+    }
+
+    /// `append_marker`, only while this broker leads at `leader_epoch` (the group
+    /// coordinator's shard writes the markers of its partition).
+    pub fn append_marker_in(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: strand_records::EndTxnMarker,
+        leader_epoch: Option<i32>,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
         let (info, gate, durability) = self.write_as_leader(|replication, log| {
+            if leader_epoch.is_some_and(|e| e != replication.assignment.leader_epoch) {
+                return Err(self.not_leader());
+            }
             let (info, _) = log
                 .append_marker(
                     producer_id,

@@ -44,6 +44,12 @@ impl ProducerIdManager {
         })
     }
 
+    /// Cluster: whether the current block has an id left.
+    pub fn has_ids(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 < state.1
+    }
+
     /// Cluster: the next id of the controller's block, if any is left.
     pub fn take_from_block(&self) -> Option<i64> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -142,6 +142,36 @@ async fn run(
             }
         })
     };
+    let txn_timers = {
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let abort_every = Duration::from_millis(
+                broker
+                    .config
+                    .transaction_abort_timed_out_transaction_cleanup_interval_ms
+                    .max(1),
+            );
+            let expire_every = Duration::from_millis(
+                broker
+                    .config
+                    .transaction_remove_expired_transaction_cleanup_interval_ms
+                    .max(1),
+            );
+            let mut abort = tokio::time::interval(abort_every);
+            let mut expire = tokio::time::interval(expire_every);
+            abort.tick().await;
+            expire.tick().await;
+            loop {
+                tokio::select! {
+                    _ = abort.tick() => broker.txns.abort_timed_out(&broker),
+                    _ = expire.tick() => {
+                        let broker = broker.clone();
+                        tokio::spawn(async move { broker.txns.expire_ids().await });
+                    }
+                }
+            }
+        })
+    };
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -172,6 +202,7 @@ async fn run(
     broker.begin_shutdown();
     maintenance.abort();
     group_timers.abort();
+    txn_timers.abort();
     retention.abort();
     cleaner.abort();
     while tasks.join_next().await.is_some() {}

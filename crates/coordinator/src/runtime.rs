@@ -27,6 +27,40 @@ use tokio::task::JoinHandle;
 /// Records to append: (key, value); a `None` value is a tombstone.
 pub type Records = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
+/// What one event writes, as one batch: records (plain, or a transaction's: the group
+/// coordinator's TxnOffsetCommit), or a transaction marker (the end of a transaction's
+/// offsets on a `__consumer_offsets` partition, ordered with the shard's other writes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Records(Records),
+    Transactional {
+        producer_id: i64,
+        producer_epoch: i16,
+        records: Records,
+    },
+    Marker {
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    },
+}
+
+impl Write {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Write::Records(records) | Write::Transactional { records, .. } => records.is_empty(),
+            Write::Marker { .. } => false,
+        }
+    }
+}
+
+impl From<Records> for Write {
+    fn from(records: Records) -> Write {
+        Write::Records(records)
+    }
+}
+
 /// Resolves once an appended write is committed (durable as its topic requires, and on
 /// every in-sync replica), or with the Kafka error code it failed with.
 pub type Commit = Pin<Box<dyn Future<Output = Result<(), i16>> + Send>>;
@@ -51,14 +85,14 @@ pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(5);
 
 /// Where a shard's records go: the leader's copy of its partition.
 pub trait ShardLog: Send + Sync + 'static {
-    /// Appends `records` as one batch; refused at once (a Kafka error code), or appended
+    /// Appends `write` as one batch; refused at once (a Kafka error code), or appended
     /// and committed later.
-    fn append(&self, records: Records) -> Result<Commit, i16>;
+    fn append(&self, write: Write) -> Result<Commit, i16>;
 }
 
 /// What an event returns: the records to write and what to do once they are.
 pub struct Step<S> {
-    pub records: Records,
+    pub records: Write,
     pub then: Then<S>,
 }
 
@@ -66,17 +100,17 @@ impl<S> Step<S> {
     /// Nothing to write: `then` runs once earlier writes settled.
     pub fn reply(then: impl FnOnce(&mut S) + Send + 'static) -> Step<S> {
         Step {
-            records: Vec::new(),
+            records: Write::Records(Vec::new()),
             then: Box::new(move |state, _| then(state)),
         }
     }
 
     pub fn write(
-        records: Records,
+        records: impl Into<Write>,
         then: impl FnOnce(&mut S, Result<(), i16>) + Send + 'static,
     ) -> Step<S> {
         Step {
-            records,
+            records: records.into(),
             then: Box::new(then),
         }
     }
@@ -163,10 +197,11 @@ impl<S: Send + 'static> Shard<S> {
 
     /// Runs `op` on the shard and waits for its answer: `op` returns the records to
     /// write and how to answer once they settled.
-    pub async fn call<R, F, G>(&self, op: F) -> Result<R, i16>
+    pub async fn call<R, W, F, G>(&self, op: F) -> Result<R, i16>
     where
         R: Send + 'static,
-        F: FnOnce(&mut S) -> (Records, G) + Send + 'static,
+        W: Into<Write>,
+        F: FnOnce(&mut S) -> (W, G) + Send + 'static,
         G: FnOnce(&mut S, Result<(), i16>) -> R + Send + 'static,
     {
         let (sender, receiver) = oneshot::channel();
@@ -263,10 +298,13 @@ mod tests {
     }
 
     impl ShardLog for ManualLog {
-        fn append(&self, records: Records) -> Result<Commit, i16> {
+        fn append(&self, write: Write) -> Result<Commit, i16> {
             if let Some(code) = *self.refuse.lock().unwrap() {
                 return Err(code);
             }
+            let Write::Records(records) = write else {
+                panic!("the tests write records only");
+            };
             self.appended.lock().unwrap().push(records);
             let (sender, receiver) = oneshot::channel();
             self.pending.lock().unwrap().push(sender);

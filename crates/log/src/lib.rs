@@ -51,6 +51,6 @@ pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult,
 pub use log_loader::{LogOpenState, RecoveryReport};
 pub use log_manager::{flush_if_due, upkeep, LogManager, LogManagerOptions, TopicPartition};
 pub use producer_state::{
-    AbortedTxn, CompletedTxn, ProducerCheck, ProducerError, ProducerStateManager,
+    AbortedTxn, CompletedTxn, Origin, ProducerCheck, ProducerError, ProducerStateManager,
 };
 pub use sync_gate::{DurableState, SyncGate, SyncTicket};

@@ -25,7 +25,7 @@ use crate::config::{Durability, LogConfig};
 use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
-use crate::producer_state::{CompletedTxn, ProducerCheck, ProducerStateManager};
+use crate::producer_state::{CompletedTxn, Origin, ProducerCheck, ProducerStateManager};
 use crate::read_verification::CorruptBatch;
 use crate::segment::{AppendError, Segment};
 use crate::segment_list::SegmentList;
@@ -308,6 +308,18 @@ impl Log {
         batch: &mut [u8],
         leader_epoch: i32,
     ) -> LogResult<AppendInfo> {
+        self.append_as_leader_from(batch, leader_epoch, Origin::Client)
+    }
+
+    /// `append_as_leader` for a batch from `origin`: a coordinator's transactional batch
+    /// (TxnOffsetCommit) carries its producer's id and epoch but no sequence, so only its
+    /// epoch is checked (Kafka's AppendOrigin.COORDINATOR).
+    pub fn append_as_leader_from(
+        &mut self,
+        batch: &mut [u8],
+        leader_epoch: i32,
+        origin: Origin,
+    ) -> LogResult<AppendInfo> {
         self.check_online()?;
         if batch.len() > self.config.max_message_bytes {
             return Err(RecordsError::TooLarge {
@@ -332,7 +344,7 @@ impl Log {
             )
             .into());
         }
-        match self.producers.check(&view.header)? {
+        match self.producers.check_from(&view.header, origin)? {
             ProducerCheck::Duplicate(original) => {
                 let log_append_time_ms = match self.config.message_timestamp_type {
                     TimestampType::LogAppendTime => original.timestamp,

@@ -149,6 +149,14 @@ pub struct AbortedTxn {
     pub last_stable_offset: i64,
 }
 
+/// Who wrote a batch, which decides what of it is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    /// A coordinator's own transactional batch (its sequence is not the producer's).
+    Coordinator,
+}
+
 /// A transaction a marker closed on this partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompletedTxn {
@@ -186,8 +194,30 @@ impl ProducerStateManager {
 
     /// Kafka's checks for a batch from a client, before it is written.
     pub fn check(&self, header: &BatchHeader) -> Result<ProducerCheck, ProducerError> {
+        self.check_from(header, Origin::Client)
+    }
+
+    /// The checks for a batch from `origin`: a coordinator's batch has no sequence, so
+    /// only its epoch is checked.
+    pub fn check_from(
+        &self,
+        header: &BatchHeader,
+        origin: Origin,
+    ) -> Result<ProducerCheck, ProducerError> {
         if header.producer_id == NO_PRODUCER_ID {
             return Ok(ProducerCheck::NotIdempotent);
+        }
+        if origin == Origin::Coordinator {
+            return match self.producers.get(&header.producer_id) {
+                Some(entry) if header.producer_epoch < entry.epoch => {
+                    Err(ProducerError::InvalidProducerEpoch {
+                        producer_id: header.producer_id,
+                        found: header.producer_epoch,
+                        current: entry.epoch,
+                    })
+                }
+                _ => Ok(ProducerCheck::Append),
+            };
         }
         let producer_id = header.producer_id;
         let first = header.base_sequence;

@@ -16,6 +16,7 @@ use crate::group::records::CommittedOffset;
 use crate::router::{decode, respond, Outcome};
 
 type Fetched = Vec<(String, i32, Option<CommittedOffset>)>;
+type Unstable = std::collections::BTreeSet<(String, i32)>;
 /// Per topic: (partition, committed offset) rows.
 type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
 
@@ -74,7 +75,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     continue;
                 }
             };
-            let topics = grouped(fetched)
+            let unstable =
+                unstable_offsets(broker, group.group_id.as_str(), body.require_stable).await;
+            let topics = grouped(stable(fetched, &unstable))
                 .into_iter()
                 .map(|(topic, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -83,6 +86,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                             partitions
                                 .into_iter()
                                 .map(|(partition, offset)| {
+                                    let code = error_of(&unstable, &topic, partition);
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(partition)
                                         .with_committed_offset(
@@ -92,7 +96,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                                         .with_metadata(Some(str_bytes(
                                             offset.map(|o| o.metadata).unwrap_or_default(),
                                         )))
-                                        .with_error_code(error_code::NONE)
+                                        .with_error_code(code)
                                 })
                                 .collect(),
                         )
@@ -134,7 +138,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             )
         }
     };
-    let topics = grouped(fetched)
+    let require_stable = version >= 7 && body.require_stable;
+    let unstable = unstable_offsets(broker, body.group_id.as_str(), require_stable).await;
+    let topics = grouped(stable(fetched, &unstable))
         .into_iter()
         .map(|(topic, partitions)| {
             OffsetFetchResponseTopic::default()
@@ -143,6 +149,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     partitions
                         .into_iter()
                         .map(|(partition, offset)| {
+                            let code = error_of(&unstable, &topic, partition);
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(partition)
                                 .with_committed_offset(offset.as_ref().map_or(-1, |o| o.offset))
@@ -150,7 +157,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                                 .with_metadata(Some(str_bytes(
                                     offset.map(|o| o.metadata).unwrap_or_default(),
                                 )))
-                                .with_error_code(error_code::NONE)
+                                .with_error_code(code)
                         })
                         .collect(),
                 )
@@ -165,6 +172,33 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             response
         },
     )
+}
+
+/// With require_stable (v7+): the partitions whose offset waits in an open transaction.
+async fn unstable_offsets(broker: &Broker, group_id: &str, require_stable: bool) -> Unstable {
+    if !require_stable {
+        return Unstable::new();
+    }
+    broker.groups.unstable_offsets(broker, group_id).await
+}
+
+/// Hides the offsets of unstable partitions (Kafka answers them -1).
+fn stable(fetched: Fetched, unstable: &Unstable) -> Fetched {
+    fetched
+        .into_iter()
+        .map(|(topic, partition, offset)| {
+            let offset = offset.filter(|_| !unstable.contains(&(topic.clone(), partition)));
+            (topic, partition, offset)
+        })
+        .collect()
+}
+
+fn error_of(unstable: &Unstable, topic: &str, partition: i32) -> i16 {
+    if unstable.contains(&(topic.to_string(), partition)) {
+        error_code::UNSTABLE_OFFSET_COMMIT
+    } else {
+        error_code::NONE
+    }
 }
 
 /// Groups (topic, partition, offset) rows by topic, keeping first-seen order.

@@ -9,6 +9,7 @@
 //! then stops.
 
 pub mod fetcher;
+pub mod peers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -340,6 +341,9 @@ impl Cluster {
                         .groups
                         .leadership_changed(&broker, &changes.offsets_leadership)
                         .await;
+                    broker
+                        .txns
+                        .leadership_changed(&broker, &changes.txn_leadership);
                 }
                 Err(error) => tracing::error!(%error, "applying metadata failed"),
             }

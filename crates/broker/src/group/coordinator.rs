@@ -23,16 +23,16 @@ use strand_coordinator::group::consumer::{
 use strand_coordinator::group::records::{
     self, CommittedOffset, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS,
 };
-use strand_coordinator::group::shard::{self, Answer, GroupSettings, GroupShard};
-use strand_coordinator::runtime::{Commit, Records, Shard, ShardLog, Step};
+use strand_coordinator::group::shard::{self, Answer, GroupSettings, GroupShard, TxnCommitter};
+use strand_coordinator::runtime::{Shard, Step};
 use strand_log::TopicPartition;
-use strand_records::{walk_stored_records, BatchBuilder, BatchView, Record, WalkLimits};
 
 pub use strand_coordinator::group::shard::{GroupDescription, OFFSET_METADATA_MAX_BYTES};
 
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::partition::Partition;
+use crate::shard_log::{self, now_ms, PartitionShardLog, Replayed};
 use crate::topics::TopicRegistry;
 
 /// offsets.topic.replication.factor
@@ -70,55 +70,6 @@ impl TopicView for RegistryTopics {
     }
 }
 
-/// A shard's partition: appends as leader, committed once durable (flush-before-ack
-/// topics) and replicated to the ISR.
-struct OffsetsLog {
-    partition: Arc<Partition>,
-    leader_epoch: i32,
-}
-
-impl ShardLog for OffsetsLog {
-    fn append(&self, records: Records) -> Result<Commit, i16> {
-        let now = now_ms();
-        let mut builder = BatchBuilder::new(0, now);
-        for (key, value) in records {
-            builder.push(Record::new(Some(key), value, now));
-        }
-        let refused = |(code, message): (i16, Option<String>)| {
-            tracing::error!(code, ?message, partition = %self.partition.tp, "writing to __consumer_offsets failed");
-            code
-        };
-        // Only in the epoch this shard was loaded for: a stale shard must not write.
-        let (info, durable) = self
-            .partition
-            .append_unsynced_in_epoch(builder.build(), -1, self.leader_epoch)
-            .map_err(refused)?;
-        let partition = self.partition.clone();
-        let epoch = self.leader_epoch;
-        let committed = async move {
-            if let Some(durable) = durable {
-                durable.wait().await.map_err(|error| {
-                    tracing::error!(%error, partition = %partition.tp, "syncing __consumer_offsets failed");
-                    error.kafka_error_code()
-                })?;
-            }
-            partition
-                .wait_for_replication(info.last_offset + 1, epoch, OFFSETS_COMMIT_TIMEOUT)
-                .await
-                .map_err(|(code, message)| {
-                    tracing::warn!(code, ?message, partition = %partition.tp, "a __consumer_offsets write did not commit");
-                    code
-                })
-        };
-        // offsets.commit.timeout.ms bounds the whole write, the disk's part included.
-        Ok(Box::pin(async move {
-            tokio::time::timeout(OFFSETS_COMMIT_TIMEOUT, committed)
-                .await
-                .unwrap_or(Err(error_code::REQUEST_TIMED_OUT))
-        }))
-    }
-}
-
 /// A running shard and the leader epoch it was loaded for.
 struct ShardSlot {
     leader_epoch: i32,
@@ -149,55 +100,28 @@ impl std::fmt::Debug for GroupCoordinator {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Replays a `__consumer_offsets` partition into a fresh shard state.
+/// Replays a `__consumer_offsets` partition into a fresh shard state: plain records,
+/// transactional offsets (pending until their producer's marker) and markers.
 fn load(partition: &Partition, mut state: GroupShard) -> GroupShard {
     let now = now_ms();
-    let mut applied = 0usize;
-    let result = (|| -> anyhow::Result<()> {
-        let log = partition.log();
-        let end = log.log_end_offset();
-        let mut next = log.log_start_offset();
-        while next < end {
-            let Some(slice) = log.read(next, 1 << 20, end, true)?.slice else {
-                break;
-            };
-            let bytes = slice.read_to_vec()?;
-            let mut rest = &bytes[..];
-            let before = next;
-            while let Ok(view) = BatchView::parse(rest) {
-                let header = view.header;
-                walk_stored_records(&view, WalkLimits::default(), |record| {
-                    let offset = header.base_offset + record.offset_delta as i64;
-                    if offset < next {
-                        return;
-                    }
-                    if let Some(key) = record.key {
-                        if state.replay(key, record.value, now) {
-                            applied += 1;
-                        }
-                    }
-                })?;
-                next = next.max(header.next_offset());
-                rest = &rest[view.bytes.len()..];
-            }
-            if next == before {
-                break;
+    let result = shard_log::replay(partition, |replayed| match replayed {
+        Replayed::Record { header, key, value } => {
+            if header.attributes.is_transactional() {
+                state.replay_transactional(header.producer_id, key, value);
+            } else {
+                state.replay(key, value, now);
             }
         }
-        Ok(())
-    })();
+        Replayed::Marker {
+            producer_id,
+            commit,
+        } => state.replay_marker(producer_id, commit),
+    });
     match result {
-        Ok(()) if applied > 0 => {
+        Ok(0) => {}
+        Ok(applied) => {
             tracing::info!(partition = %partition.tp, records = applied, "loaded consumer groups")
         }
-        Ok(()) => {}
         Err(error) => {
             tracing::error!(partition = %partition.tp, %error, "loading consumer groups failed")
         }
@@ -246,9 +170,10 @@ impl GroupCoordinator {
             return Ok(slot.shard.clone());
         }
         let state = GroupShard::new(self.settings, Arc::new(self.topics.clone()));
-        let log = Arc::new(OffsetsLog {
+        let log = Arc::new(PartitionShardLog {
             partition: partition.clone(),
             leader_epoch: epoch,
+            timeout: OFFSETS_COMMIT_TIMEOUT,
         });
         let loaded = partition.clone();
         let shard = Arc::new(Shard::start(move || load(&loaded, state), log));
@@ -311,44 +236,20 @@ impl GroupCoordinator {
         self.shard_of(broker, index).map(Some)
     }
 
-    /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's). In a
-    /// cluster its replication factor is offsets.topic.replication.factor (3) or the
-    /// number of live brokers if fewer (Kafka refuses until 3 exist; a 1- or 2-broker
-    /// Strand cluster works, replicated as far as it can).
+    /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's).
     pub async fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ApiError> {
-        if broker.topic(OFFSETS_TOPIC).is_some() {
-            return Ok(());
-        }
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         configs.insert("segment.bytes".to_string(), (100 * 1024 * 1024).to_string());
-        let replication_factor = match broker.cluster() {
-            None => 1,
-            Some(cluster) => {
-                let live = cluster
-                    .image()
-                    .brokers
-                    .values()
-                    .filter(|b| b.is_eligible())
-                    .count();
-                live.clamp(1, OFFSETS_TOPIC_REPLICATION_FACTOR) as i16
-            }
-        };
-        let created = broker
-            .create_topic(
-                OFFSETS_TOPIC,
-                OFFSETS_TOPIC_PARTITIONS,
-                replication_factor,
-                Vec::new(),
-                configs,
-                false,
-            )
-            .await;
-        match created {
-            Ok(_) => Ok(()),
-            Err(error) if error.code == error_code::TOPIC_ALREADY_EXISTS => Ok(()),
-            Err(error) => Err(error),
-        }
+        shard_log::ensure_coordinator_topic(
+            broker,
+            OFFSETS_TOPIC,
+            OFFSETS_TOPIC_PARTITIONS,
+            OFFSETS_TOPIC_REPLICATION_FACTOR,
+            None,
+            configs,
+        )
+        .await
     }
 
     /// A `__consumer_offsets` partition's leadership changed: a partition led now starts
@@ -510,9 +411,27 @@ impl GroupCoordinator {
             Ok(shard) => shard,
             Err(e) => return all(e.code),
         };
+        let checked = self.checked_offsets(broker, offsets);
+        let group = group_id.to_string();
+        let member = member_id.to_string();
+        let instance = group_instance_id.map(str::to_string);
+        shard
+            .call(move |state: &mut GroupShard| {
+                state.commit(&group, generation_id, &member, instance.as_deref(), checked)
+            })
+            .await
+            .unwrap_or_else(all)
+    }
+
+    /// Offsets to commit, each checked against the topics: Kafka checks the partition
+    /// against its metadata, not what this broker hosts.
+    fn checked_offsets(
+        &self,
+        broker: &Broker,
+        offsets: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Vec<shard::OffsetToCommit> {
         let now = now_ms();
-        // Kafka checks the partition against its metadata, not what this broker hosts.
-        let checked = offsets
+        offsets
             .iter()
             .map(|(topic, partition, offset, leader_epoch, metadata)| {
                 let known = broker
@@ -530,16 +449,7 @@ impl GroupCoordinator {
                 };
                 (topic.clone(), *partition, value)
             })
-            .collect();
-        let group = group_id.to_string();
-        let member = member_id.to_string();
-        let instance = group_instance_id.map(str::to_string);
-        shard
-            .call(move |state: &mut GroupShard| {
-                state.commit(&group, generation_id, &member, instance.as_deref(), checked)
-            })
-            .await
-            .unwrap_or_else(all)
+            .collect()
     }
 
     /// OffsetFetch for one group: (topic, partition, committed offset) for the asked
@@ -561,6 +471,70 @@ impl GroupCoordinator {
         shard
             .read(move |state: &mut GroupShard| state.fetch_offsets(&group, partitions))
             .await
+    }
+
+    /// The partitions of a group whose offset waits in an open transaction.
+    pub async fn unstable_offsets(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+    ) -> std::collections::BTreeSet<(String, i32)> {
+        let Ok(Some(shard)) = self.existing_shard_for(broker, group_id) else {
+            return Default::default();
+        };
+        let group = group_id.to_string();
+        shard
+            .read(move |state: &mut GroupShard| state.unstable_offsets(&group))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// TxnOffsetCommit: offsets the producer's transaction commits. `offsets`: (topic,
+    /// partition, offset, leader epoch, metadata); an error code per offset.
+    pub async fn txn_commit(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        committer: TxnCommitter,
+        offsets: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Vec<i16> {
+        let all = |code: i16| vec![code; offsets.len()];
+        if group_id.is_empty() {
+            return all(error_code::INVALID_GROUP_ID);
+        }
+        let shard = match self.shard_for(broker, group_id).await {
+            Ok(shard) => shard,
+            Err(e) => return all(e.code),
+        };
+        let checked = self.checked_offsets(broker, offsets);
+        let group = group_id.to_string();
+        shard
+            .call(move |state: &mut GroupShard| state.txn_commit(&group, committer, checked))
+            .await
+            .unwrap_or_else(all)
+    }
+
+    /// A transaction marker for the `__consumer_offsets` partition `index` this broker
+    /// leads, written by its shard (WriteTxnMarkers): the error code for it.
+    pub async fn write_marker(
+        &self,
+        broker: &Broker,
+        index: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
+        let shard = match self.shard_of(broker, index) {
+            Ok(shard) => shard,
+            Err(_) => return error_code::NOT_LEADER_OR_FOLLOWER,
+        };
+        shard
+            .call(move |state: &mut GroupShard| {
+                state.write_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+            })
+            .await
+            .unwrap_or(error_code::NOT_LEADER_OR_FOLLOWER)
     }
 
     pub async fn describe(

@@ -14,7 +14,7 @@
 //! - a parked request's waiter is registered in the event itself, so a later event can
 //!   complete it even before the earlier write settled.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -102,6 +102,9 @@ struct GroupEntry {
     pending: BTreeMap<(String, i32), u32>,
     /// When the group last became empty (offsets expire counting from it).
     empty_since_ms: i64,
+    /// Offsets committed inside transactions not yet ended, by producer id: invisible
+    /// until the producer's COMMIT marker, dropped by its ABORT (txn_offsets.rs).
+    txn_offsets: HashMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
 impl GroupEntry {
@@ -138,6 +141,27 @@ pub fn coordinator_error_for_append(code: i16) -> i16 {
     }
 }
 
+/// Splits offsets to commit into a code per offset and the ones accepted (those whose
+/// metadata is too long get OFFSET_METADATA_TOO_LARGE, alone).
+fn accept_offsets(offsets: Vec<OffsetToCommit>) -> (Vec<i16>, Vec<(String, i32, CommittedOffset)>) {
+    let mut codes = Vec::with_capacity(offsets.len());
+    let mut accepted = Vec::new();
+    for (topic, partition, offset) in offsets {
+        let code = match offset {
+            Err(code) => code,
+            Ok(offset) if offset.metadata.len() > OFFSET_METADATA_MAX_BYTES => {
+                error_code::OFFSET_METADATA_TOO_LARGE
+            }
+            Ok(offset) => {
+                accepted.push((topic, partition, offset));
+                error_code::NONE
+            }
+        };
+        codes.push(code);
+    }
+    (codes, accepted)
+}
+
 /// A classic group's change by one request: the group, its (state, generation) before,
 /// and the parked requests the change completed.
 struct Change<'a> {
@@ -160,6 +184,8 @@ struct Deliveries {
 
 pub struct GroupShard {
     groups: HashMap<String, GroupEntry>,
+    /// Producer id -> the groups it has transactional offsets pending in.
+    open_txns: HashMap<i64, BTreeSet<String>>,
     waiters: HashMap<(String, String), Waiter>,
     settings: GroupSettings,
     topics: Arc<dyn TopicView + Send + Sync>,
@@ -186,6 +212,7 @@ impl GroupShard {
     pub fn new(settings: GroupSettings, topics: Arc<dyn TopicView + Send + Sync>) -> GroupShard {
         GroupShard {
             groups: HashMap::new(),
+            open_txns: HashMap::new(),
             waiters: HashMap::new(),
             settings,
             topics,
@@ -575,50 +602,12 @@ impl GroupShard {
         if !self.room_for(group_id) {
             return answer_now(all(error_code::COORDINATOR_NOT_AVAILABLE));
         }
-        let entry = self.groups.get(group_id);
-        // Who may commit: a simple consumer (no generation) while no one is a member, or
-        // a member of the current generation outside the sync phase (Kafka's rules).
-        let verdict = match entry {
-            _ if generation_id < 0 && member_id.is_empty() => {
-                if entry.is_some_and(GroupEntry::has_members) {
-                    Err(error_code::ILLEGAL_GENERATION)
-                } else {
-                    Ok(())
-                }
-            }
-            None => Err(error_code::ILLEGAL_GENERATION),
-            Some(entry) => match (&entry.classic, &entry.consumer) {
-                (Some(group), _) => group
-                    .check_member(member_id, group_instance_id, generation_id)
-                    .and_then(|()| {
-                        if group.state == GroupState::CompletingRebalance {
-                            Err(error_code::REBALANCE_IN_PROGRESS)
-                        } else {
-                            Ok(())
-                        }
-                    }),
-                (None, Some(group)) => group.check_commit(member_id, generation_id),
-                (None, None) => Err(error_code::ILLEGAL_GENERATION),
-            },
-        };
-        if let Err(code) = verdict {
+        if let Err(code) =
+            self.may_commit(group_id, generation_id, member_id, group_instance_id, false)
+        {
             return answer_now(all(code));
         }
-        let mut codes = Vec::with_capacity(offsets.len());
-        let mut accepted = Vec::new();
-        for (topic, partition, offset) in offsets {
-            let code = match offset {
-                Err(code) => code,
-                Ok(offset) if offset.metadata.len() > OFFSET_METADATA_MAX_BYTES => {
-                    error_code::OFFSET_METADATA_TOO_LARGE
-                }
-                Ok(offset) => {
-                    accepted.push((topic, partition, offset));
-                    error_code::NONE
-                }
-            };
-            codes.push(code);
-        }
+        let (codes, accepted) = accept_offsets(offsets);
         let records = accepted
             .iter()
             .map(|(topic, partition, value)| {
@@ -666,6 +655,46 @@ impl GroupShard {
                 }
             }),
         )
+    }
+
+    /// Who may commit: a simple consumer (no generation) while no one is a member, or a
+    /// member of the current generation outside the sync phase (Kafka's rules). A
+    /// transactional commit without any group information is let through even to a
+    /// group with members, as Kafka lets producers that predate KIP-447 commit.
+    fn may_commit(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        transactional: bool,
+    ) -> Result<(), i16> {
+        let entry = self.groups.get(group_id);
+        match entry {
+            _ if generation_id < 0 && member_id.is_empty() => {
+                if entry.is_some_and(GroupEntry::has_members)
+                    && !(transactional && group_instance_id.is_none())
+                {
+                    Err(error_code::ILLEGAL_GENERATION)
+                } else {
+                    Ok(())
+                }
+            }
+            None => Err(error_code::ILLEGAL_GENERATION),
+            Some(entry) => match (&entry.classic, &entry.consumer) {
+                (Some(group), _) => group
+                    .check_member(member_id, group_instance_id, generation_id)
+                    .and_then(|()| {
+                        if group.state == GroupState::CompletingRebalance {
+                            Err(error_code::REBALANCE_IN_PROGRESS)
+                        } else {
+                            Ok(())
+                        }
+                    }),
+                (None, Some(group)) => group.check_commit(member_id, generation_id),
+                (None, None) => Err(error_code::ILLEGAL_GENERATION),
+            },
+        }
     }
 
     /// OffsetFetch for one group: (topic, partition, committed offset) for the asked
@@ -1137,6 +1166,10 @@ fn apply_loaded(
     }
 }
 
+mod txn_offsets;
+
+pub use txn_offsets::TxnCommitter;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1152,7 +1185,7 @@ mod tests {
         }
     }
 
-    fn shard() -> GroupShard {
+    pub(super) fn shard() -> GroupShard {
         let settings = GroupSettings {
             classic: GroupLimits {
                 initial_rebalance_delay_ms: 0,

@@ -1,0 +1,93 @@
+//! Requests this broker sends to its peers itself (transaction markers to partition
+//! leaders, KIP-890 verification to transaction coordinators): one connection per peer,
+//! opened on first use at the address the metadata image gives, dropped on any error so
+//! the next request reconnects (to wherever the peer now listens). Every call has a
+//! deadline and the requests in flight to one peer are bounded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use strand_protocol::client::Connection;
+
+use super::Cluster;
+
+/// Requests in flight to one peer.
+const IN_FLIGHT_MAX: usize = 32;
+/// Opening a connection to a peer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+pub struct Peers {
+    connections: Mutex<HashMap<i32, Arc<Connection>>>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self.connections.lock().map(|c| c.len()).unwrap_or(0);
+        f.debug_struct("Peers").field("open", &open).finish()
+    }
+}
+
+impl Peers {
+    async fn connection(&self, cluster: &Cluster, node: i32) -> anyhow::Result<Arc<Connection>> {
+        if let Some(open) = self
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&node)
+        {
+            return Ok(open.clone());
+        }
+        let address = {
+            let image = cluster.image();
+            let peer = image
+                .brokers
+                .get(&node)
+                .with_context(|| format!("broker {node} is not registered"))?;
+            format!("{}:{}", peer.host, peer.port)
+        };
+        let connection = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Connection::connect_as(&address, IN_FLIGHT_MAX, "strand-broker"),
+        )
+        .await
+        .with_context(|| format!("connecting to broker {node} at {address} timed out"))??;
+        let connection = Arc::new(connection);
+        self.connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node, connection.clone());
+        Ok(connection)
+    }
+
+    /// Sends `body` to broker `node` and waits at most `timeout` for its answer.
+    pub async fn call<Req: Encodable, Resp: Decodable>(
+        &self,
+        cluster: &Cluster,
+        node: i32,
+        key: ApiKey,
+        version: i16,
+        body: &Req,
+        timeout: Duration,
+    ) -> anyhow::Result<Resp> {
+        let connection = self.connection(cluster, node).await?;
+        let answer = tokio::time::timeout(timeout, connection.call(key, version, body))
+            .await
+            .map_err(|_| anyhow::anyhow!("broker {node} did not answer {key:?} in {timeout:?}"))
+            .and_then(|answer| answer);
+        if answer.is_err() {
+            let mut connections = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+            if connections
+                .get(&node)
+                .is_some_and(|open| Arc::ptr_eq(open, &connection))
+            {
+                connections.remove(&node);
+            }
+        }
+        answer
+    }
+}

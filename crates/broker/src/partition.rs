@@ -687,6 +687,17 @@ impl Partition {
     }
 
     /// The high watermark as last published (what acks=all waits on).
+    /// Whether `producer_id` has a transaction open on this partition at `producer_epoch`
+    /// (its next batches join it without asking the coordinator).
+    pub fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.log()
+            .producer_state()
+            .get(producer_id)
+            .is_some_and(|entry| {
+                entry.epoch == producer_epoch && entry.current_txn_first_offset.is_some()
+            })
+    }
+
     pub fn high_watermark(&self) -> i64 {
         *self.high_watermark.borrow()
     }

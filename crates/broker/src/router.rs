@@ -81,6 +81,14 @@ pub async fn route(
             api::consumer_group_describe::handle(broker, request).await
         }
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request).await,
+        ApiKey::AddPartitionsToTxn => api::add_partitions_to_txn::handle(broker, request).await,
+        ApiKey::AddOffsetsToTxn => api::add_offsets_to_txn::handle(broker, request).await,
+        ApiKey::EndTxn => api::end_txn::handle(broker, request).await,
+        ApiKey::WriteTxnMarkers => api::write_txn_markers::handle(broker, request).await,
+        ApiKey::TxnOffsetCommit => api::txn_offset_commit::handle(broker, request).await,
+        ApiKey::DescribeTransactions => api::describe_transactions::handle(broker, request).await,
+        ApiKey::ListTransactions => api::list_transactions::handle(broker, request).await,
+        ApiKey::DescribeProducers => api::describe_producers::handle(broker, request).await,
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),

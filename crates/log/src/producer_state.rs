@@ -76,7 +76,7 @@ pub struct ProducerEntry {
 }
 
 impl ProducerEntry {
-    fn last_sequence(&self) -> Option<i32> {
+    pub fn last_sequence(&self) -> Option<i32> {
         self.batches.last().map(|batch| batch.last_sequence)
     }
 }
@@ -186,6 +186,11 @@ impl ProducerStateManager {
 
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
+    }
+
+    /// Every producer the partition knows, by id (DescribeProducers).
+    pub fn producers(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> + '_ {
+        self.producers.iter().map(|(id, entry)| (*id, entry))
     }
 
     pub fn get(&self, producer_id: i64) -> Option<&ProducerEntry> {

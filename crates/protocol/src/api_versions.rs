@@ -49,6 +49,18 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // Transactions. Clients use transaction version 2 (EndTxn v5, TxnOffsetCommit v5,
+    // implicit adds on Produce) only once ApiVersions finalizes `transaction.version` 2,
+    // which Strand does not yet: they speak version 0 (AddPartitionsToTxn up to v3).
+    // AddPartitionsToTxn v4-5 are the brokers' verification requests.
+    api(ApiKey::AddPartitionsToTxn, 0, 5),
+    api(ApiKey::AddOffsetsToTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::WriteTxnMarkers, 0, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 4),
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 1),
 ];
 
 /// (min, max) advertised for `key`, or None if Strand does not serve it.

@@ -1,7 +1,7 @@
 //! FindCoordinator (10): a group's coordinator is the leader of its `__consumer_offsets`
-//! partition (on a single node, this broker). v4+ batches keys. The first lookup creates
-//! `__consumer_offsets`. Transaction coordinators (key type 1) do not exist yet:
-//! COORDINATOR_NOT_AVAILABLE.
+//! partition, a transactional id's the leader of its `__transaction_state` partition (on
+//! a single node, this broker). v4+ batches keys. The first lookup of each kind creates
+//! its topic.
 
 use std::sync::Arc;
 
@@ -13,8 +13,10 @@ use crate::broker::Broker;
 use crate::error_code;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
 use crate::router::{decode, respond, Outcome};
+use crate::txn::{TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC};
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: FindCoordinatorRequest = match decode(&request) {
@@ -75,17 +77,33 @@ async fn lookup(
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), (i16, Option<String>)> {
-    if key_type != KEY_TYPE_GROUP {
-        return Err((
-            error_code::COORDINATOR_NOT_AVAILABLE,
-            Some("Strand has no transaction coordinator yet".into()),
-        ));
-    }
-    broker
-        .groups
-        .ensure_offsets_topic(broker)
-        .await
-        .map_err(|error| (error.code, error.message))?;
+    let (topic, partitions) = match key_type {
+        KEY_TYPE_GROUP => {
+            broker
+                .groups
+                .ensure_offsets_topic(broker)
+                .await
+                .map_err(|error| (error.code, error.message))?;
+            (OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS)
+        }
+        KEY_TYPE_TRANSACTION => {
+            if key.is_empty() {
+                return Err((error_code::INVALID_REQUEST, None));
+            }
+            broker
+                .txns
+                .ensure_topic(broker)
+                .await
+                .map_err(|error| (error.code, error.message))?;
+            (TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_PARTITIONS)
+        }
+        other => {
+            return Err((
+                error_code::INVALID_REQUEST,
+                Some(format!("Unknown coordinator type {other}")),
+            ))
+        }
+    };
     let Some(cluster) = broker.cluster() else {
         return Ok((
             broker.node_id(),
@@ -94,9 +112,9 @@ async fn lookup(
         ));
     };
     let image = cluster.image();
-    let index = partition_for(key, OFFSETS_TOPIC_PARTITIONS);
+    let index = partition_for(key, partitions);
     image
-        .partition(OFFSETS_TOPIC, index)
+        .partition(topic, index)
         .and_then(|p| image.brokers.get(&p.leader))
         .filter(|b| !b.fenced)
         .map(|b| (b.id, b.host.clone(), b.port as i32))

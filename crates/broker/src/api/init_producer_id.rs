@@ -1,14 +1,11 @@
-//! InitProducerId (22) for idempotent producers: a fresh producer id at epoch 0 each
-//! time, as Kafka answers a request without a transactional id (it ignores any producer
-//! id and epoch sent with it). Transactional ids need the transaction coordinator, which
-//! Strand does not have yet: those get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error
-//! clients treat as fatal, rather than a retriable one they would loop on.
+//! InitProducerId (22). Without a transactional id: a fresh producer id at epoch 0 each
+//! time, as Kafka answers (it ignores any producer id and epoch sent with it). With one:
+//! the transaction coordinator of that id (docs/design/transactions.md §2), which bumps
+//! the epoch, fences an older instance and aborts its open transaction.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-
-use strand_metadata::{ControllerCommand, ControllerReply};
 
 use crate::broker::Broker;
 use crate::error_code;
@@ -19,26 +16,54 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
-    let response = InitProducerIdResponse::default();
-    let response = if body.transactional_id.is_some() {
-        response
-            .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1)
-    } else {
-        match next_producer_id(broker).await {
-            Ok(id) => response
-                .with_error_code(error_code::NONE)
-                .with_producer_id(ProducerId(id))
-                .with_producer_epoch(0),
-            Err(error) => {
-                tracing::error!(%error, "cannot allocate a producer id");
-                response
-                    .with_error_code(error_code::KAFKA_STORAGE_ERROR)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1)
+    let version = request.header.request_api_version;
+    let answer = |code: i16, producer_id: i64, producer_epoch: i16| {
+        // v0-3 cannot read PRODUCER_FENCED.
+        let code = if code == error_code::PRODUCER_FENCED && version <= 3 {
+            error_code::INVALID_PRODUCER_EPOCH
+        } else {
+            code
+        };
+        let (producer_id, producer_epoch) = if code == error_code::NONE {
+            (producer_id, producer_epoch)
+        } else {
+            (-1, -1)
+        };
+        InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+    };
+    let response = match body.transactional_id.as_ref() {
+        Some(transactional_id) => {
+            let expected = match (body.producer_id.0, body.producer_epoch) {
+                (-1, -1) => Ok(None),
+                (-1, _) | (_, -1) => Err(error_code::INVALID_REQUEST),
+                (pid, epoch) => Ok(Some((pid, epoch))),
+            };
+            match expected {
+                Err(code) => answer(code, -1, -1),
+                Ok(expected) => {
+                    let reply = broker
+                        .txns
+                        .init_producer_id(
+                            broker,
+                            transactional_id.as_str(),
+                            body.transaction_timeout_ms,
+                            expected,
+                        )
+                        .await;
+                    answer(reply.code, reply.producer_id, reply.producer_epoch)
+                }
             }
         }
+        None => match next_producer_id(broker).await {
+            Ok(id) => answer(error_code::NONE, id, 0),
+            Err(error) => {
+                tracing::error!(%error, "cannot allocate a producer id");
+                answer(error_code::KAFKA_STORAGE_ERROR, -1, -1)
+            }
+        },
     };
     respond(&request, &response)
 }
@@ -46,22 +71,13 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
 /// A single node allocates ids itself; a cluster member takes them from blocks the
 /// controller hands out.
 async fn next_producer_id(broker: &Broker) -> anyhow::Result<i64> {
-    let Some(cluster) = broker.cluster() else {
+    if broker.cluster().is_none() {
         return broker.producer_ids.next_id();
-    };
+    }
     loop {
         if let Some(id) = broker.producer_ids.take_from_block() {
             return Ok(id);
         }
-        let command = ControllerCommand::AllocateProducerIds {
-            count: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
-        };
-        match cluster.write(command).await {
-            Ok(ControllerReply::ProducerIds { first, count }) => {
-                broker.producer_ids.install_block(first, count)
-            }
-            Ok(other) => anyhow::bail!("unexpected controller reply {other:?}"),
-            Err(error) => anyhow::bail!("no producer id block: {error:?}"),
-        }
+        crate::txn::coordinator::refill_producer_ids(broker).await?;
     }
 }

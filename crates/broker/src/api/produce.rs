@@ -30,7 +30,16 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     };
     let version = request.header.request_api_version;
     let acks = body.acks;
-    let transactional = body.transactional_id.is_some();
+    let transactional_id = body
+        .transactional_id
+        .as_ref()
+        .map(|id| id.as_str().to_string());
+    // KIP-890: a transactional batch that would open its producer's transaction on a
+    // partition is appended only once the coordinator confirms the partition is in it.
+    let verdicts = match &transactional_id {
+        Some(id) => verify_transactional(broker, &body, id).await,
+        None => Vec::new(),
+    };
     // Append everything first; then wait for every flush-before-ack partition's sync at
     // once, so partitions' syncs overlap instead of queueing one behind another.
     let mut results: Vec<(usize, i32, AppendResult, Pending)> = Vec::new();
@@ -48,7 +57,18 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 Err(code) => (Err((*code, None)), Pending::default()),
                 Ok(name) => {
                     let tp = TopicPartition::new(name.clone(), data.index);
-                    match append_one(broker, &tp, acks, transactional, data.records.clone()) {
+                    let verdict = verdicts
+                        .iter()
+                        .find(|(verified, _)| *verified == tp)
+                        .map(|(_, verdict)| *verdict);
+                    match append_one(
+                        broker,
+                        &tp,
+                        acks,
+                        &transactional_id,
+                        verdict,
+                        data.records.clone(),
+                    ) {
                         Ok((info, pending)) => (Ok(info), pending),
                         Err(error) => (Err(error), Pending::default()),
                     }
@@ -179,11 +199,66 @@ fn answer(
 
 type AppendResult = Result<strand_log::AppendInfo, (i16, Option<String>)>;
 
+/// The partitions of a transactional request whose batch would open its producer's
+/// transaction there, each with the coordinator's verdict (KIP-890 part 1).
+async fn verify_transactional(
+    broker: &Arc<Broker>,
+    body: &ProduceRequest,
+    transactional_id: &str,
+) -> Vec<(TopicPartition, Result<(), i16>)> {
+    let mut verdicts = Vec::new();
+    for topic in &body.topic_data {
+        let name = if request_uses_ids(topic) {
+            match broker.topic_by_id(&topic.topic_id) {
+                Some(info) => info.name,
+                None => continue,
+            }
+        } else {
+            topic.name.as_str().to_string()
+        };
+        for data in &topic.partition_data {
+            let Some(header) = data
+                .records
+                .as_ref()
+                .and_then(|records| BatchHeader::parse(records).ok())
+            else {
+                continue;
+            };
+            if !header.attributes.is_transactional() || header.attributes.is_control() {
+                continue;
+            }
+            let tp = TopicPartition::new(name.clone(), data.index);
+            let Some(partition) = broker.partition(&tp) else {
+                continue;
+            };
+            if partition.has_ongoing_txn(header.producer_id, header.producer_epoch) {
+                continue;
+            }
+            let verdict = crate::txn::verification::verify(
+                broker,
+                transactional_id,
+                header.producer_id,
+                header.producer_epoch,
+                &tp,
+            )
+            .await;
+            verdicts.push((tp, verdict));
+        }
+    }
+    verdicts
+}
+
+/// v13 names topics by id only.
+fn request_uses_ids(topic: &kafka_protocol::messages::produce_request::TopicProduceData) -> bool {
+    topic.name.is_empty() && !topic.topic_id.is_nil()
+}
+
 fn append_one(
     broker: &Arc<Broker>,
     tp: &TopicPartition,
     acks: i16,
-    transactional: bool,
+    transactional_id: &Option<String>,
+    verdict: Option<Result<(), i16>>,
     records: Option<bytes::Bytes>,
 ) -> Result<(strand_log::AppendInfo, Pending), Refusal> {
     if !matches!(acks, -1..=1) {
@@ -192,19 +267,41 @@ fn append_one(
     let partition = broker
         .partition(tp)
         .ok_or((error_code::UNKNOWN_TOPIC_OR_PARTITION, None))?;
-    if transactional {
-        return Err((
-            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            Some("transactions are not supported yet".into()),
-        ));
-    }
     let records = records.unwrap_or_default();
     if let Ok(header) = BatchHeader::parse(&records) {
         if header.attributes.is_transactional() {
-            return Err((
-                error_code::INVALID_RECORD,
-                Some("transactional batches are not supported yet".into()),
-            ));
+            if transactional_id.is_none() {
+                return Err((
+                    error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    Some("A transactional batch needs the request's transactional id".into()),
+                ));
+            }
+            if header.producer_id < 0 || header.producer_epoch < 0 {
+                return Err((
+                    error_code::INVALID_RECORD,
+                    Some("A transactional batch needs a producer id and epoch".into()),
+                ));
+            }
+            match verdict {
+                Some(Err(error_code::INVALID_TXN_STATE)) => {
+                    return Err((
+                        error_code::INVALID_TXN_STATE,
+                        Some("Partition was not added to the transaction".into()),
+                    ))
+                }
+                Some(Err(code)) => return Err((code, None)),
+                // Verified, or already in an ongoing transaction here (re-checked at the
+                // append: only a transaction the partition has open may be joined
+                // unverified).
+                Some(Ok(())) => {}
+                None if partition.has_ongoing_txn(header.producer_id, header.producer_epoch) => {}
+                None => {
+                    return Err((
+                        error_code::INVALID_TXN_STATE,
+                        Some("Record was not part of an ongoing transaction".into()),
+                    ))
+                }
+            }
         }
         if header.attributes.is_control() {
             return Err((

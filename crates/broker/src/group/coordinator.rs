@@ -23,7 +23,8 @@ use strand_coordinator::group::consumer::{
 use strand_coordinator::group::records::{
     self, CommittedOffset, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS,
 };
-use strand_coordinator::group::shard::{self, Answer, GroupSettings, GroupShard, TxnCommitter};
+pub use strand_coordinator::group::shard::TxnCommitter;
+use strand_coordinator::group::shard::{self, Answer, GroupSettings, GroupShard};
 use strand_coordinator::runtime::{Shard, Step};
 use strand_log::TopicPartition;
 

@@ -4,6 +4,7 @@
 
 pub mod coordinator;
 pub mod markers;
+pub mod verification;
 
 pub use coordinator::TxnCoordinator;
 pub use strand_coordinator::txn::records::{TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC};

@@ -1,0 +1,180 @@
+//! AddPartitionsToTxn (24). v0-3 come from producers: the partitions join the
+//! producer's transaction (docs/design/transactions.md §3.1). v4+ come from partition
+//! leaders, several transactions at once, usually to verify only (KIP-890 part 1: a
+//! transactional produce is appended only into a transaction the coordinator knows
+//! has that partition).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+
+use super::topic_name;
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: AddPartitionsToTxnRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    if version <= 3 {
+        let partitions = flatten(&body.v3_and_below_topics);
+        let codes = match known(broker, &partitions) {
+            Some(codes) => codes,
+            None => {
+                let code = broker
+                    .txns
+                    .add_partitions(
+                        broker,
+                        body.v3_and_below_transactional_id.as_str(),
+                        body.v3_and_below_producer_id.0,
+                        body.v3_and_below_producer_epoch,
+                        partitions.clone(),
+                        0,
+                    )
+                    .await;
+                // v0-1 cannot read PRODUCER_FENCED.
+                let code = if code == error_code::PRODUCER_FENCED && version <= 1 {
+                    error_code::INVALID_PRODUCER_EPOCH
+                } else {
+                    code
+                };
+                vec![code; partitions.len()]
+            }
+        };
+        let response = AddPartitionsToTxnResponse::default()
+            .with_results_by_topic_v3_and_below(results(&partitions, &codes));
+        return respond(&request, &response);
+    }
+    let mut answers = Vec::with_capacity(body.transactions.len());
+    for transaction in &body.transactions {
+        let partitions = flatten(&transaction.topics);
+        let id = transaction.transactional_id.as_str();
+        let codes = match known(broker, &partitions) {
+            Some(codes) => codes,
+            None if transaction.verify_only => match broker
+                .txns
+                .verify(
+                    broker,
+                    id,
+                    transaction.producer_id.0,
+                    transaction.producer_epoch,
+                    partitions.clone(),
+                )
+                .await
+            {
+                Ok(codes) => codes,
+                Err(code) => vec![code; partitions.len()],
+            },
+            None => {
+                let code = broker
+                    .txns
+                    .add_partitions(
+                        broker,
+                        id,
+                        transaction.producer_id.0,
+                        transaction.producer_epoch,
+                        partitions.clone(),
+                        2,
+                    )
+                    .await;
+                vec![code; partitions.len()]
+            }
+        };
+        // v4 cannot read TRANSACTION_ABORTABLE (Kafka 3.x answered INVALID_TXN_STATE).
+        let codes = codes
+            .into_iter()
+            .map(|code| {
+                if code == error_code::TRANSACTION_ABORTABLE && version < 5 {
+                    error_code::INVALID_TXN_STATE
+                } else {
+                    code
+                }
+            })
+            .collect::<Vec<_>>();
+        answers.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(transaction.transactional_id.clone())
+                .with_topic_results(results(&partitions, &codes)),
+        );
+    }
+    respond(
+        &request,
+        &AddPartitionsToTxnResponse::default().with_results_by_transaction(answers),
+    )
+}
+
+fn flatten(topics: &[AddPartitionsToTxnTopic]) -> Vec<(String, i32)> {
+    topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|p| (topic.name.as_str().to_string(), *p))
+        })
+        .collect()
+}
+
+/// Kafka's check before the coordinator: partitions the metadata does not know get
+/// UNKNOWN_TOPIC_OR_PARTITION, internal topics TOPIC_AUTHORIZATION_FAILED, and then every
+/// other one OPERATION_NOT_ATTEMPTED (nothing is added). None when all are fine.
+fn known(broker: &Broker, partitions: &[(String, i32)]) -> Option<Vec<i16>> {
+    let codes: Vec<i16> = partitions
+        .iter()
+        .map(|(topic, index)| {
+            if crate::topics::INTERNAL_TOPICS.contains(&topic.as_str()) {
+                error_code::TOPIC_AUTHORIZATION_FAILED
+            } else if broker
+                .topic(topic)
+                .is_some_and(|t| (0..t.partitions).contains(index))
+            {
+                error_code::NONE
+            } else {
+                error_code::UNKNOWN_TOPIC_OR_PARTITION
+            }
+        })
+        .collect();
+    if codes.iter().all(|c| *c == error_code::NONE) {
+        return None;
+    }
+    Some(
+        codes
+            .into_iter()
+            .map(|c| {
+                if c == error_code::NONE {
+                    error_code::OPERATION_NOT_ATTEMPTED
+                } else {
+                    c
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Codes per partition, grouped by topic.
+pub fn results(partitions: &[(String, i32)], codes: &[i16]) -> Vec<AddPartitionsToTxnTopicResult> {
+    let mut by_topic: BTreeMap<&str, Vec<AddPartitionsToTxnPartitionResult>> = BTreeMap::new();
+    for ((topic, index), code) in partitions.iter().zip(codes) {
+        by_topic.entry(topic).or_default().push(
+            AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(*index)
+                .with_partition_error_code(*code),
+        );
+    }
+    by_topic
+        .into_iter()
+        .map(|(topic, results)| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(topic_name(topic))
+                .with_results_by_partition(results)
+        })
+        .collect()
+}

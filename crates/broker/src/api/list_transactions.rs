@@ -1,0 +1,58 @@
+//! ListTransactions (66): the transactional ids this broker coordinates, filtered by
+//! state, producer id and (v1) how long their transaction has run; the admin client asks
+//! every broker (docs/design/transactions.md §8).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_transactions_response::TransactionState;
+use kafka_protocol::messages::TransactionalId;
+use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId};
+use strand_coordinator::txn::shard::ListFilter;
+use strand_coordinator::txn::state::TxnState;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::error_code;
+use crate::router::{decode, respond, Outcome};
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: ListTransactionsRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let states: Vec<String> = body
+        .state_filters
+        .iter()
+        .map(|s| s.as_str().to_string())
+        .collect();
+    let unknown: Vec<_> = states
+        .iter()
+        .filter(|name| TxnState::from_name(name).is_none())
+        .map(|name| str_bytes(name.as_str()))
+        .collect();
+    let filter = ListFilter {
+        states,
+        producer_ids: body.producer_id_filters.iter().map(|p| p.0).collect(),
+        duration_ms: if request.header.request_api_version >= 1 {
+            body.duration_filter
+        } else {
+            -1
+        },
+    };
+    let listed = broker.txns.list(broker, filter).await;
+    let response = ListTransactionsResponse::default()
+        .with_error_code(error_code::NONE)
+        .with_unknown_state_filters(unknown)
+        .with_transaction_states(
+            listed
+                .into_iter()
+                .map(|(id, producer_id, state)| {
+                    TransactionState::default()
+                        .with_transactional_id(TransactionalId(str_bytes(id)))
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_transaction_state(str_bytes(state.name()))
+                })
+                .collect(),
+        );
+    respond(&request, &response)
+}

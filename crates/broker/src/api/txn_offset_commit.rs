@@ -1,0 +1,107 @@
+//! TxnOffsetCommit (28): offsets committed inside the producer's transaction, visible to
+//! OffsetFetch once the transaction commits (docs/design/transactions.md §3.5). The group
+//! coordinator first checks with the transaction coordinator that the group's partition
+//! is in the producer's transaction (AddOffsetsToTxn added it), as Kafka 4 does.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use strand_log::TopicPartition;
+
+use crate::broker::Broker;
+use crate::error_code;
+use crate::group::coordinator::TxnCommitter;
+use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
+use crate::router::{decode, respond, Outcome};
+
+pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+    let body: TxnOffsetCommitRequest = match decode(&request) {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
+    };
+    let version = request.header.request_api_version;
+    let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                (
+                    topic.name.as_str().to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata
+                        .as_ref()
+                        .map(|m| m.as_str().to_string()),
+                )
+            })
+        })
+        .collect();
+    let group_id = body.group_id.as_str();
+    let index = partition_for(group_id, OFFSETS_TOPIC_PARTITIONS);
+    let verified = if group_id.is_empty() {
+        Err(error_code::INVALID_GROUP_ID)
+    } else {
+        crate::txn::verification::verify(
+            broker,
+            body.transactional_id.as_str(),
+            body.producer_id.0,
+            body.producer_epoch,
+            &TopicPartition::new(OFFSETS_TOPIC, index),
+        )
+        .await
+    };
+    let codes = match verified {
+        Err(code) => vec![code; offsets.len()],
+        Ok(()) => {
+            let committer = TxnCommitter {
+                producer_id: body.producer_id.0,
+                producer_epoch: body.producer_epoch,
+                generation_id: body.generation_id,
+                member_id: body.member_id.as_str().to_string(),
+                group_instance_id: body
+                    .group_instance_id
+                    .as_ref()
+                    .map(|i| i.as_str().to_string()),
+            };
+            broker
+                .groups
+                .txn_commit(broker, group_id, committer, &offsets)
+                .await
+        }
+    };
+    let codes = codes.into_iter().map(|code| match code {
+        // v0-1 know neither.
+        error_code::COORDINATOR_LOAD_IN_PROGRESS if version < 2 => {
+            error_code::COORDINATOR_NOT_AVAILABLE
+        }
+        error_code::TRANSACTION_ABORTABLE if version < 4 => error_code::INVALID_TXN_STATE,
+        code => code,
+    });
+    let mut codes = codes;
+    let topics = body
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(codes.next().unwrap_or_default())
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        &request,
+        &TxnOffsetCommitResponse::default().with_topics(topics),
+    )
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches Apache Kafka 4.1.1 (broker, CLI tools, clients) as jars from Maven Central, so
+# Fetches Apache Kafka 4.1.1 (broker, CLI tools, clients, Streams) as jars from Maven Central, so
 # Strand can be compared with a real Kafka broker. There is no release-tarball download
 # here: a throwaway pom (in the cache dir, never committed) lists the artifacts and
 # `mvn dependency:copy-dependencies` puts every jar into one libs dir, which
@@ -24,6 +24,8 @@ deps=(
   "org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
   "org.apache.kafka:kafka-tools:$KAFKA_VERSION"
   "org.apache.kafka:kafka-clients:$KAFKA_VERSION"
+  # Kafka Streams (and its RocksDB JNI) for interop/java/streams-eos.sh.
+  "org.apache.kafka:kafka-streams:$KAFKA_VERSION"
   "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
   "org.apache.logging.log4j:log4j-1.2-api:$LOG4J_VERSION"
 )

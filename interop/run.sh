@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -59,6 +59,8 @@ want kafka-python && run_driver kafka-python python3 interop/python/kafka_python
 want transactions && run_driver transactions python3 interop/python/transactions_test.py
 if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/go/run.sh; fi
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
+if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
+if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want corruption; then echo "=== corruption (a damaged flushed batch is not served: librdkafka with and without check.crcs)"; (cd interop/python && timeout 300 python3 corruption_test.py); fi
@@ -76,6 +78,7 @@ if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partit
 if want cluster-corruption; then echo "=== cluster-corruption (a leader whose read finds a damaged batch steps down; the consumer reads everything from a healthy replica; 3 nodes)"; timeout 600 python3 interop/cluster/corruption_failover_test.py; fi
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi
+if want cluster-transactions; then echo "=== cluster-transactions (librdkafka transactions through kills of the transaction coordinator and of a partition leader; read_committed sees every committed transaction whole, nothing aborted, 3 nodes)"; timeout 900 python3 interop/cluster/transactions_failover_test.py; fi
 # A short fault-injection run with a fresh seed each time (printed; --seed replays it).
 # Longer: interop/cluster/nemesis.py --duration 600.
 if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 interop/cluster/nemesis.py --duration "${STRAND_NEMESIS_SECONDS:-60}"; fi

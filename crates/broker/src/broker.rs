@@ -162,7 +162,7 @@ impl Broker {
         let txn_settings = strand_coordinator::txn::shard::TxnSettings {
             max_timeout_ms: config.transaction_max_timeout_ms,
             id_expiration_ms: config.transactional_id_expiration_ms,
-            transaction_version: 0,
+            transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
         let broker = Arc::new(Broker {
             config,

@@ -669,6 +669,93 @@ async fn every_advertised_version_of_every_api_answers() {
                     ]);
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::AddPartitionsToTxn => {
+                    use kafka_protocol::messages::add_partitions_to_txn_request::{
+                        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+                    };
+                    let topics = vec![AddPartitionsToTxnTopic::default()
+                        .with_name(name())
+                        .with_partitions(vec![0])];
+                    let id = TransactionalId(StrBytes::from_static_str("txn"));
+                    let request = if version >= 4 {
+                        AddPartitionsToTxnRequest::default().with_transactions(vec![
+                            AddPartitionsToTxnTransaction::default()
+                                .with_transactional_id(id)
+                                .with_producer_id(ProducerId(1))
+                                .with_verify_only(true)
+                                .with_topics(topics),
+                        ])
+                    } else {
+                        AddPartitionsToTxnRequest::default()
+                            .with_v3_and_below_transactional_id(id)
+                            .with_v3_and_below_producer_id(ProducerId(1))
+                            .with_v3_and_below_topics(topics)
+                    };
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::AddOffsetsToTxn => {
+                    let request = AddOffsetsToTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                        .with_producer_id(ProducerId(1))
+                        .with_group_id(GroupId(StrBytes::from_static_str("simple")));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::EndTxn => {
+                    let request = EndTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                        .with_producer_id(ProducerId(1));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::WriteTxnMarkers => {
+                    use kafka_protocol::messages::write_txn_markers_request::{
+                        WritableTxnMarker, WritableTxnMarkerTopic,
+                    };
+                    let request = WriteTxnMarkersRequest::default().with_markers(vec![
+                        WritableTxnMarker::default()
+                            .with_producer_id(ProducerId(424_242))
+                            .with_topics(vec![WritableTxnMarkerTopic::default()
+                                .with_name(TopicName(StrBytes::from_static_str("missing")))
+                                .with_partition_indexes(vec![0])]),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::TxnOffsetCommit => {
+                    use kafka_protocol::messages::txn_offset_commit_request::{
+                        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+                    };
+                    let request = TxnOffsetCommitRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                        .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+                        .with_producer_id(ProducerId(1))
+                        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1)])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeProducers => {
+                    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+                    let request = DescribeProducersRequest::default().with_topics(vec![
+                        TopicRequest::default()
+                            .with_name(name())
+                            .with_partition_indexes(vec![0, 9]),
+                    ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeTransactions => {
+                    let request =
+                        DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                            TransactionalId(StrBytes::from_static_str("txn")),
+                        ]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ListTransactions => encode_request(
+                    api.key,
+                    version,
+                    correlation,
+                    &ListTransactionsRequest::default().with_duration_filter(-1),
+                ),
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -99,6 +99,18 @@ impl Client {
     }
 
     async fn produce(&mut self, id: &str, producer: (i64, i16), sequence: i32) -> i16 {
+        self.produce_at(9, id, producer, sequence).await
+    }
+
+    /// Produce at `version`: v12+ is transaction version 2 (the leader adds the
+    /// partition to the transaction).
+    async fn produce_at(
+        &mut self,
+        version: i16,
+        id: &str,
+        producer: (i64, i16),
+        sequence: i32,
+    ) -> i16 {
         let mut builder = BatchBuilder::new(0, 1_000)
             .producer(producer.0, producer.1, sequence)
             .transactional();
@@ -112,7 +124,7 @@ impl Client {
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
                     .with_records(Some(Bytes::from(builder.build())))])]);
-        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await;
+        let response: ProduceResponse = self.call(ApiKey::Produce, version, &request).await;
         response.responses[0].partition_responses[0].error_code
     }
 
@@ -426,4 +438,100 @@ async fn a_coordinator_loading_a_prepared_commit_completes_it() {
         2,
         "the record and its commit marker"
     );
+}
+
+/// Transaction version 2 (KIP-890 part 2), as a Kafka 4 Java producer speaks it: no
+/// AddPartitionsToTxn or AddOffsetsToTxn; Produce v12 and TxnOffsetCommit v5 add their
+/// partitions through the leader, EndTxn v5 bumps the epoch and returns it, and the next
+/// transaction starts at that epoch with sequence 0.
+#[tokio::test]
+async fn transaction_version_2_adds_partitions_by_producing_and_bumps_the_epoch() {
+    let broker = common::start().await;
+    let mut client = Client::connect(broker.address).await;
+    let versions: ApiVersionsResponse = client
+        .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+        .await;
+    let feature = versions
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .expect("transaction.version is finalized");
+    assert_eq!(feature.max_version_level, 2);
+    create_topic(&mut client).await;
+    find_transaction_coordinator(&mut client, "app").await;
+    let producer = client.init("app").await;
+
+    assert_eq!(
+        client.produce_at(12, "app", producer, 0).await,
+        0,
+        "added by the leader"
+    );
+    assert_eq!(client.produce_at(12, "app", producer, 1).await, 0);
+    let committed: TxnOffsetCommitResponse = client
+        .call(
+            ApiKey::TxnOffsetCommit,
+            5,
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(s("app")))
+                .with_group_id(GroupId(s("g")))
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(2)
+                        .with_committed_leader_epoch(-1)])]),
+        )
+        .await;
+    assert_eq!(
+        committed.topics[0].partitions[0].error_code, 0,
+        "offsets partition added"
+    );
+
+    let ended: EndTxnResponse = client
+        .call(
+            ApiKey::EndTxn,
+            5,
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("app")))
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_committed(true),
+        )
+        .await;
+    assert_eq!(ended.error_code, 0);
+    let bumped = (ended.producer_id.0, ended.producer_epoch);
+    assert_eq!(bumped, (producer.0, producer.1 + 1));
+    eventually_committed(&mut client, (0, 2)).await;
+    assert_eq!(client.latest(1).await, 3);
+
+    // The old epoch is fenced; the new one starts the next transaction at sequence 0
+    // (the leader retries while the coordinator finishes the last one's markers).
+    assert_eq!(client.produce_at(12, "app", producer, 2).await, 47);
+    assert_eq!(client.produce_at(12, "app", bumped, 0).await, 0);
+    let aborted: EndTxnResponse = client
+        .call(
+            ApiKey::EndTxn,
+            5,
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("app")))
+                .with_producer_id(ProducerId(bumped.0))
+                .with_producer_epoch(bumped.1)
+                .with_committed(false),
+        )
+        .await;
+    assert_eq!(
+        (aborted.error_code, aborted.producer_epoch),
+        (0, bumped.1 + 1)
+    );
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while client.latest(1).await != 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the abort marker never came"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

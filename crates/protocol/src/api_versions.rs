@@ -50,18 +50,25 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Transactions. Clients use transaction version 2 (EndTxn v5, TxnOffsetCommit v5,
-    // implicit adds on Produce) only once ApiVersions finalizes `transaction.version` 2,
-    // which Strand does not yet: they speak version 0 (AddPartitionsToTxn up to v3).
-    // AddPartitionsToTxn v4-5 are the brokers' verification requests.
+    // partitions added by Produce v12+) once ApiVersions finalizes `transaction.version`
+    // 2 (TRANSACTION_VERSION); older clients speak version 0 (AddPartitionsToTxn up to
+    // v3). AddPartitionsToTxn v4-5 are the brokers' requests to the coordinator.
     api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
-    api(ApiKey::EndTxn, 0, 4),
-    api(ApiKey::WriteTxnMarkers, 0, 1),
-    api(ApiKey::TxnOffsetCommit, 0, 4),
+    api(ApiKey::EndTxn, 0, 5),
+    api(ApiKey::WriteTxnMarkers, 1, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 5),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
     api(ApiKey::ListTransactions, 0, 1),
 ];
+
+/// The `transaction.version` feature Strand finalizes (Kafka 4's default for a new
+/// cluster): 2, KIP-890 part 2. It decides the protocol 4.x clients speak and the
+/// `__transaction_state` value version.
+pub const TRANSACTION_VERSION: i16 = 2;
+/// The finalized features' epoch ApiVersions reports (constant: they never change).
+pub const FINALIZED_FEATURES_EPOCH: i64 = 1;
 
 /// (min, max) advertised for `key`, or None if Strand does not serve it.
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {

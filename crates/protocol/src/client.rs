@@ -24,8 +24,17 @@ type Waiter = (i16, oneshot::Sender<anyhow::Result<Bytes>>);
 pub struct Connection {
     client_id: &'static str,
     writer: Mutex<(OwnedWriteHalf, i32)>,
-    waiters: Arc<std::sync::Mutex<VecDeque<Waiter>>>,
+    waiters: Arc<std::sync::Mutex<Waiters>>,
     in_flight: Arc<Semaphore>,
+}
+
+/// The requests waiting for their responses, and whether the connection closed (set by
+/// the reader under the same lock, so a request sent after it fails at once instead of
+/// waiting for an answer nobody will read).
+#[derive(Default)]
+struct Waiters {
+    queue: VecDeque<Waiter>,
+    closed: bool,
 }
 
 impl Connection {
@@ -44,7 +53,7 @@ impl Connection {
             .with_context(|| format!("connecting to {address}"))?;
         stream.set_nodelay(true)?;
         let (mut reader, writer) = stream.into_split();
-        let waiters: Arc<std::sync::Mutex<VecDeque<Waiter>>> = Arc::default();
+        let waiters: Arc<std::sync::Mutex<Waiters>> = Arc::default();
         let pending = waiters.clone();
         tokio::spawn(async move {
             loop {
@@ -61,13 +70,16 @@ impl Connection {
                 let waiter = pending
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
+                    .queue
                     .pop_front();
                 let failed = frame.is_err();
                 if let Some((_, sender)) = waiter {
                     let _ = sender.send(frame);
                 }
                 if failed {
-                    for (_, sender) in pending.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+                    let mut waiters = pending.lock().unwrap_or_else(|p| p.into_inner());
+                    waiters.closed = true;
+                    for (_, sender) in waiters.queue.drain(..) {
                         let _ = sender.send(Err(anyhow::anyhow!("connection closed")));
                     }
                     return;
@@ -119,12 +131,24 @@ impl Connection {
         let size = (payload.len() - 4) as i32;
         payload[..4].copy_from_slice(&size.to_be_bytes());
         let (sender, receiver) = oneshot::channel();
+        {
+            let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            if waiters.closed {
+                bail!("connection closed");
+            }
+            waiters.queue.push_back((key as i16, sender));
+        }
+        writer.0.write_all(&payload).await?;
+        Ok(receiver)
+    }
+
+    /// Whether the peer closed the connection (or reading from it failed): a closed
+    /// connection answers nothing more.
+    pub fn is_closed(&self) -> bool {
         self.waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push_back((key as i16, sender));
-        writer.0.write_all(&payload).await?;
-        Ok(receiver)
+            .closed
     }
 
     /// A permit bounding the requests in flight on this connection.

@@ -565,6 +565,11 @@ public final class TransactionsDriver {
         // Offsets sent with a generation the group is not at: the group coordinator answers
         // TxnOffsetCommit with ILLEGAL_GENERATION, which the producer reports as
         // CommitFailedException (an abortable error: the transaction must be aborted).
+        // That holds for a KIP-848 group too: Kafka validates the member epoch there and
+        // turns its STALE_MEMBER_EPOCH into ILLEGAL_GENERATION for TxnOffsetCommit
+        // (OffsetMetadataManager.validateTransactionalOffsetCommit); the producer has no
+        // handling for STALE_MEMBER_EPOCH and would fail fatally ("Unexpected error in
+        // TxnOffsetCommitResponse"), leaving its transaction open until it times out.
         ConsumerGroupMetadata current = member.groupMetadata();
         ConsumerGroupMetadata stale = new ConsumerGroupMetadata(current.groupId(), current.generationId() + 1,
                 current.memberId(), current.groupInstanceId());
@@ -591,8 +596,8 @@ public final class TransactionsDriver {
     static void fencing() {
         // The zombie's commit: its transaction is open (records acknowledged) when the
         // successor's initTransactions bumps the epoch and aborts it. Kafka answers the
-        // zombie's EndTxn with PRODUCER_FENCED (TV2, EndTxn v5) or, for TV0/1 with EndTxn
-        // v4, also PRODUCER_FENCED; the client makes either fatal ProducerFencedException.
+        // zombie's EndTxn (v4 under TV0/1, v5 under TV2) with PRODUCER_FENCED, which the
+        // client turns into the fatal ProducerFencedException.
         String topic = createTopic("fence", 1);
         String sharedId = name("fence");
         KafkaProducer<String, String> zombie = txnProducer(sharedId);
@@ -618,7 +623,10 @@ public final class TransactionsDriver {
         // the Produce itself carries the old epoch and the partition's producer state (at
         // the abort marker's bumped epoch) refuses it with INVALID_PRODUCER_EPOCH, which the
         // client treats as abortable (InvalidProducerEpochException); commit then rethrows
-        // it, and the abort, whose EndTxn carries the old epoch, is fenced.
+        // it, and the abort, whose EndTxn carries the old epoch, is fenced. (The send's
+        // future completes just before the client records the error, so commit throws
+        // either its own copy or, failing the queued EndTxn, the broker's: same class,
+        // the message differs; only the class is asserted.)
         String topic2 = createTopic("fence-send", 1);
         String sharedId2 = name("fence-send");
         KafkaProducer<String, String> zombie2 = txnProducer(sharedId2);

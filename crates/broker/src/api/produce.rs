@@ -22,6 +22,7 @@ use crate::broker::Broker;
 use crate::error_code;
 use crate::partition::{Durable, DurableWait, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
+use crate::txn::verification::Operation;
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: ProduceRequest = match decode(&request) {
@@ -37,7 +38,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     // KIP-890: a transactional batch that would open its producer's transaction on a
     // partition is appended only once the coordinator confirms the partition is in it.
     let verdicts = match &transactional_id {
-        Some(id) => verify_transactional(broker, &body, id).await,
+        Some(id) => verify_transactional(broker, &body, id, version).await,
         None => Vec::new(),
     };
     // Append everything first; then wait for every flush-before-ack partition's sync at
@@ -205,7 +206,15 @@ async fn verify_transactional(
     broker: &Arc<Broker>,
     body: &ProduceRequest,
     transactional_id: &str,
+    version: i16,
 ) -> Vec<(TopicPartition, Result<(), i16>)> {
+    // Produce v12+ comes from producers on transaction version 2, which add partitions
+    // by producing to them.
+    let operation = if version >= 12 {
+        Operation::Add
+    } else {
+        Operation::Verify
+    };
     let mut verdicts = Vec::new();
     for topic in &body.topic_data {
         let name = if request_uses_ids(topic) {
@@ -240,6 +249,7 @@ async fn verify_transactional(
                 header.producer_id,
                 header.producer_epoch,
                 &tp,
+                operation,
             )
             .await;
             verdicts.push((tp, verdict));

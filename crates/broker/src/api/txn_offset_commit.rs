@@ -16,6 +16,7 @@ use crate::error_code;
 use crate::group::coordinator::TxnCommitter;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
 use crate::router::{decode, respond, Outcome};
+use crate::txn::verification::Operation;
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: TxnOffsetCommitRequest = match decode(&request) {
@@ -51,6 +52,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             body.producer_id.0,
             body.producer_epoch,
             &TopicPartition::new(OFFSETS_TOPIC, index),
+            // v5 is transaction version 2: the offsets partition joins by this commit.
+            if version >= 5 {
+                Operation::Add
+            } else {
+                Operation::Verify
+            },
         )
         .await
     };

@@ -176,6 +176,17 @@ impl Cluster {
         .is_ok_and(|r| r.is_ok())
     }
 
+    /// Whether this incarnation is registered and unfenced in the applied image. Until
+    /// then the images applied are the metadata log replayed from before this process
+    /// started: leaderships in them are history, not this broker's to act on.
+    pub fn is_unfenced(&self) -> bool {
+        self.reconciled
+            .borrow()
+            .brokers
+            .get(&self.node_id)
+            .is_some_and(|b| b.incarnation == self.incarnation && !b.fenced)
+    }
+
     /// Resolves once this incarnation is registered and unfenced in the applied image.
     pub async fn wait_until_unfenced(&self) {
         let mut receiver = self.reconciled.subscribe();
@@ -312,6 +323,7 @@ impl Cluster {
     /// Applies every new image to the broker: topics, partitions, roles, fetchers.
     async fn follow_metadata(self: Arc<Self>) {
         let mut metadata = self.metadata.clone();
+        let mut was_unfenced = false;
         loop {
             let image = metadata.borrow_and_update().image.clone();
             let Some(broker) = self.broker.upgrade() else {
@@ -344,6 +356,16 @@ impl Cluster {
                     broker
                         .txns
                         .leadership_changed(&broker, &changes.txn_leadership);
+                    // The first image that unfences this incarnation: coordinators start on
+                    // the transaction partitions it leads (changes seen before were held).
+                    let unfenced = image
+                        .brokers
+                        .get(&self.node_id)
+                        .is_some_and(|b| b.incarnation == self.incarnation && !b.fenced);
+                    if unfenced && !was_unfenced {
+                        broker.txns.start_led(&broker);
+                    }
+                    was_unfenced = unfenced;
                 }
                 Err(error) => tracing::error!(%error, "applying metadata failed"),
             }

@@ -39,6 +39,8 @@ impl Peers {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&node)
+            // A peer that restarted closed it: connect again rather than wait on it.
+            .filter(|open| !open.is_closed())
         {
             return Ok(open.clone());
         }

@@ -163,6 +163,13 @@ impl TxnCoordinator {
     /// The shard of a `__transaction_state` partition this broker leads, started (and
     /// loaded) for the current leader epoch if it is not running yet.
     fn shard_of(&self, broker: &Arc<Broker>, index: i32) -> Result<Arc<Shard<TxnShard>>, i16> {
+        // A restarted cluster member replays old metadata first, where it may still lead
+        // the partition: a shard loaded then would send markers under a coordinator epoch
+        // that is history (and decisions its log may lose). Nothing runs until this
+        // incarnation is unfenced.
+        if broker.cluster().is_some_and(|c| !c.is_unfenced()) {
+            return Err(error_code::NOT_COORDINATOR);
+        }
         let partition = broker
             .partition(&TopicPartition::new(TRANSACTION_STATE_TOPIC, index))
             .ok_or(error_code::NOT_COORDINATOR)?;
@@ -438,6 +445,24 @@ impl TxnCoordinator {
         }
     }
 
+    /// Starts the shard of every `__transaction_state` partition this broker leads (once
+    /// it is unfenced: leaderships applied before were not acted on).
+    pub fn start_led(&self, broker: &Arc<Broker>) {
+        if broker.topic(TRANSACTION_STATE_TOPIC).is_none() {
+            return;
+        }
+        for index in 0..TRANSACTION_STATE_PARTITIONS {
+            let led = broker
+                .partition(&TopicPartition::new(TRANSACTION_STATE_TOPIC, index))
+                .is_some_and(|p| p.is_leader());
+            if led {
+                if let Err(code) = self.shard_of(broker, index) {
+                    tracing::warn!(partition = index, code, "not loading transactions");
+                }
+            }
+        }
+    }
+
     /// transaction.abort.timed.out.transaction.cleanup.interval.ms: aborts the
     /// transactions past their timeout on every running shard (one queued sweep per
     /// shard at a time).
@@ -501,7 +526,7 @@ async fn complete(broker: Arc<Broker>, shard: Arc<Shard<TxnShard>>, job: MarkerJ
             return;
         }
         let wanted: Vec<_> = remaining.iter().cloned().collect();
-        for (tp, code) in markers::write(&broker, broker.txns.peers(), &job, &wanted).await {
+        for (tp, code) in markers::write(&broker, &job, &wanted).await {
             match code {
                 error_code::NONE
                 | error_code::UNSUPPORTED_FOR_MESSAGE_FORMAT

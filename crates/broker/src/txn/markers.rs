@@ -121,7 +121,6 @@ fn destination(broker: &Broker, tp: &TopicPartition) -> Destination {
 /// an error code per partition: NONE for a partition that has it, or that is gone.
 pub async fn write(
     broker: &Arc<Broker>,
-    peers: &crate::cluster::peers::Peers,
     job: &MarkerJob,
     partitions: &[(String, i32)],
 ) -> Vec<((String, i32), i16)> {
@@ -157,12 +156,23 @@ pub async fn write(
             }
         }
     }
+    // Every peer at once: one slow or gone peer does not hold back the others' markers.
+    let mut remote = tokio::task::JoinSet::new();
     for (node, partitions) in by_peer {
-        results.extend(send_to_peer(broker, peers, node, job, partitions).await);
+        let broker = broker.clone();
+        let job = job.clone();
+        remote.spawn(async move {
+            send_to_peer(&broker, broker.txns.peers(), node, &job, partitions).await
+        });
     }
     while let Some(done) = local.join_next().await {
         if let Ok(result) = done {
             results.push(result);
+        }
+    }
+    while let Some(done) = remote.join_next().await {
+        if let Ok(answered) = done {
+            results.extend(answered);
         }
     }
     results

@@ -22,58 +22,123 @@ use crate::api::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error_code;
 
-const ADD_PARTITIONS_VERSION: i16 = 4;
 /// How long a leader waits for the coordinator's answer.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// add.partitions.to.txn.retry.backoff.ms and .max.ms: while the coordinator still
+/// writes the previous transaction's markers (CONCURRENT_TRANSACTIONS), an implicit add
+/// is retried this often for this long before the producer is told.
+const ADD_RETRY_BACKOFF: Duration = Duration::from_millis(20);
+const ADD_RETRY_MAX: Duration = Duration::from_millis(100);
+
+/// What the leader asks of the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Transaction version 0 (Produce up to v11, TxnOffsetCommit up to v4): is the
+    /// partition in the ongoing transaction?
+    Verify,
+    /// Transaction version 2 (Produce v12+, TxnOffsetCommit v5): add the partition to
+    /// the transaction (KIP-890 part 2: producers no longer send AddPartitionsToTxn).
+    Add,
+}
 
 /// Whether `tp` is in the ongoing transaction of `transactional_id`'s producer at
-/// `producer_epoch`: Ok to append, or the Produce error code (§7.2's mapping).
+/// `producer_epoch` (or, for `Add`, now added to it): Ok to append, or the Produce
+/// error code (§7.2's mapping).
 pub async fn verify(
     broker: &Arc<Broker>,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
     tp: &TopicPartition,
+    operation: Operation,
 ) -> Result<(), i16> {
-    let partitions = vec![(tp.topic.clone(), tp.partition)];
-    let answer = match coordinator_node(broker, transactional_id) {
-        None => Err(error_code::COORDINATOR_NOT_AVAILABLE),
-        Some(node) if node == broker.node_id() => broker
-            .txns
-            .verify(
-                broker,
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                partitions,
-            )
-            .await
-            .map(|codes| codes.first().copied().unwrap_or(error_code::NONE)),
-        Some(node) => {
-            ask_peer(
-                broker,
-                node,
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                tp,
-            )
-            .await
+    let deadline = tokio::time::Instant::now() + ADD_RETRY_MAX;
+    let code = loop {
+        let code = ask(
+            broker,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            tp,
+            operation,
+        )
+        .await;
+        let retry = operation == Operation::Add
+            && code == error_code::CONCURRENT_TRANSACTIONS
+            && tokio::time::Instant::now() + ADD_RETRY_BACKOFF < deadline;
+        if !retry {
+            break code;
         }
-    };
-    let code = match answer {
-        Ok(code) | Err(code) => code,
+        tokio::time::sleep(ADD_RETRY_BACKOFF).await;
     };
     match code {
         error_code::NONE => Ok(()),
         error_code::PRODUCER_FENCED => Err(error_code::INVALID_PRODUCER_EPOCH),
         error_code::TRANSACTION_ABORTABLE => Err(error_code::INVALID_TXN_STATE),
+        error_code::CONCURRENT_TRANSACTIONS if operation == Operation::Add => {
+            Err(error_code::CONCURRENT_TRANSACTIONS)
+        }
         error_code::NETWORK_EXCEPTION
         | error_code::COORDINATOR_LOAD_IN_PROGRESS
         | error_code::COORDINATOR_NOT_AVAILABLE
         | error_code::NOT_COORDINATOR
         | error_code::CONCURRENT_TRANSACTIONS => Err(error_code::NOT_ENOUGH_REPLICAS),
         other => Err(other),
+    }
+}
+
+/// The coordinator's code for `tp`.
+async fn ask(
+    broker: &Arc<Broker>,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    tp: &TopicPartition,
+    operation: Operation,
+) -> i16 {
+    let partitions = vec![(tp.topic.clone(), tp.partition)];
+    match coordinator_node(broker, transactional_id) {
+        None => error_code::COORDINATOR_NOT_AVAILABLE,
+        Some(node) if node == broker.node_id() => match operation {
+            Operation::Verify => broker
+                .txns
+                .verify(
+                    broker,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    partitions,
+                )
+                .await
+                .map_or_else(
+                    |code| code,
+                    |codes| codes.first().copied().unwrap_or(error_code::NONE),
+                ),
+            Operation::Add => {
+                broker
+                    .txns
+                    .add_partitions(
+                        broker,
+                        transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        partitions,
+                        2,
+                    )
+                    .await
+            }
+        },
+        Some(node) => ask_peer(
+            broker,
+            node,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            tp,
+            operation,
+        )
+        .await
+        .unwrap_or_else(|code| code),
     }
 }
 
@@ -97,7 +162,13 @@ async fn ask_peer(
     producer_id: i64,
     producer_epoch: i16,
     tp: &TopicPartition,
+    operation: Operation,
 ) -> Result<i16, i16> {
+    // v4 verifies (KIP-890 part 1), v5 adds (part 2).
+    let version = match operation {
+        Operation::Verify => 4,
+        Operation::Add => 5,
+    };
     let cluster = broker
         .cluster()
         .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
@@ -106,7 +177,7 @@ async fn ask_peer(
             .with_transactional_id(TransactionalId(str_bytes(transactional_id)))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
-            .with_verify_only(true)
+            .with_verify_only(operation == Operation::Verify)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(topic_name(&tp.topic))
                 .with_partitions(vec![tp.partition])]),
@@ -118,7 +189,7 @@ async fn ask_peer(
             cluster,
             node,
             ApiKey::AddPartitionsToTxn,
-            ADD_PARTITIONS_VERSION,
+            version,
             &request,
             VERIFY_TIMEOUT,
         )

@@ -545,10 +545,11 @@ fn member_topics(member: &ConsumerMember, all_names: &[String]) -> BTreeSet<Stri
         .as_deref()
         .and_then(|r| regex::Regex::new(&format!("^(?:{r})$")).ok())
     {
+        // Every topic the regex matches, internal ones included, as Kafka resolves it.
         topics.extend(
             all_names
                 .iter()
-                .filter(|name| !name.starts_with("__") && regex.is_match(name))
+                .filter(|name| regex.is_match(name))
                 .cloned(),
         );
     }
@@ -916,6 +917,25 @@ mod tests {
         assert_eq!(
             assignment.keys().cloned().collect::<Vec<_>>(),
             vec!["orders-eu", "orders-us"]
+        );
+    }
+
+    #[test]
+    fn a_regex_resolves_to_internal_topics_too_as_kafka_does() {
+        let topics = Topics(vec![
+            ("__consumer_offsets", 2),
+            ("__orders", 1),
+            ("users", 3),
+        ]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let mut request = join("a", &[]);
+        request.subscribed_topics = None;
+        request.subscribed_regex = Some("__.*".into());
+        let result = group.heartbeat(request, 0, &topics, &mut no_ids()).unwrap();
+        let assignment = result.assignment.unwrap();
+        assert_eq!(
+            assignment.keys().cloned().collect::<Vec<_>>(),
+            vec!["__consumer_offsets", "__orders"]
         );
     }
 }

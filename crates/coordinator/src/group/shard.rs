@@ -691,7 +691,19 @@ impl GroupShard {
                             Ok(())
                         }
                     }),
-                (None, Some(group)) => group.check_commit(member_id, generation_id),
+                // Kafka answers a transactional commit's stale member epoch with
+                // ILLEGAL_GENERATION: producers know that one (an abortable
+                // CommitFailedException), not STALE_MEMBER_EPOCH.
+                (None, Some(group)) => {
+                    group
+                        .check_commit(member_id, generation_id)
+                        .map_err(|code| match code {
+                            error_code::STALE_MEMBER_EPOCH if transactional => {
+                                error_code::ILLEGAL_GENERATION
+                            }
+                            code => code,
+                        })
+                }
                 (None, None) => Err(error_code::ILLEGAL_GENERATION),
             },
         }

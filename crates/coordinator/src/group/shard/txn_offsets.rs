@@ -325,4 +325,51 @@ mod tests {
         );
         assert!(!shard.has_open_txns("g"));
     }
+
+    #[test]
+    fn a_stale_member_epoch_in_a_txn_commit_is_illegal_generation_as_kafka_answers() {
+        use crate::group::consumer::Heartbeat;
+        let mut shard = shard();
+        let joined = shard
+            .consumer_heartbeat(
+                "g",
+                Heartbeat {
+                    member_id: "m".into(),
+                    member_epoch: 0,
+                    instance_id: None,
+                    rack_id: None,
+                    client_id: "c".into(),
+                    client_host: "h".into(),
+                    rebalance_timeout_ms: 30_000,
+                    subscribed_topics: Some(vec!["t".into()]),
+                    subscribed_regex: None,
+                    server_assignor: None,
+                    owned: Some(Default::default()),
+                },
+                0,
+            )
+            .unwrap();
+        let stale = TxnCommitter {
+            generation_id: joined.member_epoch + 1,
+            member_id: "m".into(),
+            ..committer(7)
+        };
+        let (_, answer) = shard.txn_commit("g", stale, vec![("t".to_string(), 0, Ok(offset(1)))]);
+        assert_eq!(
+            answer(&mut shard, Ok(())),
+            vec![error_code::ILLEGAL_GENERATION]
+        );
+        // A plain OffsetCommit keeps KIP-848's code.
+        let (_, answer) = shard.commit(
+            "g",
+            joined.member_epoch + 1,
+            "m",
+            None,
+            vec![("t".to_string(), 0, Ok(offset(1)))],
+        );
+        assert_eq!(
+            answer(&mut shard, Ok(())),
+            vec![error_code::STALE_MEMBER_EPOCH]
+        );
+    }
 }

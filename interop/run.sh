@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -61,6 +61,7 @@ if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/g
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
 if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
+if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want corruption; then echo "=== corruption (a damaged flushed batch is not served: librdkafka with and without check.crcs)"; (cd interop/python && timeout 300 python3 corruption_test.py); fi

@@ -11,7 +11,8 @@
 # Usage: interop/kafka/fetch.sh        (STRAND_KAFKA_HOME overrides the cache dir)
 set -euo pipefail
 
-KAFKA_VERSION=4.1.1
+# STRAND_KAFKA_VERSION picks another release (e.g. 4.4.0 to compare a behaviour with it).
+KAFKA_VERSION="${STRAND_KAFKA_VERSION:-4.1.1}"
 # The Kafka 4.1 release tarball uses log4j2 behind slf4j-api 1.7.x; the Maven poms of
 # kafka_2.13/kafka-tools do not bring an slf4j binding (it is "releaseOnly" in Kafka's
 # build), so without these two the broker logs nowhere ("SLF4J: Defaulting to NOP").

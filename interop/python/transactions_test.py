@@ -9,6 +9,8 @@ a transaction left open past its timeout.
 Every name carries a per-run suffix, so reruns against the same broker do not collide.
 Every wait has a deadline; nothing asserts on how long an operation took.
 """
+import os
+import subprocess
 import time
 import uuid
 
@@ -335,21 +337,47 @@ def timeout_abort():
     ok("timeout_abort")
 
 
-def describe_list_transactions():
-    if not (hasattr(AdminClient, "list_transactions") and hasattr(AdminClient, "describe_transactions")):
-        # confluent-kafka 2.x has no ListTransactions / DescribeTransactions admin calls.
-        print("skip: describe_list_transactions: this confluent-kafka's AdminClient has no "
-              "list_transactions / describe_transactions")
-        return
-    print("skip: describe_list_transactions: AdminClient has list_transactions / describe_transactions, "
-          "but no check is written for them yet")
+def kafka_transactions(*args):
+    """Kafka's own kafka-transactions tool against the broker: its stdout lines."""
+    cli = os.path.join(os.path.dirname(__file__), "..", "kafka", "kafka-cli.sh")
+    done = subprocess.run([cli, "kafka-transactions", "--bootstrap-server", BOOTSTRAP, *args],
+                          capture_output=True, text=True, timeout=120)
+    check(done.returncode == 0, f"kafka-transactions {' '.join(args)} exits 0 ({done.stderr[-500:]})")
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+def kafka_transactions_tool():
+    # confluent-kafka has no ListTransactions / DescribeTransactions / DescribeProducers
+    # admin calls; Kafka's CLI has all of them, plus the abort of a hanging transaction.
+    topic = create_topic("cli", 1)
+    transactional_id = name("cli-app")
+    producer = txn_producer(transactional_id, **{"transaction.timeout.ms": 600000})
+    producer.begin_transaction()
+    produce_acked(producer, topic, [(0, b"open-0")])
+    listed = kafka_transactions("list")
+    mine = [row for row in listed if row and row[0] == transactional_id]
+    check(len(mine) == 1 and mine[0][3] == "Ongoing", f"cli: list shows {transactional_id} Ongoing ({mine})")
+    described = kafka_transactions("describe", "--transactional-id", transactional_id)
+    check(len(described) == 2 and described[1][4] == "Ongoing" and described[1][-1] == f"{topic}-0",
+          f"cli: describe shows it Ongoing on {topic}-0 ({described})")
+    producers = kafka_transactions("describe-producers", "--topic", topic, "--partition", "0")
+    check(len(producers) == 2 and producers[1][5] == "0",
+          f"cli: describe-producers shows the open transaction at offset 0 ({producers})")
+    # What an operator does with a hanging transaction: abort it at the partition.
+    kafka_transactions("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    producers = kafka_transactions("describe-producers", "--topic", topic, "--partition", "0")
+    check(producers[1][5] == "None", f"cli: after abort no transaction is open ({producers})")
+    wait_until("cli: read_committed's end passes the aborted record and its marker",
+               lambda: latest(topic, 0, IsolationLevel.READ_COMMITTED) == 2)
+    check(read_to_end(topic, 1, "read_committed") == [], "cli: the aborted record is not delivered")
+    ok("cli: kafka-transactions list, describe, describe-producers and abort")
 
 
 def main():
     print(f"transactions test against {BOOTSTRAP} (run {RUN})", flush=True)
     started = time.monotonic()
     for scenario in (commit_visible, abort_invisible, lso_blocks_read_committed, consume_transform_produce,
-                     zombie_fencing, timeout_abort, describe_list_transactions):
+                     zombie_fencing, timeout_abort, kafka_transactions_tool):
         print(f"--- {scenario.__name__}", flush=True)
         scenario()
     print(f"PASS transactions (confluent-kafka) in {time.monotonic() - started:.1f} s")

@@ -142,6 +142,13 @@ async fn run(
             }
         })
     };
+    // A single node leads every partition from the start: its transaction coordinators
+    // load now, so what the log left prepared completes and open transactions time out
+    // without waiting for a request about them (a cluster member starts them once it is
+    // unfenced).
+    if broker.cluster().is_none() {
+        broker.txns.start_led(&broker);
+    }
     let txn_timers = {
         let broker = broker.clone();
         tokio::spawn(async move {

@@ -509,26 +509,36 @@ impl TxnShard {
         }
     }
 
-    /// Fences the producer of an Ongoing transaction and aborts it (§2.5), in one write:
-    /// the bumped epoch is taken in memory at once, so the old producer is fenced even if
-    /// the write fails (and a retry then does not bump again).
+    /// Fences the producer of an Ongoing transaction and aborts it (§2.5), in one write
+    /// whose PrepareAbort carries the epoch after the producer's, so its markers fence it
+    /// at every partition. Under transaction version 0 the bumped epoch is taken in memory
+    /// at once (the old producer is fenced even if the write fails, and a retry does not
+    /// bump again). Under version 2 the bump is the abort's own, as every TV2 end is, and
+    /// memory changes only once it is written: one bump, not a fence bump and then an
+    /// end bump (Kafka 4.0.0 bumped twice; KAFKA-19367 fixed it in 4.0.1, and 4.1 and 4.4
+    /// bump once, so a late EndTxn v5 from the fenced producer reads as a retry).
     fn fence(&mut self, id: &str, now_ms: i64) -> (Records, Answerer<Result<(), i16>>) {
         let server_tv2 = self.settings.transaction_version >= 2;
         let metadata = self.txns.get_mut(id).expect("fencing a known id");
-        let fence_epoch = if metadata.failed_fence || metadata.producer_epoch == i16::MAX {
-            metadata.producer_epoch
-        } else {
-            metadata.producer_epoch + 1
-        };
-        metadata.producer_epoch = fence_epoch;
-        metadata.last_producer_epoch = -1;
         let mut transit = metadata.clone();
+        if server_tv2 {
+            if metadata.producer_epoch < i16::MAX {
+                transit.producer_epoch = metadata.producer_epoch + 1;
+                transit.last_producer_epoch = metadata.producer_epoch;
+            }
+        } else {
+            let fence_epoch = if metadata.failed_fence || metadata.producer_epoch == i16::MAX {
+                metadata.producer_epoch
+            } else {
+                metadata.producer_epoch + 1
+            };
+            metadata.producer_epoch = fence_epoch;
+            metadata.last_producer_epoch = -1;
+            transit.producer_epoch = fence_epoch;
+            transit.last_producer_epoch = -1;
+        }
         transit.state = TxnState::PrepareAbort;
         transit.last_update_ms = now_ms.max(metadata.last_update_ms);
-        if server_tv2 && fence_epoch < i16::MAX {
-            transit.producer_epoch = fence_epoch + 1;
-            transit.last_producer_epoch = fence_epoch;
-        }
         transit.client_tv = if server_tv2 { 2 } else { 0 };
         let id_owned = id.to_string();
         self.write_transit(id, transit, move |shard, written| {
@@ -1709,7 +1719,7 @@ mod tests {
     }
 
     #[test]
-    fn server_tv2_fence_writes_the_epoch_after_the_fence() {
+    fn server_tv2_fence_bumps_the_epoch_once_as_kafka_since_4_0_1() {
         let mut shard = shard_with(TxnSettings {
             transaction_version: 2,
             ..TxnSettings::default()
@@ -1719,9 +1729,23 @@ mod tests {
         let step = shard.init_producer_id("t", TIMEOUT, None, NOW);
         let (records, _) = settle(&mut shard, step, Ok(()));
         let stored = records::decode_value(records[0].1.as_ref().unwrap()).unwrap();
-        assert_eq!(stored.producer_epoch, 2);
-        complete(&mut shard);
-        assert_eq!(init(&mut shard, "t").producer_epoch, 3);
+        assert_eq!(
+            (stored.producer_epoch, stored.state),
+            (1, TxnState::PrepareAbort)
+        );
+        let jobs = complete(&mut shard);
+        assert_eq!(jobs[0].producer_epoch, 1, "the markers fence epoch 0");
+        // The fenced producer's late commit (EndTxn v5 at its epoch) reads as a retry of
+        // the abort: INVALID_TXN_STATE, as Kafka 4.4 answers it.
+        assert_eq!(
+            end(&mut shard, "t", reply, true, 2).code,
+            error_code::INVALID_TXN_STATE
+        );
+        assert_eq!(
+            init(&mut shard, "t").producer_epoch,
+            2,
+            "the new instance's epoch"
+        );
         assert_eq!(
             u16::from_be_bytes([
                 records[0].1.as_ref().unwrap()[0],

@@ -10,6 +10,16 @@
 //! offset and offset range (possibly with no records left), so offsets stay contiguous and
 //! recovery's checks hold; kept records are recompressed with the batch's codec.
 //!
+//! Transactions, as Kafka's cleaner treats them: nothing at or after the first unstable
+//! offset is cleaned (an open transaction's records stay as written until it ends);
+//! control batches (commit and abort markers) are kept whole and their records never
+//! enter the key map (they all share a handful of keys); the records of aborted
+//! transactions neither enter the key map (an aborted write must not displace the
+//! committed one before it) nor survive the pass. Deliberate difference: Kafka also
+//! removes a marker once its transaction has no records left and delete.retention.ms has
+//! passed; Strand keeps markers (about 80 bytes each), which keeps recovery and the
+//! producer state simple.
+//!
 //! Crash safety of a segment swap: the cleaned bytes go to `<base>.log.cleaned` (fsynced),
 //! which is renamed `<base>.log.swap` (a complete replacement), which is renamed over
 //! `<base>.log`; the indexes are deleted before that and rebuilt. Opening a log deletes
@@ -36,6 +46,33 @@ use crate::segment::Segment;
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
+
+/// The batches of aborted transactions: a producer's transactional data batch whose
+/// offsets lie within one of its aborted transactions.
+struct AbortedBatches(HashMap<i64, Vec<(i64, i64)>>);
+
+impl AbortedBatches {
+    fn new(aborted: Vec<crate::producer_state::AbortedTxn>) -> AbortedBatches {
+        let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for txn in aborted {
+            by_producer
+                .entry(txn.producer_id)
+                .or_default()
+                .push((txn.first_offset, txn.last_offset));
+        }
+        AbortedBatches(by_producer)
+    }
+
+    fn contains(&self, header: &strand_records::BatchHeader) -> bool {
+        header.attributes.is_transactional()
+            && !header.attributes.is_control()
+            && self.0.get(&header.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&header.base_offset))
+            })
+    }
+}
 
 /// Bounds of one cleaning pass.
 #[derive(Debug, Clone, Copy)]
@@ -109,12 +146,20 @@ impl Log {
             .iter()
             .position(|s| s.max_timestamp() > lag_limit)
             .unwrap_or(closed.len());
-        let end_offset = closed
+        let mut end_offset = closed
             .get(end_index)
             .map_or(self.active().base_offset(), |s| s.base_offset());
+        // Nothing from an unfinished (or not yet stable) transaction on.
+        if let Some(unstable) = self.producers.first_unstable_offset() {
+            end_offset = end_offset.min(unstable);
+        }
         if end_index == 0 || first_dirty >= end_offset {
             return Ok(outcome);
         }
+        let aborted = AbortedBatches::new(
+            self.producers
+                .aborted_between(self.log_start_offset, end_offset),
+        );
         let total: u64 = closed[..end_index].iter().map(|s| s.size_bytes()).sum();
         let dirty: u64 = closed[..end_index]
             .iter()
@@ -130,8 +175,14 @@ impl Log {
             return Ok(outcome);
         }
         let mut throttle = Throttle::new(limits.io_max_bytes_per_second);
-        let (map, mapped_end) =
-            self.build_key_map(first_dirty, end_offset, limits, &mut throttle, &mut outcome)?;
+        let (map, mapped_end) = self.build_key_map(
+            first_dirty,
+            end_offset,
+            &aborted,
+            limits,
+            &mut throttle,
+            &mut outcome,
+        )?;
         if mapped_end <= first_dirty {
             return Ok(outcome);
         }
@@ -146,6 +197,7 @@ impl Log {
             self.clean_segment(
                 base,
                 &map,
+                &aborted,
                 first_dirty,
                 now_ms,
                 &mut throttle,
@@ -166,6 +218,7 @@ impl Log {
         &self,
         first_dirty: i64,
         end: i64,
+        aborted: &AbortedBatches,
         limits: CleanerLimits,
         throttle: &mut Throttle,
         outcome: &mut CleanOutcome,
@@ -203,6 +256,10 @@ impl Log {
                 throttle.consumed(bytes.len() as u64);
                 outcome.bytes_read += bytes.len() as u64;
                 let view = BatchView::parse(bytes)?;
+                if view.header.attributes.is_control() || aborted.contains(&view.header) {
+                    covered = batch.header.next_offset();
+                    continue;
+                }
                 let mut new_keys = Vec::new();
                 walk_stored_records(&view, WalkLimits::default(), |record| {
                     if let Some(key) = record.key {
@@ -236,6 +293,7 @@ impl Log {
         &mut self,
         base: i64,
         map: &HashMap<Vec<u8>, i64>,
+        aborted: &AbortedBatches,
         first_dirty: i64,
         now_ms: i64,
         throttle: &mut Throttle,
@@ -276,10 +334,18 @@ impl Log {
             throttle.consumed(bytes.len() as u64);
             let view = BatchView::parse(bytes)?;
             let header = view.header;
+            if header.attributes.is_control() {
+                cleaned.extend_from_slice(bytes);
+                continue;
+            }
+            let discard_all = aborted.contains(&header);
             let mut kept = Vec::new();
             let mut total = 0u64;
             walk_stored_records(&view, WalkLimits::default(), |record| {
                 total += 1;
+                if discard_all {
+                    return;
+                }
                 let offset = header.base_offset + record.offset_delta as i64;
                 let superseded = record
                     .key

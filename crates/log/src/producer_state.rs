@@ -437,6 +437,16 @@ impl ProducerStateManager {
     }
 
     /// Retention moved the log start: aborted transactions wholly below it go.
+    /// Every aborted transaction whose marker is at or above `from` and whose first
+    /// offset is below `upper` (the cleaner drops their records).
+    pub fn aborted_between(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.aborted
+            .range(from..)
+            .map(|(_, txn)| *txn)
+            .filter(|txn| txn.first_offset < upper)
+            .collect()
+    }
+
     pub fn forget_aborted_below(&mut self, log_start_offset: i64) {
         self.aborted = self.aborted.split_off(&log_start_offset);
     }

@@ -335,3 +335,107 @@ fn a_compacted_topic_refuses_records_without_keys() {
         "INVALID_RECORD, as Kafka answers"
     );
 }
+
+/// A producer's transactional batch of keyed records.
+fn keyed_txn_batch(producer_id: i64, sequence: i32, records: &[(u8, u8)]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(0, 1_000)
+        .producer(producer_id, 0, sequence)
+        .transactional();
+    for (key, value) in records {
+        builder.push(Record::new(
+            Some(vec![b'k', *key]),
+            Some(vec![*value]),
+            1_000,
+        ));
+    }
+    builder.build()
+}
+
+fn marker(result: strand_records::TxnResult) -> strand_records::EndTxnMarker {
+    strand_records::EndTxnMarker {
+        result,
+        coordinator_epoch: 0,
+    }
+}
+
+/// Kafka's cleaner rules for transactions: an aborted write neither survives nor
+/// displaces the committed value before it, markers are kept (they share keys, so
+/// compacting them by key would drop all but the last), and nothing of a transaction
+/// still open is touched.
+#[test]
+fn compaction_drops_aborted_records_keeps_markers_and_stops_at_open_transactions() {
+    use strand_records::TxnResult;
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
+    // Committed: k1=1 by producer 7.
+    log.append_as_leader(&mut keyed_txn_batch(7, 0, &[(1, 1)]), 0)
+        .unwrap(); // 0
+    log.append_marker(7, 0, marker(TxnResult::Commit), 0)
+        .unwrap(); // 1
+                   // Aborted: k1=2 and k2=2 by producer 8.
+    log.append_as_leader(&mut keyed_txn_batch(8, 0, &[(1, 2), (2, 2)]), 0)
+        .unwrap(); // 2..=3
+    log.append_marker(8, 0, marker(TxnResult::Abort), 0)
+        .unwrap(); // 4
+                   // A second committed transaction's marker, so two commit markers share a key.
+    log.append_as_leader(&mut keyed_txn_batch(7, 1, &[(3, 3)]), 0)
+        .unwrap(); // 5
+    log.append_marker(7, 0, marker(TxnResult::Commit), 0)
+        .unwrap(); // 6
+                   // Segments are cleaned whole: the open transaction starts a segment of its own.
+    log.roll(7).unwrap();
+    // Open: k3=9 by producer 9, then plain records, all past the first unstable offset.
+    log.append_as_leader(&mut keyed_txn_batch(9, 0, &[(3, 9)]), 0)
+        .unwrap(); // 7
+    write(
+        &mut log,
+        &[(Compression::None, vec![(3, Some(4)); 40])],
+        1_000,
+    );
+    log.set_high_watermark(log.log_end_offset());
+    let end = log.log_end_offset();
+    log.roll(end).unwrap();
+    let before = contents(&log);
+
+    let outcome = log.clean(10_000, CleanerLimits::default(), None).unwrap();
+    let after = contents(&log);
+    let at = |rows: &Contents, offset: i64| rows.iter().any(|(o, _, _)| *o == offset);
+    assert!(
+        at(&after, 0),
+        "the committed k1=1 survives the aborted k1=2"
+    );
+    assert!(!at(&after, 2) && !at(&after, 3), "aborted records are gone");
+    assert!(
+        at(&after, 1) && at(&after, 4) && at(&after, 6),
+        "markers are kept"
+    );
+    assert!(
+        at(&after, 5),
+        "k3=3 is kept: every later k3 is past the open transaction"
+    );
+    for offset in 7..log.log_end_offset() {
+        assert_eq!(
+            at(&before, offset),
+            at(&after, offset),
+            "offset {offset} untouched"
+        );
+    }
+    assert_eq!(outcome.records_removed, 2);
+    // Read committed is unchanged by the pass.
+    assert_eq!(log.last_stable_offset(), 7);
+
+    // Once the open transaction commits, the next pass may compact what followed it.
+    log.append_marker(9, 0, marker(TxnResult::Commit), 0)
+        .unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let end = log.log_end_offset();
+    log.roll(end).unwrap();
+    log.clean(20_000, CleanerLimits::default(), None).unwrap();
+    let compacted = contents(&log);
+    let k3: Vec<i64> = compacted
+        .iter()
+        .filter(|(_, key, _)| key.as_deref() == Some(&b"k\x03"[..]))
+        .map(|(o, _, _)| *o)
+        .collect();
+    assert_eq!(k3.len(), 1, "only the latest k3 is left: {k3:?}");
+}

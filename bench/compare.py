@@ -7,7 +7,7 @@ every run, and prints the medians and the Strand/Kafka ratios. W1-W4 are run wit
 client chosen by --client, every one driving both brokers (W7 too): Kafka's own perf tools
 (kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) and `strand bench` (this repo's
 load generator); the start-up and partition-count workloads use confluent-kafka
-(librdkafka).
+(librdkafka), the transactional workload bench/TxnPerf.java (Kafka's Java producer).
 
   W1  6 partitions, 1 KiB records, acks=1, maximum throughput
   W2  acks=all: Strand --flush every-batch vs Kafka default and vs Kafka
@@ -19,6 +19,11 @@ load generator); the start-up and partition-count workloads use confluent-kafka
   W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
   W7  a cluster of 3 brokers on loopback: 6 partitions with RF=3, min.insync.replicas=2,
       1 KiB records, acks=all, maximum throughput (CPU and RSS summed over the nodes)
+  W8  transactions: one Java producer with a transactional.id (kafka-clients 4.1.1 through
+      bench/txn-perf.sh, its defaults otherwise: acks=all, idempotent), 6 partitions,
+      1 KiB records, 100 records per transaction round-robin over all 6 partitions, a
+      fixed number of transactions as fast as possible: records/s, MB/s, transactions/s,
+      commitTransaction() latency p50/p99/max
 
 For every measured phase the broker's CPU seconds (utime+stime from /proc/<pid>/stat,
 before/after) are recorded, and its peak RSS (VmHWM from /proc/<pid>/status) at the end
@@ -84,6 +89,7 @@ QUICK = dict(
     w6_partitions=[1000, 10000],
     w6_runs=1,
     w7_records=200_000,
+    w8_transactions=2_000,
     iperf_seconds=3,
 )
 PROFILES = {
@@ -91,15 +97,18 @@ PROFILES = {
     "full": dict(QUICK, runs=5, w1_records=2_500_000, w2_records=1_000_000,
                  warmup_records=300_000, w3_seconds=30, w4_mib=5120, w4_passes=3, w5_runs=5,
                  w5_idle_s=5.0, w6_runs=3, w7_records=1_000_000,
-                 iperf_seconds=10),
+                 w8_transactions=10_000, iperf_seconds=10),
     "smoke": dict(QUICK, runs=1, w1_records=20_000, w2_records=10_000, warmup_records=5_000,
                   w3_seconds=2, w4_mib=32, w4_passes=1, w5_runs=1, w5_idle_s=0.5,
-                  w6_partitions=[1000], w7_records=10_000, iperf_seconds=1),
+                  w6_partitions=[1000], w7_records=10_000, w8_transactions=50,
+                  iperf_seconds=1),
 }
-# W1-W4 run once per client (--client); W5 and W6 use confluent-kafka whatever it is.
+# W1-W4 and W7 run once per client (--client); W5 and W6 use confluent-kafka whatever it
+# is, W8 the Java driver bench/TxnPerf.java.
 CLIENT_WORKLOADS = ["W1", "W2", "W3", "W4", "W7"]
 OTHER_CLIENT = "confluent-kafka"
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7"]
+FIXED_CLIENTS = {"W8": "TxnPerf"}
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
 RECORD_SIZE = 1024
 PARTITIONS = 6
 # Kafka's controller refuses one operation that would write more than 10,000 metadata
@@ -107,6 +116,10 @@ PARTITIONS = 6
 # 10,000-partition topic (10,001 records) cannot be created in one go; W6 creates its
 # partitions as topics of at most this many partitions, one CreateTopics each, on both.
 W6_TOPIC_PARTITIONS = 1000
+# W8: records per transaction (round-robin over the PARTITIONS, so each one spans them
+# all), and the Java driver (bench/TxnPerf.java, compiled once by its script).
+W8_RECORDS_PER_TXN = 100
+TXN_PERF = REPO / "bench" / "txn-perf.sh"
 
 # Strand settings that differ from its defaults, to match run-kafka.sh's server.properties
 # (group.initial.rebalance.delay.ms=0); everything else is the same default on both.
@@ -1344,6 +1357,131 @@ class Bench:
                 for v in self.order(["strand", "kafka"], i):
                     self.measure(key, v, self.partitions_run, key, v, total)
 
+    # ---- W8: transactions
+
+    @staticmethod
+    def txn_perf_argv(b: Broker, topic: str, transactions: int, txn_id: str,
+                      timeout: float) -> list[str]:
+        return [str(TXN_PERF), "--bootstrap", b.bootstrap, "--topic", topic,
+                "--transactions", str(transactions), "--records-per-txn",
+                str(W8_RECORDS_PER_TXN), "--record-size", str(RECORD_SIZE), "--partitions",
+                str(PARTITIONS), "--transactional-id", txn_id, "--timeout-s", str(int(timeout))]
+
+    def end_offsets(self, b: Broker, topic: str) -> int | None:
+        """Sum of the topic's log end offsets (kafka-get-offsets, latest), or None."""
+        res = run_tool(kafka_tool("kafka-get-offsets", "--bootstrap-server", b.bootstrap,
+                                  "--topic", topic), timeout=120)
+        offsets = re.findall(rf"^{re.escape(topic)}:\d+:(\d+)\s*$", res.out, re.M)
+        if res.rc != 0 or len(offsets) != PARTITIONS:
+            return None
+        return sum(int(o) for o in offsets)
+
+    def txn_run(self, key: str, variant: str, transactions: int) -> dict:
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet}
+        records = transactions * W8_RECORDS_PER_TXN
+        try:
+            run["start_s"] = b.start()
+            self.note_command(key, b.argv)
+            t = create_topic(b, "bench", PARTITIONS)
+            self.note_command(key, t.argv)
+            timeout = max(300.0, transactions / 10)
+            warmup = self.prof["warmup_records"] // W8_RECORDS_PER_TXN
+            if warmup > 0:
+                # The same driver into another topic with another transactional.id (JIT,
+                # and the transaction state topic, which both brokers create on the first
+                # FindCoordinator); then sync, as before W1-W3.
+                create_topic(b, "warmup", PARTITIONS)
+                wres = run_tool(self.txn_perf_argv(b, "warmup", warmup, "warmup-txn", timeout),
+                                timeout + 60)
+                self.note_command(key, wres.argv)
+                wperf = parse_txn_perf(wres.out)
+                run["warmup"] = wperf
+                if wperf is None or wres.rc != 0:
+                    self.issue(key, variant, f"warm-up TxnPerf failed (exit {wres.rc})",
+                               (wres.out + wres.err).splitlines()[-15:])
+                os.sync()
+            with CpuWindow(b) as w:
+                res = run_tool(self.txn_perf_argv(b, "bench", transactions, "bench-txn",
+                                                  timeout), timeout + 60)
+            self.note_command(key, res.argv)
+            perf = parse_txn_perf(res.out)
+            run.update(w.metrics())
+            run["client_issues"] = client_issues(res)
+            if perf is None or res.rc != 0:
+                self.issue(key, variant, f"TxnPerf failed (exit {res.rc})",
+                           (res.out + res.err).splitlines()[-15:])
+            else:
+                run.update(perf)
+                if perf["records"] != records:
+                    self.issue(key, variant, f"{perf['records']} of {records} records "
+                               "committed", [])
+                if run["client_issues"]:
+                    self.issue(key, variant, "client printed warnings/errors",
+                               run["client_issues"])
+                run["broker_cpu_s_per_gib"] = (run["broker_cpu_s"] / (records * RECORD_SIZE)
+                                               * 1024 ** 3)
+                # Every committed transaction leaves its records and one commit marker on
+                # each partition; the markers of the last one may still be on their way.
+                expected = records + transactions * PARTITIONS
+                deadline = time.monotonic() + 15
+                while True:
+                    run["end_offsets"] = self.end_offsets(b, "bench")
+                    if run["end_offsets"] == expected or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                if run["end_offsets"] != expected:
+                    self.issue(key, variant, f"end offsets sum to {run['end_offsets']}, not "
+                               f"{expected} ({records} records + a commit marker per "
+                               "partition and transaction)", [])
+        finally:
+            self.finish_broker(b, key, run)
+        self.record(key, variant, run)
+        log(f"{key} {variant}: {run.get('txn_per_s', float('nan')):.0f} txn/s, "
+            f"{run.get('mb_per_s', float('nan')):.1f} MB/s, commit p50/p99 "
+            f"{run.get('commit_p50_ms', float('nan')):.3g}/"
+            f"{run.get('commit_p99_ms', float('nan')):.3g} ms, CPU "
+            f"{run.get('broker_cpu_s', float('nan')):.1f} s")
+        return run
+
+    def w8(self) -> None:
+        transactions = self.prof["w8_transactions"]
+        key = "W8"
+        log(f"W8 (TxnPerf): {transactions} transactions of {W8_RECORDS_PER_TXN} x 1 KiB "
+            f"round-robin over {PARTITIONS} partitions, acks=all, idempotent, max "
+            f"throughput, {self.prof['runs']} runs per broker")
+        self.results["workloads"][key] = {
+            "variants": {}, "client": FIXED_CLIENTS[key], "transactions": transactions,
+            "records_per_txn": W8_RECORDS_PER_TXN, "records": transactions * W8_RECORDS_PER_TXN,
+            "record_size": RECORD_SIZE, "partitions": PARTITIONS, "acks": "all",
+            "warmup_transactions": self.prof["warmup_records"] // W8_RECORDS_PER_TXN}
+        for i in range(self.prof["runs"]):
+            for v in self.order(["strand", "kafka"], i):
+                self.measure(key, v, self.txn_run, key, v, transactions)
+
+
+TXN_PERF_RE = re.compile(r"^TXNPERF (.*)$", re.M)
+
+
+def parse_txn_perf(out: str) -> dict | None:
+    """TxnPerf's summary line: records, seconds, records_per_s, mb_per_s (2^20 bytes),
+    txn_per_s, commit_{avg,p50,p99,max}_ms, txn_{p50,p99}_ms, init_ms."""
+    m = None
+    for m in TXN_PERF_RE.finditer(out):
+        pass
+    if m is None:
+        return None
+    fields = dict(kv.split("=", 1) for kv in m.group(1).split() if "=" in kv)
+    try:
+        result = {k: float(v) for k, v in fields.items()}
+    except ValueError:
+        return None
+    for k in ("records", "transactions", "send_errors"):
+        if k in result:
+            result[k] = int(result[k])
+    return result if "records_per_s" in result else None
+
 
 # --------------------------------------------------------------------------- summary
 
@@ -1421,6 +1559,16 @@ ROWS += [
      "kafka-cluster", "down"),
     ("W7", "peak_rss_mib", "peak RSS MiB, 3 brokers summed", "strand-cluster",
      "kafka-cluster", "down"),
+    ("W8", "records_per_s", "records/s", "strand", "kafka", "up"),
+    ("W8", "mb_per_s", "MB/s", "strand", "kafka", "up"),
+    ("W8", "txn_per_s", "transactions/s", "strand", "kafka", "up"),
+    ("W8", "commit_avg_ms", "commit latency avg ms", "strand", "kafka", "down"),
+    ("W8", "commit_p50_ms", "commit latency p50 ms", "strand", "kafka", "down"),
+    ("W8", "commit_p99_ms", "commit latency p99 ms", "strand", "kafka", "down"),
+    ("W8", "commit_max_ms", "commit latency max ms", "strand", "kafka", "down"),
+    ("W8", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
+    ("W8", "broker_cpu_s_per_gib", "broker CPU s per GiB", "strand", "kafka", "down"),
+    ("W8", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
 ]
 
 
@@ -1481,7 +1629,8 @@ def summarize(results: dict) -> list[dict]:
                 if s is None and k is None:
                     continue
                 ratio = s / k if s is not None and k not in (None, 0) else None
-                table.append({"workload": wl, "client": client or OTHER_CLIENT, "metric": key,
+                table.append({"workload": wl, "metric": key,
+                              "client": client or FIXED_CLIENTS.get(wl, OTHER_CLIENT),
                               "label": label, "strand": s, "kafka": k, "ratio": ratio,
                               "better": better,
                               "n": [len([r for r in s_runs if key in r]),
@@ -1541,7 +1690,9 @@ def contention(results: dict, limit: float = 0.25) -> dict:
 CLIENT_NOTE = ("client = the load generator that drove both brokers for the row; latencies:\n"
                "  kafka-tools: ProducerPerformance's, whole ms from send() to the ack "
                "(includes time queued in the client)\n"
-               "  strand-bench: per batch from request to response (HdrHistogram, microseconds)")
+               "  strand-bench: per batch from request to response (HdrHistogram, microseconds)\n"
+               "  TxnPerf (W8): bench/TxnPerf.java, Kafka's Java producer with a transactional.id;"
+               " commit latency\n  is commitTransaction() from the call to its return")
 
 
 def workload_notes(results: dict) -> list[str]:
@@ -1821,7 +1972,9 @@ def docs_section(results: dict, table: list[dict], plots: list[Path], docs_path:
                "(latencies in whole milliseconds from send() to the acknowledgement, so they "
                "include time queued in the client), strand-bench is `strand bench` "
                "(latencies per batch from request to response, in microseconds; no consumer "
-               "group), confluent-kafka is librdkafka driven by the script (W5, W6).")
+               "group), confluent-kafka is librdkafka driven by the script (W5, W6), TxnPerf is "
+               "`bench/TxnPerf.java`, Kafka's Java producer with a `transactional.id` (W8; "
+               "commit latency is `commitTransaction()` from the call to its return).")
     out.append("")
     out.append(markdown_table(table, results))
     out.append("")
@@ -1895,7 +2048,8 @@ INTRO = """\
 same machine, the same disk and with the same topic settings, driven by the same clients:
 W1-W4 once with Kafka's own `ProducerPerformance` and `ConsumerPerformance` from
 kafka-tools 4.1.1 and once with `strand bench` (Strand's load generator), each against
-both brokers; confluent-kafka for start-up and partition counts. Each run starts a fresh
+both brokers; confluent-kafka for start-up and partition counts; `bench/TxnPerf.java`
+(Kafka's Java producer with a `transactional.id`) for transactions. Each run starts a fresh
 broker on a fresh data directory; runs alternate which broker goes first. For each
 measured phase it records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`,
 before/after) and its peak RSS (`VmHWM`). The machine these figures come from is shared
@@ -1931,11 +2085,11 @@ def main() -> int:
                     "ConsumerPerformance (kafka-tools), strand bench (strand-bench) or each in "
                     "turn (both, the default); W5 and W6 use confluent-kafka either way")
     ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
-                    help="comma-separated subset of W1..W6 (default: all)")
-    ap.add_argument("--runs", type=int, help="runs per broker for W1-W4")
+                    help="comma-separated subset of W1..W8 (default: all)")
+    ap.add_argument("--runs", type=int, help="runs per broker for W1-W4, W7 and W8")
     ap.add_argument("--warmup-records", type=int,
                     help="W1-W3: records produced to another topic before the measured run "
-                    "(JIT warm-up; 0 for none)")
+                    "(JIT warm-up; 0 for none); W8: as many records in transactions of 100")
     ap.add_argument("--w1-records", type=int)
     ap.add_argument("--w2-records", type=int)
     ap.add_argument("--w3-seconds", type=float, help="length of a W3 run at its rate")
@@ -1948,6 +2102,8 @@ def main() -> int:
     ap.add_argument("--w6-partitions", help="comma-separated partition counts")
     ap.add_argument("--w6-runs", type=int)
     ap.add_argument("--w7-records", type=int, help="records per W7 run (3-broker cluster)")
+    ap.add_argument("--w8-transactions", type=int,
+                    help=f"transactions per W8 run ({W8_RECORDS_PER_TXN} records each)")
     ap.add_argument("--strand-bin", type=Path, default=DEFAULT_STRAND)
     ap.add_argument("--data-root", help="where run directories go (default: $TMPDIR); "
                     "must be a real disk, and the same one for both brokers")
@@ -2002,7 +2158,7 @@ def main() -> int:
         return 0
     prof = dict(PROFILES[args.mode])
     for key in ("runs", "warmup_records", "w1_records", "w2_records", "w3_seconds", "w4_mib", "w4_passes",
-                "w4_consumers", "w5_runs", "w6_runs", "w7_records"):
+                "w4_consumers", "w5_runs", "w6_runs", "w7_records", "w8_transactions"):
         if getattr(args, key) is not None:
             prof[key] = getattr(args, key)
     if args.w6_partitions:
@@ -2020,8 +2176,12 @@ def main() -> int:
             import confluent_kafka  # noqa: F401
         except ImportError:
             ap.error("W5 and W6 need confluent-kafka (pip install confluent-kafka)")
+    if "W8" in workloads and not shutil.which("javac"):
+        ap.error("W8 needs javac (a JDK 17+) to build bench/TxnPerf.java")
     subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], check=True,
                    stdout=subprocess.DEVNULL)
+    if "W8" in workloads:  # compiled now, so no run includes javac
+        subprocess.run([str(TXN_PERF), "--compile-only"], check=True)
 
     started = dt.datetime.now()
     stamp = started.strftime("%Y%m%d-%H%M%S")

@@ -59,6 +59,22 @@ def watermarks(consumer, tp, timeout=90):
             time.sleep(1)
 
 
+def java_hash(text):
+    """Java's String.hashCode (UTF-16 code units, i32 wrap)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for k in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[k:k + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def transaction_state_partition(transactional_id, partitions=50):
+    """The __transaction_state partition (hence coordinator) of a transactional id, as
+    Kafka places it (transaction.state.log.num.partitions 50)."""
+    h = java_hash(transactional_id)
+    return 0 if h == -(1 << 31) else abs(h) % partitions
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,8 +21,13 @@ Then everything is healed, producers flush, and the checker reads the whole topi
 Exit status 1 if any is non-zero. The seed is printed; `--seed N` replays the same fault
 schedule (which node leads a partition at that moment may differ).
 
+`--workload txn` replaces the idempotent producers with transactional ones, a
+consume-transform-produce pipeline and read_committed readers, under the same nemesis,
+and checks the transactions instead (nemesis_txn.py says what).
+
   interop/cluster/nemesis.py                 short run (CI)
   interop/cluster/nemesis.py --duration 600  long run
+  interop/cluster/nemesis.py --workload txn --duration 300
 """
 
 import argparse
@@ -103,6 +108,20 @@ class Workload:
     def start(self):
         for t in self.threads:
             t.start()
+
+    def progress(self):
+        with self.lock:
+            return (f"  sent {self.sent}, acked {len(self.acked)}, "
+                    f"failed {sum(self.failed.values())}, read {len(self.seen)}")
+
+    def describe(self, admin, node):
+        return None
+
+    def finish(self):
+        time.sleep(3)  # let producers deliver under a healthy cluster
+        self.stop.set()
+        for t in self.threads:
+            t.join(180)
 
     def new_producer(self):
         return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
@@ -200,15 +219,34 @@ def batches(directory, limit):
     return out
 
 
-def high_watermarks(data_dir):
+def high_watermarks(data_dir, topic):
     path = os.path.join(data_dir, "replication-offset-checkpoint")
     marks = {}
     if os.path.exists(path):
         for line in open(path).read().splitlines()[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            if topic == TOPIC:
+            name, partition, offset = line.rsplit(" ", 2)
+            if name == topic:
                 marks[int(partition)] = int(offset)
     return marks
+
+
+def divergent_replicas(cluster, root, topics):
+    """Partitions whose replicas' batches differ below the lowest checkpointed high
+    watermark, from the data files of stopped nodes. Compacted topics are left out: each
+    replica cleans its own segments."""
+    divergent = []
+    for topic, partitions in topics:
+        marks = {i: high_watermarks(os.path.join(root, f"n{i}"), topic) for i in cluster.ids}
+        for partition in range(partitions):
+            limit = min(marks[i].get(partition, 0) for i in cluster.ids)
+            logs = {i: batches(os.path.join(root, f"n{i}", f"{topic}-{partition}"), limit)
+                    for i in cluster.ids}
+            reference = logs[cluster.ids[0]]
+            for i in cluster.ids[1:]:
+                if logs[i] != reference:
+                    divergent.append(f"replica of node {i} differs on {topic}-{partition} below {limit}")
+                    log(divergent[-1])
+    return divergent
 
 
 def wait_for_full_isr(admin, topic, timeout):
@@ -224,12 +262,80 @@ def wait_for_full_isr(admin, topic, timeout):
     return False
 
 
+def check_idempotent(cluster, root, workload, bootstrap, seed):
+    """The idempotent workload's checker; returns (counts, number of violations)."""
+    final = read_all(bootstrap)
+    # Replicas, compared from their files after a clean stop.
+    codes = cluster.stop_all()
+    divergent = len(divergent_replicas(cluster, root, [(TOPIC, PARTITIONS)]))
+    # librdkafka acknowledges an idempotent batch whose own answer was lost once a
+    # later batch of the partition is acknowledged ("implicit ack"); its offset is then
+    # unknown (None), so such a record is looked up by value in its partition.
+    values = {p: set(records.values()) for p, records in final.items()}
+    lost = [v for v, (p, o) in workload.acked.items()
+            if (final.get(p, {}).get(o) != v if o is not None
+                else v not in values.get(p, ()))]
+    occurrences = collections.Counter(v for records in final.values() for v in records.values())
+    duplicated = [v for v, n in occurrences.items() if n > 1]
+    reordered = 0
+    by_producer = collections.defaultdict(list)
+    for value, (p, o) in workload.acked.items():
+        if o is None:
+            continue  # implicitly acknowledged: no offset to order by
+        producer, seq = value.split("-")
+        by_producer[(producer, p)].append((o, int(seq)))
+    for entries in by_producer.values():
+        entries.sort()
+        reordered += sum(1 for a, b in zip(entries, entries[1:]) if b[1] < a[1])
+    phantom = [(p, o, v) for p, o, v in workload.seen if final.get(p, {}).get(o) != v]
+    unacked_present = sum(1 for v in occurrences if v not in workload.acked)
+    counts = {
+        "seed": seed, "sent": workload.sent, "acked": len(workload.acked),
+        "failed": dict(workload.failed), "fatal_producer_errors": workload.fatal,
+        "acked_without_offset": sum(1 for _, o in workload.acked.values() if o is None),
+        "read_by_group": len(workload.seen), "final_records": sum(len(r) for r in final.values()),
+        "unacked_but_present": unacked_present, "lost": len(lost),
+        "duplicated": len(duplicated), "reordered": reordered, "phantom": len(phantom),
+        "divergent": divergent, "exit_codes": codes,
+    }
+    log("result: " + json.dumps(counts))
+    for name, items in (("lost", lost), ("duplicated", duplicated), ("phantom", phantom)):
+        if items:
+            log(f"{name} (first 10): {items[:10]}")
+    bad = len(lost) + len(duplicated) + reordered + len(phantom) + divergent
+    if workload.acked == {}:
+        log("FAIL: nothing was acknowledged")
+        bad += 1
+    return counts, bad
+
+
+def create_topic(admin, topic, partitions):
+    deadline = time.time() + 60
+    while True:
+        futures = admin.create_topics([NewTopic(topic, partitions, 3,
+                                                config={"min.insync.replicas": "2"})])
+        try:
+            futures[topic].result(30)
+            return
+        except Exception as error:
+            if "already exists" in str(error):
+                return
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--duration", type=float, default=60, help="seconds of faults")
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--rate", type=float, default=200, help="records/s per producer")
+    parser.add_argument("--workload", choices=["idempotent", "txn"], default="idempotent")
+    parser.add_argument("--producers", type=int, default=None,
+                        help="producers (idempotent: 2; txn: transactional producers, 3)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="records/s per idempotent producer (200), or of the ctp input (100)")
+    parser.add_argument("--ctp-workers", type=int, default=2,
+                        help="txn: consume-transform-produce workers (0: none)")
     parser.add_argument("--binary", default=os.environ.get("STRAND_BIN", "target/release/strand"))
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
     args = parser.parse_args()
@@ -237,39 +343,41 @@ def main():
     root = tempfile.mkdtemp(prefix="strand-nemesis-")
     cluster = Cluster(os.path.abspath(args.binary), root, settings=SETTINGS)
     plan = schedule(seed, args.duration, cluster.use_netns)
-    log(f"seed {seed}; data in {root}; network namespaces: {cluster.use_netns}")
+    log(f"seed {seed}; workload {args.workload}; data in {root}; "
+        f"network namespaces: {cluster.use_netns}")
     log("schedule: " + json.dumps(plan))
-    counts = {}
+    bootstrap = cluster.bootstrap()
+    if args.workload == "txn":
+        from nemesis_txn import TxnWorkload
+        workload = TxnWorkload(bootstrap, seed, producers=args.producers or 3,
+                               ctp_workers=args.ctp_workers, input_rate=args.rate or 100)
+        topics = workload.topics
+    else:
+        workload = Workload(bootstrap, args.producers or 2, args.rate or 200)
+        topics = [(TOPIC, PARTITIONS)]
+    topic = topics[0][0]  # kill-leader's partitions
+    passed = False
     try:
         cluster.launch()
         log("cluster up")
-        bootstrap = cluster.bootstrap()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-        deadline = time.time() + 60
-        while True:
-            futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
-                                                    config={"min.insync.replicas": "2"})])
-            try:
-                futures[TOPIC].result(30)
-                break
-            except Exception as error:
-                if "already exists" in str(error):
-                    break
-                if time.time() > deadline:
-                    raise
-                time.sleep(1)
-        log("topic created")
-        wait_for_full_isr(admin, TOPIC, 60)
+        for name, partitions in topics:
+            create_topic(admin, name, partitions)
+        log("topics created" if len(topics) > 1 else "topic created")
+        for name, _ in topics:
+            wait_for_full_isr(admin, name, 60)
         log("ISR full; starting the workload")
-        workload = Workload(bootstrap, args.producers, args.rate)
         workload.start()
         started = time.time()
         for at, kind, target, length in plan:
             time.sleep(max(0.0, started + at - time.time()))
             if kind == "kill-leader":
-                node = leader_of_topic(admin, TOPIC, target)
+                node = leader_of_topic(admin, topic, target)
                 node = node if node in cluster.ids else random.Random(seed + int(at)).choice(cluster.ids)
-                log(f"kill -9 node {node} (leader of {TOPIC}-{target}) for {length}s")
+                log(f"kill -9 node {node} (leader of {topic}-{target}) for {length}s")
+                coordinates = workload.describe(admin, node)
+                if coordinates:
+                    log(coordinates)
                 cluster.kill(node)
                 time.sleep(length)
                 cluster.start(node)
@@ -289,79 +397,29 @@ def main():
                     cluster.kill(i)
                 time.sleep(length)
                 cluster.start_all()
-            with workload.lock:
-                log(f"  sent {workload.sent}, acked {len(workload.acked)}, "
-                    f"failed {sum(workload.failed.values())}, read {len(workload.seen)}")
-        log("healing; waiting for every replica to rejoin the ISR")
+            log(workload.progress())
+        log(f"healing after {time.time() - started:.0f} s; waiting for every replica to rejoin the ISR")
         cluster.heal_all()
-        if not wait_for_full_isr(admin, TOPIC, 90):
-            log("WARNING: the ISR did not become full within 90 s")
-        time.sleep(3)  # let producers deliver under a healthy cluster
-        workload.stop.set()
-        for t in workload.threads:
-            t.join(180)
-        final = read_all(bootstrap)
-        # Replicas, compared from their files after a clean stop.
-        codes = cluster.stop_all()
-        marks = {i: high_watermarks(os.path.join(root, f"n{i}")) for i in cluster.ids}
-        divergent = 0
-        for partition in range(PARTITIONS):
-            limit = min(marks[i].get(partition, 0) for i in cluster.ids)
-            logs = {i: batches(os.path.join(root, f"n{i}", f"{TOPIC}-{partition}"), limit)
-                    for i in cluster.ids}
-            reference = logs[cluster.ids[0]]
-            for i in cluster.ids[1:]:
-                if logs[i] != reference:
-                    divergent += 1
-                    log(f"replica of node {i} differs on {TOPIC}-{partition} below {limit}")
-        # The checker.
-        # librdkafka acknowledges an idempotent batch whose own answer was lost once a
-        # later batch of the partition is acknowledged ("implicit ack"); its offset is then
-        # unknown (None), so such a record is looked up by value in its partition.
-        values = {p: set(records.values()) for p, records in final.items()}
-        lost = [v for v, (p, o) in workload.acked.items()
-                if (final.get(p, {}).get(o) != v if o is not None
-                    else v not in values.get(p, ()))]
-        occurrences = collections.Counter(v for records in final.values() for v in records.values())
-        duplicated = [v for v, n in occurrences.items() if n > 1]
-        reordered = 0
-        by_producer = collections.defaultdict(list)
-        for value, (p, o) in workload.acked.items():
-            if o is None:
-                continue  # implicitly acknowledged: no offset to order by
-            producer, seq = value.split("-")
-            by_producer[(producer, p)].append((o, int(seq)))
-        for entries in by_producer.values():
-            entries.sort()
-            reordered += sum(1 for a, b in zip(entries, entries[1:]) if b[1] < a[1])
-        phantom = [(p, o, v) for p, o, v in workload.seen if final.get(p, {}).get(o) != v]
-        unacked_present = sum(1 for v in occurrences if v not in workload.acked)
-        counts = {
-            "seed": seed, "sent": workload.sent, "acked": len(workload.acked),
-            "failed": dict(workload.failed), "fatal_producer_errors": workload.fatal,
-            "acked_without_offset": sum(1 for _, o in workload.acked.values() if o is None),
-            "read_by_group": len(workload.seen), "final_records": sum(len(r) for r in final.values()),
-            "unacked_but_present": unacked_present, "lost": len(lost),
-            "duplicated": len(duplicated), "reordered": reordered, "phantom": len(phantom),
-            "divergent": divergent, "exit_codes": codes,
-        }
-        log("result: " + json.dumps(counts))
-        for name, items in (("lost", lost), ("duplicated", duplicated), ("phantom", phantom)):
-            if items:
-                log(f"{name} (first 10): {items[:10]}")
-        bad = len(lost) + len(duplicated) + reordered + len(phantom) + divergent
-        if workload.acked == {}:
-            log("FAIL: nothing was acknowledged")
-            bad += 1
+        for name, _ in topics:
+            if not wait_for_full_isr(admin, name, 90):
+                log(f"WARNING: the ISR of {name} did not become full within 90 s")
+        workload.finish()
+        log(f"clients stopped after {time.time() - started:.0f} s")
+        if args.workload == "txn":
+            counts, bad = workload.check(cluster, root, seed,
+                                         lambda topics: divergent_replicas(cluster, root, topics))
+        else:
+            counts, bad = check_idempotent(cluster, root, workload, bootstrap, seed)
         if bad:
-            log(f"FAIL (replay with --seed {seed}); logs in {root}")
+            log(f"FAIL (replay with --seed {seed}{' --workload txn' if args.workload == 'txn' else ''}); "
+                f"logs in {root}")
             return 1
-        log("PASS")
+        passed = True
+        log(f"PASS ({time.time() - started:.0f} s)")
         return 0
     finally:
         cluster.destroy()
-        if not args.keep and counts and all(
-                counts.get(k) == 0 for k in ("lost", "duplicated", "reordered", "phantom", "divergent")):
+        if passed and not args.keep:
             import shutil
             shutil.rmtree(root, ignore_errors=True)
 

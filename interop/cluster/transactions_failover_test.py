@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log  # noqa: E402
+from cluster import Cluster, fail, log, transaction_state_partition  # noqa: E402
 from nemesis import SETTINGS, wait_for_full_isr  # noqa: E402
 
 TOPIC = "txn-failover"
@@ -59,18 +59,8 @@ SENTINEL = "sentinel-"
 DEBUG = os.environ.get("STRAND_TXN_DEBUG", "")
 
 
-def java_hash(text):
-    """Java's String.hashCode (UTF-16 code units, i32 wrap)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for k in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[k:k + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def state_partition(transactional_id):
-    h = java_hash(transactional_id)
-    return 0 if h == -(1 << 31) else abs(h) % STATE_PARTITIONS
+    return transaction_state_partition(transactional_id, STATE_PARTITIONS)
 
 
 def leader_of(admin, topic, partition, timeout=60):

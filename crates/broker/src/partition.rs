@@ -202,6 +202,9 @@ impl Replication {
 /// A refusal with a Kafka error code and message.
 pub type Refusal = (i16, Option<String>);
 
+/// A precondition an append checks on the log, under the log's lock.
+type LogCheck<'a> = dyn Fn(&Log) -> Result<(), Refusal> + 'a;
+
 /// How a partition's role changed when an assignment was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RoleChange {
@@ -448,6 +451,33 @@ impl Partition {
         self.append_as_leader_in(batch, acks, Some(leader_epoch), Origin::Client)
     }
 
+    /// `append_unsynced` for a producer's transactional batch, checked under the log's
+    /// lock: it joins the producer's transaction open here at its epoch, or opens one
+    /// only if the producer's last offset here is still `expected` (what it was when the
+    /// coordinator verified the partition; `Some(i64::MIN)`: nothing was verified, so it
+    /// may only join). Otherwise INVALID_TXN_STATE, nothing written.
+    pub fn append_transactional(
+        &self,
+        batch: Vec<u8>,
+        acks: i16,
+        (producer_id, producer_epoch, expected): (i64, i16, Option<i64>),
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        let check = move |log: &Log| {
+            let entry = log.producer_state().get(producer_id);
+            let open = entry
+                .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some());
+            if open || entry.map(|e| e.last_offset) == expected {
+                Ok(())
+            } else {
+                Err((
+                    error_code::INVALID_TXN_STATE,
+                    Some("Record was not part of an ongoing transaction".into()),
+                ))
+            }
+        };
+        self.append_checked(batch, acks, None, Origin::Client, Some(&check))
+    }
+
     /// `append_unsynced_in_epoch` for a coordinator's transactional batch (its producer's
     /// epoch is checked, not its sequence).
     pub fn append_for_coordinator_in_epoch(
@@ -460,15 +490,30 @@ impl Partition {
 
     fn append_as_leader_in(
         &self,
+        batch: Vec<u8>,
+        acks: i16,
+        expected_epoch: Option<i32>,
+        origin: Origin,
+    ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
+        self.append_checked(batch, acks, expected_epoch, origin, None)
+    }
+
+    /// An append as leader; `check` (if any) runs on the log under its lock first.
+    fn append_checked(
+        &self,
         mut batch: Vec<u8>,
         acks: i16,
         expected_epoch: Option<i32>,
         origin: Origin,
+        check: Option<&LogCheck<'_>>,
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
         let min_isr = self.min_insync_replicas();
         let (info, gate, durability) = self.write_as_leader(|replication, log| {
             if expected_epoch.is_some_and(|e| e != replication.assignment.leader_epoch) {
                 return Err(self.not_leader());
+            }
+            if let Some(check) = check {
+                check(log)?;
             }
             let isr = replication.assignment.isr.len() as i32;
             if acks == -1 && isr < min_isr {

@@ -535,3 +535,72 @@ async fn transaction_version_2_adds_partitions_by_producing_and_bumps_the_epoch(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// KIP-890's hanging-transaction guard (docs/design/transactions.md §7.3): a batch the
+/// coordinator verified while the producer's transaction was open, appended only after
+/// that transaction's marker, would open a transaction no coordinator knows (and hold
+/// the last stable offset forever). The leader refuses it: what it knew of the producer
+/// when asking has changed.
+#[tokio::test]
+async fn a_verified_batch_that_lands_after_its_transactions_marker_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::open_broker(dir.path(), |_| {});
+    broker
+        .create_topic("t", 1, 1, Vec::new(), Default::default(), false)
+        .await
+        .unwrap();
+    let partition = broker.partition(&TopicPartition::new("t", 0)).unwrap();
+    let batch = |sequence: i32| {
+        let mut builder = BatchBuilder::new(0, 1_000)
+            .producer(7, 0, sequence)
+            .transactional();
+        builder.push(Record::new(None, Some(b"v".to_vec()), 1_000));
+        builder.build()
+    };
+    // Verified with the producer unknown here: opens the transaction.
+    partition
+        .append_transactional(batch(0), -1, (7, 0, None))
+        .unwrap();
+    // What a second in-flight batch's verification saw, before the abort lands.
+    let stale = partition
+        .log()
+        .producer_state()
+        .get(7)
+        .map(|e| e.last_offset);
+    partition
+        .append_transactional(batch(1), -1, (7, 0, stale))
+        .expect("joins the open transaction");
+    let before_marker = partition
+        .log()
+        .producer_state()
+        .get(7)
+        .map(|e| e.last_offset);
+    let marker = strand_records::EndTxnMarker {
+        result: strand_records::TxnResult::Abort,
+        coordinator_epoch: 0,
+    };
+    partition.append_marker(7, 0, marker).unwrap();
+    let refused = partition.append_transactional(batch(2), -1, (7, 0, before_marker));
+    assert_eq!(
+        refused.err().map(|(code, _)| code),
+        Some(48),
+        "INVALID_TXN_STATE"
+    );
+    // Not verified at all: it may only join an open transaction.
+    let unverified = partition.append_transactional(batch(2), -1, (7, 0, Some(i64::MIN)));
+    assert_eq!(unverified.err().map(|(code, _)| code), Some(48));
+    assert!(
+        !partition.has_ongoing_txn(7, 0),
+        "no transaction was opened"
+    );
+    // Verified after the marker: the next transaction opens.
+    let fresh = partition
+        .log()
+        .producer_state()
+        .get(7)
+        .map(|e| e.last_offset);
+    partition
+        .append_transactional(batch(2), -1, (7, 0, fresh))
+        .unwrap();
+    assert!(partition.has_ongoing_txn(7, 0));
+}

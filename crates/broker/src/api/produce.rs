@@ -22,7 +22,7 @@ use crate::broker::Broker;
 use crate::error_code;
 use crate::partition::{Durable, DurableWait, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
-use crate::txn::verification::Operation;
+use crate::txn::verification::{Guard, Operation};
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: ProduceRequest = match decode(&request) {
@@ -207,7 +207,7 @@ async fn verify_transactional(
     body: &ProduceRequest,
     transactional_id: &str,
     version: i16,
-) -> Vec<(TopicPartition, Result<(), i16>)> {
+) -> Vec<(TopicPartition, Result<Guard, i16>)> {
     // Produce v12+ comes from producers on transaction version 2, which add partitions
     // by producing to them.
     let operation = if version >= 12 {
@@ -268,7 +268,7 @@ fn append_one(
     tp: &TopicPartition,
     acks: i16,
     transactional_id: &Option<String>,
-    verdict: Option<Result<(), i16>>,
+    verdict: Option<Result<Guard, i16>>,
     records: Option<bytes::Bytes>,
 ) -> Result<(strand_log::AppendInfo, Pending), Refusal> {
     if !matches!(acks, -1..=1) {
@@ -278,6 +278,7 @@ fn append_one(
         .partition(tp)
         .ok_or((error_code::UNKNOWN_TOPIC_OR_PARTITION, None))?;
     let records = records.unwrap_or_default();
+    let mut guard = None;
     if let Ok(header) = BatchHeader::parse(&records) {
         if header.attributes.is_transactional() {
             if transactional_id.is_none() {
@@ -300,17 +301,13 @@ fn append_one(
                     ))
                 }
                 Some(Err(code)) => return Err((code, None)),
-                // Verified, or already in an ongoing transaction here (re-checked at the
-                // append: only a transaction the partition has open may be joined
-                // unverified).
-                Some(Ok(())) => {}
-                None if partition.has_ongoing_txn(header.producer_id, header.producer_epoch) => {}
-                None => {
-                    return Err((
-                        error_code::INVALID_TXN_STATE,
-                        Some("Record was not part of an ongoing transaction".into()),
-                    ))
+                // Verified: appended if nothing of the producer landed since (or its
+                // transaction is open by then). Not verified: only a transaction the
+                // partition has open may be joined, checked again at the append.
+                Some(Ok(verified)) => {
+                    guard = Some((header.producer_id, header.producer_epoch, verified))
                 }
+                None => guard = Some((header.producer_id, header.producer_epoch, Some(i64::MIN))),
             }
         }
         if header.attributes.is_control() {
@@ -323,7 +320,10 @@ fn append_one(
     // The epoch before the append: if leadership moves in between, the wait below sees a
     // different epoch and answers NOT_LEADER_OR_FOLLOWER rather than acknowledging.
     let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
-    let (info, durable) = partition.append_unsynced(records.to_vec(), acks)?;
+    let (info, durable) = match guard {
+        Some(guard) => partition.append_transactional(records.to_vec(), acks, guard)?,
+        None => partition.append_unsynced(records.to_vec(), acks)?,
+    };
     let end = info.last_offset + 1;
     let moved = partition.leader_epoch_if_leader() != Some(epoch);
     let replication = (acks == -1 && (moved || partition.high_watermark() < end))

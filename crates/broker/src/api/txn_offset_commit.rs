@@ -61,9 +61,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         )
         .await
     };
+    // The group shard's write is not guarded against a marker landing in between (its
+    // pending offsets end with the marker anyway).
     let codes = match verified {
         Err(code) => vec![code; offsets.len()],
-        Ok(()) => {
+        Ok(_guard) => {
             let committer = TxnCommitter {
                 producer_id: body.producer_id.0,
                 producer_epoch: body.producer_epoch,

@@ -41,9 +41,27 @@ pub enum Operation {
     Add,
 }
 
+/// What the partition knew of the producer when the coordinator said yes: the offset of
+/// its last batch or marker there (None: not known). The append goes ahead only if that
+/// is unchanged, or the producer has a transaction open there by then: a marker that
+/// landed in between (the transaction verified ended, §7.3's ABA race) makes the late
+/// batch one that would open a transaction no coordinator knows, which would hold the
+/// last stable offset forever.
+pub type Guard = Option<i64>;
+
+/// The guard of `producer_id` on `tp` now.
+pub fn guard_of(broker: &Broker, tp: &TopicPartition, producer_id: i64) -> Guard {
+    broker.partition(tp).and_then(|p| {
+        p.log()
+            .producer_state()
+            .get(producer_id)
+            .map(|e| e.last_offset)
+    })
+}
+
 /// Whether `tp` is in the ongoing transaction of `transactional_id`'s producer at
-/// `producer_epoch` (or, for `Add`, now added to it): Ok to append, or the Produce
-/// error code (§7.2's mapping).
+/// `producer_epoch` (or, for `Add`, now added to it): the guard to append with, or the
+/// Produce error code (§7.2's mapping).
 pub async fn verify(
     broker: &Arc<Broker>,
     transactional_id: &str,
@@ -51,9 +69,12 @@ pub async fn verify(
     producer_epoch: i16,
     tp: &TopicPartition,
     operation: Operation,
-) -> Result<(), i16> {
+) -> Result<Guard, i16> {
     let deadline = tokio::time::Instant::now() + ADD_RETRY_MAX;
-    let code = loop {
+    let (code, guard) = loop {
+        // Taken before each question: a retry after CONCURRENT_TRANSACTIONS follows the
+        // marker that ended the producer's previous transaction.
+        let guard = guard_of(broker, tp, producer_id);
         let code = ask(
             broker,
             transactional_id,
@@ -67,12 +88,12 @@ pub async fn verify(
             && code == error_code::CONCURRENT_TRANSACTIONS
             && tokio::time::Instant::now() + ADD_RETRY_BACKOFF < deadline;
         if !retry {
-            break code;
+            break (code, guard);
         }
         tokio::time::sleep(ADD_RETRY_BACKOFF).await;
     };
     match code {
-        error_code::NONE => Ok(()),
+        error_code::NONE => Ok(guard),
         error_code::PRODUCER_FENCED => Err(error_code::INVALID_PRODUCER_EPOCH),
         error_code::TRANSACTION_ABORTABLE => Err(error_code::INVALID_TXN_STATE),
         error_code::CONCURRENT_TRANSACTIONS if operation == Operation::Add => {

@@ -60,8 +60,10 @@ import json
 import os
 import random
 import re
+import sys
 import threading
 import time
+import traceback
 import uuid
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
@@ -83,11 +85,15 @@ CTP_ABORT_RATIO = 0.1
 # fault (8 s at most) yet lets the coordinator abort an abandoned transaction well within
 # the final read's deadline.
 TXN_TIMEOUT_MS = 30000
-TXN_DEADLINE = 120         # one transaction, retries included; past it: a new producer
-INIT_DEADLINE = 180        # init_transactions, retries and new instances included
-CALL_TIMEOUT = 30          # each librdkafka transactional call
-CTP_DRAIN_SECONDS = 60     # after the stop: ctp workers catch up with the input
-JOIN_DEADLINE = TXN_DEADLINE + INIT_DEADLINE + CTP_DRAIN_SECONDS
+TXN_DEADLINE = 90          # one transaction, retries included; past it: a new producer
+INIT_DEADLINE = 120        # init_transactions, retries and new instances included
+CALL_TIMEOUT = 30          # each librdkafka transactional call (one may start just
+                           # before a deadline, so it can overrun it by this much)
+REWIND_DEADLINE = 60       # a ctp worker's fetch of the committed offsets
+CTP_DRAIN_SECONDS = 30     # after the stop: ctp workers catch up with the input
+# The longest a client thread may take to stop: the drain, then one transaction retried
+# to its deadline, a new producer, and a rewind.
+JOIN_DEADLINE = CTP_DRAIN_SECONDS + TXN_DEADLINE + INIT_DEADLINE + REWIND_DEADLINE + 3 * CALL_TIMEOUT
 FINAL_READ_DEADLINE = 150  # past TXN_TIMEOUT_MS plus the coordinator's 10 s abort scan
 VALUE = re.compile(r"([tc]\d+-\d+)-(\d+)/(\d+)(?:=.*)?")
 
@@ -261,15 +267,14 @@ class TxnWorkload:
         self.producer_ids = [f"nemesis-txn-{self.run_id}-{k}" for k in range(producers)]
         self.ctp_ids = [f"nemesis-ctp-{self.run_id}-{w}" for w in range(ctp_workers)]
         self.ctp_group = f"{CTP_GROUP}-{self.run_id}"
-        self.threads = [threading.Thread(target=self.guard, args=(self.produce, k), daemon=True)
-                        for k in range(producers)]
-        self.threads += [threading.Thread(target=self.guard, args=(self.transform, w), daemon=True)
-                         for w in range(ctp_workers)]
+        def thread(name, body, arg):
+            return threading.Thread(target=self.guard, args=(body, arg), name=name, daemon=True)
+
+        self.threads = [thread(f"producer-{k}", self.produce, k) for k in range(producers)]
+        self.threads += [thread(f"ctp-{w}", self.transform, w) for w in range(ctp_workers)]
         if ctp_workers:
-            self.threads.append(threading.Thread(target=self.guard, args=(self.fill, input_rate),
-                                                 daemon=True))
-        self.threads += [threading.Thread(target=self.guard, args=(self.read, r), daemon=True)
-                         for r in range(readers)]
+            self.threads.append(thread("ctp-input", self.fill, input_rate))
+        self.threads += [thread(f"reader-{r}", self.read, r) for r in range(readers)]
 
     def start(self):
         for t in self.threads:
@@ -367,7 +372,7 @@ class TxnWorkload:
         """After a transaction that did not commit, its partitions go back to the group's
         committed offsets (an abort's are the previous ones; an unknown outcome is
         settled by then: abort returned, or init_transactions finished it)."""
-        deadline = time.time() + 90
+        deadline = time.time() + REWIND_DEADLINE
         while time.time() < deadline:
             try:
                 committed = consumer.committed([TopicPartition(INPUT, p) for p in partitions],
@@ -445,10 +450,14 @@ class TxnWorkload:
         """Stops the clients: each transaction in progress ends first, by its rules."""
         self.stop.set()
         deadline = time.time() + JOIN_DEADLINE
+        frames = None
         for t in self.threads:
             t.join(max(1.0, deadline - time.time()))
             if t.is_alive():
+                frames = frames or sys._current_frames()
+                where = "".join(traceback.format_stack(frames[t.ident])[-4:]) if t.ident in frames else "?"
                 self.stalled.append(f"{t.name}: still running {JOIN_DEADLINE} s after the stop")
+                log(f"{t.name} still running {JOIN_DEADLINE} s after the stop, in:\n{where}")
 
     # --- checker ---------------------------------------------------------------------
     def check(self, cluster, root, seed, divergent_replicas):

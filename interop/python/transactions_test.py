@@ -363,6 +363,10 @@ def kafka_transactions_tool():
     producers = kafka_transactions("describe-producers", "--topic", topic, "--partition", "0")
     check(len(producers) == 2 and producers[1][5] == "0",
           f"cli: describe-producers shows the open transaction at offset 0 ({producers})")
+    # The producer is alive and its coordinator knows the transaction: not hanging.
+    hanging = kafka_transactions("find-hanging", "--broker-id", "1")
+    check(not any(row and row[0] == topic for row in hanging),
+          f"cli: find-hanging lists nothing on {topic} ({hanging})")
     # What an operator does with a hanging transaction: abort it at the partition.
     kafka_transactions("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     producers = kafka_transactions("describe-producers", "--topic", topic, "--partition", "0")

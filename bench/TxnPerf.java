@@ -14,11 +14,17 @@
 // afterwards). Kafka's ProducerPerformance has a transactional mode but does not report
 // commit latency, hence this driver.
 //
+// --no-transactions is the baseline without transactions: the same producer without a
+// transactional.id (so acks=all and idempotent, Kafka's defaults), the same sends, and
+// flush() where the transactional run calls commitTransaction(), timed the same way (the
+// "commit_*" figures are then flush() latencies): what a transaction costs over the
+// idempotent producer at the same sync points.
+//
 // Output: one line on stdout, key=value pairs after "TXNPERF", e.g.
-//   TXNPERF records=200000 transactions=2000 seconds=9.812 records_per_s=20383.1
-//   mb_per_s=19.905 txn_per_s=203.83 commit_avg_ms=1.234 commit_p50_ms=1.100
-//   commit_p99_ms=3.400 commit_max_ms=40.100 txn_p50_ms=4.800 txn_p99_ms=9.000
-//   init_ms=120.5 send_errors=0
+//   TXNPERF mode=transactions records=200000 transactions=2000 records_per_txn=100
+//   record_size=1024 partitions=6 seconds=9.812 records_per_s=20383.1 mb_per_s=19.905
+//   txn_per_s=203.83 commit_avg_ms=1.234 commit_p50_ms=1.100 commit_p99_ms=3.400
+//   commit_max_ms=40.100 txn_p50_ms=4.800 txn_p99_ms=9.000 init_ms=120.5 send_errors=0
 // (one line; MB = 2^20 bytes, as ProducerPerformance prints it; the clock runs from the
 // first beginTransaction() to the last commitTransaction()'s return, initTransactions is
 // not in it.) On any failure it prints "TXNPERF-FAIL: ..." and exits 1; a watchdog halts
@@ -26,7 +32,8 @@
 //
 // Arguments: --bootstrap HOST:PORT --topic T [--transactions 2000]
 //   [--records-per-txn 100] [--record-size 1024] [--partitions 6]
-//   [--transactional-id ID] [--timeout-s 600] [--producer-prop key=value]...
+//   [--transactional-id ID] [--no-transactions] [--timeout-s 600]
+//   [--producer-prop key=value]...
 
 import java.util.Arrays;
 import java.util.Properties;
@@ -73,6 +80,7 @@ public final class TxnPerf {
         int partitions = 6;
         String txnId = "txn-perf-" + UUID.randomUUID();
         long timeoutS = 600;
+        boolean transactional = true;
         Properties extra = new Properties();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -84,6 +92,7 @@ public final class TxnPerf {
                 case "--partitions" -> partitions = Integer.parseInt(need(args, ++i));
                 case "--transactional-id" -> txnId = need(args, ++i);
                 case "--timeout-s" -> timeoutS = Long.parseLong(need(args, ++i));
+                case "--no-transactions" -> transactional = false;
                 case "--producer-prop" -> {
                     String kv = need(args, ++i);
                     int eq = kv.indexOf('=');
@@ -99,7 +108,8 @@ public final class TxnPerf {
                 || partitions < 1 || recordSize < 0) {
             die("usage: TxnPerf --bootstrap HOST:PORT --topic T [--transactions N] "
                     + "[--records-per-txn N] [--record-size B] [--partitions P] "
-                    + "[--transactional-id ID] [--timeout-s S] [--producer-prop k=v]...", null);
+                    + "[--transactional-id ID] [--no-transactions] [--timeout-s S] "
+                    + "[--producer-prop k=v]...", null);
         }
 
         final long deadlineS = timeoutS;
@@ -118,7 +128,9 @@ public final class TxnPerf {
 
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        if (transactional) {
+            props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        }
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG,
                 ByteArraySerializer.class.getName());
@@ -141,13 +153,19 @@ public final class TxnPerf {
         long endNs;
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             long t = System.nanoTime();
-            producer.initTransactions();
+            if (transactional) {
+                producer.initTransactions();
+            } else {
+                producer.partitionsFor(topic); // metadata, as initTransactions does not
+            }
             initMs = (System.nanoTime() - t) / 1e6;
             long seq = 0;
             startNs = System.nanoTime();
             for (int i = 0; i < transactions; i++) {
                 long begin = System.nanoTime();
-                producer.beginTransaction();
+                if (transactional) {
+                    producer.beginTransaction();
+                }
                 for (int r = 0; r < perTxn; r++) {
                     int partition = (int) (seq++ % partitions);
                     producer.send(new ProducerRecord<>(topic, partition, null, payload),
@@ -160,7 +178,14 @@ public final class TxnPerf {
                 }
                 long commit = System.nanoTime();
                 try {
-                    producer.commitTransaction();
+                    if (transactional) {
+                        producer.commitTransaction();
+                    } else {
+                        producer.flush();
+                        if (sendErrors.get() > 0) {
+                            die("a send of transaction " + (i + 1) + " failed", firstError.get());
+                        }
+                    }
                 } catch (Exception e) {
                     die("commitTransaction of transaction " + (i + 1) + " of " + transactions
                             + " failed (first send error: " + firstError.get() + ")", e);
@@ -185,12 +210,13 @@ public final class TxnPerf {
         Arrays.sort(txns);
         double commitAvg = Arrays.stream(commitNs).average().orElse(0) / 1e6;
         System.out.printf(java.util.Locale.ROOT,
-                "TXNPERF records=%d transactions=%d records_per_txn=%d record_size=%d "
+                "TXNPERF mode=%s records=%d transactions=%d records_per_txn=%d record_size=%d "
                         + "partitions=%d seconds=%.3f records_per_s=%.1f mb_per_s=%.3f "
                         + "txn_per_s=%.2f commit_avg_ms=%.3f commit_p50_ms=%.3f "
                         + "commit_p99_ms=%.3f commit_max_ms=%.3f txn_p50_ms=%.3f "
                         + "txn_p99_ms=%.3f init_ms=%.1f send_errors=%d%n",
-                records, transactions, perTxn, recordSize, partitions, seconds,
+                transactional ? "transactions" : "idempotent", records, transactions, perTxn,
+                recordSize, partitions, seconds,
                 records / seconds, records * (double) recordSize / (1 << 20) / seconds,
                 transactions / seconds, commitAvg, pct(commits, 0.50), pct(commits, 0.99),
                 commits[commits.length - 1] / 1e6, pct(txns, 0.50), pct(txns, 0.99), initMs,

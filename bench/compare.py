@@ -1472,15 +1472,15 @@ def parse_txn_perf(out: str) -> dict | None:
         pass
     if m is None:
         return None
-    fields = dict(kv.split("=", 1) for kv in m.group(1).split() if "=" in kv)
-    try:
-        result = {k: float(v) for k, v in fields.items()}
-    except ValueError:
-        return None
-    for k in ("records", "transactions", "send_errors"):
-        if k in result:
-            result[k] = int(result[k])
-    return result if "records_per_s" in result else None
+    result: dict = {}
+    for kv in m.group(1).split():
+        k, _, v = kv.partition("=")
+        try:
+            result[k] = int(v) if re.fullmatch(r"-?\d+", v) else float(v)
+        except ValueError:
+            result[k] = v  # mode=transactions
+    rate = result.get("records_per_s")
+    return result if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None
 
 
 # --------------------------------------------------------------------------- summary

@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -84,6 +84,10 @@ if want cluster-transactions; then echo "=== cluster-transactions (librdkafka tr
 # A short fault-injection run with a fresh seed each time (printed; --seed replays it).
 # Longer: interop/cluster/nemesis.py --duration 600.
 if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 interop/cluster/nemesis.py --duration "${STRAND_NEMESIS_SECONDS:-60}"; fi
+# The transactional workload under the same nemesis (interop/cluster/nemesis_txn.py), also
+# with a fresh seed. Longer: interop/cluster/nemesis.py --workload txn --duration 600. The
+# timeout covers the clients' stop and final-read deadlines, not only the faults.
+if want cluster-nemesis-txn; then echo "=== cluster-nemesis-txn (transactional producers, consume-transform-produce and read_committed readers under the nemesis; lost, aborted or partial transactions, duplicates)"; timeout 1800 python3 interop/cluster/nemesis.py --workload txn --duration "${STRAND_NEMESIS_TXN_SECONDS:-45}"; fi
 # bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.1.1
 # and Strand with both clients; fails on any issue a run reports (its figures mean nothing).
 if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.1.1 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi

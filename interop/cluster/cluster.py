@@ -68,10 +68,10 @@ def java_hash(text):
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def transaction_state_partition(transactional_id, partitions=50):
-    """The __transaction_state partition (hence coordinator) of a transactional id, as
-    Kafka places it (transaction.state.log.num.partitions 50)."""
-    h = java_hash(transactional_id)
+def coordinator_partition(key, partitions=50):
+    """The partition, hence the coordinator, of a transactional id in __transaction_state
+    or of a group id in __consumer_offsets, as Kafka places them (50 partitions each)."""
+    h = java_hash(key)
     return 0 if h == -(1 << 31) else abs(h) % partitions
 
 

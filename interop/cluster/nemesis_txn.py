@@ -69,13 +69,14 @@ import uuid
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
                              TopicPartition)
 
-from cluster import log, transaction_state_partition
+from cluster import coordinator_partition, log
 
 TOPIC = "nemesis-txn"
 INPUT = "nemesis-txn-in"
 OUTPUT = "nemesis-txn-out"
 PARTITIONS = 3
 STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 CTP_GROUP = "nemesis-ctp"
 READER_GROUP = "nemesis-txn-readers"
 SENTINEL = "sentinel-"
@@ -137,10 +138,10 @@ class TxnClient:
     """One transactional.id: its current producer, replaced after fatal errors, and the
     librdkafka rules for running a transaction through faults."""
 
-    def __init__(self, bootstrap, transactional_id, errors):
+    def __init__(self, bootstrap, transactional_id, note_error):
         self.bootstrap = bootstrap
         self.transactional_id = transactional_id
-        self.errors = errors              # shared Counter of error names
+        self.note_error = note_error      # tallies an error name across clients
         self.producer = None
         self.instances = 0
 
@@ -162,7 +163,7 @@ class TxnClient:
                     return
                 except KafkaException as exc:
                     error = kafka_error(exc)
-                    self.errors[f"init:{error_name(exc)}"] += 1
+                    self.note_error(f"init:{error_name(exc)}")
                     if time.time() > deadline:
                         raise Stalled(f"{self.transactional_id}: init_transactions: {error_name(exc)}")
                     if error is None or error.fatal() or not error.retriable():
@@ -177,7 +178,7 @@ class TxnClient:
             except KafkaException as exc:
                 error = kafka_error(exc)
                 txn.events.append(f"{what}: {error_name(exc)}")
-                self.errors[f"{what}:{error_name(exc)}"] += 1
+                self.note_error(f"{what}:{error_name(exc)}")
                 if (error is None or not error.retriable() or error.fatal()
                         or error.txn_requires_abort() or time.time() > deadline):
                     raise
@@ -267,6 +268,7 @@ class TxnWorkload:
         self.producer_ids = [f"nemesis-txn-{self.run_id}-{k}" for k in range(producers)]
         self.ctp_ids = [f"nemesis-ctp-{self.run_id}-{w}" for w in range(ctp_workers)]
         self.ctp_group = f"{CTP_GROUP}-{self.run_id}"
+
         def thread(name, body, arg):
             return threading.Thread(target=self.guard, args=(body, arg), name=name, daemon=True)
 
@@ -289,6 +291,10 @@ class TxnWorkload:
             with self.lock:
                 self.stalled.append(f"{body.__name__} {arg}: {exc!r}")
 
+    def note_error(self, name):
+        with self.lock:
+            self.errors[name] += 1
+
     def register(self, txn):
         with self.lock:
             self.txns[txn.key] = txn
@@ -301,24 +307,27 @@ class TxnWorkload:
     def progress(self):
         p, c = self.fates("t"), self.fates("c")
         with self.lock:
-            reads = len(self.reads)
+            reads, errors = len(self.reads), sum(self.errors.values())
         return (f"  producers {dict(p)}; ctp {dict(c)}; input {len(self.input_acked)}; "
-                f"read {reads}; errors {sum(self.errors.values())}")
+                f"read {reads}; errors {errors}")
 
     def describe(self, admin, node):
         """Which transactional ids' coordinators (and the ctp group's) the node leads."""
         try:
-            meta = admin.list_topics(STATE_TOPIC, timeout=5).topics[STATE_TOPIC].partitions
+            topics = admin.list_topics(timeout=5).topics
+            state, offsets = topics[STATE_TOPIC].partitions, topics[OFFSETS_TOPIC].partitions
             led = [i for i in self.producer_ids + self.ctp_ids
-                   if meta[transaction_state_partition(i)].leader == node]
-            return f"  node {node} coordinates {led or 'none'} of the transactional ids"
+                   if state[coordinator_partition(i)].leader == node]
+            if self.ctp_ids and offsets[coordinator_partition(self.ctp_group)].leader == node:
+                led.append(f"group {self.ctp_group}")
+            return f"  node {node} coordinates {led or 'none of the workload'}"
         except Exception as exc:  # diagnostics only
-            return f"  (coordinators unknown: {exc})"
+            return f"  (coordinators unknown: {exc!r})"
 
     # --- clients ---------------------------------------------------------------------
     def produce(self, k):
         rng = random.Random(f"{self.seed}/producer/{k}")
-        client = TxnClient(self.bootstrap, self.producer_ids[k], self.errors)
+        client = TxnClient(self.bootstrap, self.producer_ids[k], self.note_error)
         client.create()
         n = 0
         while not self.stop.is_set():
@@ -385,7 +394,7 @@ class TxnWorkload:
                         pass  # no longer assigned: its new owner starts from the committed offset
                 return consumer
             except KafkaException as exc:
-                self.errors[f"committed:{error_name(exc)}"] += 1
+                self.note_error(f"committed:{error_name(exc)}")
                 time.sleep(0.5)
         # A new member fetches the committed offsets when it is assigned the partitions.
         consumer.close()
@@ -393,7 +402,7 @@ class TxnWorkload:
 
     def transform(self, w):
         rng = random.Random(f"{self.seed}/ctp/{w}")
-        client = TxnClient(self.bootstrap, self.ctp_ids[w], self.errors)
+        client = TxnClient(self.bootstrap, self.ctp_ids[w], self.note_error)
         client.create()
         consumer = self.ctp_consumer()
         n, idle_since, drain_deadline = 0, time.time(), None
@@ -571,8 +580,15 @@ class TxnWorkload:
                     v["ctp_ahead"].append(f"{INPUT}-{p}@{o} {val} -> {outputs[val]} (committed offset "
                                           f"{committed_offsets.get(p)})")
             transformed = sum(1 for _, _, val in ru[INPUT] if val in outputs)
+            per_worker = collections.Counter(k.split("-")[0] for k, t in self.txns.items()
+                                             if k.startswith("c") and t.fate == "committed")
             ctp = {"input_records": len(ru[INPUT]), "input_acked": len(self.input_acked),
-                   "transformed": transformed, "committed_offsets": committed_offsets}
+                   "transformed": transformed, "committed_offsets": committed_offsets,
+                   "committed_by_worker": {f"c{w}": per_worker[f"c{w}"] for w in range(len(self.ctp_ids))}}
+            # Progress, not safety: reported, not counted as a violation.
+            for w in range(len(self.ctp_ids)):
+                if not per_worker[f"c{w}"]:
+                    log(f"WARNING: ctp worker {w} ({self.ctp_ids[w]}) committed no transaction")
 
         v["stuck"] = stuck
         v["stalled"] = list(self.stalled)

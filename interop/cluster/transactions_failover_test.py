@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log, transaction_state_partition  # noqa: E402
+from cluster import Cluster, fail, log, coordinator_partition  # noqa: E402
 from nemesis import SETTINGS, wait_for_full_isr  # noqa: E402
 
 TOPIC = "txn-failover"
@@ -60,7 +60,7 @@ DEBUG = os.environ.get("STRAND_TXN_DEBUG", "")
 
 
 def state_partition(transactional_id):
-    return transaction_state_partition(transactional_id, STATE_PARTITIONS)
+    return coordinator_partition(transactional_id, STATE_PARTITIONS)
 
 
 def leader_of(admin, topic, partition, timeout=60):

@@ -102,7 +102,10 @@ enum Destination {
 
 fn destination(broker: &Broker, tp: &TopicPartition) -> Destination {
     let Some(cluster) = broker.cluster() else {
-        return if broker.topic(&tp.topic).is_some() {
+        let exists = broker
+            .topic(&tp.topic)
+            .is_some_and(|t| (0..t.partitions).contains(&tp.partition));
+        return if exists {
             Destination::Local
         } else {
             Destination::Gone

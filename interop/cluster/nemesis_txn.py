@@ -21,8 +21,9 @@ abort; fatal: a new producer whose init_transactions fences the old one):
 
   committed   commit_transaction returned
   aborted     abort_transaction returned, commit never called
-  abandoned   commit never called and the producer was replaced (its successor's
-              init_transactions aborts the transaction)
+  abandoned   commit never called and the producer was replaced: a fatal error, retries
+              past the transaction's deadline, or a call that hung past its timeout
+              (librdkafka#5456); the successor's init_transactions aborts it
   unknown     commit_transaction was called and raised (whatever happened next)
 
 After the faults heal, a sentinel goes to every partition and fresh consumers read each
@@ -82,10 +83,12 @@ READER_GROUP = "nemesis-txn-readers"
 SENTINEL = "sentinel-"
 ABORT_RATIO = 0.2          # producer transactions aborted on purpose
 CTP_ABORT_RATIO = 0.1
-# librdkafka requires message.timeout.ms <= transaction.timeout.ms. 30 s outlasts every
-# fault (8 s at most) yet lets the coordinator abort an abandoned transaction well within
-# the final read's deadline.
-TXN_TIMEOUT_MS = 30000
+# transaction.timeout.ms per producer (message.timeout.ms is the same: librdkafka wants it
+# no larger). 10 s is shorter than a partition fault plus the elections after it, so the
+# coordinator times such transactions out under the producer (fencing it); 60 s outlasts
+# every fault. The ctp workers use 30 s.
+TXN_TIMEOUTS_MS = (10000, 30000, 60000)
+CTP_TXN_TIMEOUT_MS = 30000
 TXN_DEADLINE = 90          # one transaction, retries included; past it: a new producer
 INIT_DEADLINE = 120        # init_transactions, retries and new instances included
 CALL_TIMEOUT = 30          # each librdkafka transactional call (one may start just
@@ -94,13 +97,20 @@ REWIND_DEADLINE = 60       # a ctp worker's fetch of the committed offsets
 CTP_DRAIN_SECONDS = 30     # after the stop: ctp workers catch up with the input
 # The longest a client thread may take to stop: the drain, then one transaction retried
 # to its deadline, a new producer, and a rewind.
-JOIN_DEADLINE = CTP_DRAIN_SECONDS + TXN_DEADLINE + INIT_DEADLINE + REWIND_DEADLINE + 3 * CALL_TIMEOUT
-FINAL_READ_DEADLINE = 150  # past TXN_TIMEOUT_MS plus the coordinator's 10 s abort scan
+JOIN_DEADLINE = CTP_DRAIN_SECONDS + TXN_DEADLINE + INIT_DEADLINE + REWIND_DEADLINE + 3 * CALL_TIMEOUT + 15
+FINAL_READ_DEADLINE = 150  # past the longest transaction timeout plus the coordinator's
+                           # 10 s abort scan
+# librdkafka debug contexts for the ctp clients (e.g. cgrp,eos,fetch), on stderr.
+DEBUG = os.environ.get("STRAND_NEMESIS_DEBUG", "")
 VALUE = re.compile(r"([tc]\d+-\d+)-(\d+)/(\d+)(?:=.*)?")
 
 
 class Stalled(Exception):
     """A client call kept failing past its deadline."""
+
+
+class Hung(Exception):
+    """A librdkafka call that did not return within its own timeout."""
 
 
 def kafka_error(exc):
@@ -138,10 +148,11 @@ class TxnClient:
     """One transactional.id: its current producer, replaced after fatal errors, and the
     librdkafka rules for running a transaction through faults."""
 
-    def __init__(self, bootstrap, transactional_id, note_error):
+    def __init__(self, bootstrap, transactional_id, note_error, timeout_ms):
         self.bootstrap = bootstrap
         self.transactional_id = transactional_id
         self.note_error = note_error      # tallies an error name across clients
+        self.timeout_ms = timeout_ms
         self.producer = None
         self.instances = 0
 
@@ -153,8 +164,8 @@ class TxnClient:
         while True:
             self.producer = Producer({
                 "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
-                "acks": "all", "linger.ms": 5, "message.timeout.ms": TXN_TIMEOUT_MS,
-                "transaction.timeout.ms": TXN_TIMEOUT_MS, "request.timeout.ms": 10000,
+                "acks": "all", "linger.ms": 5, "message.timeout.ms": self.timeout_ms,
+                "transaction.timeout.ms": self.timeout_ms, "request.timeout.ms": 10000,
                 "metadata.max.age.ms": 5000, "log_level": 2})
             self.instances += 1
             while True:
@@ -183,6 +194,30 @@ class TxnClient:
                         or error.txn_requires_abort() or time.time() > deadline):
                     raise
                 time.sleep(0.2)
+
+    def _watched(self, what, call):
+        """call(producer) on a helper thread, given up on past its own timeout.
+
+        librdkafka 2.16's send_offsets_to_transaction can block forever once the group
+        coordinator was down (its coordinator requests never time out:
+        confluentinc/librdkafka#5456, #5511). The caller then replaces the producer; the
+        blocked call keeps the old instance alive, fenced, and never commits anything."""
+        producer, outcome = self.producer, {}
+
+        def target():
+            try:
+                call(producer)
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+
+        helper = threading.Thread(target=target, name=f"{self.transactional_id}-{what}", daemon=True)
+        helper.start()
+        helper.join(CALL_TIMEOUT + 15)
+        if helper.is_alive():
+            self.note_error(f"{what}:hung")
+            raise Hung(f"{what} did not return within {CALL_TIMEOUT + 15} s")
+        if "error" in outcome:
+            raise outcome["error"]
 
     def _abort(self, txn, deadline):
         """'aborted' once abort_transaction returns; 'abandoned' if the producer had to be
@@ -218,8 +253,9 @@ class TxnClient:
             for topic, partition, value in txn.records:
                 self._produce(txn, topic, partition, value, deadline)
             if offsets is not None:
-                self._retry(lambda: self.producer.send_offsets_to_transaction(
-                    offsets, group_metadata, CALL_TIMEOUT), txn, "send_offsets", deadline)
+                self._retry(lambda: self._watched("send_offsets", lambda producer: (
+                    producer.send_offsets_to_transaction(offsets, group_metadata, CALL_TIMEOUT))),
+                    txn, "send_offsets", deadline)
             if not commit:
                 if flush_before_abort:
                     # So the aborted records reach the log (an abort purges unsent ones)
@@ -231,13 +267,13 @@ class TxnClient:
             self._retry(lambda: self.producer.commit_transaction(CALL_TIMEOUT), txn, "commit", deadline)
             self.producer.poll(0)  # the remaining delivery reports (offsets)
             txn.fate = "committed"
-        except (KafkaException, Stalled) as exc:
+        except (KafkaException, Stalled, Hung) as exc:
             error = kafka_error(exc) if isinstance(exc, KafkaException) else None
             txn.events.append(f"failed: {error_name(exc) if error else exc}")
             if error is not None and error.txn_requires_abort() and not error.fatal():
                 fate = self._abort(txn, deadline)
             else:
-                # Fatal, outside librdkafka's rules, or retried past the deadline.
+                # Fatal, outside librdkafka's rules, hung, or retried past the deadline.
                 self.create()
                 fate = "abandoned"
             if txn.commit_called:
@@ -291,6 +327,12 @@ class TxnWorkload:
             with self.lock:
                 self.stalled.append(f"{body.__name__} {arg}: {exc!r}")
 
+    def report(self, txn, expected):
+        """Logs a transaction whose fate was not the one chosen, or that was slow."""
+        took = txn.ended - txn.started
+        if txn.fate != expected or took > 5:
+            log(f"  {txn.key}: {txn.fate} ({took:.1f} s; {txn.events[-4:]})")
+
     def note_error(self, name):
         with self.lock:
             self.errors[name] += 1
@@ -327,7 +369,8 @@ class TxnWorkload:
     # --- clients ---------------------------------------------------------------------
     def produce(self, k):
         rng = random.Random(f"{self.seed}/producer/{k}")
-        client = TxnClient(self.bootstrap, self.producer_ids[k], self.note_error)
+        client = TxnClient(self.bootstrap, self.producer_ids[k], self.note_error,
+                           TXN_TIMEOUTS_MS[k % len(TXN_TIMEOUTS_MS)])
         client.create()
         n = 0
         while not self.stop.is_set():
@@ -337,8 +380,7 @@ class TxnWorkload:
                                     for i in range(size)])
             self.register(txn)
             client.run(txn, commit=commit, flush_before_abort=flush)
-            if txn.fate != ("committed" if commit else "aborted"):
-                log(f"  {txn.key}: {txn.fate} ({txn.ended - txn.started:.1f} s; {txn.events[-3:]})")
+            self.report(txn, "committed" if commit else "aborted")
             n += 1
             time.sleep(0.05)
         self.instances[self.producer_ids[k]] = client.instances
@@ -368,16 +410,19 @@ class TxnWorkload:
         if producer.flush(120):
             log("ctp input: records never acknowledged")
 
-    def ctp_consumer(self):
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
-                             "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                             "heartbeat.interval.ms": 1000, "metadata.max.age.ms": 5000,
-                             "log_level": 2})
+    def ctp_consumer(self, w):
+        config = {"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
+                  "client.id": f"ctp-{w}", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                  "metadata.max.age.ms": 5000, "log_level": 7 if DEBUG else 2}
+        if DEBUG:
+            config["debug"] = DEBUG
+        consumer = Consumer(config)
         consumer.subscribe([INPUT])
         return consumer
 
-    def rewind(self, consumer, partitions):
+    def rewind(self, w, consumer, partitions):
         """After a transaction that did not commit, its partitions go back to the group's
         committed offsets (an abort's are the previous ones; an unknown outcome is
         settled by then: abort returned, or init_transactions finished it)."""
@@ -398,13 +443,13 @@ class TxnWorkload:
                 time.sleep(0.5)
         # A new member fetches the committed offsets when it is assigned the partitions.
         consumer.close()
-        return self.ctp_consumer()
+        return self.ctp_consumer(w)
 
     def transform(self, w):
         rng = random.Random(f"{self.seed}/ctp/{w}")
-        client = TxnClient(self.bootstrap, self.ctp_ids[w], self.note_error)
+        client = TxnClient(self.bootstrap, self.ctp_ids[w], self.note_error, CTP_TXN_TIMEOUT_MS)
         client.create()
-        consumer = self.ctp_consumer()
+        consumer = self.ctp_consumer(w)
         n, idle_since, drain_deadline = 0, time.time(), None
         while True:
             if self.stop.is_set():
@@ -427,8 +472,9 @@ class TxnWorkload:
             client.run(txn, commit=rng.random() >= CTP_ABORT_RATIO,
                        offsets=[TopicPartition(INPUT, p, o) for p, o in sorted(ends.items())],
                        group_metadata=consumer.consumer_group_metadata())
+            self.report(txn, txn.fate if txn.fate in ("committed", "aborted") else "committed")
             if txn.fate != "committed":
-                consumer = self.rewind(consumer, sorted(ends))
+                consumer = self.rewind(w, consumer, sorted(ends))
             n += 1
         consumer.close()
         self.instances[self.ctp_ids[w]] = client.instances
@@ -589,6 +635,9 @@ class TxnWorkload:
             for w in range(len(self.ctp_ids)):
                 if not per_worker[f"c{w}"]:
                     log(f"WARNING: ctp worker {w} ({self.ctp_ids[w]}) committed no transaction")
+            if transformed < len(ru[INPUT]) / 2:
+                log(f"WARNING: the ctp workers transformed only {transformed} of {len(ru[INPUT])} "
+                    "input records")
 
         v["stuck"] = stuck
         v["stalled"] = list(self.stalled)

@@ -10,6 +10,7 @@ every partition at once). Starts and stops its own broker (STRAND_BIN).
 3. A transaction left open by a producer that never comes back: after the restart the
    coordinator aborts it at its timeout, and read_committed moves past it.
 """
+import atexit
 import os
 import signal
 import tempfile
@@ -95,6 +96,8 @@ def main():
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = Broker(os.path.join(root, "data"), port)
+    # fail() exits: the broker must not outlive a failed run.
+    atexit.register(lambda: broker.process and broker.process.poll() is None and broker.process.kill())
     broker.start()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic("out", PARTITIONS, 1), NewTopic("in", 1, 1)]).values():

@@ -293,6 +293,9 @@ fn append_one(
                     Some("A transactional batch needs a producer id and epoch".into()),
                 ));
             }
+            if let Some(Err(code)) = verdict {
+                tracing::debug!(partition = %tp, producer_id = header.producer_id, epoch = header.producer_epoch, sequence = header.base_sequence, code, "the coordinator refused a transactional batch");
+            }
             match verdict {
                 Some(Err(error_code::INVALID_TXN_STATE)) => {
                     return Err((
@@ -321,7 +324,11 @@ fn append_one(
     // different epoch and answers NOT_LEADER_OR_FOLLOWER rather than acknowledging.
     let epoch = partition.leader_epoch_if_leader().unwrap_or(-1);
     let (info, durable) = match guard {
-        Some(guard) => partition.append_transactional(records.to_vec(), acks, guard)?,
+        Some(guard) => partition
+            .append_transactional(records.to_vec(), acks, guard)
+            .inspect_err(|(code, _)| {
+                tracing::debug!(partition = %tp, producer_id = guard.0, epoch = guard.1, expected = ?guard.2, code, "a transactional batch was refused at the append");
+            })?,
         None => partition.append_unsynced(records.to_vec(), acks)?,
     };
     let end = info.last_offset + 1;

@@ -97,7 +97,8 @@ REWIND_DEADLINE = 60       # a ctp worker's fetch of the committed offsets
 CTP_DRAIN_SECONDS = 30     # after the stop: ctp workers catch up with the input
 # The longest a client thread may take to stop: the drain, then one transaction retried
 # to its deadline, a new producer, and a rewind.
-JOIN_DEADLINE = CTP_DRAIN_SECONDS + TXN_DEADLINE + INIT_DEADLINE + REWIND_DEADLINE + 3 * CALL_TIMEOUT + 15
+JOIN_DEADLINE = (CTP_DRAIN_SECONDS + TXN_DEADLINE + INIT_DEADLINE + REWIND_DEADLINE
+                 + 3 * CALL_TIMEOUT + 15)
 FINAL_READ_DEADLINE = 150  # past the longest transaction timeout plus the coordinator's
                            # 10 s abort scan
 # librdkafka debug contexts for the ctp clients (e.g. cgrp,eos,fetch), on stderr.
@@ -572,11 +573,13 @@ class TxnWorkload:
                       f"{sorted(visible)[:8]}")
             if fate == "committed":
                 durations.append(txn.ended - txn.started)
-                missing = [(t, p, val, txn.delivered.get(val)) for t, p, val in txn.records if val not in shown]
-                moved = [(t, val, txn.delivered[val], rc_at.get((t,) + txn.delivered[val]))
-                         for t, p, val in txn.records
-                         if isinstance(txn.delivered.get(val), tuple) and txn.delivered[val][1] is not None
-                         and rc_at.get((t,) + txn.delivered[val]) != val]
+                missing, moved = [], []
+                for t, p, val in txn.records:
+                    acked = txn.delivered.get(val)  # (partition, offset or None), or an error
+                    if val not in shown:
+                        missing.append((t, p, val, acked))
+                    elif isinstance(acked, tuple) and acked[1] is not None and rc_at.get((t,) + acked) != val:
+                        moved.append((t, val, acked, rc_at.get((t,) + acked)))
                 if missing or moved:
                     v["lost"].append(f"{detail}; missing {missing[:8]}; not at the acknowledged "
                                      f"offset {moved[:8]}")

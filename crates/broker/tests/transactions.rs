@@ -244,6 +244,30 @@ async fn a_committed_transaction_shows_its_records_and_offsets_only_once_it_ends
         )
         .await;
     assert_eq!(added.error_code, 0);
+    // What a group coordinator on another broker asks before writing the offsets
+    // (AddPartitionsToTxn v4, verify only): internal topics are fine from a broker.
+    let offsets_partition = partition_for("g", 50);
+    let verified: AddPartitionsToTxnResponse = client
+        .call(
+            ApiKey::AddPartitionsToTxn,
+            4,
+            &AddPartitionsToTxnRequest::default().with_transactions(vec![
+                kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(TransactionalId(s("app")))
+                    .with_producer_id(ProducerId(producer.0))
+                    .with_producer_epoch(producer.1)
+                    .with_verify_only(true)
+                    .with_topics(vec![AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(s("__consumer_offsets")))
+                        .with_partitions(vec![offsets_partition])]),
+            ]),
+        )
+        .await;
+    assert_eq!(
+        verified.results_by_transaction[0].topic_results[0].results_by_partition[0]
+            .partition_error_code,
+        0
+    );
     let committed: TxnOffsetCommitResponse = client
         .call(
             ApiKey::TxnOffsetCommit,

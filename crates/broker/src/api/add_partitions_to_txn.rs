@@ -26,7 +26,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let version = request.header.request_api_version;
     if version <= 3 {
         let partitions = flatten(&body.v3_and_below_topics);
-        let codes = match known(broker, &partitions) {
+        let codes = match known(broker, &partitions, true) {
             Some(codes) => codes,
             None => {
                 let code = broker
@@ -57,7 +57,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     for transaction in &body.transactions {
         let partitions = flatten(&transaction.topics);
         let id = transaction.transactional_id.as_str();
-        let codes = match known(broker, &partitions) {
+        // A broker's request: no topic authorization, internal topics included (a
+        // TxnOffsetCommit verifies its `__consumer_offsets` partition this way).
+        let codes = match known(broker, &partitions, false) {
             Some(codes) => codes,
             None if transaction.verify_only => match broker
                 .txns
@@ -124,13 +126,14 @@ fn flatten(topics: &[AddPartitionsToTxnTopic]) -> Vec<(String, i32)> {
 }
 
 /// Kafka's check before the coordinator: partitions the metadata does not know get
-/// UNKNOWN_TOPIC_OR_PARTITION, internal topics TOPIC_AUTHORIZATION_FAILED, and then every
-/// other one OPERATION_NOT_ATTEMPTED (nothing is added). None when all are fine.
-fn known(broker: &Broker, partitions: &[(String, i32)]) -> Option<Vec<i16>> {
+/// UNKNOWN_TOPIC_OR_PARTITION, internal topics TOPIC_AUTHORIZATION_FAILED when a client
+/// names them (`from_client`: v0-3), and then every other one OPERATION_NOT_ATTEMPTED
+/// (nothing is added). None when all are fine.
+fn known(broker: &Broker, partitions: &[(String, i32)], from_client: bool) -> Option<Vec<i16>> {
     let codes: Vec<i16> = partitions
         .iter()
         .map(|(topic, index)| {
-            if crate::topics::INTERNAL_TOPICS.contains(&topic.as_str()) {
+            if from_client && crate::topics::INTERNAL_TOPICS.contains(&topic.as_str()) {
                 error_code::TOPIC_AUTHORIZATION_FAILED
             } else if broker
                 .topic(topic)

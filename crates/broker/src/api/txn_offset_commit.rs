@@ -82,7 +82,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 .await
         }
     };
-    let codes = codes.into_iter().map(|code| match code {
+    let mut codes = codes.into_iter().map(|code| match code {
         // v0-1 know neither.
         error_code::COORDINATOR_LOAD_IN_PROGRESS if version < 2 => {
             error_code::COORDINATOR_NOT_AVAILABLE
@@ -90,7 +90,6 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         error_code::TRANSACTION_ABORTABLE if version < 4 => error_code::INVALID_TXN_STATE,
         code => code,
     });
-    let mut codes = codes;
     let topics = body
         .topics
         .iter()

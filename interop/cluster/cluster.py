@@ -16,8 +16,11 @@ import subprocess
 import sys
 import time
 
-BRIDGE = "strand-br"
-SUBNET = "10.77.0"
+# STRAND_CLUSTER_NET (0-99) picks the bridge, namespaces and subnet, so two clusters can
+# run side by side on one machine (each test run with its own number).
+NET = int(os.environ.get("STRAND_CLUSTER_NET", "0"))
+BRIDGE = f"strand-br{NET}" if NET else "strand-br"
+SUBNET = f"10.77.{NET}"
 HOST_IP = f"{SUBNET}.254"
 KAFKA_PORT = 9092
 QUORUM_PORT = 9093
@@ -105,7 +108,7 @@ class Cluster:
 
     # --- network ---------------------------------------------------------------------
     def ns(self, i):
-        return f"strand-n{i}"
+        return f"strand{NET}-n{i}" if NET else f"strand-n{i}"
 
     def setup_network(self):
         if not self.use_netns:
@@ -117,7 +120,7 @@ class Cluster:
         # Bridged traffic may pass the host's FORWARD chain (br_netfilter): let it through.
         sh("iptables", "-I", "FORWARD", "-i", BRIDGE, "-j", "ACCEPT", check=False)
         for i in self.ids:
-            ns, host_end, node_end = self.ns(i), f"sn{i}h", f"sn{i}c"
+            ns, host_end, node_end = self.ns(i), f"s{NET}n{i}h", f"s{NET}n{i}c"
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end)
             sh("ip", "link", "set", node_end, "netns", ns)
@@ -132,7 +135,7 @@ class Cluster:
             return
         for i in self.ids:
             sh("ip", "netns", "del", self.ns(i), check=False)
-            sh("ip", "link", "del", f"sn{i}h", check=False)
+            sh("ip", "link", "del", f"s{NET}n{i}h", check=False)
         sh("iptables", "-D", "FORWARD", "-i", BRIDGE, "-j", "ACCEPT", check=False)
         sh("ip", "link", "del", BRIDGE, check=False)
 

@@ -58,6 +58,7 @@ a non-transactional topic, so no cycle through them can form.
 
 import collections
 import json
+import logging
 import os
 import random
 import re
@@ -104,6 +105,17 @@ FINAL_READ_DEADLINE = 150  # past the longest transaction timeout plus the coord
 # librdkafka debug contexts for the ctp clients (e.g. cgrp,eos,fetch), on stderr.
 DEBUG = os.environ.get("STRAND_NEMESIS_DEBUG", "")
 VALUE = re.compile(r"([tc]\d+-\d+)-(\d+)/(\d+)(?:=.*)?")
+
+
+class Ring(logging.Handler):
+    """The last lines of a client's librdkafka debug log, shown only if it stalls."""
+
+    def __init__(self, lines=300):
+        super().__init__()
+        self.lines = collections.deque(maxlen=lines)
+
+    def emit(self, record):
+        self.lines.append(f"{time.strftime('%H:%M:%S')} {record.getMessage()}")
 
 
 class Stalled(Exception):
@@ -299,6 +311,7 @@ class TxnWorkload:
         self.input_acked = {}               # value -> (partition, offset)
         self.reads = []                     # (reader, session, topic, partition, offset, value)
         self.stalled = []
+        self.rings = {}                     # thread name -> Ring
         self.instances = {}
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -481,8 +494,13 @@ class TxnWorkload:
         self.instances[self.ctp_ids[w]] = client.instances
 
     def read(self, r):
-        """A read_committed group member; a session is one assignment."""
+        """A read_committed group member; a session is one assignment. Its group
+        protocol's debug log is kept in a ring, printed if it stalls."""
         session = [0]
+        ring = self.rings[f"reader-{r}"] = Ring()
+        logger = logging.getLogger(f"nemesis-reader-{r}")
+        logger.propagate = False
+        logger.addHandler(ring)
 
         def rebalanced(consumer, partitions):
             session[0] += 1
@@ -490,7 +508,7 @@ class TxnWorkload:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{READER_GROUP}-{self.run_id}",
                              "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                              "enable.auto.commit": True, "session.timeout.ms": 10000,
-                             "metadata.max.age.ms": 5000, "log_level": 2})
+                             "metadata.max.age.ms": 5000, "debug": "cgrp", "logger": logger})
         consumer.subscribe([TOPIC, OUTPUT], on_assign=rebalanced, on_revoke=rebalanced,
                            on_lost=rebalanced)
         while not self.stop.is_set():
@@ -514,6 +532,18 @@ class TxnWorkload:
                 where = "".join(traceback.format_stack(frames[t.ident])[-4:]) if t.ident in frames else "?"
                 self.stalled.append(f"{t.name}: still running {JOIN_DEADLINE} s after the stop")
                 log(f"{t.name} still running {JOIN_DEADLINE} s after the stop, in:\n{where}")
+                if t.name in self.rings:
+                    log(f"{t.name}'s last librdkafka cgrp lines:\n" + "\n".join(self.rings[t.name].lines))
+
+    def show_group_logs(self, root):
+        """The nodes' log lines about the workload's groups (joins, rebalances, leaves)."""
+        groups = (f"{READER_GROUP}-{self.run_id}", self.ctp_group)
+        for name in sorted(os.listdir(root)):
+            if not re.fullmatch(r"n\d+\.log", name):
+                continue
+            with open(os.path.join(root, name), errors="replace") as f:
+                lines = [ln.rstrip() for ln in f if any(g in ln for g in groups)]
+            log(f"{name}: {len(lines)} lines about the groups; the last 60:\n" + "\n".join(lines[-60:]))
 
     # --- checker ---------------------------------------------------------------------
     def check(self, cluster, root, seed, divergent_replicas):
@@ -529,6 +559,8 @@ class TxnWorkload:
             stuck += [f"{topic}-{p} {isolation}: {why}" for p, why in pending.items()]
         committed_offsets = group_offsets(bootstrap, self.ctp_group, INPUT) if self.ctp_ids else {}
         codes = cluster.stop_all()
+        if self.stalled:
+            self.show_group_logs(root)
         divergent = divergent_replicas([(TOPIC, PARTITIONS), (INPUT, PARTITIONS), (OUTPUT, PARTITIONS)])
         panicked = [i for i in cluster.ids if "panicked" in
                     open(os.path.join(root, f"n{i}.log"), errors="replace").read()]

@@ -430,7 +430,8 @@ impl ClassicGroup {
                 awaiting_sync: false,
             },
         );
-        let mut completions = self.prepare_rebalance(now_ms);
+        let reason = format!("adding new member {member_id}");
+        let mut completions = self.prepare_rebalance(&reason, now_ms);
         completions.extend(self.maybe_complete_join(now_ms));
         (
             self.reply_for_join(&member_id, &mut completions),
@@ -467,9 +468,11 @@ impl ClassicGroup {
         let member = self.members.get_mut(&member_id).expect("present");
         member.awaiting_join = true;
         let mut completions = Vec::new();
-        if self.state != GroupState::PreparingRebalance {
-            completions.extend(self.prepare_rebalance(now_ms));
-        }
+        let reason = format!(
+            "updating metadata for member {member_id} during {:?}",
+            self.state
+        );
+        completions.extend(self.prepare_rebalance(&reason, now_ms));
         completions.extend(self.maybe_complete_join(now_ms));
         (
             self.reply_for_join(&member_id, &mut completions),
@@ -519,12 +522,27 @@ impl ClassicGroup {
         {
             return Vec::new();
         }
-        self.prepare_rebalance(now_ms)
+        self.prepare_rebalance("the group's record could not be written", now_ms)
     }
 
-    /// Starts a rebalance: members must rejoin before the deadline.
-    fn prepare_rebalance(&mut self, now_ms: i64) -> Vec<Completion> {
+    /// Starts a rebalance: members must rejoin before the deadline. A group already
+    /// rebalancing keeps its deadline (Kafka's `canRebalance`): members joining one after
+    /// another do not hold the others past it.
+    fn prepare_rebalance(&mut self, reason: &str, now_ms: i64) -> Vec<Completion> {
         let mut completions = Vec::new();
+        if matches!(
+            self.state,
+            GroupState::PreparingRebalance | GroupState::Dead
+        ) {
+            return completions;
+        }
+        tracing::info!(
+            group = %self.group_id,
+            state = ?self.state,
+            generation = self.generation_id,
+            reason,
+            "preparing to rebalance"
+        );
         // Members parked in SyncGroup must rejoin: tell them so.
         if self.state == GroupState::CompletingRebalance {
             for member in self.members.values_mut() {
@@ -612,6 +630,12 @@ impl ClassicGroup {
             self.leader = self.members.keys().next().cloned();
         }
         self.state = GroupState::CompletingRebalance;
+        tracing::info!(
+            group = %self.group_id,
+            generation = self.generation_id,
+            members = self.members.len(),
+            "stabilized group"
+        );
         // Members that do not sync by the rebalance timeout are evicted (see `tick`).
         let rebalance_timeout = self
             .members
@@ -865,6 +889,7 @@ impl ClassicGroup {
         if !self.members.contains_key(&target) {
             return (error_code::UNKNOWN_MEMBER_ID, Vec::new());
         }
+        tracing::info!(group = %self.group_id, member = %target, "member left the group");
         let completions = self.remove_and_rebalance(&target, now_ms);
         (error_code::NONE, completions)
     }
@@ -908,7 +933,8 @@ impl ClassicGroup {
                     self.leader = None;
                     self.phase_deadline_ms = None;
                 } else {
-                    completions.extend(self.prepare_rebalance(now_ms));
+                    let reason = format!("removing member {member_id}");
+                    completions.extend(self.prepare_rebalance(&reason, now_ms));
                     completions.extend(self.maybe_complete_join(now_ms));
                 }
             }
@@ -921,17 +947,26 @@ impl ClassicGroup {
     /// Timers: expired sessions, the end of a join phase, a sync that never came.
     pub fn tick(&mut self, now_ms: i64) -> Vec<Completion> {
         let mut completions = Vec::new();
-        self.pending_members
-            .retain(|_, deadline| *deadline > now_ms);
+        let pending = self.pending_members.len();
+        let group_id = &self.group_id;
+        self.pending_members.retain(|member_id, deadline| {
+            let keep = *deadline > now_ms;
+            if !keep {
+                tracing::info!(group = %group_id, member = %member_id, "pending member removed after its session timeout");
+            }
+            keep
+        });
+        if self.pending_members.len() < pending {
+            // A join phase may have been waiting only for them (as in Kafka, an expired
+            // pending member completes it rather than the rebalance timeout).
+            completions.extend(self.maybe_complete_join(now_ms));
+        }
         if self.state == GroupState::PreparingRebalance
             && self.phase_deadline_ms.is_some_and(|d| now_ms >= d)
         {
+            // The rebalance timeout (or the end of the initial delay): whoever rejoined.
             self.initial_delay_limit_ms = None;
-            if self.members.values().all(|m| m.awaiting_join)
-                || self.phase_deadline_ms.is_some_and(|d| now_ms >= d)
-            {
-                completions.extend(self.complete_join(now_ms));
-            }
+            completions.extend(self.complete_join(now_ms));
         }
         if self.state == GroupState::CompletingRebalance
             && self.phase_deadline_ms.is_some_and(|d| now_ms >= d)
@@ -1185,6 +1220,83 @@ mod tests {
         let completions = group.tick(1_000 + 30_000);
         assert!(completions.iter().any(|c| matches!(c, Completion::Join { member_id, result } if *member_id == members[0] && result.generation_id == 2)));
         assert_eq!(group.members.len(), 1);
+    }
+
+    #[test]
+    fn a_pending_member_that_never_rejoins_holds_the_join_only_for_its_session_timeout() {
+        let mut group = ClassicGroup::new("g", limits());
+        let mut gen = ids();
+        let Reply::Now(first) = group.join(request(""), 0, &mut gen).0 else {
+            panic!()
+        };
+        let a = first.member_id;
+        group.join(request(&a), 0, &mut gen);
+        group.sync(&a, None, 1, vec![], 0);
+        assert_eq!(group.state, GroupState::Stable);
+        // A client asks for a member id (KIP-394) and is never heard from again.
+        let Reply::Now(pending) = group.join(request(""), 1_000, &mut gen).0 else {
+            panic!()
+        };
+        assert_eq!(pending.error_code, error_code::MEMBER_ID_REQUIRED);
+        // The member rebalances (a new subscription): its join waits for the pending one.
+        let mut changed = request(&a);
+        changed.protocols = vec![("range".into(), Bytes::from_static(b"new"))];
+        assert!(matches!(
+            group.join(changed, 2_000, &mut gen).0,
+            Reply::Wait { .. }
+        ));
+        assert!(group.tick(10_000).is_empty(), "within the pending session");
+        let completions = group.tick(11_001);
+        assert!(
+            completions.iter().any(|c| matches!(c, Completion::Join { member_id, result } if *member_id == a && result.generation_id == 2)),
+            "the pending member expired at 11 000, long before the 32 000 rebalance deadline: {completions:?}"
+        );
+        assert_eq!(group.state, GroupState::CompletingRebalance);
+    }
+
+    #[test]
+    fn members_joining_during_a_rebalance_do_not_extend_its_deadline() {
+        let mut group = ClassicGroup::new("g", limits());
+        let mut gen = ids();
+        let mut members = Vec::new();
+        for _ in 0..2 {
+            let Reply::Now(r) = group.join(request(""), 0, &mut gen).0 else {
+                panic!()
+            };
+            members.push(r.member_id);
+        }
+        group.join(request(&members[0]), 0, &mut gen);
+        group.join(request(&members[1]), 0, &mut gen);
+        group.sync(&members[0], None, 1, vec![], 0);
+        group.sync(&members[1], None, 1, vec![], 0);
+        // Member 0 rejoins at 1 000 (deadline 31 000); member 1 keeps heartbeating and
+        // never rejoins; newcomers keep arriving.
+        let mut changed = request(&members[0]);
+        changed.protocols = vec![("range".into(), Bytes::from_static(b"new"))];
+        assert!(matches!(
+            group.join(changed, 1_000, &mut gen).0,
+            Reply::Wait { .. }
+        ));
+        for at in [10_000, 20_000, 30_000] {
+            let Reply::Now(r) = group.join(request(""), at, &mut gen).0 else {
+                panic!()
+            };
+            assert!(matches!(
+                group.join(request(&r.member_id), at, &mut gen).0,
+                Reply::Wait { .. }
+            ));
+            group.heartbeat(&members[1], None, 1, at);
+        }
+        let completions = group.tick(31_000);
+        assert!(
+            completions.iter().any(|c| matches!(c, Completion::Join { member_id, result } if *member_id == members[0] && result.generation_id == 2)),
+            "the join completes at the first deadline: {completions:?}"
+        );
+        assert_eq!(
+            group.members.len(),
+            4,
+            "member 1 dropped, three newcomers in"
+        );
     }
 
     #[test]

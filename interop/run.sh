@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -64,6 +64,7 @@ if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver strea
 if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
+if want kip848-restart; then echo "=== kip848-restart (KIP-848 consumer group members keep their epochs and partitions across kill -9 of the coordinator, librdkafka)"; (cd interop/python && timeout 300 python3 kip848_restart_test.py); fi
 if want transactions-restart; then echo "=== transactions-restart (transactions across kill -9 of the broker)"; timeout 600 python3 interop/python/transactions_restart_test.py; fi
 if want corruption; then echo "=== corruption (a damaged flushed batch is not served: librdkafka with and without check.crcs)"; (cd interop/python && timeout 300 python3 corruption_test.py); fi
 if want groups; then echo "=== groups (librdkafka, classic and KIP-848)"; timeout 900 python3 interop/python/groups_test.py; fi

@@ -69,6 +69,14 @@ impl TopicView for RegistryTopics {
         let registry = self.0.lock().unwrap_or_else(|p| p.into_inner());
         registry.all().map(|t| t.name.clone()).collect()
     }
+    fn id(&self, topic: &str) -> Option<uuid::Uuid> {
+        let registry = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        registry.get(topic).map(|t| t.id)
+    }
+    fn name_of(&self, id: uuid::Uuid) -> Option<String> {
+        let registry = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        registry.get_by_id(&id).map(|t| t.name.clone())
+    }
 }
 
 /// A running shard and the leader epoch it was loaded for.
@@ -118,6 +126,7 @@ fn load(partition: &Partition, mut state: GroupShard) -> GroupShard {
             commit,
         } => state.replay_marker(producer_id, commit),
     });
+    state.finish_load(now);
     match result {
         Ok(0) => {}
         Ok(applied) => {
@@ -624,10 +633,7 @@ impl GroupCoordinator {
             .map_err(|e| refuse(e.code, e.message))?;
         let group = group_id.to_string();
         shard
-            .call(move |state: &mut GroupShard| {
-                let result = state.consumer_heartbeat(&group, request, now_ms());
-                (Vec::new(), move |_: &mut GroupShard, _| result)
-            })
+            .call(move |state: &mut GroupShard| state.consumer_heartbeat(&group, request, now_ms()))
             .await
             .map_err(|code| refuse(code, None))?
     }

@@ -118,10 +118,13 @@ impl ConsumerGroupState {
     }
 }
 
-/// Partition counts of the topics the group's members may subscribe to.
+/// Partition counts of the topics the group's members may subscribe to, and their ids
+/// (the group's records name partitions by topic id, as Kafka's do).
 pub trait TopicView {
     fn partitions(&self, topic: &str) -> Option<i32>;
     fn names(&self) -> Vec<String>;
+    fn id(&self, topic: &str) -> Option<uuid::Uuid>;
+    fn name_of(&self, id: uuid::Uuid) -> Option<String>;
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +156,24 @@ impl ConsumerGroup {
 
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// After a load from the log: every member has a session from now, and the target
+    /// is taken to stand for the partition counts it covers (every partition of a
+    /// subscribed topic is in it), so a topic created or grown since gets a new target
+    /// at the next refresh.
+    pub fn restored(&mut self, now_ms: i64) {
+        for member in self.members.values_mut() {
+            member.session_deadline_ms = now_ms + self.limits.session_timeout_ms as i64;
+        }
+        let mut counts: BTreeMap<String, i32> = BTreeMap::new();
+        for (topic, partitions) in self.target.values().flatten() {
+            if let Some(last) = partitions.last() {
+                let count = counts.entry(topic.clone()).or_default();
+                *count = (*count).max(last + 1);
+            }
+        }
+        self.subscribed_partition_counts = counts;
     }
 
     pub fn state(&self) -> ConsumerGroupState {
@@ -721,6 +742,12 @@ mod tests {
         }
         fn names(&self) -> Vec<String> {
             self.0.iter().map(|(t, _)| t.to_string()).collect()
+        }
+        fn id(&self, _: &str) -> Option<uuid::Uuid> {
+            None
+        }
+        fn name_of(&self, _: uuid::Uuid) -> Option<String> {
+            None
         }
     }
 

@@ -3,5 +3,6 @@
 
 pub mod classic;
 pub mod consumer;
+pub mod consumer_records;
 pub mod records;
 pub mod shard;

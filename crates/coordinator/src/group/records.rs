@@ -1,10 +1,12 @@
 //! The records the group coordinator writes to `__consumer_offsets`, in Kafka's own
 //! formats (so Kafka's tools can read the topic): offset commits (key version 1, value
-//! version 3) and group metadata (key version 2, value version 3). A null value is a
+//! version 3) and group metadata (key version 2, value version 3); KIP-848 consumer
+//! groups' records (types 3 and 5-8) are in consumer_records.rs. A null value is a
 //! tombstone. The partition of a group is Kafka's: `abs(groupId.hashCode) % partitions`.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::consumer_records::{self, ConsumerRecord};
 use crate::codec::{put_string, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -56,6 +58,8 @@ pub enum OffsetsRecord {
         group: String,
         value: Option<StoredGroup>,
     },
+    /// A KIP-848 consumer group's record (consumer_records.rs).
+    Consumer(ConsumerRecord),
 }
 
 fn put_nullable_string(out: &mut BytesMut, text: Option<&str>) {
@@ -146,6 +150,13 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<OffsetsRecord> {
                 Some(value) => Some(decode_group_value(value)?),
             };
             Some(OffsetsRecord::Group { group, value })
+        }
+        record_type if consumer_records::is_consumer_record(record_type) => {
+            Some(OffsetsRecord::Consumer(consumer_records::decode(
+                record_type,
+                &mut key_reader,
+                value,
+            )?))
         }
         _ => None,
     }

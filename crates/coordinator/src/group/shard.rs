@@ -29,6 +29,7 @@ use super::consumer::{
     ConsumerGroup, ConsumerGroupLimits, ConsumerGroupState, Heartbeat, HeartbeatError,
     HeartbeatResult, TopicView,
 };
+use super::consumer_records::{self, Loading};
 use super::records::{self, CommittedOffset, OffsetsRecord, StoredGroup, StoredMember};
 use crate::runtime::Records;
 
@@ -95,6 +96,9 @@ struct GroupEntry {
     classic: Option<ClassicGroup>,
     /// A KIP-848 consumer group; a group id is one kind or the other while it has members.
     consumer: Option<ConsumerGroup>,
+    /// A write of the consumer group's changes failed: the log lags the state, so the
+    /// next write is the whole group (consumer_records::changes from nothing).
+    consumer_unsaved: bool,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// Offsets whose commit is written but not yet settled, with how many commits of
     /// each are: deletes tombstone them too, expiry waits for them (Kafka's pending
@@ -189,6 +193,8 @@ pub struct GroupShard {
     waiters: HashMap<(String, String), Waiter>,
     settings: GroupSettings,
     topics: Arc<dyn TopicView + Send + Sync>,
+    /// Consumer groups' records read so far, during a load (`finish_load` builds them).
+    loading: HashMap<String, Loading>,
 }
 
 impl std::fmt::Debug for GroupShard {
@@ -216,6 +222,7 @@ impl GroupShard {
             waiters: HashMap::new(),
             settings,
             topics,
+            loading: HashMap::new(),
         }
     }
 
@@ -225,8 +232,79 @@ impl GroupShard {
         let Some(record) = records::decode(key, value) else {
             return false;
         };
+        if let OffsetsRecord::Consumer(record) = record {
+            let group = record.group().to_string();
+            if !self.loading.entry(group.clone()).or_default().apply(record) {
+                self.loading.remove(&group);
+            }
+            return true;
+        }
         apply_loaded(&mut self.groups, record, self.settings.classic, now_ms);
         true
+    }
+
+    /// The end of a load: the consumer groups rebuilt from their records (members get a
+    /// session from now). A group id with a consumer group that has members is that.
+    pub fn finish_load(&mut self, now_ms: i64) {
+        let limits = self.settings.consumer;
+        for (group_id, loading) in std::mem::take(&mut self.loading) {
+            let mut group = ConsumerGroup::new(&group_id, limits);
+            if !loading.finish(&mut group, now_ms, self.topics.as_ref()) {
+                continue;
+            }
+            let entry = self.groups.entry(group_id).or_default();
+            if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) && group.is_empty() {
+                continue;
+            }
+            entry.classic = None;
+            if group.is_empty() {
+                entry.empty_since_ms = now_ms;
+            }
+            entry.consumer = Some(group);
+        }
+    }
+
+    /// The records of a consumer group's change (all of it after a failed write), and
+    /// what a failed write leaves: the group marked unsaved.
+    fn consumer_write(
+        &mut self,
+        group_id: &str,
+        before: Option<ConsumerGroup>,
+    ) -> (
+        Records,
+        impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
+    ) {
+        let topics = self.topics.clone();
+        let records = match self.groups.get(group_id) {
+            Some(GroupEntry {
+                consumer: Some(after),
+                consumer_unsaved,
+                ..
+            }) => {
+                let before = if *consumer_unsaved {
+                    None
+                } else {
+                    before.as_ref()
+                };
+                consumer_records::changes(before, after, topics.as_ref())
+            }
+            _ => Vec::new(),
+        };
+        let whole = self
+            .groups
+            .get(group_id)
+            .is_some_and(|e| e.consumer_unsaved);
+        let group_id = group_id.to_string();
+        let settle = move |shard: &mut GroupShard, written: &Result<(), i16>| {
+            if let Some(entry) = shard.groups.get_mut(&group_id) {
+                match written {
+                    Err(_) => entry.consumer_unsaved = true,
+                    Ok(()) if whole => entry.consumer_unsaved = false,
+                    Ok(()) => {}
+                }
+            }
+        };
+        (records, settle)
     }
 
     fn room_for(&self, group_id: &str) -> bool {
@@ -765,6 +843,9 @@ impl GroupShard {
             .map(|(topic, partition)| (records::offset_key(group_id, topic, *partition), None))
             .collect();
         tombstones.push((records::group_key(group_id), None));
+        if let Some(group) = &entry.consumer {
+            tombstones.extend(consumer_records::tombstones(group));
+        }
         let group_id = group_id.to_string();
         (
             tombstones,
@@ -849,12 +930,12 @@ impl GroupShard {
         group_id: &str,
         request: Heartbeat,
         now_ms: i64,
-    ) -> Result<HeartbeatResult, HeartbeatError> {
+    ) -> (Records, Answerer<Result<HeartbeatResult, HeartbeatError>>) {
         let refuse = |code, message: &str| {
-            Err(HeartbeatError {
+            answer_now(Err(HeartbeatError {
                 code,
                 message: message.to_string(),
-            })
+            }))
         };
         if group_id.is_empty() {
             return refuse(error_code::INVALID_GROUP_ID, "The group id can't be empty.");
@@ -872,6 +953,7 @@ impl GroupShard {
             );
         }
         entry.classic = None;
+        let before = entry.consumer.clone();
         let group = entry
             .consumer
             .get_or_insert_with(|| ConsumerGroup::new(group_id, limits));
@@ -881,7 +963,22 @@ impl GroupShard {
         if group.is_empty() && !was_empty {
             entry.empty_since_ms = now_ms;
         }
-        result
+        // Answered once the change is in the log, as Kafka does: a member never acts on
+        // an assignment a new coordinator would not know.
+        let (records, settle) = self.consumer_write(group_id, before);
+        (
+            records,
+            Box::new(move |shard, written| {
+                settle(shard, &written);
+                match written {
+                    Ok(()) => result,
+                    Err(code) => Err(HeartbeatError {
+                        code: coordinator_error_for_append(code),
+                        message: "The coordinator could not write the group's state.".into(),
+                    }),
+                }
+            }),
+        )
     }
 
     /// ConsumerGroupDescribe: the consumer group, or None if the id is not one.
@@ -892,15 +989,28 @@ impl GroupShard {
     /// Timers: session and rebalance timeouts of every group whose deadline has come.
     pub fn tick(&mut self, now_ms: i64) -> (Records, Answerer<()>) {
         let topics = self.topics.clone();
-        for entry in self.groups.values_mut() {
-            if let Some(group) = entry.consumer.as_mut() {
+        let mut consumer_changes = Vec::new();
+        for (group_id, entry) in self.groups.iter_mut() {
+            let Some(group) = entry.consumer.as_mut() else {
+                continue;
+            };
+            if group.next_deadline().is_some_and(|d| d <= now_ms) {
                 let was_empty = group.is_empty();
-                if group.next_deadline().is_some_and(|d| d <= now_ms) {
-                    group.tick(now_ms, topics.as_ref());
-                }
+                let before = group.clone();
+                group.tick(now_ms, topics.as_ref());
                 if group.is_empty() && !was_empty {
                     entry.empty_since_ms = now_ms;
                 }
+                consumer_changes.push((group_id.clone(), before));
+            }
+        }
+        let mut records = Vec::new();
+        let mut settles = Vec::new();
+        for (group_id, before) in consumer_changes {
+            let (written, settle) = self.consumer_write(&group_id, Some(before));
+            if !written.is_empty() {
+                records.extend(written);
+                settles.push(settle);
             }
         }
         let due: Vec<String> = self
@@ -914,7 +1024,6 @@ impl GroupShard {
             })
             .map(|(id, _)| id.clone())
             .collect();
-        let mut records = Vec::new();
         let mut all = Vec::new();
         for group_id in due {
             let Some(entry) = self.groups.get_mut(&group_id) else {
@@ -935,6 +1044,9 @@ impl GroupShard {
         (
             records,
             Box::new(move |shard, written| {
+                for settle in settles {
+                    settle(shard, &written);
+                }
                 for deliveries in all {
                     shard.settle(deliveries, written, now_ms);
                 }
@@ -967,6 +1079,9 @@ impl GroupShard {
             }
             if left == 0 {
                 tombstones.push((records::group_key(group_id), None));
+                if let Some(group) = &entry.consumer {
+                    tombstones.extend(consumer_records::tombstones(group));
+                }
                 expired.push((group_id.clone(), None));
             }
         }
@@ -1123,6 +1238,8 @@ fn apply_loaded(
         OffsetsRecord::Group { group, value: None } => {
             groups.remove(&group);
         }
+        // Gathered by GroupShard::replay and built at the end of the load.
+        OffsetsRecord::Consumer(_) => {}
         OffsetsRecord::Group {
             group,
             value: Some(stored),
@@ -1194,6 +1311,12 @@ mod tests {
         }
         fn names(&self) -> Vec<String> {
             vec!["t".into()]
+        }
+        fn id(&self, topic: &str) -> Option<uuid::Uuid> {
+            (topic == "t").then_some(uuid::Uuid::from_u128(7))
+        }
+        fn name_of(&self, id: uuid::Uuid) -> Option<String> {
+            (id == uuid::Uuid::from_u128(7)).then(|| "t".to_string())
         }
     }
 
@@ -1506,5 +1629,75 @@ mod tests {
         let late = now(follower_answer(&mut shard, Ok(())));
         assert_eq!(late.error_code, error_code::REBALANCE_IN_PROGRESS);
         assert!(late.assignment.is_empty());
+    }
+
+    fn consumer_join(member_id: &str) -> Heartbeat {
+        Heartbeat {
+            member_id: member_id.into(),
+            member_epoch: 0,
+            instance_id: None,
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "h".into(),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topics: Some(vec!["t".into()]),
+            subscribed_regex: None,
+            server_assignor: None,
+            owned: Some(Default::default()),
+        }
+    }
+
+    #[test]
+    fn a_consumer_group_survives_a_reload_and_a_failed_write_is_made_good() {
+        let mut shard = shard();
+        let mut log: Records = Vec::new();
+        let (written, answer) = shard.consumer_heartbeat("g", consumer_join("m"), 0);
+        log.extend(written);
+        let m = answer(&mut shard, Ok(())).unwrap();
+        assert_eq!(m.member_epoch, 1);
+
+        // n's join is not written: n is told to retry, the group is marked unsaved.
+        let (_lost, answer) = shard.consumer_heartbeat("g", consumer_join("n"), 10);
+        let refused = answer(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS)).unwrap_err();
+        assert_eq!(
+            refused.code,
+            coordinator_error_for_append(error_code::NOT_ENOUGH_REPLICAS)
+        );
+        // n's retry changes nothing in memory, yet writes the whole group.
+        let (written, answer) = shard.consumer_heartbeat("g", consumer_join("n"), 20);
+        assert!(
+            written.len() >= 5,
+            "the whole group: {} records",
+            written.len()
+        );
+        log.extend(written);
+        let n = answer(&mut shard, Ok(())).unwrap();
+
+        // A new coordinator loads the log: same members, epochs and assignments.
+        let mut loaded = super::tests::shard();
+        for (key, value) in &log {
+            assert!(loaded.replay(key, value.as_deref(), 1_000));
+        }
+        loaded.finish_load(1_000);
+        let before = shard.describe_consumer_group("g").unwrap();
+        let after = loaded.describe_consumer_group("g").unwrap();
+        assert_eq!(after.group_epoch, before.group_epoch);
+        assert_eq!(after.assignment_epoch, before.assignment_epoch);
+        for (id, member) in &before.members {
+            let other = &after.members[id];
+            assert_eq!(
+                (other.member_epoch, &other.assigned),
+                (member.member_epoch, &member.assigned)
+            );
+        }
+        // m heartbeats the new coordinator with its epoch and is not fenced.
+        let mut again = consumer_join("m");
+        again.member_epoch = m.member_epoch;
+        again.subscribed_topics = None;
+        again.owned = before.members["m"].assigned.clone().into();
+        let (_, answer) = loaded.consumer_heartbeat("g", again, 1_100);
+        let answered = answer(&mut loaded, Ok(())).expect("m keeps its membership");
+        assert!(answered.member_epoch >= m.member_epoch);
+        assert!(n.member_epoch > 0);
     }
 }

@@ -330,25 +330,25 @@ mod tests {
     fn a_stale_member_epoch_in_a_txn_commit_is_illegal_generation_as_kafka_answers() {
         use crate::group::consumer::Heartbeat;
         let mut shard = shard();
-        let joined = shard
-            .consumer_heartbeat(
-                "g",
-                Heartbeat {
-                    member_id: "m".into(),
-                    member_epoch: 0,
-                    instance_id: None,
-                    rack_id: None,
-                    client_id: "c".into(),
-                    client_host: "h".into(),
-                    rebalance_timeout_ms: 30_000,
-                    subscribed_topics: Some(vec!["t".into()]),
-                    subscribed_regex: None,
-                    server_assignor: None,
-                    owned: Some(Default::default()),
-                },
-                0,
-            )
-            .unwrap();
+        let (written, answer) = shard.consumer_heartbeat(
+            "g",
+            Heartbeat {
+                member_id: "m".into(),
+                member_epoch: 0,
+                instance_id: None,
+                rack_id: None,
+                client_id: "c".into(),
+                client_host: "h".into(),
+                rebalance_timeout_ms: 30_000,
+                subscribed_topics: Some(vec!["t".into()]),
+                subscribed_regex: None,
+                server_assignor: None,
+                owned: Some(Default::default()),
+            },
+            0,
+        );
+        assert!(!written.is_empty(), "the new member is written");
+        let joined = answer(&mut shard, Ok(())).unwrap();
         let stale = TxnCommitter {
             generation_id: joined.member_epoch + 1,
             member_id: "m".into(),

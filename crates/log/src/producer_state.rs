@@ -248,16 +248,16 @@ impl ProducerStateManager {
             {
                 return Ok(ProducerCheck::Duplicate(*duplicate));
             }
+            // A known epoch with no batch yet (a transaction version 2 marker bumped it)
+            // starts at sequence 0, as Kafka's "last sequence -1": accepting any first
+            // sequence there would take a later batch in flight past a refused first one.
             let current_last = entry.last_sequence();
-            match current_last {
-                Some(current) if !in_sequence(current, first) => {
-                    return Err(ProducerError::OutOfOrderSequence {
-                        producer_id,
-                        found: first,
-                        last: current_last,
-                    })
-                }
-                _ => {}
+            if !in_sequence(current_last.unwrap_or(-1), first) {
+                return Err(ProducerError::OutOfOrderSequence {
+                    producer_id,
+                    found: first,
+                    last: current_last,
+                });
             }
             return Ok(ProducerCheck::Append);
         }
@@ -898,6 +898,29 @@ mod tests {
         );
         let closed = loaded.complete_txn(&marker(1, 2, 12), end(TxnResult::Commit));
         assert_eq!(closed.map(|t| t.first_offset), Some(10));
+    }
+
+    #[test]
+    fn an_epoch_a_marker_bumped_starts_at_sequence_zero() {
+        let mut state = ProducerStateManager::default();
+        state.update(&transactional(header(4, 0, 0, 3, 0)));
+        // Transaction version 2: the commit marker carries the next epoch.
+        state.complete_txn(&marker(4, 1, 3), end(TxnResult::Commit));
+        assert!(
+            matches!(
+                state.check(&transactional(header(4, 1, 7, 2, 4))),
+                Err(ProducerError::OutOfOrderSequence {
+                    found: 7,
+                    last: None,
+                    ..
+                })
+            ),
+            "a batch after a refused first one is refused too"
+        );
+        assert_eq!(
+            state.check(&transactional(header(4, 1, 0, 2, 4))),
+            Ok(ProducerCheck::Append)
+        );
     }
 
     #[test]

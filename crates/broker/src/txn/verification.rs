@@ -72,9 +72,14 @@ pub async fn verify(
 ) -> Result<Guard, i16> {
     let deadline = tokio::time::Instant::now() + ADD_RETRY_MAX;
     let (code, guard) = loop {
-        // Taken before each question: a retry after CONCURRENT_TRANSACTIONS follows the
-        // marker that ended the producer's previous transaction.
-        let guard = guard_of(broker, tp, producer_id);
+        // Transaction version 0: taken before each question, so a marker landing while
+        // the coordinator answers (the verified transaction ended) voids the yes.
+        // Version 2: taken after the yes, which the coordinator gives only once the
+        // previous transaction's markers are all written (it answers
+        // CONCURRENT_TRANSACTIONS until then); a marker of that transaction landing
+        // while the question is out must not void it (KAFKA-18575), and a late batch of
+        // an ended transaction is refused by its epoch, which every marker bumps.
+        let before = guard_of(broker, tp, producer_id);
         let code = ask(
             broker,
             transactional_id,
@@ -88,6 +93,10 @@ pub async fn verify(
             && code == error_code::CONCURRENT_TRANSACTIONS
             && tokio::time::Instant::now() + ADD_RETRY_BACKOFF < deadline;
         if !retry {
+            let guard = match operation {
+                Operation::Verify => before,
+                Operation::Add => guard_of(broker, tp, producer_id),
+            };
             break (code, guard);
         }
         tokio::time::sleep(ADD_RETRY_BACKOFF).await;

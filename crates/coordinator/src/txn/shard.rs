@@ -710,6 +710,15 @@ impl TxnShard {
         }
         // Transaction version 2: every EndTxn bumps the epoch, so a retry carries the
         // epoch one below the stored one (or the last epoch of a rotated producer id).
+        // A transition in flight (the markers of the last EndTxn, say) comes first, as
+        // Kafka 4 checks it (KAFKA-18464): the producer already holds the bumped epoch, so
+        // its next EndTxn must wait (CONCURRENT_TRANSACTIONS, retried), not be fenced.
+        if metadata
+            .pending
+            .is_some_and(|pending| pending != PrepareEpochFence)
+        {
+            return fail(error_code::CONCURRENT_TRANSACTIONS);
+        }
         let retry_on_bump = metadata.producer_epoch as i32 == producer_epoch as i32 + 1;
         let retry_on_overflow = metadata.prev_producer_id == producer_id
             && producer_epoch == i16::MAX - 1
@@ -1495,6 +1504,25 @@ mod tests {
             end(&mut shard, "t", reply, false, 0).code,
             error_code::INVALID_TXN_STATE
         );
+    }
+
+    #[test]
+    fn tv2_an_end_txn_while_the_last_ones_markers_are_out_waits() {
+        let mut shard = shard();
+        let reply = init(&mut shard, "t");
+        add(&mut shard, "t", reply, &[("a", 0)]);
+        let bumped = end(&mut shard, "t", reply, true, 2);
+        assert_eq!(bumped.producer_epoch, reply.producer_epoch + 1);
+        // The markers are not written yet; the client, at its new epoch, aborts an
+        // empty transaction (franz-go does when nothing it produced succeeded).
+        assert_eq!(
+            end(&mut shard, "t", bumped, false, 2).code,
+            error_code::CONCURRENT_TRANSACTIONS
+        );
+        complete(&mut shard);
+        let aborted = end(&mut shard, "t", bumped, false, 2);
+        assert_eq!(aborted.code, error_code::NONE);
+        assert_eq!(aborted.producer_epoch, bumped.producer_epoch + 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -82,6 +82,7 @@ if want cluster-corruption; then echo "=== cluster-corruption (a leader whose re
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi
 if want cluster-transactions; then echo "=== cluster-transactions (librdkafka transactions through kills of the transaction coordinator and of a partition leader; read_committed sees every committed transaction whole, nothing aborted, 3 nodes)"; timeout 900 python3 interop/cluster/transactions_failover_test.py; fi
+if want cluster-streams-eos; then echo "=== cluster-streams-eos (Kafka Streams exactly_once_v2 word count through kill -9 of its transaction coordinator; every count update once, in order, 3 nodes)"; timeout 600 python3 interop/cluster/streams_eos_failover_test.py; fi
 # Test848RegexBrokerResolves is skipped here only: it stops reading once it has records
 # of as many topics as it wants, counting __consumer_offsets, which on three nodes often
 # arrives first (a race in the test that Kafka with three brokers meets too); the

@@ -464,6 +464,17 @@ impl Partition {
     ) -> Result<(AppendInfo, Option<Durable>), Refusal> {
         let check = move |log: &Log| {
             let entry = log.producer_state().get(producer_id);
+            // The epoch first (KAFKA-19690, in Kafka 4.1.1): a batch of a transaction the
+            // coordinator already ended (its marker bumped the epoch) is a fenced producer,
+            // which clients recover from, not the fatal INVALID_TXN_STATE.
+            if let Some(current) = entry.map(|e| e.epoch).filter(|e| *e > producer_epoch) {
+                return Err((
+                    error_code::INVALID_PRODUCER_EPOCH,
+                    Some(format!(
+                        "Epoch of producer {producer_id} is {producer_epoch}, which is smaller than the last seen epoch {current}"
+                    )),
+                ));
+            }
             let open = entry
                 .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some());
             if open || entry.map(|e| e.last_offset) == expected {
@@ -1078,6 +1089,40 @@ mod tests {
             .read_for_follower(follower, offset, 1 << 20)
             .unwrap()
             .1
+    }
+
+    #[test]
+    fn a_batch_of_a_transaction_a_marker_ended_is_a_fenced_epoch_not_invalid_txn_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1]);
+        let txn = |epoch: i16, sequence: i32| {
+            let mut builder = BatchBuilder::new(0, 1_000)
+                .producer(9, epoch, sequence)
+                .transactional();
+            builder.push(Record::new(None, Some(vec![1; 10]), 1_000));
+            builder.build()
+        };
+        let guard = None;
+        partition
+            .append_transactional(txn(0, 0), 1, (9, 0, guard))
+            .unwrap();
+        // Transaction version 2: the coordinator's abort marker carries epoch 1.
+        let abort = strand_records::EndTxnMarker {
+            result: strand_records::TxnResult::Abort,
+            coordinator_epoch: 0,
+        };
+        partition.append_marker(9, 1, abort).unwrap();
+        let late = partition.append_transactional(txn(0, 1), 1, (9, 0, Some(0)));
+        assert_eq!(
+            late.err().map(|(code, _)| code),
+            Some(error_code::INVALID_PRODUCER_EPOCH),
+            "KAFKA-19690: the epoch is checked before the guard"
+        );
+        // The new transaction at the bumped epoch, verified after the marker, goes in.
+        let last = partition.log().producer_state().get(9).unwrap().last_offset;
+        assert!(partition
+            .append_transactional(txn(1, 0), 1, (9, 1, Some(last)))
+            .is_ok());
     }
 
     #[test]

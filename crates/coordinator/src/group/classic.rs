@@ -1066,6 +1066,25 @@ mod tests {
         }
     }
 
+    /// A group of two members, joined and synced at generation 1.
+    fn two_stable_members(gen: &mut impl FnMut(&str) -> String) -> (ClassicGroup, Vec<String>) {
+        let mut group = ClassicGroup::new("g", limits());
+        let mut members = Vec::new();
+        for _ in 0..2 {
+            let Reply::Now(r) = group.join(request(""), 0, &mut *gen).0 else {
+                panic!()
+            };
+            members.push(r.member_id);
+        }
+        for member in &members {
+            group.join(request(member), 0, &mut *gen);
+        }
+        for member in &members {
+            group.sync(member, None, 1, vec![], 0);
+        }
+        (group, members)
+    }
+
     #[test]
     fn two_members_join_sync_and_become_stable() {
         let mut group = ClassicGroup::new("g", limits());
@@ -1160,19 +1179,8 @@ mod tests {
 
     #[test]
     fn a_silent_member_is_evicted_after_its_session_timeout() {
-        let mut group = ClassicGroup::new("g", limits());
         let mut gen = ids();
-        let mut members = Vec::new();
-        for _ in 0..2 {
-            let Reply::Now(r) = group.join(request(""), 0, &mut gen).0 else {
-                panic!()
-            };
-            members.push(r.member_id);
-        }
-        group.join(request(&members[0]), 0, &mut gen);
-        group.join(request(&members[1]), 0, &mut gen);
-        group.sync(&members[0], None, 1, vec![], 0);
-        group.sync(&members[1], None, 1, vec![], 0);
+        let (mut group, members) = two_stable_members(&mut gen);
         assert_eq!(group.state, GroupState::Stable);
         assert_eq!(
             group.heartbeat(&members[0], None, 1, 9_000),
@@ -1256,19 +1264,8 @@ mod tests {
 
     #[test]
     fn members_joining_during_a_rebalance_do_not_extend_its_deadline() {
-        let mut group = ClassicGroup::new("g", limits());
         let mut gen = ids();
-        let mut members = Vec::new();
-        for _ in 0..2 {
-            let Reply::Now(r) = group.join(request(""), 0, &mut gen).0 else {
-                panic!()
-            };
-            members.push(r.member_id);
-        }
-        group.join(request(&members[0]), 0, &mut gen);
-        group.join(request(&members[1]), 0, &mut gen);
-        group.sync(&members[0], None, 1, vec![], 0);
-        group.sync(&members[1], None, 1, vec![], 0);
+        let (mut group, members) = two_stable_members(&mut gen);
         // Member 0 rejoins at 1 000 (deadline 31 000); member 1 keeps heartbeating and
         // never rejoins; newcomers keep arriving.
         let mut changed = request(&members[0]);

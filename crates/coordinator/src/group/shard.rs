@@ -274,8 +274,8 @@ impl GroupShard {
         Records,
         impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
     ) {
-        let topics = self.topics.clone();
-        let records = match self.groups.get(group_id) {
+        // After a failed write the log lags: write the whole group, and say so.
+        let (records, whole) = match self.groups.get(group_id) {
             Some(GroupEntry {
                 consumer: Some(after),
                 consumer_unsaved,
@@ -286,14 +286,11 @@ impl GroupShard {
                 } else {
                     before.as_ref()
                 };
-                consumer_records::changes(before, after, topics.as_ref())
+                let records = consumer_records::changes(before, after, self.topics.as_ref());
+                (records, *consumer_unsaved)
             }
-            _ => Vec::new(),
+            _ => (Vec::new(), false),
         };
-        let whole = self
-            .groups
-            .get(group_id)
-            .is_some_and(|e| e.consumer_unsaved);
         let group_id = group_id.to_string();
         let settle = move |shard: &mut GroupShard, written: &Result<(), i16>| {
             if let Some(entry) = shard.groups.get_mut(&group_id) {

@@ -2,11 +2,12 @@
 # Runs every interop driver against Strand with real Kafka clients, each against a fresh
 # broker in its own temp directory, and the restart test. Exits non-zero on the first
 # failing driver. Needs: python3 with confluent-kafka, kafka-python (+ python-snappy,
-# zstandard, lz4); Go (franz-go); Java 17 + the Kafka jars (interop/kafka/fetch.sh); kcat.
+# zstandard, lz4); Go (franz-go, Sarama); Node.js + npm (KafkaJS); Java 17 + the Kafka jars
+# (interop/kafka/fetch.sh); kcat.
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -58,6 +59,10 @@ want admin && run_driver admin python3 interop/python/admin_driver.py
 want kafka-python && run_driver kafka-python python3 interop/python/kafka_python_driver.py
 want transactions && run_driver transactions python3 interop/python/transactions_test.py
 if want franz-go && [ -x interop/go/run.sh ]; then run_driver franz-go interop/go/run.sh; fi
+if want kafkajs && [ -x interop/js/run.sh ]; then run_driver kafkajs interop/js/run.sh; fi
+# Sarama negotiates by its configured Kafka version: run with the newest it knows and 2.1.
+if want sarama && [ -x interop/sarama/run.sh ]; then run_driver sarama interop/sarama/run.sh max; fi
+if want sarama-2.1 && [ -x interop/sarama/run.sh ]; then run_driver sarama-2.1 interop/sarama/run.sh 2.1.0; fi
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
 if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi

@@ -81,6 +81,60 @@ big.flush(30)
 check(errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE,
       f"a 2 MiB record -> MESSAGE_TOO_LARGE ({errors[0] if errors else None})")
 
-admin.delete_topics([topic])[topic].result(15)
+# KIP-467: keyless records in a batch to a compacted topic fail alone; librdkafka fails
+# the batch's other records with _INVALID_DIFFERENT_RECORD (its 0011 test, as on Kafka).
+compacted = unique_topic("librdkafka-compacted")
+admin.create_topics([NewTopic(compacted, num_partitions=1, replication_factor=1,
+                              config={"cleanup.policy": "compact"})])[compacted].result(15)
+batcher = Producer({**conf, "linger.ms": 500, "enable.idempotence": False})
+outcomes = {}
+for i in range(6):
+    key = None if i in (1, 4) else f"k{i}".encode()
+    batcher.produce(compacted, key=key, value=f"v{i}".encode(), partition=0,
+                    on_delivery=lambda e, m, i=i: outcomes.__setitem__(i, e))
+batcher.flush(30)
+codes = {i: (e.code() if e else None) for i, e in sorted(outcomes.items())}
+check(codes[1] == codes[4] == KafkaError.INVALID_RECORD,
+      f"keyless records on a compacted topic -> INVALID_RECORD ({codes})")
+check(all(codes[i] == KafkaError._INVALID_DIFFERENT_RECORD for i in (0, 2, 3, 5)),
+      f"the batch's keyed records -> _INVALID_DIFFERENT_RECORD, named by record_errors ({codes})")
+
+# OffsetCommit rules for commits outside a generation (Kafka's group coordinator):
+# librdkafka's KIP-848 consumer commits an assign()ed partition with generation -1 and
+# its member id; accepted while the group has no members (librdkafka 0030/0051/0099).
+group = f"{topic}-assigned"
+assigned = Consumer({**conf, "group.id": group, "group.protocol": "consumer",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+assigned.assign([TopicPartition(topic, 0)])
+message = None
+for _ in range(100):
+    message = assigned.poll(0.2)
+    if message is not None and message.error() is None:
+        break
+check(message is not None and message.error() is None, "an assigned KIP-848 consumer reads")
+committed = assigned.commit(message=message, asynchronous=False)
+check(committed[0].error is None and committed[0].offset == message.offset() + 1,
+      f"its commit outside any generation is accepted ({committed})")
+position = assigned.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+check(position == message.offset() + 1, f"and fetched back ({position})")
+assigned.close()
+
+# An admin commit to a group with a live member: UNKNOWN_MEMBER_ID, as Kafka answers.
+from confluent_kafka import ConsumerGroupTopicPartitions
+member = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+member.subscribe([topic])
+for _ in range(100):
+    if member.assignment():
+        break
+    member.poll(0.2)
+check(bool(member.assignment()), "a subscribed member joined the group")
+altered = admin.alter_consumer_group_offsets(
+    [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])])[group].result(15)
+error = altered.topic_partitions[0].error
+check(error is not None and error.code() == KafkaError.UNKNOWN_MEMBER_ID,
+      f"admin commit to an active group -> UNKNOWN_MEMBER_ID ({error})")
+member.close()
+
+admin.delete_topics([topic, compacted])[topic].result(15)
 ok("deleted the topic")
 print("PASS confluent-kafka (librdkafka)")

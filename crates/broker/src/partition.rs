@@ -199,8 +199,40 @@ impl Replication {
     }
 }
 
-/// A refusal with a Kafka error code and message.
-pub type Refusal = (i16, Option<String>);
+/// A refusal with a Kafka error code, its message and, for a produced batch some of
+/// whose records broke the topic's rules, those records (KIP-467 record_errors).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: i16,
+    pub message: Option<String>,
+    pub record_errors: Vec<strand_log::RecordError>,
+}
+
+impl Refusal {
+    pub fn new(code: i16, message: Option<String>) -> Refusal {
+        Refusal {
+            code,
+            message,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl From<LogError> for Refusal {
+    fn from(error: LogError) -> Refusal {
+        let code = error.kafka_error_code();
+        match error {
+            LogError::RecordErrors {
+                message, records, ..
+            } => Refusal {
+                code,
+                message: Some(message),
+                record_errors: records,
+            },
+            error => Refusal::new(code, Some(error.to_string())),
+        }
+    }
+}
 
 /// A precondition an append checks on the log, under the log's lock.
 type LogCheck<'a> = dyn Fn(&Log) -> Result<(), Refusal> + 'a;
@@ -323,7 +355,7 @@ impl Partition {
     }
 
     fn not_leader(&self) -> Refusal {
-        (
+        Refusal::new(
             error_code::NOT_LEADER_OR_FOLLOWER,
             Some(format!("This broker is not the leader of {}", self.tp)),
         )
@@ -419,10 +451,7 @@ impl Partition {
             .ok_or_else(|| self.not_leader())?;
         let (info, durable) = self.append_unsynced(batch, -1)?;
         if let (true, Some(durable)) = (wait_for_durability, durable) {
-            durable
-                .wait()
-                .await
-                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+            durable.wait().await.map_err(Refusal::from)?;
         }
         self.wait_for_replication(info.last_offset + 1, epoch, replication_timeout)
             .await?;
@@ -468,7 +497,7 @@ impl Partition {
             // coordinator already ended (its marker bumped the epoch) is a fenced producer,
             // which clients recover from, not the fatal INVALID_TXN_STATE.
             if let Some(current) = entry.map(|e| e.epoch).filter(|e| *e > producer_epoch) {
-                return Err((
+                return Err(Refusal::new(
                     error_code::INVALID_PRODUCER_EPOCH,
                     Some(format!(
                         "Epoch of producer {producer_id} is {producer_epoch}, which is smaller than the last seen epoch {current}"
@@ -480,7 +509,7 @@ impl Partition {
             if open || entry.map(|e| e.last_offset) == expected {
                 Ok(())
             } else {
-                Err((
+                Err(Refusal::new(
                     error_code::INVALID_TXN_STATE,
                     Some("Record was not part of an ongoing transaction".into()),
                 ))
@@ -528,7 +557,7 @@ impl Partition {
             }
             let isr = replication.assignment.isr.len() as i32;
             if acks == -1 && isr < min_isr {
-                return Err((
+                return Err(Refusal::new(
                     error_code::NOT_ENOUGH_REPLICAS,
                     Some(format!(
                         "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
@@ -538,7 +567,7 @@ impl Partition {
             }
             let info = log
                 .append_as_leader_from(&mut batch, replication.assignment.leader_epoch, origin)
-                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+                .map_err(Refusal::from)?;
             if log.flush_requested() {
                 self.flush_off_request_path();
             }
@@ -556,13 +585,13 @@ impl Partition {
             let high_watermark = log.high_watermark();
             let target = if offset == -1 { high_watermark } else { offset };
             if target < 0 || target > high_watermark {
-                return Err((error_code::OFFSET_OUT_OF_RANGE, None));
+                return Err(Refusal::new(error_code::OFFSET_OUT_OF_RANGE, None));
             }
             log.delete_before(target)
-                .map_err(|error| (error.kafka_error_code(), None))?;
+                .map_err(|error| Refusal::new(error.kafka_error_code(), None))?;
             Ok(log.log_start_offset())
         })
-        .map_err(|(code, _)| code)
+        .map_err(|refusal| refusal.code)
     }
 
     /// flush.messages / flush.ms asked for a flush: it runs on a blocking thread, one per
@@ -632,7 +661,7 @@ impl Partition {
                     marker,
                     replication.assignment.leader_epoch,
                 )
-                .map_err(|error| (error.kafka_error_code(), Some(error.to_string())))?;
+                .map_err(Refusal::from)?;
             Ok((info, log.sync_gate(), log.config().durability))
         })?;
         self.advance_high_watermark();
@@ -681,7 +710,7 @@ impl Partition {
         });
         match tokio::time::timeout(timeout, wait).await {
             Err(_) => {
-                return Err((
+                return Err(Refusal::new(
                     error_code::REQUEST_TIMED_OUT,
                     Some(format!(
                     "Timed out waiting for the in-sync replicas of {} to reach offset {end_offset}",
@@ -698,7 +727,7 @@ impl Partition {
         let isr = self.replication().assignment.isr.len() as i32;
         let min_isr = self.min_insync_replicas();
         if isr < min_isr {
-            return Err((
+            return Err(Refusal::new(
                 error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                 Some(format!(
                     "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
@@ -1114,7 +1143,7 @@ mod tests {
         partition.append_marker(9, 1, abort).unwrap();
         let late = partition.append_transactional(txn(0, 1), 1, (9, 0, Some(0)));
         assert_eq!(
-            late.err().map(|(code, _)| code),
+            late.err().map(|refusal| refusal.code),
             Some(error_code::INVALID_PRODUCER_EPOCH),
             "KAFKA-19690: the epoch is checked before the guard"
         );
@@ -1162,7 +1191,7 @@ mod tests {
             .wait_for_replication(2, 0, Duration::from_millis(50))
             .await
             .unwrap_err();
-        assert_eq!(timed_out.0, error_code::REQUEST_TIMED_OUT);
+        assert_eq!(timed_out.code, error_code::REQUEST_TIMED_OUT);
         fetch(&partition, 2, 2);
         partition
             .wait_for_replication(2, 0, Duration::from_millis(50))
@@ -1176,10 +1205,10 @@ mod tests {
             .wait_for_replication(3, 0, Duration::from_secs(5))
             .await
             .unwrap_err();
-        assert_eq!(after.0, error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+        assert_eq!(after.code, error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
         // And new acks=all appends are refused before writing.
         let refused = partition.append_unsynced(batch(1), -1).unwrap_err();
-        assert_eq!(refused.0, error_code::NOT_ENOUGH_REPLICAS);
+        assert_eq!(refused.code, error_code::NOT_ENOUGH_REPLICAS);
         assert_eq!(partition.log().log_end_offset(), 3);
         partition.append_unsynced(batch(1), 1).unwrap();
     }
@@ -1208,9 +1237,9 @@ mod tests {
             }
         );
         let result = waiting.await.unwrap().unwrap_err();
-        assert_eq!(result.0, error_code::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(result.code, error_code::NOT_LEADER_OR_FOLLOWER);
         let refused = partition.append_unsynced(batch(1), 1).unwrap_err();
-        assert_eq!(refused.0, error_code::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(refused.code, error_code::NOT_LEADER_OR_FOLLOWER);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use strand_records::{
 };
 
 use crate::error_code;
-use crate::partition::Partition;
+use crate::partition::{Partition, Refusal};
 
 pub struct PartitionShardLog {
     pub partition: Arc<Partition>,
@@ -47,9 +47,9 @@ impl ShardLog for PartitionShardLog {
     fn append(&self, write: Write) -> Result<Commit, i16> {
         let now = now_ms();
         let tp = &self.partition.tp;
-        let refused = |(code, message): (i16, Option<String>)| {
-            tracing::error!(code, ?message, partition = %tp, "a coordinator write was refused");
-            code
+        let refused = |refusal: Refusal| {
+            tracing::error!(code = refusal.code, message = ?refusal.message, partition = %tp, "a coordinator write was refused");
+            refusal.code
         };
         // Only in the epoch this shard was loaded for: a stale shard must not write.
         let (info, durable) = match write {
@@ -105,9 +105,9 @@ impl ShardLog for PartitionShardLog {
             partition
                 .wait_for_replication(info.last_offset + 1, epoch, timeout)
                 .await
-                .map_err(|(code, message)| {
-                    tracing::warn!(code, ?message, partition = %partition.tp, "a coordinator write did not commit");
-                    code
+                .map_err(|refusal| {
+                    tracing::warn!(code = refusal.code, message = ?refusal.message, partition = %partition.tp, "a coordinator write did not commit");
+                    refusal.code
                 })
         };
         Ok(Box::pin(async move {

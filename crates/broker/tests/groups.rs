@@ -63,7 +63,7 @@ async fn offsets_and_group_metadata_survive_a_restart() {
         assert_eq!(
             broker
                 .groups
-                .commit(&broker, "g", 1, &member, None, &offsets)
+                .commit(&broker, 9, "g", 1, &member, None, &offsets)
                 .await,
             vec![0, 0]
         );
@@ -71,7 +71,7 @@ async fn offsets_and_group_metadata_survive_a_restart() {
         assert_eq!(
             broker
                 .groups
-                .commit(&broker, "g", 0, &member, None, &offsets)
+                .commit(&broker, 9, "g", 0, &member, None, &offsets)
                 .await,
             vec![22, 22]
         );
@@ -121,7 +121,7 @@ async fn offsets_of_empty_groups_expire_and_stay_gone() {
         assert_eq!(
             broker
                 .groups
-                .commit(&broker, "simple", -1, "", None, &offsets)
+                .commit(&broker, 9, "simple", -1, "", None, &offsets)
                 .await,
             vec![0]
         );
@@ -179,7 +179,7 @@ async fn commits_for_unknown_topics_and_oversized_metadata_are_refused() {
     assert_eq!(
         broker
             .groups
-            .commit(&broker, "g", -1, "", None, &offsets)
+            .commit(&broker, 9, "g", -1, "", None, &offsets)
             .await,
         vec![12, 3, 0]
     );
@@ -216,7 +216,7 @@ async fn a_full_disk_fails_commits_retriably_and_they_resume_once_space_is_freed
     assert_eq!(
         broker
             .groups
-            .commit(&broker, "g", generation, &member, None, &commit(1))
+            .commit(&broker, 9, "g", generation, &member, None, &commit(1))
             .await,
         vec![0]
     );
@@ -232,7 +232,7 @@ async fn a_full_disk_fails_commits_retriably_and_they_resume_once_space_is_freed
     for offset in 2..200 {
         let codes = broker
             .groups
-            .commit(&broker, "g", generation, &member, None, &commit(offset))
+            .commit(&broker, 9, "g", generation, &member, None, &commit(offset))
             .await;
         if codes != vec![0] {
             answers = codes;
@@ -244,7 +244,7 @@ async fn a_full_disk_fails_commits_retriably_and_they_resume_once_space_is_freed
     assert_eq!(
         broker
             .groups
-            .commit(&broker, "g", generation, &member, None, &commit(500))
+            .commit(&broker, 9, "g", generation, &member, None, &commit(500))
             .await,
         vec![0],
         "commits resume once there is room"

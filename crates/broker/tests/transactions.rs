@@ -606,13 +606,13 @@ async fn a_verified_batch_that_lands_after_its_transactions_marker_is_refused() 
     partition.append_marker(7, 0, marker).unwrap();
     let refused = partition.append_transactional(batch(2), -1, (7, 0, before_marker));
     assert_eq!(
-        refused.err().map(|(code, _)| code),
+        refused.err().map(|refusal| refusal.code),
         Some(48),
         "INVALID_TXN_STATE"
     );
     // Not verified at all: it may only join an open transaction.
     let unverified = partition.append_transactional(batch(2), -1, (7, 0, Some(i64::MIN)));
-    assert_eq!(unverified.err().map(|(code, _)| code), Some(48));
+    assert_eq!(unverified.err().map(|refusal| refusal.code), Some(48));
     assert!(
         !partition.has_ongoing_txn(7, 0),
         "no transaction was opened"

@@ -50,7 +50,16 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     /// min.cleanable.dirty.ratio
     pub min_cleanable_dirty_ratio: f64,
+    /// message.timestamp.before.max.ms: a CreateTime record older than now minus this
+    /// is refused (INVALID_TIMESTAMP).
+    pub message_timestamp_before_max_ms: i64,
+    /// message.timestamp.after.max.ms: a CreateTime record newer than now plus this is
+    /// refused.
+    pub message_timestamp_after_max_ms: i64,
 }
+
+/// message.timestamp.after.max.ms's default since Kafka 4.0 (KIP-1030): one hour.
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -73,6 +82,8 @@ impl Default for LogConfig {
             delete_retention_ms: 24 * 60 * 60 * 1000,
             min_compaction_lag_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
         }
     }
 }

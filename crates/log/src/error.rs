@@ -7,6 +7,18 @@ use thiserror::Error;
 
 pub type LogResult<T> = Result<T, LogError>;
 
+/// Kafka error codes the log answers itself (the crate does not depend on the broker's
+/// table).
+pub(crate) const INVALID_TIMESTAMP: i16 = 32;
+pub(crate) const INVALID_RECORD: i16 = 87;
+
+/// One refused record of a produced batch: its index in the batch and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
 #[derive(Debug, Error)]
 pub enum LogError {
     /// The batch itself was refused (corrupt, invalid, too large, wrong magic).
@@ -37,6 +49,17 @@ pub enum LogError {
     /// An idempotent producer's batch is out of sequence, fenced or unknown.
     #[error(transparent)]
     Producer(#[from] crate::producer_state::ProducerError),
+    /// Records of the batch broke the topic's rules (a keyless record on a compacted
+    /// topic, a timestamp out of range): the whole batch is refused, and each bad record
+    /// is named by its index in the batch (KIP-467), so a producer fails only those and
+    /// retries the others. `code` is INVALID_TIMESTAMP if any record's timestamp is out
+    /// of range, else INVALID_RECORD (Kafka's LogValidator).
+    #[error("{message}")]
+    RecordErrors {
+        code: i16,
+        message: String,
+        records: Vec<RecordError>,
+    },
     /// A file on disk failed a sanity check that recovery cannot repair.
     #[error("corrupt log file {path}: {reason}")]
     CorruptFile { path: String, reason: String },
@@ -62,6 +85,7 @@ impl LogError {
             LogError::CorruptFile { .. } => 56,  // KAFKA_STORAGE_ERROR
             LogError::CorruptBatch { .. } => 2,  // CORRUPT_MESSAGE
             LogError::Producer(error) => error.kafka_error_code(),
+            LogError::RecordErrors { code, .. } => *code,
         }
     }
 }

@@ -43,8 +43,8 @@ pub mod time_index;
 
 pub use cleaner::{CleanOutcome, CleanerLimits, CleanerStep};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Durability, LogConfig};
-pub use error::{LogError, LogResult};
+pub use config::{Durability, LogConfig, MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT};
+pub use error::{LogError, LogResult, RecordError};
 pub use file_cache::FileCache;
 pub use leader_epoch::{EpochEntry, LeaderEpochCache};
 pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult, TimestampOffset};

@@ -22,7 +22,7 @@ use crate::batch_scan::{BatchScanner, ScanStep};
 use crate::checkpoint::Sync;
 use crate::clock::Clock;
 use crate::config::{Durability, LogConfig};
-use crate::error::{LogError, LogResult};
+use crate::error::{LogError, LogResult, RecordError, INVALID_RECORD, INVALID_TIMESTAMP};
 use crate::file_cache::{FileCache, SegmentFiles};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{CompletedTxn, Origin, ProducerCheck, ProducerStateManager};
@@ -179,6 +179,14 @@ pub(crate) struct Upkeep {
 }
 
 impl Log {
+    /// The partition's name as Kafka prints it (`topic-partition`, the directory's name).
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        self.dir
+            .file_name()
+            .map(|name| name.to_string_lossy())
+            .unwrap_or_default()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -334,16 +342,7 @@ impl Log {
                 "a produce request holds exactly one record batch per partition".into(),
             ));
         }
-        let mut keyless = false;
-        walk_records(&view, self.config.walk_limits, |record| {
-            keyless |= record.key.is_none()
-        })?;
-        if keyless && self.config.cleanup_compact {
-            return Err(RecordsError::InvalidRecord(
-                "Compacted topic cannot accept message without key in topic partition".into(),
-            )
-            .into());
-        }
+        self.validate_records(&view)?;
         match self.producers.check_from(&view.header, origin)? {
             ProducerCheck::Duplicate(original) => {
                 let log_append_time_ms = match self.config.message_timestamp_type {
@@ -391,6 +390,88 @@ impl Log {
             batches: 1,
             bytes: batch.len() as u64,
             duplicate: false,
+        })
+    }
+
+    /// Kafka's per-record rules for a producer's batch (LogValidator): every record is
+    /// walked (framing, count), and records with no key on a compacted topic or with a
+    /// CreateTime timestamp outside [now - message.timestamp.before.max.ms, now +
+    /// message.timestamp.after.max.ms] are collected, so the refusal names each one.
+    fn validate_records(&self, view: &BatchView<'_>) -> LogResult<()> {
+        let header = &view.header;
+        let compacted = self.config.cleanup_compact;
+        let create_time = self.config.message_timestamp_type == TimestampType::CreateTime;
+        let producer_log_append_time =
+            header.attributes.timestamp_type() == TimestampType::LogAppendTime;
+        let now = self.clock.now_ms();
+        let earliest = now.saturating_sub(self.config.message_timestamp_before_max_ms);
+        let latest = now.saturating_add(self.config.message_timestamp_after_max_ms);
+        let partition = self.name();
+        let mut errors = Vec::new();
+        let mut bad_timestamp = false;
+        let mut index = 0i32;
+        walk_records(view, self.config.walk_limits, |record| {
+            if compacted && record.key.is_none() {
+                errors.push(RecordError {
+                    batch_index: index,
+                    message: format!(
+                        "Compacted topic cannot accept message without key in topic partition {partition}."
+                    ),
+                });
+            }
+            let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
+            if create_time && timestamp != NO_TIMESTAMP {
+                if timestamp < earliest || timestamp > latest {
+                    bad_timestamp = true;
+                    errors.push(RecordError {
+                        batch_index: index,
+                        message: format!(
+                            "Timestamp {timestamp} of message with offset {} is out of range. The timestamp should be within [{earliest}, {latest}]",
+                            header.base_offset + i64::from(record.offset_delta)
+                        ),
+                    });
+                }
+            } else if producer_log_append_time {
+                bad_timestamp = true;
+                errors.push(RecordError {
+                    batch_index: index,
+                    message: "Invalid timestamp type in message. Producer should not set timestamp type to LogAppendTime.".into(),
+                });
+            }
+            index += 1;
+        })?;
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let (code, message) = if bad_timestamp {
+            (
+                INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp".to_string(),
+            )
+        } else {
+            let shown: Vec<String> = errors
+                .iter()
+                .take(3)
+                .map(|e| {
+                    format!(
+                        "RecordError(batchIndex={}, message='{}')",
+                        e.batch_index, e.message
+                    )
+                })
+                .collect();
+            (
+                INVALID_RECORD,
+                format!(
+                    "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                    errors.len(),
+                    shown.join(", ")
+                ),
+            )
+        };
+        Err(LogError::RecordErrors {
+            code,
+            message,
+            records: errors,
         })
     }
 

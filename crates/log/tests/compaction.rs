@@ -327,13 +327,84 @@ fn a_compacted_topic_refuses_records_without_keys() {
     let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));
     log.append_as_leader(&mut batch(1, 10, 0), 0).unwrap(); // keyed: fine
     let mut builder = BatchBuilder::new(0, 0);
+    builder.push(Record::new(Some(b"k".to_vec()), Some(b"v".to_vec()), 0));
     builder.push(Record::new(None, Some(b"v".to_vec()), 0));
+    builder.push(Record::new(Some(b"k".to_vec()), Some(b"v".to_vec()), 0));
+    builder.push(Record::new(None, Some(b"v".to_vec()), 0));
+    let end = log.log_end_offset();
     let error = log.append_as_leader(&mut builder.build(), 0).unwrap_err();
     assert_eq!(
         error.kafka_error_code(),
         87,
         "INVALID_RECORD, as Kafka answers"
     );
+    // KIP-467: the whole batch is refused, and the keyless records are named.
+    let strand_log::LogError::RecordErrors {
+        records, message, ..
+    } = error
+    else {
+        panic!("record errors expected, got {error:?}")
+    };
+    let indexes: Vec<i32> = records.iter().map(|r| r.batch_index).collect();
+    assert_eq!(indexes, vec![1, 3]);
+    let partition = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(
+        records[0].message,
+        format!(
+            "Compacted topic cannot accept message without key in topic partition {partition}."
+        )
+    );
+    assert!(message.starts_with("One or more records have been rejected due to 2 record errors"));
+    assert_eq!(
+        log.log_end_offset(),
+        end,
+        "nothing of the batch was written"
+    );
+}
+
+#[test]
+fn create_time_outside_the_timestamp_bounds_is_refused_per_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_before_max_ms: 1_000,
+        message_timestamp_after_max_ms: 500,
+        ..LogConfig::default()
+    };
+    let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(10_000)));
+    let mut builder = BatchBuilder::new(0, 9_000);
+    for timestamp in [9_000, 8_999, 10_500, 10_501] {
+        builder.push(Record::new(None, Some(b"v".to_vec()), timestamp));
+    }
+    let error = log.append_as_leader(&mut builder.build(), 0).unwrap_err();
+    assert_eq!(error.kafka_error_code(), 32, "INVALID_TIMESTAMP");
+    let strand_log::LogError::RecordErrors {
+        records, message, ..
+    } = error
+    else {
+        panic!("record errors expected")
+    };
+    assert_eq!(
+        message,
+        "One or more records have been rejected due to invalid timestamp"
+    );
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| (r.batch_index, r.message.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, "Timestamp 8999 of message with offset 1 is out of range. The timestamp should be within [9000, 10500]"),
+            (3, "Timestamp 10501 of message with offset 3 is out of range. The timestamp should be within [9000, 10500]"),
+        ]
+    );
+    let mut fine = BatchBuilder::new(0, 9_000);
+    fine.push(Record::new(None, Some(b"v".to_vec()), 10_500));
+    log.append_as_leader(&mut fine.build(), 0).unwrap();
 }
 
 /// A producer's transactional batch of keyed records.

@@ -38,6 +38,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .groups
         .commit(
             broker,
+            request.header.request_api_version,
             body.group_id.as_str(),
             body.generation_id_or_member_epoch,
             body.member_id.as_str(),

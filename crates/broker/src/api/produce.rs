@@ -12,7 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use strand_log::TopicPartition;
 use strand_records::BatchHeader;
@@ -55,7 +57,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         };
         for data in &topic.partition_data {
             let (result, pending) = match &resolved {
-                Err(code) => (Err((*code, None)), Pending::default()),
+                Err(code) => (Err(Refusal::new(*code, None)), Pending::default()),
                 Ok(name) => {
                     let tp = TopicPartition::new(name.clone(), data.index);
                     let verdict = verdicts
@@ -141,7 +143,7 @@ async fn finish(
         if let Some(wait) = wait {
             let outcome = wait.finish().await;
             if let (Err(error), Ok(_)) = (outcome, &*result) {
-                *result = Err((error.kafka_error_code(), Some(error.to_string())));
+                *result = Err(Refusal::from(error));
             }
         }
     }
@@ -180,12 +182,23 @@ fn answer(
                 .with_base_offset(info.first_offset)
                 .with_log_append_time_ms(info.log_append_time_ms)
                 .with_log_start_offset(info.log_start_offset),
-            Err((code, message)) => response
-                .with_error_code(code)
+            Err(refusal) => response
+                .with_error_code(refusal.code)
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1)
-                .with_error_message(message.map(str_bytes)),
+                .with_record_errors(
+                    refusal
+                        .record_errors
+                        .into_iter()
+                        .map(|e| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(e.batch_index)
+                                .with_batch_index_error_message(Some(str_bytes(e.message)))
+                        })
+                        .collect(),
+                )
+                .with_error_message(refusal.message.map(str_bytes)),
         });
     }
     if acks == 0 {
@@ -198,7 +211,7 @@ fn answer(
     respond(&request, &ProduceResponse::default().with_responses(topics))
 }
 
-type AppendResult = Result<strand_log::AppendInfo, (i16, Option<String>)>;
+type AppendResult = Result<strand_log::AppendInfo, Refusal>;
 
 /// The partitions of a transactional request whose batch would open its producer's
 /// transaction there, each with the coordinator's verdict (KIP-890 part 1).
@@ -272,23 +285,23 @@ fn append_one(
     records: Option<bytes::Bytes>,
 ) -> Result<(strand_log::AppendInfo, Pending), Refusal> {
     if !matches!(acks, -1..=1) {
-        return Err((error_code::INVALID_REQUIRED_ACKS, None));
+        return Err(Refusal::new(error_code::INVALID_REQUIRED_ACKS, None));
     }
     let partition = broker
         .partition(tp)
-        .ok_or((error_code::UNKNOWN_TOPIC_OR_PARTITION, None))?;
+        .ok_or(Refusal::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, None))?;
     let records = records.unwrap_or_default();
     let mut guard = None;
     if let Ok(header) = BatchHeader::parse(&records) {
         if header.attributes.is_transactional() {
             if transactional_id.is_none() {
-                return Err((
+                return Err(Refusal::new(
                     error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     Some("A transactional batch needs the request's transactional id".into()),
                 ));
             }
             if header.producer_id < 0 || header.producer_epoch < 0 {
-                return Err((
+                return Err(Refusal::new(
                     error_code::INVALID_RECORD,
                     Some("A transactional batch needs a producer id and epoch".into()),
                 ));
@@ -298,12 +311,12 @@ fn append_one(
             }
             match verdict {
                 Some(Err(error_code::INVALID_TXN_STATE)) => {
-                    return Err((
+                    return Err(Refusal::new(
                         error_code::INVALID_TXN_STATE,
                         Some("Partition was not added to the transaction".into()),
                     ))
                 }
-                Some(Err(code)) => return Err((code, None)),
+                Some(Err(code)) => return Err(Refusal::new(code, None)),
                 // Verified: appended if nothing of the producer landed since (or its
                 // transaction is open by then). Not verified: only a transaction the
                 // partition has open may be joined, checked again at the append.
@@ -314,7 +327,7 @@ fn append_one(
             }
         }
         if header.attributes.is_control() {
-            return Err((
+            return Err(Refusal::new(
                 error_code::INVALID_RECORD,
                 Some("Client produce requests should not have control records".into()),
             ));
@@ -326,8 +339,8 @@ fn append_one(
     let (info, durable) = match guard {
         Some(guard) => partition
             .append_transactional(records.to_vec(), acks, guard)
-            .inspect_err(|(code, _)| {
-                tracing::debug!(partition = %tp, producer_id = guard.0, epoch = guard.1, expected = ?guard.2, code, "a transactional batch was refused at the append");
+            .inspect_err(|refusal| {
+                tracing::debug!(partition = %tp, producer_id = guard.0, epoch = guard.1, expected = ?guard.2, code = refusal.code, "a transactional batch was refused at the append");
             })?,
         None => partition.append_unsynced(records.to_vec(), acks)?,
     };

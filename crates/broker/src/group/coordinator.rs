@@ -402,11 +402,13 @@ impl GroupCoordinator {
             .await?
     }
 
-    /// OffsetCommit. `offsets`: (topic, partition, offset, leader epoch, metadata).
-    /// Returns an error code per offset.
+    /// OffsetCommit at `api_version`. `offsets`: (topic, partition, offset, leader epoch,
+    /// metadata). Returns an error code per offset.
+    #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,
         broker: &Broker,
+        api_version: i16,
         group_id: &str,
         generation_id: i32,
         member_id: &str,
@@ -427,7 +429,14 @@ impl GroupCoordinator {
         let instance = group_instance_id.map(str::to_string);
         shard
             .call(move |state: &mut GroupShard| {
-                state.commit(&group, generation_id, &member, instance.as_deref(), checked)
+                state.commit(
+                    api_version,
+                    &group,
+                    generation_id,
+                    &member,
+                    instance.as_deref(),
+                    checked,
+                )
             })
             .await
             .unwrap_or_else(all)

@@ -66,9 +66,9 @@ pub async fn write_locally(
     };
     let (info, durable) = match partition.append_marker(producer_id, producer_epoch, marker) {
         Ok(appended) => appended,
-        Err((code, message)) => {
-            tracing::debug!(partition = %tp, code, ?message, "a transaction marker was refused");
-            return code;
+        Err(refusal) => {
+            tracing::debug!(partition = %tp, code = refusal.code, message = ?refusal.message, "a transaction marker was refused");
+            return refusal.code;
         }
     };
     let committed = async {
@@ -81,7 +81,7 @@ pub async fn write_locally(
         partition
             .wait_for_replication(info.last_offset + 1, leader_epoch, MARKER_WRITE_TIMEOUT)
             .await
-            .map_err(|(code, _)| code)
+            .map_err(|refusal| refusal.code)
     };
     match tokio::time::timeout(MARKER_WRITE_TIMEOUT, committed).await {
         Ok(Ok(())) => error_code::NONE,

@@ -158,6 +158,10 @@ impl ConsumerGroup {
         self.members.is_empty()
     }
 
+    pub fn has_member(&self, member_id: &str) -> bool {
+        self.members.contains_key(member_id)
+    }
+
     /// After a load from the log: every member has a session from now, and the target
     /// is taken to stand for the partition counts it covers (every partition of a
     /// subscribed topic is in it), so a topic created or grown since gets a new target

@@ -91,6 +91,13 @@ enum Waiter {
     Sync(oneshot::Sender<SyncResult>),
 }
 
+/// Which request commits: OffsetCommit (its version decides an error) or TxnOffsetCommit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommitKind {
+    Offsets { api_version: i16 },
+    Transactional,
+}
+
 #[derive(Debug, Default, Clone)]
 struct GroupEntry {
     classic: Option<ClassicGroup>,
@@ -661,9 +668,11 @@ impl GroupShard {
         )
     }
 
-    /// OffsetCommit: an error code per offset.
+    /// OffsetCommit (at `api_version`): an error code per offset.
+    #[allow(clippy::too_many_arguments)]
     pub fn commit(
         &mut self,
+        api_version: i16,
         group_id: &str,
         generation_id: i32,
         member_id: &str,
@@ -677,9 +686,13 @@ impl GroupShard {
         if !self.room_for(group_id) {
             return answer_now(all(error_code::COORDINATOR_NOT_AVAILABLE));
         }
-        if let Err(code) =
-            self.may_commit(group_id, generation_id, member_id, group_instance_id, false)
-        {
+        if let Err(code) = self.may_commit(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            CommitKind::Offsets { api_version },
+        ) {
             return answer_now(all(code));
         }
         let (codes, accepted) = accept_offsets(offsets);
@@ -732,55 +745,77 @@ impl GroupShard {
         )
     }
 
-    /// Who may commit: a simple consumer (no generation) while no one is a member, or a
-    /// member of the current generation outside the sync phase (Kafka's rules). A
-    /// transactional commit without any group information is let through even to a
-    /// group with members, as Kafka lets producers that predate KIP-447 commit.
+    /// Who may commit, by Kafka's rules (its group coordinator's validateOffsetCommit):
+    /// a commit with no generation (-1) is let through while the group has no members,
+    /// whatever member id it carries (the admin client, a consumer outside group
+    /// management, librdkafka's KIP-848 consumer after leaving); otherwise the member
+    /// must be known (UNKNOWN_MEMBER_ID) and speak for the current generation or epoch.
+    /// A commit naming neither member nor generation to a group with members is
+    /// UNKNOWN_MEMBER_ID, except a transactional one: producers that predate KIP-447
+    /// commit without group information. A generation for a group that does not exist
+    /// is GROUP_ID_NOT_FOUND from OffsetCommit v9, ILLEGAL_GENERATION before.
     fn may_commit(
         &self,
         group_id: &str,
         generation_id: i32,
         member_id: &str,
         group_instance_id: Option<&str>,
-        transactional: bool,
+        commit: CommitKind,
     ) -> Result<(), i16> {
+        let transactional = commit == CommitKind::Transactional;
+        let anonymous = generation_id < 0 && member_id.is_empty() && group_instance_id.is_none();
         let entry = self.groups.get(group_id);
-        match entry {
-            _ if generation_id < 0 && member_id.is_empty() => {
-                if entry.is_some_and(GroupEntry::has_members)
-                    && !(transactional && group_instance_id.is_none())
-                {
-                    Err(error_code::ILLEGAL_GENERATION)
+        match entry.map(|e| (&e.classic, &e.consumer)) {
+            None | Some((None, None)) => match commit {
+                _ if generation_id < 0 => Ok(()),
+                CommitKind::Offsets { api_version } if api_version >= 9 => {
+                    Err(error_code::GROUP_ID_NOT_FOUND)
+                }
+                _ => Err(error_code::ILLEGAL_GENERATION),
+            },
+            Some((Some(group), _)) => {
+                if generation_id < 0 && group.state == GroupState::Empty {
+                    return Ok(());
+                }
+                if anonymous {
+                    return if transactional || group.state == GroupState::Empty {
+                        Ok(())
+                    } else {
+                        Err(error_code::UNKNOWN_MEMBER_ID)
+                    };
+                }
+                group.check_member(member_id, group_instance_id, generation_id)?;
+                if group.state == GroupState::CompletingRebalance {
+                    Err(error_code::REBALANCE_IN_PROGRESS)
                 } else {
                     Ok(())
                 }
             }
-            None => Err(error_code::ILLEGAL_GENERATION),
-            Some(entry) => match (&entry.classic, &entry.consumer) {
-                (Some(group), _) => group
-                    .check_member(member_id, group_instance_id, generation_id)
-                    .and_then(|()| {
-                        if group.state == GroupState::CompletingRebalance {
-                            Err(error_code::REBALANCE_IN_PROGRESS)
-                        } else {
-                            Ok(())
-                        }
-                    }),
+            Some((None, Some(group))) => {
+                if generation_id < 0 && group.is_empty() {
+                    return Ok(());
+                }
+                if anonymous && transactional {
+                    return Ok(());
+                }
+                // KIP-848 members commit with OffsetCommit v9+ (Kafka refuses older).
+                if let CommitKind::Offsets { api_version } = commit {
+                    if api_version < 9 && group.has_member(member_id) {
+                        return Err(error_code::UNSUPPORTED_VERSION);
+                    }
+                }
                 // Kafka answers a transactional commit's stale member epoch with
                 // ILLEGAL_GENERATION: producers know that one (an abortable
                 // CommitFailedException), not STALE_MEMBER_EPOCH.
-                (None, Some(group)) => {
-                    group
-                        .check_commit(member_id, generation_id)
-                        .map_err(|code| match code {
-                            error_code::STALE_MEMBER_EPOCH if transactional => {
-                                error_code::ILLEGAL_GENERATION
-                            }
-                            code => code,
-                        })
-                }
-                (None, None) => Err(error_code::ILLEGAL_GENERATION),
-            },
+                group
+                    .check_commit(member_id, generation_id)
+                    .map_err(|code| match code {
+                        error_code::STALE_MEMBER_EPOCH if transactional => {
+                            error_code::ILLEGAL_GENERATION
+                        }
+                        code => code,
+                    })
+            }
         }
     }
 
@@ -1482,7 +1517,7 @@ mod tests {
                 }),
             )]
         };
-        let (records, answer) = shard.commit("simple", -1, "", None, offset(5));
+        let (records, answer) = shard.commit(9, "simple", -1, "", None, offset(5));
         assert_eq!(records.len(), 1);
         assert_eq!(
             shard.fetch_offsets("simple", None),
@@ -1499,7 +1534,7 @@ mod tests {
             5
         );
 
-        let (_, answer) = shard.commit("simple", -1, "", None, offset(9));
+        let (_, answer) = shard.commit(9, "simple", -1, "", None, offset(9));
         assert_eq!(
             answer(&mut shard, Err(error_code::REQUEST_TIMED_OUT)),
             vec![error_code::COORDINATOR_NOT_AVAILABLE]
@@ -1528,7 +1563,7 @@ mod tests {
                 commit_timestamp: 0,
             }),
         )];
-        committed(&mut shard, |s| s.commit("simple", -1, "", None, offset));
+        committed(&mut shard, |s| s.commit(9, "simple", -1, "", None, offset));
         let (tombstones, answer) = shard.delete_group("simple");
         assert_eq!(tombstones.len(), 2, "the offset and the group");
         assert_eq!(
@@ -1553,14 +1588,64 @@ mod tests {
         )]
     }
 
+    /// Kafka's OffsetCommit rules for commits from outside the group's generation.
+    #[test]
+    fn commits_without_a_generation_follow_kafkas_rules() {
+        let mut shard = shard();
+        let commit = |shard: &mut GroupShard, version, generation, member: &str| {
+            committed(shard, |s| {
+                s.commit(version, "g", generation, member, None, simple_offset(1))
+            })[0]
+        };
+        // No such group: a generation is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION
+        // before; none is a simple commit.
+        assert_eq!(
+            commit(&mut shard, 9, 3, "m"),
+            error_code::GROUP_ID_NOT_FOUND
+        );
+        assert_eq!(
+            commit(&mut shard, 8, 3, "m"),
+            error_code::ILLEGAL_GENERATION
+        );
+        let mut fresh = self::shard();
+        assert_eq!(commit(&mut fresh, 9, -1, "ghost"), error_code::NONE);
+
+        // A group with a member: an admin commit (no member, no generation) is
+        // UNKNOWN_MEMBER_ID, as is a stranger's; the member's own commit goes through.
+        let member = lone_member(&mut shard);
+        assert_eq!(commit(&mut shard, 9, -1, ""), error_code::UNKNOWN_MEMBER_ID);
+        assert_eq!(
+            commit(&mut shard, 9, -1, "stranger"),
+            error_code::UNKNOWN_MEMBER_ID
+        );
+        assert_eq!(
+            commit(&mut shard, 9, 1, &member),
+            error_code::REBALANCE_IN_PROGRESS
+        );
+
+        // Once the member left, a commit with no generation is accepted whatever member
+        // id it names (librdkafka's KIP-848 consumer keeps its id after leaving).
+        let left = committed(&mut shard, |s| {
+            s.leave("g", vec![(member.clone(), None)], 0)
+        });
+        assert_eq!(left, Ok(vec![error_code::NONE]));
+        assert_eq!(commit(&mut shard, 9, -1, &member), error_code::NONE);
+        assert_eq!(commit(&mut shard, 9, -1, "anyone"), error_code::NONE);
+        assert_eq!(
+            commit(&mut shard, 9, 1, &member),
+            error_code::UNKNOWN_MEMBER_ID,
+            "a generation still names a member"
+        );
+    }
+
     #[test]
     fn expiry_waits_for_a_commit_in_flight() {
         let mut shard = shard();
         committed(&mut shard, |s| {
-            s.commit("simple", -1, "", None, simple_offset(1))
+            s.commit(9, "simple", -1, "", None, simple_offset(1))
         });
         // A new commit is written; before it settles, the old offset expires.
-        let (_, commit) = shard.commit("simple", -1, "", None, simple_offset(2));
+        let (_, commit) = shard.commit(9, "simple", -1, "", None, simple_offset(2));
         let (tombstones, expire) = shard.expire_offsets(i64::MAX / 2);
         assert!(
             tombstones.is_empty(),
@@ -1582,9 +1667,9 @@ mod tests {
     fn deleting_a_group_tombstones_its_commits_in_flight_too() {
         let mut shard = shard();
         committed(&mut shard, |s| {
-            s.commit("simple", -1, "", None, simple_offset(1))
+            s.commit(9, "simple", -1, "", None, simple_offset(1))
         });
-        let (_, commit) = shard.commit("simple", -1, "", None, {
+        let (_, commit) = shard.commit(9, "simple", -1, "", None, {
             let mut offsets = simple_offset(5);
             offsets[0].1 = 1; // a partition not committed before
             offsets

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use strand_types::error_code;
 
 use super::{
-    accept_offsets, answer_now, coordinator_error_for_append, Answerer, GroupShard, OffsetToCommit,
+    accept_offsets, answer_now, coordinator_error_for_append, Answerer, CommitKind, GroupShard,
+    OffsetToCommit,
 };
 use crate::group::records::{self, OffsetsRecord};
 use crate::runtime::Write;
@@ -50,7 +51,7 @@ impl GroupShard {
             committer.generation_id,
             &committer.member_id,
             committer.group_instance_id.as_deref(),
-            true,
+            CommitKind::Transactional,
         ) {
             return refuse(code);
         }
@@ -361,6 +362,7 @@ mod tests {
         );
         // A plain OffsetCommit keeps KIP-848's code.
         let (_, answer) = shard.commit(
+            9,
             "g",
             joined.member_epoch + 1,
             "m",
@@ -371,5 +373,26 @@ mod tests {
             answer(&mut shard, Ok(())),
             vec![error_code::STALE_MEMBER_EPOCH]
         );
+        // A KIP-848 member commits with OffsetCommit v9+; an admin commit to a group
+        // with members is UNKNOWN_MEMBER_ID (Kafka's ConsumerGroup.validateOffsetCommit).
+        for (version, epoch, member, code) in [
+            (8, joined.member_epoch, "m", error_code::UNSUPPORTED_VERSION),
+            (9, -1, "", error_code::UNKNOWN_MEMBER_ID),
+            (9, joined.member_epoch, "m", error_code::NONE),
+        ] {
+            let (_, answer) = shard.commit(
+                version,
+                "g",
+                epoch,
+                member,
+                None,
+                vec![("t".to_string(), 0, Ok(offset(1)))],
+            );
+            assert_eq!(
+                answer(&mut shard, Ok(())),
+                vec![code],
+                "v{version} {member:?}"
+            );
+        }
     }
 }

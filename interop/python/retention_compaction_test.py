@@ -37,7 +37,7 @@ with tempfile.TemporaryDirectory() as workdir:
     # Retention by time.
     topic = "short-lived"
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
-                                  config={"retention.ms": "2000", "segment.bytes": "1000"})])[topic].result(15)
+                                  config={"retention.ms": "2000", "internal.segment.bytes": "1000"})])[topic].result(15)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(100):
         producer.produce(topic, value=f"old-{i}-".encode() + b"x" * 50, partition=0)

@@ -517,7 +517,7 @@ impl Broker {
         if partitions <= 0 {
             return Err(ApiError::new(
                 error_code::INVALID_PARTITIONS,
-                "Number of partitions must be larger than 0.",
+                "Number of partitions was set to an invalid non-positive value.",
             ));
         }
         if partitions > PARTITIONS_PER_TOPIC_MAX {
@@ -529,7 +529,7 @@ impl Broker {
         if replication_factor <= 0 {
             return Err(ApiError::new(
                 error_code::INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0.",
+                "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
         for (key, value) in configs {
@@ -551,7 +551,7 @@ impl Broker {
         if replication_factor > 1 {
             return Err(ApiError::new(
                 error_code::INVALID_REPLICATION_FACTOR,
-                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned."),
             ));
         }
         let mut registry = self.registry();
@@ -869,7 +869,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     if !is_valid_topic_name(name) {
         return Err(ApiError::new(
             error_code::INVALID_TOPIC_EXCEPTION,
-            format!("Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"),
+            format!("Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
         ));
     }
     Ok(())

@@ -61,7 +61,7 @@ async fn a_partition_whose_disk_stalls_holds_up_no_other_partition() {
     let broker = open_broker(dir.path(), |_| {});
     let mut slow_configs = BTreeMap::new();
     // A roll every few batches (each writes a producer snapshot), and a flush every 2.
-    slow_configs.insert("segment.bytes".to_string(), "1024".to_string());
+    slow_configs.insert("internal.segment.bytes".to_string(), "1024".to_string());
     slow_configs.insert("flush.messages".to_string(), "2".to_string());
     for (name, configs) in [("slow", slow_configs), ("fast", BTreeMap::new())] {
         broker

@@ -171,7 +171,18 @@ impl Log {
         } else {
             dirty as f64 / total as f64
         };
-        if outcome.dirty_ratio < self.config.min_cleanable_dirty_ratio || dirty == 0 {
+        // max.compaction.lag.ms: the oldest dirty record waited long enough (Kafka's
+        // maxCompactionDelay), so the log is cleaned whatever its dirty ratio.
+        let overdue = closed[..end_index]
+            .iter()
+            .filter(|s| s.next_offset() > first_dirty)
+            .filter_map(|s| s.first_batch_timestamp())
+            .filter(|ts| *ts >= 0)
+            .min()
+            .is_some_and(|oldest| {
+                now_ms.saturating_sub(oldest) > self.config.max_compaction_lag_ms
+            });
+        if (outcome.dirty_ratio < self.config.min_cleanable_dirty_ratio && !overdue) || dirty == 0 {
             return Ok(outcome);
         }
         let mut throttle = Throttle::new(limits.io_max_bytes_per_second);

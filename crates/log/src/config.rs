@@ -50,6 +50,12 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     /// min.cleanable.dirty.ratio
     pub min_cleanable_dirty_ratio: f64,
+    /// segment.jitter.ms: each segment rolls up to this much before segment.ms (a
+    /// per-segment amount, so partitions created together do not all roll at once).
+    pub segment_jitter_ms: i64,
+    /// max.compaction.lag.ms: a compacted log whose oldest uncompacted record is older
+    /// than this is cleaned whatever its dirty ratio, and its active segment rolls by then.
+    pub max_compaction_lag_ms: i64,
     /// message.timestamp.before.max.ms: a CreateTime record older than now minus this
     /// is refused (INVALID_TIMESTAMP).
     pub message_timestamp_before_max_ms: i64,
@@ -60,6 +66,30 @@ pub struct LogConfig {
 
 /// message.timestamp.after.max.ms's default since Kafka 4.0 (KIP-1030): one hour.
 pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
+
+impl LogConfig {
+    /// The age at which the segment starting at `base_offset` rolls: segment.ms (capped
+    /// by max.compaction.lag.ms on compacted logs, as Kafka's maxSegmentMs), less the
+    /// segment's jitter (a hash of its base offset below min(segment.jitter.ms,
+    /// segment.ms), where Kafka draws a random number).
+    pub fn roll_age_ms(&self, base_offset: i64) -> i64 {
+        let segment_ms = if self.cleanup_compact && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        };
+        let span = self.segment_jitter_ms.min(segment_ms);
+        if span <= 0 {
+            return segment_ms;
+        }
+        // splitmix64 of the base offset: spread evenly, the same after a restart.
+        let mut z = (base_offset as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        segment_ms - (z % span as u64) as i64
+    }
+}
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -82,8 +112,38 @@ impl Default for LogConfig {
             delete_retention_ms: 24 * 60 * 60 * 1000,
             min_compaction_lag_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
+            segment_jitter_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_roll_early_by_their_own_jitter_and_by_the_compaction_lag() {
+        let plain = LogConfig {
+            segment_ms: 1_000,
+            ..LogConfig::default()
+        };
+        assert_eq!(plain.roll_age_ms(7), 1_000);
+        let jittered = LogConfig {
+            segment_jitter_ms: 400,
+            ..plain.clone()
+        };
+        let ages: Vec<i64> = (0..50).map(|base| jittered.roll_age_ms(base)).collect();
+        assert!(ages.iter().all(|age| (601..=1_000).contains(age)));
+        assert!(ages.iter().any(|age| *age != ages[0]), "segments differ");
+        assert_eq!(jittered.roll_age_ms(3), jittered.roll_age_ms(3), "stable");
+        let compacted = LogConfig {
+            cleanup_compact: true,
+            max_compaction_lag_ms: 300,
+            ..plain
+        };
+        assert_eq!(compacted.roll_age_ms(7), 300);
     }
 }

@@ -629,7 +629,8 @@ impl Log {
             self.config.segment_bytes,
             index_max_entries,
         );
-        let old = !active.is_empty() && active.age_ms(now) > self.config.segment_ms;
+        let old = !active.is_empty()
+            && active.age_ms(now) > self.config.roll_age_ms(active.base_offset());
         if full || old {
             self.roll(header.base_offset)?;
         }

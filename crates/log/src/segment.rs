@@ -292,6 +292,10 @@ impl Segment {
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp
     }
+    /// The first batch's max timestamp, if the segment has a batch.
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.first_batch_timestamp
+    }
 
     /// The timestamp retention.ms measures a segment by: its largest record timestamp, or
     /// (no timestamps at all) when its file was last written, as Kafka does.

@@ -292,6 +292,32 @@ fn min_compaction_lag_and_dirty_ratio_are_honoured() {
 }
 
 #[test]
+fn max_compaction_lag_cleans_whatever_the_dirty_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let overdue = LogConfig {
+        min_cleanable_dirty_ratio: 0.99,
+        max_compaction_lag_ms: 50_000,
+        ..config()
+    };
+    let mut log = new_log(dir.path(), overdue, Arc::new(ManualClock::new(0)));
+    write(&mut log, &many_versions(), 0);
+    log.clean(0, CleanerLimits::default(), None).unwrap();
+    let first = log.cleaner_checkpoint();
+    write(&mut log, &many_versions()[..4], 10_000);
+    let early = log.clean(20_000, CleanerLimits::default(), None).unwrap();
+    assert_eq!(
+        early.segments_rewritten, 0,
+        "below the ratio and not yet overdue"
+    );
+    let late = log.clean(70_000, CleanerLimits::default(), None).unwrap();
+    assert!(
+        late.segments_rewritten > 0 && log.cleaner_checkpoint() > first,
+        "the oldest dirty batch waited past max.compaction.lag.ms (ratio {})",
+        late.dirty_ratio
+    );
+}
+
+#[test]
 fn a_small_key_map_cleans_in_several_passes() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), config(), Arc::new(ManualClock::new(0)));

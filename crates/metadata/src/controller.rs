@@ -551,7 +551,7 @@ fn create_topic(image: &MetadataImage, topic: &NewTopic) -> Result<MetadataRecor
         if topic.partitions <= 0 {
             return Err(ItemResult::error(
                 error_code::INVALID_PARTITIONS,
-                "Number of partitions must be larger than 0.",
+                "Number of partitions was set to an invalid non-positive value.",
             ));
         }
         if topic.partitions > PARTITIONS_PER_TOPIC_MAX {
@@ -567,14 +567,14 @@ fn create_topic(image: &MetadataImage, topic: &NewTopic) -> Result<MetadataRecor
         if rf <= 0 {
             return Err(ItemResult::error(
                 error_code::INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0.",
+                "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
         let brokers = placement_brokers(image);
         if rf as usize > brokers.len() {
             return Err(ItemResult::error(
                 error_code::INVALID_REPLICATION_FACTOR,
-                format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+                format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered or some brokers have all their log directories cordoned.", brokers.len()),
             ));
         }
         assign_replicas(
@@ -672,7 +672,7 @@ fn add_partitions(
     if rf > brokers.len() {
         return Err(ItemResult::error(
             error_code::INVALID_REPLICATION_FACTOR,
-            format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+            format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered or some brokers have all their log directories cordoned.", brokers.len()),
         ));
     }
     let replicas = assign_replicas(

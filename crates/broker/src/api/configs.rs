@@ -20,7 +20,7 @@ use super::str_bytes;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
-use crate::topic_config::{effective_topic_configs, topic_config_type};
+use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -62,7 +62,9 @@ pub fn describe(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -
                                 .as_ref()
                                 .is_none_or(|w| w.contains(entry.name.as_str()))
                         })
-                        .map(|entry| entry.into_result(body.include_synonyms))
+                        .map(|entry| {
+                            entry.into_result(body.include_synonyms, body.include_documentation)
+                        })
                         .collect();
                     result
                         .with_error_code(error_code::NONE)
@@ -86,29 +88,31 @@ struct Entry {
     source: i8,
     read_only: bool,
     config_type: i8,
-    /// The broker default behind a topic override, for synonyms.
-    default: Option<String>,
+    /// DescribeConfigs' synonyms after the entry's own: (name, value, source), in
+    /// Kafka's order of precedence.
+    synonyms: Vec<(String, String, i8)>,
+    documentation: Option<&'static str>,
 }
 
 impl Entry {
-    fn into_result(self, include_synonyms: bool) -> DescribeConfigsResourceResult {
-        let mut synonyms = Vec::new();
-        if include_synonyms {
-            synonyms.push(
-                DescribeConfigsSynonym::default()
-                    .with_name(str_bytes(self.name.clone()))
-                    .with_value(Some(str_bytes(self.value.clone())))
-                    .with_source(self.source),
-            );
-            if let Some(default) = &self.default {
-                synonyms.push(
+    fn into_result(
+        self,
+        include_synonyms: bool,
+        include_docs: bool,
+    ) -> DescribeConfigsResourceResult {
+        let synonyms = if include_synonyms {
+            self.synonyms
+                .into_iter()
+                .map(|(name, value, source)| {
                     DescribeConfigsSynonym::default()
-                        .with_name(str_bytes(self.name.clone()))
-                        .with_value(Some(str_bytes(default.clone())))
-                        .with_source(SOURCE_DEFAULT),
-                );
-            }
-        }
+                        .with_name(str_bytes(name))
+                        .with_value(Some(str_bytes(value)))
+                        .with_source(source)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         DescribeConfigsResourceResult::default()
             .with_name(str_bytes(self.name))
             .with_value(Some(str_bytes(self.value)))
@@ -117,33 +121,46 @@ impl Entry {
             .with_is_sensitive(false)
             .with_synonyms(synonyms)
             .with_config_type(self.config_type)
+            .with_documentation(
+                self.documentation
+                    .filter(|_| include_docs)
+                    .map(|doc| str_bytes(doc.to_string())),
+            )
     }
 }
 
 fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<Entry>, ApiError> {
     match resource_type {
         RESOURCE_TOPIC => {
+            // Kafka's DescribeConfigs answers an unknown topic with an empty message.
             let topic = broker.topic(name).ok_or_else(|| {
-                ApiError::new(
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("The topic '{name}' does not exist."),
-                )
+                ApiError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, String::new())
             })?;
-            let defaults = effective_topic_configs(&broker.config, &BTreeMap::new());
             Ok(effective_topic_configs(&broker.config, &topic.configs)
                 .into_iter()
-                .zip(defaults)
-                .map(|((name, value, overridden), (_, default, _))| Entry {
-                    config_type: topic_config_type(&name),
-                    name,
-                    value,
-                    source: if overridden {
+                .map(|config| {
+                    let source = if config.overridden {
                         SOURCE_DYNAMIC_TOPIC
                     } else {
                         SOURCE_DEFAULT
-                    },
-                    read_only: false,
-                    default: overridden.then_some(default),
+                    };
+                    // Kafka lists the topic's own value, then the broker config behind it.
+                    let mut synonyms = Vec::new();
+                    if config.overridden {
+                        synonyms.push((config.def.name.to_string(), config.value.clone(), source));
+                    }
+                    if let Some((broker_name, broker_value)) = config.broker_synonym {
+                        synonyms.push((broker_name.to_string(), broker_value, SOURCE_DEFAULT));
+                    }
+                    Entry {
+                        name: config.def.name.to_string(),
+                        value: config.value,
+                        source,
+                        read_only: false,
+                        config_type: config.def.config_type as i8,
+                        synonyms,
+                        documentation: Some(config.def.doc),
+                    }
                 })
                 .collect())
         }
@@ -152,12 +169,13 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
             Ok(broker_configs(broker)
                 .into_iter()
                 .map(|(name, value, config_type)| Entry {
+                    synonyms: vec![(name.to_string(), value.clone(), SOURCE_STATIC_BROKER)],
                     name: name.to_string(),
                     value,
                     source: SOURCE_STATIC_BROKER,
                     read_only: true,
                     config_type,
-                    default: None,
+                    documentation: None,
                 })
                 .collect())
         }
@@ -259,6 +277,10 @@ fn precheck(
         ));
     }
     match resource_type {
+        RESOURCE_TOPIC if name.is_empty() => Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            "Default topic resources are not allowed.",
+        )),
         RESOURCE_TOPIC => Ok(()),
         RESOURCE_BROKER => {
             check_broker_name(broker, name)?;
@@ -271,6 +293,19 @@ fn precheck(
             error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),
         )),
+    }
+}
+
+/// A resource naming a config twice: INVALID_REQUEST, as Kafka's ConfigAdminManager.
+fn refuse_duplicate_keys<'a>(mut names: impl Iterator<Item = &'a str>) -> Result<(), ApiError> {
+    let mut seen = HashSet::new();
+    if names.any(|name| !seen.insert(name)) {
+        Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -302,6 +337,7 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
             duplicated.contains(&(resource.resource_type, name.to_string())),
         )
         .and_then(|()| {
+            refuse_duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
             let mut configs = BTreeMap::new();
             for config in &resource.configs {
                 let value = config.value.as_ref().ok_or_else(|| {
@@ -377,6 +413,7 @@ pub async fn incremental_alter(
                     format!("The topic '{name}' does not exist."),
                 )
             })?;
+            refuse_duplicate_keys(resource.configs.iter().map(|op| op.name.as_str()))?;
             let mut configs = topic.configs.clone();
             for op in &resource.configs {
                 apply_op(
@@ -428,22 +465,16 @@ fn apply_op(
         OP_APPEND | OP_SUBTRACT => {
             if !is_list {
                 let verb = if operation == OP_APPEND {
-                    "append"
+                    "APPEND"
                 } else {
-                    "subtract"
+                    "SUBTRACT"
                 };
                 return Err(ApiError::new(
-                    error_code::INVALID_REQUEST,
-                    format!("Config value {verb} is not allowed for config key: {name}"),
+                    error_code::INVALID_CONFIG,
+                    format!("Can't {verb} to key {name} because its type is not LIST."),
                 ));
             }
-            let current = configs.get(name).cloned().unwrap_or_else(|| {
-                effective_topic_configs(&broker.config, &BTreeMap::new())
-                    .into_iter()
-                    .find(|(n, _, _)| n == name)
-                    .map(|(_, v, _)| v)
-                    .unwrap_or_default()
-            });
+            let current = topic_config_value(&broker.config, configs, name);
             let mut items: Vec<String> = current
                 .split(',')
                 .map(str::trim)
@@ -466,11 +497,12 @@ fn apply_op(
             }
             configs.insert(name.to_string(), items.join(","));
         }
-        other => {
-            return Err(ApiError::new(
-                error_code::INVALID_REQUEST,
-                format!("Unknown config operation {other}"),
-            ))
+        // Kafka fails an unknown operation's decoding: UNKNOWN_SERVER_ERROR, no message.
+        _ => {
+            return Err(ApiError {
+                code: error_code::UNKNOWN_SERVER_ERROR,
+                message: None,
+            })
         }
     }
     Ok(())

@@ -9,7 +9,6 @@ use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::broker::{ApiError, Broker};
@@ -50,11 +49,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             Ok(created) => {
                 let configs = effective_topic_configs(&broker.config, &created.configs)
                     .into_iter()
-                    .map(|(config_name, value, from_topic)| {
+                    .map(|config| {
                         CreatableTopicConfigs::default()
-                            .with_name(str_bytes(config_name))
-                            .with_value(Some(str_bytes(value)))
-                            .with_config_source(if from_topic {
+                            .with_name(str_bytes(config.def.name.to_string()))
+                            .with_value(Some(str_bytes(config.value)))
+                            .with_config_source(if config.overridden {
                                 SOURCE_TOPIC_CONFIG
                             } else {
                                 SOURCE_DEFAULT_CONFIG
@@ -63,12 +62,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     .collect();
                 CreatableTopicResult::default()
                     .with_name(topic_name(&name))
-                    .with_topic_id(if body.validate_only {
-                        Uuid::nil()
-                    } else {
-                        created.id
-                    })
+                    .with_topic_id(created.id)
                     .with_error_code(error_code::NONE)
+                    .with_error_message(None)
                     .with_num_partitions(created.partitions)
                     .with_replication_factor(1)
                     .with_configs(Some(configs))

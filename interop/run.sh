@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-transactions streams-eos franz-go-kgo cli restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli server-properties restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -64,10 +64,13 @@ if want kafkajs && [ -x interop/js/run.sh ]; then run_driver kafkajs interop/js/
 if want sarama && [ -x interop/sarama/run.sh ]; then run_driver sarama interop/sarama/run.sh max; fi
 if want sarama-2.1 && [ -x interop/sarama/run.sh ]; then run_driver sarama-2.1 interop/sarama/run.sh 2.1.0; fi
 if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/run.sh; fi
+# The same driver with Kafka 4.1.1's clients, so older clients stay covered.
+if want java-4.1 && [ -x interop/java/run.sh ]; then run_driver java-4.1 env STRAND_KAFKA_VERSION=4.1.1 interop/java/run.sh; fi
 if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
 if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
+if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want kip848-restart; then echo "=== kip848-restart (KIP-848 consumer group members keep their epochs and partitions across kill -9 of the coordinator, librdkafka)"; (cd interop/python && timeout 300 python3 kip848_restart_test.py); fi
 if want transactions-restart; then echo "=== transactions-restart (transactions across kill -9 of the broker)"; timeout 600 python3 interop/python/transactions_restart_test.py; fi
@@ -83,7 +86,7 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # configs land: Kafka reports min.insync.replicas as the cluster's dynamic default.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
   --require topic_configs,topic_config_validation --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG'
-if want compare; then echo "=== compare (same bytes to Apache Kafka 4.1.1 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
+if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
@@ -105,9 +108,9 @@ if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 i
 # with a fresh seed. Longer: interop/cluster/nemesis.py --workload txn --duration 600. The
 # timeout covers the clients' stop and final-read deadlines, not only the faults.
 if want cluster-nemesis-txn; then echo "=== cluster-nemesis-txn (transactional producers, consume-transform-produce and read_committed readers under the nemesis; lost, aborted or partial transactions, duplicates)"; timeout 1800 python3 interop/cluster/nemesis.py --workload txn --duration "${STRAND_NEMESIS_TXN_SECONDS:-45}"; fi
-# bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.1.1
+# bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.4.0
 # and Strand with both clients; fails on any issue a run reports (its figures mean nothing).
-if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.1.1 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi
+if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.4.0 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi
 # The disk probes and the two-build comparison still run (a second each; figures mean nothing).
 if want bench-probes; then
   echo "=== bench-probes (append_stall_probe.py, sync_probe.py, ab.sh)"

@@ -123,6 +123,10 @@ pub struct BrokerConfig {
     pub leader_imbalance_check_interval_seconds: u64,
     /// Raft heartbeat of the metadata quorum; elections time out after 5-10 of them.
     pub quorum_heartbeat_interval_ms: u64,
+    /// The Kafka names of the settings given explicitly (file or command line), which
+    /// DescribeConfigs reports as STATIC_BROKER_CONFIG; the others are defaults.
+    #[serde(skip)]
+    pub explicit: std::collections::BTreeSet<String>,
 }
 
 impl Default for BrokerConfig {
@@ -176,18 +180,35 @@ impl Default for BrokerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
             quorum_heartbeat_interval_ms: 100,
+            explicit: Default::default(),
         }
     }
 }
 
 impl BrokerConfig {
+    /// Reads a config file: a Kafka server.properties (any name not ending in .toml;
+    /// see `broker_configs`) or Strand's TOML. Returns the config and the Kafka names the
+    /// file gave that Strand does not implement.
+    pub fn from_file(path: &Path) -> Result<(BrokerConfig, Vec<String>), String> {
+        if path.extension().is_some_and(|ext| ext == "toml") {
+            return Ok((BrokerConfig::from_toml_file(path)?, Vec::new()));
+        }
+        let mut config = BrokerConfig::default();
+        let ignored = crate::broker_configs::apply_properties_file(&mut config, path)?;
+        Ok((config, ignored))
+    }
+
     /// Reads a TOML file of the fields above (snake_case keys). Validation waits until
     /// command-line options are applied (they may complete it, e.g. --controllers).
     pub fn from_toml_file(path: &Path) -> Result<BrokerConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| format!("cannot read config {}: {error}", path.display()))?;
-        let config: BrokerConfig = toml::from_str(&text)
+        let mut config: BrokerConfig = toml::from_str(&text)
             .map_err(|error| format!("bad config {}: {}", path.display(), error.message()))?;
+        let keys: std::collections::BTreeSet<String> = toml::from_str::<toml::Table>(&text)
+            .map(|table| table.keys().cloned().collect())
+            .unwrap_or_default();
+        config.explicit = crate::broker_configs::explicit_from_toml(&keys);
         Ok(config)
     }
 

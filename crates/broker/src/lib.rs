@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod broker;
+pub mod broker_configs;
 pub mod cluster;
 pub mod cold_reads;
 pub mod config;

@@ -308,8 +308,35 @@ pub struct EffectiveConfig {
     pub value: String,
     /// Set on the topic (TOPIC_CONFIG), else the broker's default.
     pub overridden: bool,
-    /// (broker config name, its value) when Kafka lists the broker config as a synonym.
-    pub broker_synonym: Option<(&'static str, String)>,
+    /// The broker config Kafka lists as a synonym, when it does.
+    pub broker_synonym: Option<BrokerSynonym>,
+}
+
+/// The broker config behind a topic config's default.
+pub struct BrokerSynonym {
+    pub name: &'static str,
+    pub value: String,
+    /// Given in the broker's config (STATIC_BROKER_CONFIG), not Kafka's default.
+    pub given: bool,
+    /// Kafka's own default, listed after a given value (None: not listed).
+    pub default: Option<String>,
+}
+
+/// The broker names whose setting makes `synonym` given (time configs come in units).
+fn given_by(synonym: &str) -> &'static [&'static str] {
+    match synonym {
+        "log.retention.ms" => &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
+        "log.roll.ms" => &["log.roll.ms", "log.roll.hours"],
+        "log.segment.bytes" => &["log.segment.bytes"],
+        "message.max.bytes" => &["message.max.bytes"],
+        "log.retention.bytes" => &["log.retention.bytes"],
+        "log.flush.interval.messages" => &["log.flush.interval.messages"],
+        _ => &[],
+    }
 }
 
 /// Every topic config with its effective value for a topic (set or broker default).
@@ -321,10 +348,18 @@ pub fn effective_topic_configs(
         .iter()
         .map(|def| {
             let default = (def.default)(broker);
-            let broker_synonym = def
-                .synonym
-                .filter(|name| !UNLISTED_SYNONYMS.contains(name))
-                .map(|name| (name, default.clone()));
+            let broker_synonym = def.synonym.and_then(|name| {
+                let given = given_by(name)
+                    .iter()
+                    .any(|given| broker.explicit.contains(*given));
+                let listed = !UNLISTED_SYNONYMS.contains(&name);
+                (given || listed).then(|| BrokerSynonym {
+                    name,
+                    value: default.clone(),
+                    given,
+                    default: (given && listed).then(|| (def.default)(&BrokerConfig::default())),
+                })
+            });
             match overrides.get(def.name) {
                 Some(value) => EffectiveConfig {
                     def,

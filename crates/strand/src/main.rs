@@ -37,7 +37,9 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// TOML file of broker settings (command-line options override it).
+    /// Broker settings: a Kafka server.properties (Kafka's names; those Strand does not
+    /// implement are listed in one warning) or Strand's TOML (a name ending in .toml).
+    /// Command-line options override it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Directory for logs and metadata [default: ./strand-data].
@@ -122,9 +124,49 @@ fn main() -> ExitCode {
 
 fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
     let mut config = match &args.config {
-        Some(path) => BrokerConfig::from_toml_file(path).map_err(anyhow::Error::msg)?,
+        Some(path) => {
+            let (config, ignored) = BrokerConfig::from_file(path).map_err(anyhow::Error::msg)?;
+            if !ignored.is_empty() {
+                tracing::warn!(
+                    file = %path.display(),
+                    count = ignored.len(),
+                    "settings Strand does not implement are ignored: {}",
+                    ignored.join(", ")
+                );
+            }
+            config
+        }
         None => BrokerConfig::default(),
     };
+    // Command-line options are explicit settings too (STATIC_BROKER_CONFIG).
+    let given: [(&str, bool); 14] = [
+        ("log.dirs", args.data_dir.is_some()),
+        ("listeners", args.listen.is_some()),
+        ("advertised.listeners", args.advertise.is_some()),
+        ("node.id", args.node_id.is_some()),
+        ("num.partitions", args.num_partitions.is_some()),
+        ("message.max.bytes", args.message_max_bytes.is_some()),
+        ("log.segment.bytes", args.segment_bytes.is_some()),
+        ("log.retention.ms", args.retention_ms.is_some()),
+        (
+            "auto.create.topics.enable",
+            args.auto_create_topics.is_some(),
+        ),
+        ("log.flush.interval.messages", args.flush.is_some()),
+        ("controller.quorum.voters", args.controllers.is_some()),
+        ("broker.rack", args.rack.is_some()),
+        ("process.roles", args.process_roles.is_some()),
+        (
+            "default.replication.factor",
+            args.default_replication_factor.is_some(),
+        ),
+    ];
+    config.explicit.extend(
+        given
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(name, _)| name.to_string()),
+    );
     if let Some(value) = args.data_dir {
         config.data_dir = value;
     }

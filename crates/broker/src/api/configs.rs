@@ -18,6 +18,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::{ApiError, Broker};
+use crate::broker_configs::BROKER_CONFIGS;
+use crate::config::BrokerConfig;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
@@ -84,13 +86,13 @@ pub fn describe(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -
 
 struct Entry {
     name: String,
-    value: String,
+    value: Option<String>,
     source: i8,
     read_only: bool,
     config_type: i8,
     /// DescribeConfigs' synonyms after the entry's own: (name, value, source), in
     /// Kafka's order of precedence.
-    synonyms: Vec<(String, String, i8)>,
+    synonyms: Vec<(String, Option<String>, i8)>,
     documentation: Option<&'static str>,
 }
 
@@ -106,7 +108,7 @@ impl Entry {
                 .map(|(name, value, source)| {
                     DescribeConfigsSynonym::default()
                         .with_name(str_bytes(name))
-                        .with_value(Some(str_bytes(value)))
+                        .with_value(value.map(str_bytes))
                         .with_source(source)
                 })
                 .collect()
@@ -115,7 +117,7 @@ impl Entry {
         };
         DescribeConfigsResourceResult::default()
             .with_name(str_bytes(self.name))
-            .with_value(Some(str_bytes(self.value)))
+            .with_value(self.value.map(str_bytes))
             .with_read_only(self.read_only)
             .with_config_source(self.source)
             .with_is_sensitive(false)
@@ -139,22 +141,40 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
             Ok(effective_topic_configs(&broker.config, &topic.configs)
                 .into_iter()
                 .map(|config| {
-                    let source = if config.overridden {
-                        SOURCE_DYNAMIC_TOPIC
-                    } else {
-                        SOURCE_DEFAULT
+                    let broker_given = config.broker_synonym.as_ref().is_some_and(|b| b.given);
+                    let source = match (config.overridden, broker_given) {
+                        (true, _) => SOURCE_DYNAMIC_TOPIC,
+                        (false, true) => SOURCE_STATIC_BROKER,
+                        (false, false) => SOURCE_DEFAULT,
                     };
-                    // Kafka lists the topic's own value, then the broker config behind it.
+                    // Kafka lists the topic's own value, then the broker config behind it
+                    // (given, then Kafka's default).
                     let mut synonyms = Vec::new();
                     if config.overridden {
-                        synonyms.push((config.def.name.to_string(), config.value.clone(), source));
+                        synonyms.push((
+                            config.def.name.to_string(),
+                            Some(config.value.clone()),
+                            source,
+                        ));
                     }
-                    if let Some((broker_name, broker_value)) = config.broker_synonym {
-                        synonyms.push((broker_name.to_string(), broker_value, SOURCE_DEFAULT));
+                    if let Some(synonym) = config.broker_synonym {
+                        let name = synonym.name.to_string();
+                        if synonym.given {
+                            synonyms.push((
+                                name.clone(),
+                                Some(synonym.value),
+                                SOURCE_STATIC_BROKER,
+                            ));
+                            if let Some(default) = synonym.default {
+                                synonyms.push((name, Some(default), SOURCE_DEFAULT));
+                            }
+                        } else {
+                            synonyms.push((name, Some(synonym.value), SOURCE_DEFAULT));
+                        }
                     }
                     Entry {
                         name: config.def.name.to_string(),
-                        value: config.value,
+                        value: Some(config.value),
                         source,
                         read_only: false,
                         config_type: config.def.config_type as i8,
@@ -166,18 +186,11 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
         }
         RESOURCE_BROKER => {
             check_broker_name(broker, name)?;
-            Ok(broker_configs(broker)
-                .into_iter()
-                .map(|(name, value, config_type)| Entry {
-                    synonyms: vec![(name.to_string(), value.clone(), SOURCE_STATIC_BROKER)],
-                    name: name.to_string(),
-                    value,
-                    source: SOURCE_STATIC_BROKER,
-                    read_only: true,
-                    config_type,
-                    documentation: None,
-                })
-                .collect())
+            // The cluster-wide default entity lists dynamic defaults only: none yet.
+            if name.is_empty() {
+                return Ok(Vec::new());
+            }
+            Ok(broker_entries(broker))
         }
         other => Err(ApiError::new(
             error_code::INVALID_REQUEST,
@@ -201,65 +214,38 @@ fn check_broker_name(broker: &Arc<Broker>, name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// (Kafka name, value, config type) of the broker settings Strand has.
-fn broker_configs(broker: &Arc<Broker>) -> Vec<(&'static str, String, i8)> {
+/// The broker's settings by Kafka's names: given ones (file, command line) are
+/// STATIC_BROKER_CONFIG with Kafka's default behind them, the rest DEFAULT_CONFIG. All
+/// read-only until dynamic broker configs exist.
+fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
     let config = &broker.config;
-    vec![
-        ("node.id", config.node_id.to_string(), 3),
-        ("broker.id", config.node_id.to_string(), 3),
-        ("listeners", format!("PLAINTEXT://{}", config.listen), 7),
-        (
-            "advertised.listeners",
-            format!(
-                "PLAINTEXT://{}:{}",
-                broker.advertised_host, broker.advertised_port
-            ),
-            7,
-        ),
-        ("log.dirs", config.data_dir.display().to_string(), 2),
-        (
-            "auto.create.topics.enable",
-            config.auto_create_topics.to_string(),
-            1,
-        ),
-        ("num.partitions", config.num_partitions.to_string(), 3),
-        (
-            "default.replication.factor",
-            config.default_replication_factor.to_string(),
-            3,
-        ),
-        ("message.max.bytes", config.message_max_bytes.to_string(), 3),
-        ("log.segment.bytes", config.segment_bytes.to_string(), 3),
-        ("log.roll.ms", config.segment_ms.to_string(), 5),
-        ("log.retention.ms", config.retention_ms.to_string(), 5),
-        ("log.retention.bytes", config.retention_bytes.to_string(), 5),
-        (
-            "socket.request.max.bytes",
-            config.socket_request_max_bytes.to_string(),
-            3,
-        ),
-        ("max.connections", config.max_connections.to_string(), 3),
-        (
-            "max.connections.per.ip",
-            config.max_connections_per_ip.to_string(),
-            3,
-        ),
-        (
-            "max.connections.per.ip.overrides",
-            config.max_connections_per_ip_overrides.clone(),
-            2,
-        ),
-        (
-            "connections.max.idle.ms",
-            config.connections_max_idle_ms.to_string(),
-            5,
-        ),
-        (
-            "queued.max.request.bytes",
-            config.queued_request_max_bytes.to_string(),
-            5,
-        ),
-    ]
+    let defaults = BrokerConfig::default();
+    BROKER_CONFIGS
+        .iter()
+        .map(|def| {
+            let value = def.value(config);
+            let given = config.explicit.contains(def.name);
+            let source = if given {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            };
+            let mut synonyms: Vec<(String, Option<String>, i8)> =
+                vec![(def.name.to_string(), value.clone(), source)];
+            if given {
+                synonyms.push((def.name.to_string(), def.value(&defaults), SOURCE_DEFAULT));
+            }
+            Entry {
+                name: def.name.to_string(),
+                value,
+                source,
+                read_only: true,
+                config_type: def.config_type as i8,
+                synonyms,
+                documentation: None,
+            }
+        })
+        .collect()
 }
 
 /// Checks a request's resources for duplicates and unsupported types; returns the error

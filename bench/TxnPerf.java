@@ -1,5 +1,5 @@
 // Transactional producer benchmark for bench/compare.py's W8 (run it through
-// bench/txn-perf.sh): Apache Kafka's own Java producer (kafka-clients 4.1.1) with a
+// bench/txn-perf.sh): Apache Kafka's own Java producer (kafka-clients 4.4.0) with a
 // transactional.id, its defaults otherwise (acks=all, idempotent, batch.size=16384,
 // linger.ms=5, no compression). After initTransactions it runs a fixed number of
 // transactions as fast as it can, each

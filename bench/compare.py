@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Strand vs Apache Kafka 4.1.1 on this machine: same disk, same settings, same clients.
+"""Strand vs Apache Kafka 4.4.0 on this machine: same disk, same settings, same clients.
 
 Runs the workloads below against both brokers, alternating which broker goes first from
 one run to the next, with a fresh data directory (and a freshly started broker) for
 every run, and prints the medians and the Strand/Kafka ratios. W1-W4 are run with each
 client chosen by --client, every one driving both brokers (W7 too): Kafka's own perf tools
-(kafka-tools 4.1.1 through interop/kafka/kafka-cli.sh) and `strand bench` (this repo's
+(kafka-tools 4.4.0 through interop/kafka/kafka-cli.sh) and `strand bench` (this repo's
 load generator); the start-up and partition-count workloads use confluent-kafka
 (librdkafka), the transactional workload bench/TxnPerf.java (Kafka's Java producer).
 
@@ -19,7 +19,7 @@ load generator); the start-up and partition-count workloads use confluent-kafka
   W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
   W7  a cluster of 3 brokers on loopback: 6 partitions with RF=3, min.insync.replicas=2,
       1 KiB records, acks=all, maximum throughput (CPU and RSS summed over the nodes)
-  W8  transactions: one Java producer with a transactional.id (kafka-clients 4.1.1 through
+  W8  transactions: one Java producer with a transactional.id (kafka-clients 4.4.0 through
       bench/txn-perf.sh, its defaults otherwise: acks=all, idempotent), 6 partitions,
       1 KiB records, 100 records per transaction round-robin over all 6 partitions, a
       fixed number of transactions as fast as possible: records/s, MB/s, transactions/s,
@@ -37,6 +37,10 @@ and with --write-docs the "Strand vs Apache Kafka" section of docs/BENCHMARKS.md
   bench/compare.py --full --write-docs     # about an hour for both clients
   bench/compare.py --quick --workloads W1,W3 --runs 5 --client strand-bench
   bench/compare.py --smoke                 # seconds per workload; results in a temp dir
+
+Kafka (broker, tools and Java clients) is the release interop/kafka/fetch.sh fetches:
+4.4.0, or the one STRAND_KAFKA_VERSION names (e.g. 4.1.1). The Strand binary is
+--strand-bin, default $STRAND_BIN, else target/release/strand; nothing is built here.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_CLI = REPO / "interop" / "kafka" / "kafka-cli.sh"
 RUN_KAFKA = REPO / "interop" / "kafka" / "run-kafka.sh"
-DEFAULT_STRAND = REPO / "target" / "release" / "strand"
+DEFAULT_STRAND = Path(os.environ.get("STRAND_BIN") or REPO / "target" / "release" / "strand")
 DEFAULT_DOCS = REPO / "docs" / "BENCHMARKS.md"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
@@ -646,6 +650,13 @@ def kafka_tool(tool: str, *args: str) -> list[str]:
     return [str(KAFKA_CLI), tool, *args]
 
 
+def jars_version(libs: Path) -> str:
+    """The Kafka release of fetch.sh's libs dir (its kafka-clients jar)."""
+    for jar in sorted(libs.glob("kafka-clients-*.jar")):
+        return jar.name[len("kafka-clients-"):-len(".jar")]
+    return "?"
+
+
 def run_tool(argv: list[str], timeout: float, env: dict | None = None) -> ToolResult:
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -757,17 +768,32 @@ PERF_WINDOW_RE = re.compile(
 
 
 class KafkaTools(Client):
-    """Kafka's ProducerPerformance and ConsumerPerformance (kafka-tools 4.1.1) with their
+    """Kafka's ProducerPerformance and ConsumerPerformance (kafka-tools 4.4.0) with their
     default client settings. Latencies are whole milliseconds from send() to the
     acknowledgement, so they include time queued in the client."""
 
     name = "kafka-tools"
     producer, consumer = "ProducerPerformance", "ConsumerPerformance"
+    # Option names: Kafka 4.4's tools (not 4.1's) call --producer-props --command-property
+    # and ConsumerPerformance's --messages --num-records, and warn about the old names.
+    # detect_options() picks the names the tools on the classpath have.
+    producer_props, consumer_records = "--producer-props", "--messages"
+
+    @classmethod
+    def detect_options(cls):
+        def help_text(tool):
+            p = subprocess.run(kafka_tool(tool, "--help"), capture_output=True, text=True,
+                               timeout=120)
+            return p.stdout + p.stderr  # --help prints on stderr and exits 1
+        if "--command-property" in help_text("kafka-producer-perf-test"):
+            cls.producer_props = "--command-property"
+        if "--num-records" in help_text("kafka-consumer-perf-test"):
+            cls.consumer_records = "--num-records"
 
     def produce_argv(self, b, topic, records, acks, throughput, timeout):
         return kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records",
                           str(records), "--record-size", str(RECORD_SIZE), "--throughput",
-                          str(throughput), "--producer-props",
+                          str(throughput), self.producer_props,
                           f"bootstrap.servers={b.bootstrap}", f"acks={acks}")
 
     def consume_argv(self, b, topic, records, group, timeout, consumers):
@@ -775,7 +801,7 @@ class KafkaTools(Client):
         # (4.x dropped --threads) and a count-ended run cannot be shared by a group whose
         # partitions hold unequal counts, so kafka-tools reads with one Java consumer.
         return kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", b.bootstrap,
-                          "--topic", topic, "--messages", str(records), "--group", group,
+                          "--topic", topic, self.consumer_records, str(records), "--group", group,
                           "--timeout", "30000")
 
     def parse_produce(self, out):
@@ -1767,6 +1793,7 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     plots_dir.mkdir(parents=True, exist_ok=True)
+    kafka = results["meta"].get("kafka", "?")
     colors = {"strand": "#d95f02", "strand-every-batch": "#f4a261", "kafka": "#1b9e77",
               "kafka-default": "#1b9e77", "kafka-flush1": "#7570b3",
               "strand-cluster": "#e7298a", "kafka-cluster": "#66a61e"}
@@ -1842,7 +1869,7 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
                          va="bottom")
                 ax1.set_ylim(0, ceiling * 1.15)
             ax1.set_title(f"{client}: consume from page cache", fontsize=9)
-        fig.suptitle("Strand vs Apache Kafka 4.1.1: throughput (median, min-max bars)",
+        fig.suptitle(f"Strand vs Apache Kafka {kafka}: throughput (median, min-max bars)",
                      fontsize=10)
         fig.tight_layout()
         path = plots_dir / "throughput.png"
@@ -1865,7 +1892,7 @@ def plot(results: dict, plots_dir: Path) -> list[Path]:
             for ax, (m, name) in zip(row, metrics):
                 bars(ax, client, lat_groups, m, f"{name} latency ms (log)", log_scale=True)
                 ax.set_title(f"{client}: produce latency {name}", fontsize=9)
-        fig.suptitle("Strand vs Apache Kafka 4.1.1: produce latency, median of runs "
+        fig.suptitle(f"Strand vs Apache Kafka {kafka}: produce latency, median of runs "
                      "(kafka-tools: whole ms from send(); strand-bench: request to response)",
                      fontsize=10)
         fig.tight_layout()
@@ -1956,7 +1983,7 @@ def docs_section(results: dict, table: list[dict], plots: list[Path], docs_path:
     out.append(f"Latest: {m['started'][:10]}, `--{m['mode']}` "
                f"({', '.join(f'{k}={v}' for k, v in prof.items())}); "
                f"Strand {s.get('git_commit', '?')}{' (dirty tree)' if s.get('git_dirty') else ''}"
-               f" release build, Apache Kafka 4.1.1 (kafka_2.13 jars from Maven Central, "
+               f" release build, Apache Kafka {m.get('kafka', '?')} (kafka_2.13 jars from Maven Central, "
                f"`-Xmx1g -Xms1g`, G1). Machine: {mach.get('cpus')}-core "
                f"{mach.get('cpu', '?')} VM, {mach.get('mem_gib')} GiB RAM, Linux "
                f"{mach.get('kernel')}, data on {mach.get('data_fs', '?')} (both brokers), "
@@ -2044,11 +2071,12 @@ def write_docs(docs_path: Path, section: str) -> None:
 
 
 INTRO = """\
-`bench/compare.py` runs the same workloads against Apache Kafka 4.1.1 and Strand on the
-same machine, the same disk and with the same topic settings, driven by the same clients:
-W1-W4 once with Kafka's own `ProducerPerformance` and `ConsumerPerformance` from
-kafka-tools 4.1.1 and once with `strand bench` (Strand's load generator), each against
-both brokers; confluent-kafka for start-up and partition counts; `bench/TxnPerf.java`
+`bench/compare.py` runs the same workloads against Apache Kafka 4.4.0 (the release
+`interop/kafka/fetch.sh` fetches; the "Latest" line below names the one measured) and
+Strand on the same machine, the same disk and with the same topic settings, driven by the
+same clients: W1-W4 once with Kafka's own `ProducerPerformance` and `ConsumerPerformance`
+from that release's kafka-tools and once with `strand bench` (Strand's load generator),
+each against both brokers; confluent-kafka for start-up and partition counts; `bench/TxnPerf.java`
 (Kafka's Java producer with a `transactional.id`) for transactions. Each run starts a fresh
 broker on a fresh data directory; runs alternate which broker goes first. For each
 measured phase it records the broker's CPU seconds (utime+stime from `/proc/<pid>/stat`,
@@ -2178,8 +2206,10 @@ def main() -> int:
             ap.error("W5 and W6 need confluent-kafka (pip install confluent-kafka)")
     if "W8" in workloads and not shutil.which("javac"):
         ap.error("W8 needs javac (a JDK 17+) to build bench/TxnPerf.java")
-    subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], check=True,
-                   stdout=subprocess.DEVNULL)
+    libs = subprocess.run([str(REPO / "interop" / "kafka" / "fetch.sh")], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+    kafka_version = jars_version(Path(libs))
+    KafkaTools.detect_options()
     if "W8" in workloads:  # compiled now, so no run includes javac
         subprocess.run([str(TXN_PERF), "--compile-only"], check=True)
 
@@ -2192,7 +2222,7 @@ def main() -> int:
         "started": started.isoformat(timespec="seconds"), "mode": args.mode,
         "profile": {k: v for k, v in prof.items()}, "workloads": workloads,
         "machine": machine_info(args), "strand": strand_info(args.strand_bin),
-        "kafka": "4.1.1", "strand_config": STRAND_TOML.strip(),
+        "kafka": kafka_version, "strand_config": STRAND_TOML.strip(),
         "results_file": os.path.relpath(results_file, REPO),
         "argv": sys.argv[1:], "contended_cores": args.contended_cores,
         "retry_contended": args.retry_contended, "clients": args.clients,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs bench/TxnPerf.java (a transactional producer benchmark: begin, N sends round-robin
 # over the partitions, commitTransaction timed; see the source) with Apache Kafka's
-# kafka-clients 4.1.1, the jars interop/kafka/fetch.sh caches (Maven Central). The class
+# kafka-clients 4.4.0, the jars interop/kafka/fetch.sh caches (Maven Central). The class
 # is compiled with plain javac once per version of the source, into
 # <cache>/bench-java/<sha256 of the source>/, so a run does not include javac.
 #

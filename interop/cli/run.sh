@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016,SC2034  # conditions are evaluated by verify(), see below
-# Interop driver: Apache Kafka 4.1.1's own command-line tools (through
-# interop/kafka/kafka-cli.sh) and kcat against a running Strand broker.
+# Interop driver: Apache Kafka's own command-line tools (4.4.0, or the release
+# STRAND_KAFKA_VERSION names; through interop/kafka/kafka-cli.sh) and kcat against a
+# running Strand broker.
 #
 #   kafka-topics    --create (3 partitions, --config), --list, --describe, --alter
 #                   --partitions 4 (and a refused shrink), --delete
@@ -90,7 +91,7 @@ kafka() { local tool=$1; shift; must "$KAFKA_CLI" "$tool" --bootstrap-server "$B
 out() { cat "$work/out"; }
 has() { grep -qF -- "$1" "$work/out"; }   # stdout contains the fixed string
 
-echo "Kafka 4.1.1 CLI tools and kcat against $B"
+echo "Kafka CLI tools (interop/kafka/kafka-cli.sh) and kcat against $B"
 command -v java >/dev/null || fail "java not found (JDK 17+ needed)"
 command -v kcat >/dev/null || fail "kcat not found (apt-get install -y kcat)"
 last_cmd="$root/interop/kafka/fetch.sh"
@@ -98,7 +99,25 @@ last_status=0
 "$root/interop/kafka/fetch.sh" >"$work/out" 2>"$work/err" || { last_status=$?; fail "fetching the Kafka jars"; }
 last_cmd=""
 kcat_version="$(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\) .*librdkafka \([^ ]*\) .*/kcat \1, librdkafka \2/p')"
-ok "${kcat_version:-kcat} found; Kafka jars in $(tail -1 "$work/out")"
+libs="$(tail -1 "$work/out")"
+kafka_version=""
+for jar in "$libs"/kafka-clients-*.jar; do kafka_version=${jar##*/kafka-clients-}; kafka_version=${kafka_version%.jar}; done
+ok "${kcat_version:-kcat} found; Kafka $kafka_version jars in $libs"
+
+# The console tools' option names: Kafka 4.4's (not 4.1's) have --formatter-property (the
+# consumer), --reader-property and --command-property (the producer), and print a
+# deprecation warning for the old --property / --producer-property on stdout, which would
+# end up among the records read back. Use the names the tools on the classpath have.
+# (--help prints the options on stderr and exits 1.)
+help_has() { grep -qF -- "$1" "$work/err"; }
+run "$KAFKA_CLI" kafka-console-consumer --help
+help_has "--bootstrap-server" || fail "kafka-console-consumer --help lists no options"
+if help_has "--formatter-property"; then formatter_prop=--formatter-property; else formatter_prop=--property; fi
+run "$KAFKA_CLI" kafka-console-producer --help
+help_has "--bootstrap-server" || fail "kafka-console-producer --help lists no options"
+if help_has "--reader-property"; then reader_prop=--reader-property; else reader_prop=--property; fi
+if help_has "--command-property"; then producer_prop=--command-property; else producer_prop=--producer-property; fi
+ok "console tool options: $formatter_prop (consumer), $reader_prop and $producer_prop (producer)"
 
 suffix="$(date +%s%N)"
 T="cli-$suffix"     # created with kafka-topics
@@ -172,8 +191,8 @@ for i in $(seq 0 9); do
   printf 'src:console,n:%d\tck-%d\tconsole-value-%d\n' "$i" "$i" "$i" >>"$work/console.want"
 done
 must_with_stdin "$work/console.in" "$KAFKA_CLI" kafka-console-producer --bootstrap-server "$B" --topic "$T" \
-  --producer-property enable.idempotence=false --producer-property acks=all \
-  --property parse.key=true --property key.separator=: --property parse.headers=true
+  "$producer_prop" enable.idempotence=false "$producer_prop" acks=all \
+  "$reader_prop" parse.key=true "$reader_prop" key.separator=: "$reader_prop" parse.headers=true
 ok "kafka-console-producer: 10 keyed lines with headers to $T (partition chosen by key)"
 
 kafka kafka-get-offsets --topic "$T"
@@ -195,7 +214,8 @@ for p in 0 1 2 3; do
     limit=(--timeout-ms 3000)
   fi
   kafka kafka-console-consumer --topic "$T" --partition "$p" --offset earliest "${limit[@]}" \
-    --property print.key=true --property print.headers=true --property print.partition=true --property print.offset=true
+    "$formatter_prop" print.key=true "$formatter_prop" print.headers=true "$formatter_prop" print.partition=true \
+    "$formatter_prop" print.offset=true
   lines=$(grep -c '' "$work/out")
   # Partition:P  Offset:O  headers  key  value; offsets 0..count-1 in order, and the
   # headers' n increasing (the order the lines were produced in).
@@ -257,7 +277,8 @@ verify "kcat -C reads the console producer's 10 records (keys, values, headers)"
 
 # ... and the console consumer kcat's compressed batches.
 kafka kafka-console-consumer --topic "$K" --partition 0 --offset earliest --max-messages 20 --timeout-ms 20000 \
-  --property print.key=true --property print.headers=true --property print.partition=true --property print.offset=true
+  "$formatter_prop" print.key=true "$formatter_prop" print.headers=true "$formatter_prop" print.partition=true \
+    "$formatter_prop" print.offset=true
 awk -F'\t' '{ sub("Partition:", "", $1); sub("Offset:", "", $2); gsub(":", "=", $3); print $1 "\t" $2 "\t" $4 "\t" $5 "\t" $3 }' \
   "$work/out" >"$work/kcat.got"
 last_cmd="diff (kcat -P input) (kafka-console-consumer output)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real clients through leader kills on a 3-node Strand cluster.
 
-The Java producer (kafka-clients 4.1.1 defaults: idempotent, acks=all) and librdkafka's
+The Java producer (kafka-clients 4.4.0 defaults: idempotent, acks=all) and librdkafka's
 (idempotent, acks=all) each stream records to their own RF=3, min.insync.replicas=2
 topic while a Java consumer (kafka-console-consumer) and a librdkafka consumer read them
 in consumer groups. Mid-stream the leader of a partition of each topic is killed with

@@ -2,7 +2,7 @@
 """Kafka Streams exactly_once_v2 through kills of its transaction coordinator (3 nodes).
 
 interop/java/streams-eos-cluster.sh (interop/java/src/StreamsEosCluster.java) runs a Kafka
-Streams 4.1.1 word count with processing.guarantee=exactly_once_v2, commit.interval.ms
+Streams 4.4.0 word count with processing.guarantee=exactly_once_v2, commit.interval.ms
 100, two stream threads (two transactional producers) and no record cache, fed
 continuously by an idempotent producer; its input, output and internal (repartition,
 changelog) topics have RF 3 and min.insync.replicas 2. While it processes, --rounds times:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Consumer-group interop test with Apache Kafka's Java clients (kafka-clients 4.1.1,
+# Consumer-group interop test with Apache Kafka's Java clients (kafka-clients 4.4.0,
 # group.protocol=classic and group.protocol=consumer, KIP-848) and Kafka's
 # kafka-consumer-groups tool against Strand. Compiles
 # interop/java/src/GroupDriver.java like run.sh does (jars from interop/kafka/fetch.sh),
@@ -13,10 +13,12 @@
 #                                            consumer-live-restart consumer-cli
 #                                            consumer-regex)
 #   interop/java/groups.sh cli static        only the named sections
-#   interop/java/groups.sh --kafka ...       the same against Apache Kafka 4.1.1
+#   interop/java/groups.sh --kafka ...       the same against Apache Kafka 4.4.0
 #
 # Prints "ok: ..." per check and "FAIL: ..." per failure; exits non-zero on any failure.
 # STRAND_BIN (default target/release/strand) is the broker. Needs Java 17+ and python3.
+# STRAND_KAFKA_VERSION (interop/kafka/fetch.sh) picks another release for the clients, the
+# kafka-consumer-groups tool and the --kafka broker.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }

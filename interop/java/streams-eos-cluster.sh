@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Kafka Streams exactly-once word count fed continuously
-# (interop/java/src/StreamsEosCluster.java: kafka-streams 4.1.1, exactly_once_v2) against a
+# (interop/java/src/StreamsEosCluster.java: kafka-streams 4.4.0, exactly_once_v2) against a
 # running broker or cluster. interop/cluster/streams_eos_failover_test.py runs it with
 # --controlled against a 3-node Strand cluster and kills nodes meanwhile; alone it
-# produces --lines lines and checks the output, e.g. against Apache Kafka 4.1.1
+# produces --lines lines and checks the output, e.g. against Apache Kafka 4.4.0
 # (interop/kafka/run-kafka.sh, a single broker):
 #
 #   STRAND_BOOTSTRAP=127.0.0.1:9092 interop/java/streams-eos-cluster.sh \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the Java transactions interop driver (Apache Kafka's kafka-clients 4.1.1:
+# Runs the Java transactions interop driver (Apache Kafka's kafka-clients 4.4.0:
 # transactional producer, read_committed consumer, sendOffsetsToTransaction with a group
 # member's metadata, fencing, timeouts, the transaction admin calls) against a running
 # broker. Jars from interop/kafka/fetch.sh (Maven Central, cached); the driver is compiled
@@ -11,7 +11,8 @@
 #                                                   timeout admin)
 #
 # STRAND_BOOTSTRAP (default 127.0.0.1:9092) names the broker; the same script validates
-# against Apache Kafka 4.1.1 (interop/kafka/run-kafka.sh). Needs Java 17+ (javac).
+# against Apache Kafka 4.4.0 and 4.1.1 (interop/kafka/run-kafka.sh). Needs Java 17+ (javac).
+# STRAND_KAFKA_VERSION (interop/kafka/fetch.sh) picks another release for the clients.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"

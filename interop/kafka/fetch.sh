@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches Apache Kafka 4.1.1 (broker, CLI tools, clients, Streams) as jars from Maven Central, so
+# Fetches Apache Kafka 4.4.0 (broker, CLI tools, clients, Streams) as jars from Maven Central, so
 # Strand can be compared with a real Kafka broker. There is no release-tarball download
 # here: a throwaway pom (in the cache dir, never committed) lists the artifacts and
 # `mvn dependency:copy-dependencies` puts every jar into one libs dir, which
@@ -9,11 +9,15 @@
 # nothing is downloaded. Prints the libs dir on stdout as its last line.
 #
 # Usage: interop/kafka/fetch.sh        (STRAND_KAFKA_HOME overrides the cache dir)
+#
+# STRAND_KAFKA_VERSION picks another release: every script that uses the jars (the
+# reference broker, the CLI tools, the Java drivers, bench/compare.py) goes through this
+# one, so e.g. `STRAND_KAFKA_VERSION=4.1.1 interop/java/run.sh` runs a driver with the
+# 4.1.1 clients. Each version has its own cache dir (~/.cache/strand/kafka-<version>).
 set -euo pipefail
 
-# STRAND_KAFKA_VERSION picks another release (e.g. 4.4.0 to compare a behaviour with it).
-KAFKA_VERSION="${STRAND_KAFKA_VERSION:-4.1.1}"
-# The Kafka 4.1 release tarball uses log4j2 behind slf4j-api 1.7.x; the Maven poms of
+KAFKA_VERSION="${STRAND_KAFKA_VERSION:-4.4.0}"
+# The Kafka 4.x release tarballs use log4j2 behind slf4j-api; the Maven poms of
 # kafka_2.13/kafka-tools do not bring an slf4j binding (it is "releaseOnly" in Kafka's
 # build), so without these two the broker logs nowhere ("SLF4J: Defaulting to NOP").
 LOG4J_VERSION=2.24.3

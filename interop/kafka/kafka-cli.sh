@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs Apache Kafka 4.1.1's command-line tools from the jars fetch.sh caches (Maven
-# Central), standing in for the bin/kafka-*.sh scripts of the release tarball, so the
-# reference broker from run-kafka.sh (and Strand itself) can be driven with Kafka's own
-# clients: topics, console producer/consumer, groups, configs, perf tests.
+# Runs Apache Kafka's command-line tools (4.4.0 unless STRAND_KAFKA_VERSION names another
+# release) from the jars fetch.sh caches (Maven Central), standing in for the
+# bin/kafka-*.sh scripts of the release tarball, so the reference broker from
+# run-kafka.sh (and Strand itself) can be driven with Kafka's own clients: topics,
+# console producer/consumer, groups, configs, perf tests.
 #
 # Usage: interop/kafka/kafka-cli.sh <tool> [args...]
 #   e.g. interop/kafka/kafka-cli.sh kafka-topics --bootstrap-server 127.0.0.1:19092 --list
@@ -14,7 +15,10 @@
 set -euo pipefail
 
 # tool name -> main class; every class here was checked to exist (with a main method) in
-# the 4.1.1 jars.
+# the 4.1.1 and 4.4.0 jars. Where a tool's class moved between releases both are listed,
+# the newer first, and the first one the jars hold is run (ConfigCommand and
+# DumpLogSegments are in the core jar in 4.1.1, kafka.*, and in kafka-tools in 4.4.0,
+# org.apache.kafka.tools.*).
 tools=(
   "kafka-topics org.apache.kafka.tools.TopicCommand"
   "kafka-console-producer org.apache.kafka.tools.ConsoleProducer"
@@ -24,7 +28,7 @@ tools=(
   "kafka-share-groups org.apache.kafka.tools.consumer.group.ShareGroupCommand"
   "kafka-streams-groups org.apache.kafka.tools.streams.StreamsGroupCommand"
   "kafka-groups org.apache.kafka.tools.GroupsCommand"
-  "kafka-configs kafka.admin.ConfigCommand"
+  "kafka-configs org.apache.kafka.tools.ConfigCommand kafka.admin.ConfigCommand"
   "kafka-producer-perf-test org.apache.kafka.tools.ProducerPerformance"
   "kafka-consumer-perf-test org.apache.kafka.tools.ConsumerPerformance"
   "kafka-share-consumer-perf-test org.apache.kafka.tools.ShareConsumerPerformance"
@@ -32,7 +36,7 @@ tools=(
   "kafka-get-offsets org.apache.kafka.tools.GetOffsetShell"
   "kafka-delete-records org.apache.kafka.tools.DeleteRecordsCommand"
   "kafka-log-dirs org.apache.kafka.tools.LogDirsCommand"
-  "kafka-dump-log kafka.tools.DumpLogSegments"
+  "kafka-dump-log org.apache.kafka.tools.DumpLogSegments kafka.tools.DumpLogSegments"
   "kafka-storage kafka.tools.StorageTool"
   "kafka-metadata-quorum org.apache.kafka.tools.MetadataQuorumCommand"
   "kafka-features org.apache.kafka.tools.FeatureCommand"
@@ -55,7 +59,7 @@ fi
 tool=$1
 shift
 if [ "$tool" = "--list" ]; then
-  for t in "${tools[@]}"; do printf '%-32s %s\n' "${t%% *}" "${t#* }"; done
+  for t in "${tools[@]}"; do rest=${t#* }; printf '%-32s %s\n' "${t%% *}" "${rest// / or }"; done
   exit 0
 fi
 
@@ -81,6 +85,20 @@ fi
 here="$(cd "$(dirname "$0")" && pwd)"
 libs="$("$here/fetch.sh")"
 home="$(dirname "$libs")"
+
+# Several candidate classes: the first one in the Kafka jars (a jar's file names are stored
+# uncompressed, so grep finds "a/b/C.class" without unzipping).
+if [ "${class% *}" != "$class" ]; then
+  found=""
+  for c in $class; do
+    if grep -qaF "${c//.//}.class" "$libs"/kafka_2.13-*.jar "$libs"/kafka-tools-*.jar; then
+      found=$c
+      break
+    fi
+  done
+  [ -n "$found" ] || { echo "kafka-cli.sh: none of $class in $libs" >&2; exit 1; }
+  class=$found
+fi
 
 # Like the tarball's config/tools-log4j2.yaml: WARN and above, to stderr.
 logcfg="$home/tools-log4j2.properties"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs Apache Kafka 4.1.1 as a single-node KRaft reference broker on loopback, in the
-# foreground, so Strand's behaviour and performance can be compared with the real thing.
-# Jars come from fetch.sh (Maven Central, cached); no release tarball is needed.
+# Runs Apache Kafka (4.4.0 unless STRAND_KAFKA_VERSION names another release) as a
+# single-node KRaft reference broker on loopback, in the foreground, so Strand's behaviour
+# and performance can be compared with the real thing. Jars come from fetch.sh (Maven
+# Central, cached); no release tarball is needed.
 #
 # Usage: interop/kafka/run-kafka.sh <data-dir> <port> [key=value ...]
 #   - broker (PLAINTEXT) on 127.0.0.1:<port>, KRaft controller on 127.0.0.1:<port+1000>,
@@ -39,6 +40,9 @@ done
 
 here="$(cd "$(dirname "$0")" && pwd)"
 libs="$("$here/fetch.sh")"
+# The version of the jars on the classpath (fetch.sh's default or STRAND_KAFKA_VERSION).
+version=""
+for jar in "$libs"/kafka-clients-*.jar; do version=${jar##*/kafka-clients-}; version=${version%.jar}; done
 mkdir -p "$data_arg"
 data="$(cd "$data_arg" && pwd)"
 
@@ -125,5 +129,5 @@ java -cp "$libs/*" "-Dkafka.logs.dir=$data" "-Dlog4j2.configurationFile=file:$da
   exit 1
 }
 
-echo "run-kafka.sh: Kafka 4.1.1 on 127.0.0.1:$port (controller 127.0.0.1:$cport), data $data, log $data/server.log, pid $$" >&2
+echo "run-kafka.sh: Kafka $version on 127.0.0.1:$port (controller 127.0.0.1:$cport), data $data, log $data/server.log, pid $$" >&2
 exec java "${jvm[@]}" -cp "$libs/*" kafka.Kafka "$data/server.properties"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end check of the Kafka reference-broker scripts: fetch the jars, start Kafka 4.1.1
-# (run-kafka.sh) in a temp dir, create a topic, produce 3 lines with the console producer,
-# read them back with the console consumer, then stop the broker and remove the temp dir.
+# End-to-end check of the Kafka reference-broker scripts: fetch the jars, start Kafka
+# (run-kafka.sh: 4.4.0, or the release STRAND_KAFKA_VERSION names) in a temp dir, create
+# a topic, produce 3 lines with the console producer, read them back with the console
+# consumer, then stop the broker and remove the temp dir.
 # Exits non-zero on any mismatch; leaves nothing running.
 #
 # Usage: interop/kafka/smoke.sh [port]     (default 19092; the controller uses port+1000)
@@ -10,7 +11,9 @@ set -euo pipefail
 
 port=${1:-19092}
 here="$(cd "$(dirname "$0")" && pwd)"
-"$here/fetch.sh" >/dev/null
+libs="$("$here/fetch.sh" | tail -n 1)"
+version=""
+for jar in "$libs"/kafka-clients-*.jar; do version=${jar##*/kafka-clients-}; version=${version%.jar}; done
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/strand-kafka-smoke.XXXXXX")"
 kpid=""
@@ -46,4 +49,4 @@ if [ "$got" != "$(printf 'one\ntwo\nthree')" ]; then
   echo "smoke.sh: consumed '$got', expected one/two/three" >&2
   exit 1
 fi
-echo "smoke.sh: OK (Kafka 4.1.1 on $bs: topic created, 3 records produced and consumed)"
+echo "smoke.sh: OK (Kafka $version on $bs: topic created, 3 records produced and consumed)"

@@ -1,8 +1,8 @@
 """Brokers for the consumer-group interop tests, each on a free loopback port in its own
 temp dir: Strand (STRAND_BIN, default target/release/strand) with a group-test config
 (group_initial_rebalance_delay_ms = 0, group_min_session_timeout_ms = 1000), or, for
-comparing behaviour, Apache Kafka 4.1.1 through interop/kafka/run-kafka.sh with the same
-two settings. Optionally the KIP-848 session timeout and heartbeat interval
+comparing behaviour, Apache Kafka (4.4.0, or the release STRAND_KAFKA_VERSION names)
+through interop/kafka/run-kafka.sh with the same two settings. Optionally the KIP-848 session timeout and heartbeat interval
 (consumer_session_timeout_ms, consumer_heartbeat_interval_ms): Strand's
 group_consumer_session_timeout_ms / group_consumer_heartbeat_interval_ms, Kafka's
 group.consumer.session.timeout.ms / group.consumer.heartbeat.interval.ms (with the
@@ -153,7 +153,8 @@ class StrandBroker:
 
 
 class KafkaBroker:
-    """Apache Kafka 4.1.1 (KRaft, combined mode) through interop/kafka/run-kafka.sh."""
+    """Apache Kafka 4.4.0 (or STRAND_KAFKA_VERSION; KRaft, combined mode) through
+    interop/kafka/run-kafka.sh."""
     kind = "kafka"
 
     def __init__(self, workdir, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000,
@@ -219,7 +220,7 @@ def make_broker(kind, workdir, **kwargs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kafka", action="store_true", help="run Apache Kafka 4.1.1 instead of Strand")
+    parser.add_argument("--kafka", action="store_true", help="run Apache Kafka (4.4.0, or STRAND_KAFKA_VERSION) instead of Strand")
     parser.add_argument("--timeout", type=float, default=600, help="seconds CMD may run (default 600)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-"""Consumer groups with Apache Kafka's Java clients (kafka-clients 4.1.1, group.protocol=
+"""Consumer groups with Apache Kafka's Java clients (kafka-clients 4.4.0, group.protocol=
 classic, and group.protocol=consumer: KIP-848) and Kafka's kafka-consumer-groups tool,
 against a broker this test starts.
 
@@ -7,7 +7,7 @@ sets GROUP_DRIVER_CLASSPATH / GROUP_DRIVER_LOG4J. Every group member is its own 
 (GroupDriver member), driven over stdin/stdout, so it can be killed with kill -9.
 
 Sections (default: the classic ones, eager .. cli; "kip848" names the four KIP-848 ones;
-name some to run only those; --kafka runs them against Apache Kafka 4.1.1 from
+name some to run only those; --kafka runs them against Apache Kafka 4.4.0 from
 interop/kafka/run-kafka.sh, to compare):
 
   eager        default assignors ([range, cooperative-sticky] -> eager range):
@@ -47,7 +47,7 @@ interop/kafka/run-kafka.sh, to compare):
                restarts (SIGTERM): committed offsets unchanged, a new member resumes after
                them.
   consumer-range  the same with group.remote.assignor=range (no restart), each layout
-               checked against Kafka 4.1.1's range assignor: members sorted by member id,
+               checked against Kafka's range assignor (4.1.1 and 4.4.0): members sorted by member id,
                contiguous ranges, not sticky.
   consumer-live-restart  the broker restarts (SIGTERM) under an active two-member group:
                exactly once across it, 3/3 again; member ids and epochs reported (Strand
@@ -546,7 +546,7 @@ def section_live_restart(ctx):
     after = {m.name: (m.status()["gen"], m.member_id, set(m.now), m.event_count()) for m in (A, B)}
     expect(all(after[n][1:3] == before[n][1:3] for n in before),
            f"live restart: members kept their member ids and partitions")
-    # Kafka 4.1.1 reloads the group and then goes through one rebalance (generation + 1) as
+    # Kafka 4.1.1 and 4.4.0 reload the group and then go through one rebalance (generation + 1) as
     # the members reconnect; reported, not checked.
     ok(f"live restart: generation {before['LA'][0]} -> {after['LA'][0]}, rebalance callbacks "
        f"{after['LA'][3] - before['LA'][3]} (LA) / {after['LB'][3] - before['LB'][3]} (LB)")
@@ -697,7 +697,7 @@ def section_cli(ctx):
           "cli --describe --members: both members with host, client id and 2 partitions each")
     out, err = describe_rows("--members", "--verbose")
     header, rows = table(out)
-    # Kafka 4.1 prints the KIP-848 columns for classic groups too: CURRENT-EPOCH "-",
+    # Kafka 4.1 and 4.4 print the KIP-848 columns for classic groups too: CURRENT-EPOCH "-",
     # CURRENT-ASSIGNMENT "topic:0,1", TARGET-EPOCH "-", TARGET-ASSIGNMENT "-".
     want = sorted((m.member_id, f"{topic}:{','.join(str(p) for p in sorted(m.now))}") for m in (A, B))
     column = header.index("CURRENT-ASSIGNMENT") if header and "CURRENT-ASSIGNMENT" in header else None
@@ -805,7 +805,7 @@ CONSUMER_HEARTBEAT_MS = 1000
 
 
 def kafka_range(member_ids, partitions=PARTITIONS):
-    """Apache Kafka 4.1.1's server-side range assignor (group-coordinator RangeAssignor,
+    """Apache Kafka's server-side range assignor, 4.1.1 and 4.4.0 (group-coordinator RangeAssignor,
     one topic, every member subscribed, no static members): the members sorted by member
     id, each gets the next contiguous range of partitions // members partitions, the first
     partitions % members of them one more. Not sticky. member_ids: {name: member id};

@@ -1,6 +1,6 @@
 """Consumer groups with kafka-python (KafkaConsumer(group_id=...), classic protocol, default
 assignors [range, roundrobin]) against a broker this test starts (Strand, or Apache Kafka
-4.1.1 with --kafka):
+4.4.0 with --kafka):
 
   - two consumers (each in its own thread) split a 6-partition topic 3/3 and consume 600
     keyed records exactly once, committing (commit()) after every poll and in

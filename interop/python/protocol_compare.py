@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Protocol comparison: the same raw Kafka requests go to Apache Kafka 4.1.1 and to Strand,
-and Strand's answers (error codes, and base offsets where they are deterministic) must
-match Kafka's.
+"""Protocol comparison: the same raw Kafka requests go to Apache Kafka (4.4.0, or the release
+STRAND_KAFKA_VERSION names: interop/kafka/fetch.sh) and to Strand, and Strand's answers
+(error codes, and base offsets where they are deterministic) must match Kafka's.
 
 Everything on the wire is encoded here with struct, no client library: request header v1,
 non-flexible versions only (CreateTopics v4, Metadata v8, InitProducerId v1, Produce v8),
@@ -599,6 +599,14 @@ def name(code):
     return ERRORS.get(code, "?") if isinstance(code, int) else code
 
 
+def jars_version(libs):
+    """The Kafka version of fetch.sh's libs dir (the kafka-clients jar's)."""
+    for jar in sorted(os.listdir(libs)):
+        if jar.startswith("kafka-clients-") and jar.endswith(".jar"):
+            return jar[len("kafka-clients-"):-len(".jar")]
+    return "?"
+
+
 def main():
     started = time.time()
     strand_bin = os.environ.get("STRAND_BIN", "target/release/strand")
@@ -609,6 +617,7 @@ def main():
                            capture_output=True, text=True)
     if fetch.returncode != 0:
         raise SetupError(f"interop/kafka/fetch.sh failed:\n{fetch.stderr}")
+    kafka_version = jars_version(fetch.stdout.strip().splitlines()[-1])
 
     timings = {}
     with tempfile.TemporaryDirectory(prefix="protocol-compare-") as workdir:
@@ -626,7 +635,7 @@ def main():
             t = time.time()
             strand.start(timeout=30)
             timings["strand start"] = time.time() - t
-            print(f"kafka 4.1.1 on 127.0.0.1:{kafka_port}, strand ({strand_bin}) on 127.0.0.1:{strand_port}")
+            print(f"kafka {kafka_version} on 127.0.0.1:{kafka_port}, strand ({strand_bin}) on 127.0.0.1:{strand_port}")
 
             t = time.time()
             for broker in (kafka, strand):

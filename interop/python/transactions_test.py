@@ -1,6 +1,8 @@
 """Interop test: Kafka transactions through librdkafka (confluent-kafka, Python).
 
-Encodes what Apache Kafka 4.1.1 does (validated against interop/kafka/run-kafka.sh), so
+Encodes what Apache Kafka does (validated against 4.1.1 and 4.4.0 through
+interop/kafka/run-kafka.sh; the kafka-transactions tool it runs is the release
+interop/kafka/kafka-cli.sh runs, 4.4.0 by default), so
 Strand's transaction coordinator, LSO and read_committed fetch can be held to it:
 commit/abort visibility, the LSO held behind an open transaction, consume-transform-
 produce with send_offsets_to_transaction, zombie fencing, and the coordinator's abort of

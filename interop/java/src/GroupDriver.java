@@ -1,4 +1,4 @@
-// Consumer-group driver: Apache Kafka's Java clients (kafka-clients 4.1.1) in the roles
+// Consumer-group driver: Apache Kafka's Java clients (kafka-clients 4.4.0) in the roles
 // that interop/python/java_groups_test.py orchestrates against Strand (or, to compare,
 // against Apache Kafka). One JVM process per role, so that a group member can be killed
 // with kill -9.

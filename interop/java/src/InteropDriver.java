@@ -1,4 +1,5 @@
-// Interop driver: Apache Kafka's own Java clients (kafka-clients 4.1.1) against Strand.
+// Interop driver: Apache Kafka's own Java clients (kafka-clients 4.4.0; 4.1.1 with
+// STRAND_KAFKA_VERSION=4.1.1, interop/run.sh's java-4.1) against Strand.
 //
 // Checks topic administration (AdminClient), produce with every codec (KafkaProducer,
 // acks=all, no idempotence: Strand has no InitProducerId), fetch (KafkaConsumer with
@@ -555,6 +556,24 @@ public final class InteropDriver {
         ok("describeTopics of the deleted topic -> UnknownTopicOrPartitionException (" + gone.getMessage() + ")");
     }
 
+    /**
+     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
+     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
+     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
+     */
+    static String kafkaVersion() {
+        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
+                .getResourceAsStream("/kafka/kafka-version.properties")) {
+            java.util.Properties p = new java.util.Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+    }
+
     public static void main(String[] args) {
         bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
         Thread watchdog = new Thread(() -> {
@@ -571,7 +590,7 @@ public final class InteropDriver {
         watchdog.start();
 
         long start = System.nanoTime();
-        System.out.println("kafka-clients " + org.apache.kafka.common.utils.AppInfoParser.getVersion()
+        System.out.println("kafka-clients " + kafkaVersion()
                 + " interop against " + bootstrap);
         topic = "java-" + System.nanoTime();
         Properties adminProps = common("strand-interop-java-admin");

@@ -1,7 +1,7 @@
-// Kafka Streams exactly-once through broker faults: a word count (kafka-streams 4.1.1,
+// Kafka Streams exactly-once through broker faults: a word count (kafka-streams 4.4.0,
 // processing.guarantee=exactly_once_v2, commit.interval.ms 100) fed continuously while
 // interop/cluster/streams_eos_failover_test.py kills nodes of a 3-node Strand cluster.
-// Validated alone (no faults) against Apache Kafka 4.1.1.
+// Validated alone (no faults) against Apache Kafka 4.1.1 (with kafka-streams 4.1.1).
 //
 // Lines -> flatMapValues(words) -> groupBy(word) (a repartition topic) -> count() (a
 // changelog topic) -> output topic, with the record cache off (statestore.cache.max.bytes
@@ -706,6 +706,24 @@ public final class StreamsEosCluster {
         return Integer.parseInt(args[i]);
     }
 
+    /**
+     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
+     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
+     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
+     */
+    static String kafkaVersion() {
+        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
+                .getResourceAsStream("/kafka/kafka-version.properties")) {
+            java.util.Properties p = new java.util.Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -742,7 +760,7 @@ public final class StreamsEosCluster {
         appId = "strand-eos-cluster-" + run;
         input = "eos-cluster-lines-" + run;
         output = "eos-cluster-counts-" + run;
-        System.out.println("kafka-streams " + org.apache.kafka.common.utils.AppInfoParser.getVersion()
+        System.out.println("kafka-streams " + kafkaVersion()
                 + " exactly_once_v2 word count against " + bootstrap + " (application.id " + appId + ", "
                 + threads + " threads, replication " + replication + ", min.insync.replicas " + minIsr + ", "
                 + rate + " lines/s, transaction.timeout.ms "
@@ -798,7 +816,7 @@ public final class StreamsEosCluster {
         cleanUp(true);
         admin.close(Duration.ofSeconds(10));
         System.out.printf("PASS streams-eos-cluster (kafka-streams %s, exactly_once_v2) in %.1fs%n",
-                org.apache.kafka.common.utils.AppInfoParser.getVersion(), (System.nanoTime() - start) / 1e9);
+                kafkaVersion(), (System.nanoTime() - start) / 1e9);
         System.out.flush();
         System.exit(0);
     }

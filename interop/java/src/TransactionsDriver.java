@@ -1,5 +1,6 @@
-// Transactions interop driver: Apache Kafka's own Java clients (kafka-clients 4.1.1)
-// against Strand's transaction coordinator, validated first against Apache Kafka 4.1.1.
+// Transactions interop driver: Apache Kafka's own Java clients (kafka-clients 4.4.0, or the
+// release STRAND_KAFKA_VERSION names) against Strand's transaction coordinator, validated
+// first against Apache Kafka 4.1.1 and 4.4.0.
 //
 // Scenarios (each on its own topics and transactional ids, all suffixed per run):
 //   visibility   commit visible / abort invisible under read_committed; read_uncommitted
@@ -770,6 +771,24 @@ public final class TransactionsDriver {
         producer.close(Duration.ofSeconds(10));
     }
 
+    /**
+     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
+     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
+     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
+     */
+    static String kafkaVersion() {
+        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
+                .getResourceAsStream("/kafka/kafka-version.properties")) {
+            java.util.Properties p = new java.util.Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+    }
+
     public static void main(String[] args) {
         bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
         Set<String> wanted = new HashSet<>(args.length == 0 ? SCENARIOS : List.of(args));
@@ -798,7 +817,7 @@ public final class TransactionsDriver {
         adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         admin = Admin.create(adminProps);
         transactionVersion = finalizedTransactionVersion();
-        System.out.println("kafka-clients " + org.apache.kafka.common.utils.AppInfoParser.getVersion()
+        System.out.println("kafka-clients " + kafkaVersion()
                 + " transactions against " + bootstrap + " (run " + run + "; the broker finalizes transaction.version="
                 + transactionVersion + ", so the client uses the TV" + (transactionVersion >= 2 ? "2" : "0/1")
                 + " protocol)");
@@ -821,7 +840,7 @@ public final class TransactionsDriver {
         deleteTopics();
         admin.close(Duration.ofSeconds(10));
         System.out.printf("PASS transactions (kafka-clients %s, Java) in %.1fs%n",
-                org.apache.kafka.common.utils.AppInfoParser.getVersion(), (System.nanoTime() - start) / 1e9);
+                kafkaVersion(), (System.nanoTime() - start) / 1e9);
         System.exit(0);
     }
 }

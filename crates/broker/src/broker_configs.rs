@@ -487,12 +487,13 @@ fn set_listeners(config: &mut BrokerConfig, value: &str, props: &Properties) -> 
             config.quorum_listen = Some(socket_address(&address)?);
             continue;
         }
-        match protocol_of(&name, props).as_str() {
-            "PLAINTEXT" => config.listen = socket_address(&address)?,
-            protocol => return Err(format!(
+        let protocol = protocol_of(&name, props);
+        if protocol != "PLAINTEXT" {
+            return Err(format!(
                 "listener {name} uses {protocol}, which Strand does not serve yet (PLAINTEXT only)"
-            )),
+            ));
         }
+        config.listen = socket_address(&address)?;
     }
     Ok(())
 }

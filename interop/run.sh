@@ -83,9 +83,11 @@ if want kafka-python-groups; then echo "=== kafka-python-groups"; timeout 300 py
 if want retention; then echo "=== retention and compaction"; timeout 600 python3 interop/python/retention_compaction_test.py; fi
 # The same requests as interop/kafka/reference-4.4/capture.py sent Kafka 4.4.0, answers
 # compared field by field with its (volatile fields normalised). Allowed until dynamic broker
-# configs land: Kafka reports min.insync.replicas as the cluster's dynamic default.
+# configs land: Kafka reports min.insync.replicas as the cluster's dynamic default; until
+# Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG'
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs \
+  --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' --allow 'all_dirs_v5'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi

@@ -10,6 +10,7 @@
 #   kafka-console-producer / kafka-console-consumer  keyed records with headers, read
 #                   back partition by partition (--partition N --offset earliest: no groups)
 #   kafka-get-offsets  end and earliest offsets
+#   kafka-log-dirs  --describe (DescribeLogDirs): the topic's partitions and sizes
 #   kcat            -L metadata, -P with keys, headers and every codec (auto-creating
 #                   its topic), -C -e -o beginning with a format string; records written
 #                   by one tool are read back by the other
@@ -202,6 +203,19 @@ verify "kafka-get-offsets: end offsets $(tr '\n' ' ' <"$work/end-offsets")(sum $
   '[ "$(grep -cE "^$T:[0-3]:[0-9]+\$" "$work/end-offsets")" -eq 4 ] && [ "$total" -eq 10 ]'
 kafka kafka-get-offsets --topic "$T" --time earliest
 verify "kafka-get-offsets --time earliest: 0 on all 4 partitions" '[ "$(grep -cE "^$T:[0-3]:0\$" "$work/out")" -eq 4 ]'
+
+kafka kafka-log-dirs --describe --topic-list "$T"
+# The tool's last line is JSON: brokers -> logDirs -> partitions ("T-0", size, ...).
+verify "kafka-log-dirs --describe: $T's 4 partitions in broker 1's log dir, holding the records" \
+  'tail -1 "$work/out" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+dirs = [l for b in d[\"brokers\"] if b[\"broker\"] == 1 for l in b[\"logDirs\"]]
+parts = [p for l in dirs if l[\"error\"] is None for p in l[\"partitions\"]]
+names = sorted(p[\"partition\"] for p in parts)
+assert names == [\"$T-%d\" % i for i in range(4)], names
+assert sum(p[\"size\"] for p in parts) > 0, parts
+"'
 
 # Read every partition back with --partition/--offset earliest (no group), as many
 # messages as kafka-get-offsets counted (--timeout-ms bounds the wait).

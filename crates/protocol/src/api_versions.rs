@@ -47,6 +47,10 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 2),
+    // Kafka 4.4 serves DescribeLogDirs up to v5 (is_cordoned), which kafka-protocol 0.18
+    // lacks.
+    api(ApiKey::DescribeLogDirs, 1, 4),
+    api(ApiKey::DescribeTopicPartitions, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Transactions. Clients use transaction version 2 (EndTxn v5, TxnOffsetCommit v5,

@@ -13,6 +13,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use uuid::Uuid;
 
+use super::partition_views::partition_views;
 use super::{str_bytes, topic_name};
 use crate::broker::{validate_topic_name, Broker};
 use crate::error_code;
@@ -117,46 +118,18 @@ async fn describe_by_name(
 }
 
 fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
-    let node = BrokerId(broker.node_id());
-    let image = broker.cluster().map(|c| c.image());
-    // In a cluster the topic table can be a step ahead of the reconciled image (a topic
-    // or partitions just created): answer only with partitions the image has, as Kafka's
-    // brokers answer from one image, and a topic with none yet as being created.
-    let partitions: Vec<MetadataResponsePartition> = (0..topic.partitions)
-        .filter_map(|index| {
-            let entry = MetadataResponsePartition::default().with_partition_index(index);
-            let Some(image) = &image else {
-                return Some(
-                    entry
-                        .with_error_code(error_code::NONE)
-                        .with_leader_id(node)
-                        .with_leader_epoch(0)
-                        .with_replica_nodes(vec![node])
-                        .with_isr_nodes(vec![node])
-                        .with_offline_replicas(vec![]),
-                );
-            };
-            let state = image.partition(&topic.name, index)?;
-            let ids = |list: &[i32]| list.iter().map(|&id| BrokerId(id)).collect::<Vec<_>>();
-            let offline: Vec<i32> = state
-                .replicas
-                .iter()
-                .copied()
-                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
-                .collect();
-            Some(
-                entry
-                    .with_error_code(if state.leader < 0 {
-                        error_code::LEADER_NOT_AVAILABLE
-                    } else {
-                        error_code::NONE
-                    })
-                    .with_leader_id(BrokerId(state.leader))
-                    .with_leader_epoch(state.leader_epoch)
-                    .with_replica_nodes(ids(&state.replicas))
-                    .with_isr_nodes(ids(&state.isr))
-                    .with_offline_replicas(ids(&offline)),
-            )
+    let ids = |list: &[i32]| list.iter().map(|&id| BrokerId(id)).collect::<Vec<_>>();
+    let partitions: Vec<MetadataResponsePartition> = partition_views(broker, topic, 0)
+        .into_iter()
+        .map(|view| {
+            MetadataResponsePartition::default()
+                .with_partition_index(view.index)
+                .with_error_code(view.error_code)
+                .with_leader_id(BrokerId(view.leader))
+                .with_leader_epoch(view.leader_epoch)
+                .with_replica_nodes(ids(&view.replicas))
+                .with_isr_nodes(ids(&view.isr))
+                .with_offline_replicas(ids(&view.offline))
         })
         .collect();
     if partitions.is_empty() && topic.partitions > 0 {

@@ -756,6 +756,22 @@ async fn every_advertised_version_of_every_api_answers() {
                     correlation,
                     &ListTransactionsRequest::default().with_duration_filter(-1),
                 ),
+                ApiKey::DescribeLogDirs => {
+                    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+                    let request = kafka_protocol::messages::DescribeLogDirsRequest::default()
+                        .with_topics(Some(vec![DescribableLogDirTopic::default()
+                            .with_topic(name())
+                            .with_partitions(vec![0])]));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeTopicPartitions => {
+                    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+                    let request =
+                        kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
+                            .with_topics(vec![TopicRequest::default().with_name(name())])
+                            .with_response_partition_limit(1);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

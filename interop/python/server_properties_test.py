@@ -47,7 +47,7 @@ def main():
             f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
             "inter.broker.listener.name=PLAINTEXT",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"advertised.listeners=PLAINTEXT://localhost:{port}",
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "num.network.threads=3",
@@ -76,7 +76,7 @@ def main():
                     time.sleep(0.3)
             ok(f"the broker listens on the PLAINTEXT listener {bootstrap}")
             brokers = admin.list_topics(timeout=10).brokers
-            check([(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)],
+            check([(b.host, b.port) for b in brokers.values()] == [("localhost", port)],
                   f"advertised.listeners is what Metadata says ({brokers})")
 
             text = open(log_path).read()

@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli server-properties restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka server-properties restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-roles cluster-stall cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -70,6 +70,8 @@ if want java-transactions && [ -x interop/java/transactions.sh ]; then run_drive
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
 if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
+want native-cli && run_driver native-cli python3 interop/python/native_cli_test.py
+if want native-cli-kafka; then echo "=== native-cli-kafka (strand topic/produce/consume/group/cluster against Apache Kafka 4.4.0)"; timeout 900 python3 interop/python/native_cli_test.py --against-kafka; fi
 if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want kip848-restart; then echo "=== kip848-restart (KIP-848 consumer group members keep their epochs and partitions across kill -9 of the coordinator, librdkafka)"; (cd interop/python && timeout 300 python3 kip848_restart_test.py); fi

@@ -117,19 +117,7 @@ impl Connection {
         body: &Req,
     ) -> anyhow::Result<oneshot::Receiver<anyhow::Result<Bytes>>> {
         let mut writer = self.writer.lock().await;
-        writer.1 += 1;
-        let correlation_id = writer.1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
-        let mut payload = BytesMut::new();
-        payload.put_i32(0);
-        header.encode(&mut payload, key.request_header_version(version))?;
-        body.encode(&mut payload, version)?;
-        let size = (payload.len() - 4) as i32;
-        payload[..4].copy_from_slice(&size.to_be_bytes());
+        let payload = self.frame(&mut writer.1, key, version, body)?;
         let (sender, receiver) = oneshot::channel();
         {
             let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -140,6 +128,46 @@ impl Connection {
         }
         writer.0.write_all(&payload).await?;
         Ok(receiver)
+    }
+
+    /// Sends a request the broker does not answer (a Produce with acks=0): no waiter is
+    /// queued, so the answers to later requests still match theirs.
+    pub async fn send_unanswered<Req: Encodable>(
+        &self,
+        key: ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> anyhow::Result<()> {
+        let mut writer = self.writer.lock().await;
+        let payload = self.frame(&mut writer.1, key, version, body)?;
+        if self.is_closed() {
+            bail!("connection closed");
+        }
+        writer.0.write_all(&payload).await?;
+        Ok(())
+    }
+
+    /// The framed request (size, header, body), with the next correlation id.
+    fn frame<Req: Encodable>(
+        &self,
+        correlation_id: &mut i32,
+        key: ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> anyhow::Result<BytesMut> {
+        *correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(*correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
+        let mut payload = BytesMut::new();
+        payload.put_i32(0);
+        header.encode(&mut payload, key.request_header_version(version))?;
+        body.encode(&mut payload, version)?;
+        let size = (payload.len() - 4) as i32;
+        payload[..4].copy_from_slice(&size.to_be_bytes());
+        Ok(payload)
     }
 
     /// Whether the peer closed the connection (or reading from it failed): a closed

@@ -9,7 +9,10 @@ use std::process::{Child, Command, Stdio};
 use crate::shutdown_signal::ShutdownSignal;
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: Option<ClusterCommand>,
     /// Nodes in the cluster (each a controller and a broker).
     #[arg(long, default_value_t = 3)]
     nodes: u16,
@@ -24,7 +27,17 @@ pub struct ClusterArgs {
     data_dir: PathBuf,
 }
 
+#[derive(clap::Subcommand)]
+enum ClusterCommand {
+    /// Show a running cluster (Strand or Kafka): its id, controller, brokers and the
+    /// partitions that are under-replicated or offline.
+    Info(crate::cli::cluster::InfoArgs),
+}
+
 pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
+    if let Some(ClusterCommand::Info(info)) = args.command {
+        return crate::cli::run_blocking(crate::cli::cluster::info(info));
+    }
     anyhow::ensure!(
         (1..=9).contains(&args.nodes),
         "--nodes must be between 1 and 9"

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench;
+mod cli;
 mod cluster_cmd;
 mod shutdown_signal;
 
@@ -31,8 +32,18 @@ enum Command {
     Serve(ServeArgs),
     /// Load-test a Kafka broker (Strand or any other): throughput and latency.
     Bench(bench::BenchArgs),
-    /// Run a replicated cluster of several nodes on loopback (3 by default).
+    /// Run a replicated cluster of several nodes on loopback (3 by default); `cluster
+    /// info` shows a running one.
     Cluster(cluster_cmd::ClusterArgs),
+    /// Create, list, describe, configure and delete topics (kafka-topics, kafka-configs).
+    Topic(cli::topic::TopicArgs),
+    /// Produce records from standard input or a file (kafka-console-producer).
+    Produce(cli::produce::ProduceArgs),
+    /// Print a topic's records (kafka-console-consumer).
+    Consume(cli::consume::ConsumeArgs),
+    /// List, describe, reset the offsets of and delete consumer groups
+    /// (kafka-consumer-groups).
+    Group(cli::groups::GroupArgs),
 }
 
 #[derive(clap::Args)]
@@ -112,6 +123,10 @@ fn main() -> ExitCode {
         Command::Serve(args) => run_serve(args),
         Command::Bench(args) => bench::run_blocking(args),
         Command::Cluster(args) => cluster_cmd::run(args),
+        Command::Topic(args) => cli::run_blocking(cli::topic::run(args)),
+        Command::Produce(args) => cli::run_blocking(cli::produce::run(args)),
+        Command::Consume(args) => cli::run_blocking(cli::consume::run(args)),
+        Command::Group(args) => cli::run_blocking(cli::groups::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

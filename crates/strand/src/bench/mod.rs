@@ -26,6 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strand_records::Compression;
 
+use crate::cli::produce::{parse_acks, parse_compression};
 use leaders::Leaders;
 use stats::{Report, Stats};
 use strand_protocol::client::Connection;
@@ -84,26 +85,6 @@ pub struct BenchArgs {
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,
-}
-
-fn parse_acks(value: &str) -> Result<i16, String> {
-    match value {
-        "all" | "-1" => Ok(-1),
-        "0" => Ok(0),
-        "1" => Ok(1),
-        other => Err(format!("acks must be 0, 1 or all, not {other:?}")),
-    }
-}
-
-fn parse_compression(value: &str) -> Result<Compression, String> {
-    match value {
-        "none" => Ok(Compression::None),
-        "gzip" => Ok(Compression::Gzip),
-        "snappy" => Ok(Compression::Snappy),
-        "lz4" => Ok(Compression::Lz4),
-        "zstd" => Ok(Compression::Zstd),
-        other => Err(format!("unknown compression {other:?}")),
-    }
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {

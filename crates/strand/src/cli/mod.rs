@@ -1,0 +1,44 @@
+//! Strand's own command-line client, so nobody needs a JVM to operate a cluster (as
+//! Redpanda's rpk): topics, producing, consuming, consumer groups and the cluster's state.
+//! It speaks the Kafka protocol only, so it works against any Kafka broker, not only
+//! Strand. Human tables by default, `--json` for scripts; errors carry Kafka's error names.
+
+mod client;
+pub mod cluster;
+pub mod consume;
+mod group_member;
+mod group_offsets;
+pub mod groups;
+mod offsets;
+mod output;
+mod partitioner;
+pub mod produce;
+mod records;
+pub mod topic;
+
+/// Where to connect and how to print: every client subcommand takes these.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Target {
+    /// Broker(s) to bootstrap from, HOST:PORT[,HOST:PORT...] (Kafka tools' name).
+    #[arg(
+        short = 'b',
+        long = "bootstrap-server",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
+    pub bootstrap_server: String,
+    /// Print JSON on stdout instead of tables, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Runs a client command on a small runtime of its own.
+pub fn run_blocking<F>(command: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(command)
+}

@@ -53,16 +53,17 @@ struct ServeArgs {
     /// Command-line options override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Directory for logs and metadata [default: ./strand-data].
+    /// Directory for logs and metadata (log.dirs) [default: ./strand-data].
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:9092].
+    /// Address to listen on (listeners) [default: 127.0.0.1:9092].
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
-    /// HOST:PORT clients should connect to [default: the listen address].
+    /// HOST:PORT clients should connect to (advertised.listeners) [default: the listen
+    /// address].
     #[arg(long)]
     advertise: Option<String>,
-    /// Node id [default: 1].
+    /// This node's id (node.id) [default: 1].
     #[arg(long, allow_negative_numbers = true)]
     node_id: Option<i32>,
     /// Partitions of auto-created topics (num.partitions) [default: 1].
@@ -80,22 +81,26 @@ struct ServeArgs {
     /// Create topics on first use (auto.create.topics.enable) [default: true].
     #[arg(long)]
     auto_create_topics: Option<bool>,
-    /// page-cache (Kafka's default) or every-batch (fdatasync before ack).
+    /// page-cache (Kafka's default) or every-batch: fdatasync before the ack
+    /// (log.flush.interval.messages=1).
     #[arg(long, value_parser = parse_flush)]
     flush: Option<FlushMode>,
-    /// The metadata quorum, ID@HOST:PORT,... (forms a cluster; unset: a single node).
+    /// The metadata quorum, ID@HOST:PORT,... (controller.quorum.voters; forms a cluster;
+    /// unset: a single node).
     #[arg(long)]
     controllers: Option<String>,
-    /// This node's quorum address when it is not one of --controllers.
+    /// This node's quorum address when it is not one of --controllers (listeners: its
+    /// CONTROLLER listener).
     #[arg(long)]
     quorum_listen: Option<std::net::SocketAddr>,
-    /// broker.rack, for rack-aware replica placement.
+    /// The rack, for rack-aware replica placement (broker.rack).
     #[arg(long)]
     rack: Option<String>,
-    /// process.roles: broker, controller, or broker,controller.
+    /// broker, controller, or broker,controller (process.roles).
     #[arg(long)]
     process_roles: Option<String>,
-    /// Replication factor of auto-created topics and CreateTopics with -1.
+    /// Replication factor of auto-created topics and CreateTopics with -1
+    /// (default.replication.factor).
     #[arg(long, allow_negative_numbers = true)]
     default_replication_factor: Option<i16>,
 }
@@ -304,4 +309,32 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("strand stopped cleanly");
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `strand serve --help` names the Kafka setting behind every option, so an operator
+    /// coming from server.properties finds the one they know.
+    #[test]
+    fn every_serve_option_names_its_kafka_setting() {
+        let command = super::Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        for arg in serve.get_arguments() {
+            if ["config", "help"].contains(&arg.get_id().as_str()) {
+                continue;
+            }
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let names_kafka_setting = help
+                .split(|c: char| !(c.is_ascii_lowercase() || c == '.'))
+                .any(|word| word.contains('.') && !word.starts_with('.') && !word.ends_with('.'))
+                || help.contains("(listeners");
+            assert!(
+                names_kafka_setting,
+                "--{} does not name its Kafka setting: {help:?}",
+                arg.get_id()
+            );
+        }
+    }
 }

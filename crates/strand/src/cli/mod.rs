@@ -37,6 +37,14 @@ pub fn run_blocking<F>(command: F) -> anyhow::Result<()>
 where
     F: std::future::Future<Output = anyhow::Result<()>>,
 {
+    // A client command's output often goes into `head` or `grep -m1`: when the reader
+    // closes the pipe, end quietly as Unix tools do, not with a panic in println!. (Rust
+    // ignores SIGPIPE by default; the broker keeps it ignored.)
+    // SAFETY: signal() with SIG_DFL installs no handler code; called before any thread
+    // of the command starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?

@@ -11,6 +11,10 @@
 #                   back partition by partition (--partition N --offset earliest: no groups)
 #   kafka-get-offsets  end and earliest offsets
 #   kafka-log-dirs  --describe (DescribeLogDirs): the topic's partitions and sizes
+#   kafka-leader-election  PREFERRED for a partition and UNCLEAN for all: nothing to do
+#                   on one broker
+#   kafka-dump-log  --print-data-log --deep-iteration on Strand's segment files
+#   kafka-delete-records  --offset-json-file: the low watermark moves
 #   kcat            -L metadata, -P with keys, headers and every codec (auto-creating
 #                   its topic), -C -e -o beginning with a format string; records written
 #                   by one tool are read back by the other
@@ -298,6 +302,42 @@ awk -F'\t' '{ sub("Partition:", "", $1); sub("Offset:", "", $2); gsub(":", "=", 
 last_cmd="diff (kcat -P input) (kafka-console-consumer output)"
 diff "$work/kcat.want" "$work/kcat.got" >"$work/out" 2>"$work/err" && last_status=0 || last_status=$?
 verify "kafka-console-consumer reads kcat's 20 records (every codec) with keys, values, headers, offsets" '[ "$last_status" -eq 0 ]'
+
+# ---- kafka-leader-election, kafka-dump-log, kafka-delete-records ------------------------
+
+# One broker leads every partition as its only, preferred replica: nothing to elect.
+kafka kafka-leader-election --election-type PREFERRED --topic "$T" --partition 0
+verify "kafka-leader-election --election-type PREFERRED on one broker: already elected" \
+  'has "Valid replica already elected for partitions $T-0"'
+kafka kafka-leader-election --election-type UNCLEAN --all-topic-partitions
+verify "kafka-leader-election --election-type UNCLEAN --all-topic-partitions: nothing to do, exit 0" \
+  '! has "Error completing"'
+
+# Strand's segment files are Kafka's format: Kafka's own dump tool reads them.
+kafka kafka-log-dirs --describe --topic-list "$T"
+log_dir=$(tail -1 "$work/out" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print([l for b in d['brokers'] for l in b['logDirs'] if l['error'] is None][0]['logDir'])")
+dumped=0
+for p in 0 1 2 3; do
+  segment="$log_dir/$T-$p/00000000000000000000.log"
+  must "$KAFKA_CLI" kafka-dump-log --files "$segment" --print-data-log --deep-iteration
+  count=$(awk -F: -v p="$p" '$2 == p { print $3 }' "$work/end-offsets")
+  records=$(grep -c '| offset: ' "$work/out" || true)
+  verify "kafka-dump-log $T-$p: $count records, offsets, keys and payloads" \
+    '[ "$records" -eq "$count" ] && ! grep -qiE "corrupt|invalid|exception" "$work/out" && { [ "$count" -eq 0 ] || has "key: "; }'
+  dumped=$((dumped + records))
+done
+verify "kafka-dump-log: the 10 records across the 4 segments" '[ "$dumped" -eq 10 ]'
+
+# kafka-delete-records up to offset 1 of the fullest partition; the log start moves.
+fullest=$(sort -t: -k3 -n "$work/end-offsets" | tail -1 | cut -d: -f2)
+printf '{"version":1,"partitions":[{"topic":"%s","partition":%s,"offset":1}]}' "$T" "$fullest" >"$work/delete.json"
+kafka kafka-delete-records --offset-json-file "$work/delete.json"
+verify "kafka-delete-records: $T-$fullest low watermark 1" 'has "partition: $T-$fullest" && has "low_watermark: 1"'
+kafka kafka-get-offsets --topic "$T" --time earliest
+verify "kafka-get-offsets --time earliest after delete-records: $T-$fullest starts at 1" 'grep -qxF "$T:$fullest:1" "$work/out"'
 
 # ---- kafka-topics --delete --------------------------------------------------------------
 

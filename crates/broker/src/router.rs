@@ -89,6 +89,8 @@ pub async fn route(
         ApiKey::DescribeTransactions => api::describe_transactions::handle(broker, request).await,
         ApiKey::ListTransactions => api::list_transactions::handle(broker, request).await,
         ApiKey::DescribeProducers => api::describe_producers::handle(broker, request).await,
+        ApiKey::ElectLeaders => api::elect_leaders::handle(broker, request).await,
+        ApiKey::DescribeQuorum => api::describe_quorum::handle(broker, request).await,
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::DescribeLogDirs => api::describe_log_dirs::handle(broker, request),
         ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),

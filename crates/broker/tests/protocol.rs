@@ -772,6 +772,27 @@ async fn every_advertised_version_of_every_api_answers() {
                             .with_response_partition_limit(1);
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::ElectLeaders => {
+                    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+                    let request = kafka_protocol::messages::ElectLeadersRequest::default()
+                        .with_topic_partitions(Some(vec![TopicPartitions::default()
+                            .with_topic(name())
+                            .with_partitions(vec![0])]))
+                        .with_timeout_ms(1_000);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeQuorum => {
+                    use kafka_protocol::messages::describe_quorum_request::{
+                        PartitionData, TopicData,
+                    };
+                    let request = kafka_protocol::messages::DescribeQuorumRequest::default()
+                        .with_topics(vec![TopicData::default()
+                            .with_topic_name(kafka_protocol::messages::TopicName(
+                                StrBytes::from_static_str("__cluster_metadata"),
+                            ))
+                            .with_partitions(vec![PartitionData::default()])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

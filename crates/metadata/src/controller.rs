@@ -87,8 +87,15 @@ pub enum ControllerCommand {
         topic: String,
         partition: i32,
     },
-    /// Moves leadership back to each partition's first replica where it is in the ISR.
+    /// Moves leadership back to each partition's first replica where it is in the ISR
+    /// (the periodic auto.leader.rebalance.enable check).
     ElectPreferredLeaders,
+    /// ElectLeaders (API 43, kafka-leader-election): a preferred or unclean election for
+    /// the partitions named, or every partition when None.
+    ElectLeaders {
+        election: Election,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     AllocateProducerIds {
         count: i64,
     },
@@ -96,6 +103,25 @@ pub enum ControllerCommand {
     InitCluster {
         cluster_id: String,
     },
+}
+
+/// ElectLeaders' election types (KIP-460): 0 preferred, 1 unclean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Election {
+    /// Leadership to the first replica, if it is in the ISR and eligible.
+    Preferred,
+    /// A leader for a leaderless partition: an eligible ISR member if any, else any
+    /// eligible replica (which may lack committed records), whatever the topic's
+    /// unclean.leader.election.enable says.
+    Unclean,
+}
+
+/// ElectLeaders' answer for one topic: each partition's outcome (none, for a topic of
+/// an all-partitions election where nothing was needed, as Kafka lists it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicElections {
+    pub topic: String,
+    pub partitions: Vec<(i32, ItemResult)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,6 +160,10 @@ pub enum ControllerReply {
         first: i64,
         count: i64,
     },
+    /// ElectLeaders: per topic in the order asked, one result per partition asked for
+    /// (every partition: every topic, with only the partitions where an election was
+    /// needed, as Kafka answers).
+    Elections(Vec<TopicElections>),
 }
 
 impl ControllerReply {
@@ -328,25 +358,18 @@ pub fn decide(
             })
         }
         ControllerCommand::ElectPreferredLeaders => {
-            for (name, topic) in &image.topics {
-                for (index, state) in topic.partitions.iter().enumerate() {
-                    let Some(&preferred) = state.replicas.first() else {
-                        continue;
-                    };
-                    if state.leader != preferred
-                        && state.isr.contains(&preferred)
-                        && image.is_eligible(preferred)
-                    {
-                        let mut next = state.clone();
-                        next.leader = preferred;
-                        next.leader_epoch += 1;
-                        next.partition_epoch += 1;
-                        records.push(change(name, index, next));
-                    }
-                }
-            }
+            elect_leaders(image, Election::Preferred, None, &mut records);
             ControllerReply::single(ItemResult::ok())
         }
+        ControllerCommand::ElectLeaders {
+            election,
+            partitions,
+        } => ControllerReply::Elections(elect_leaders(
+            image,
+            *election,
+            partitions.as_deref(),
+            &mut records,
+        )),
         ControllerCommand::InitCluster { cluster_id } => {
             if image.cluster_id.is_none() {
                 records.push(MetadataRecord::ClusterId {
@@ -378,6 +401,137 @@ pub fn apply(
         image.replay(record);
     }
     (reply, records)
+}
+
+/// Elections for `partitions` (None: every partition, answering only those where one was
+/// needed), with Kafka's outcomes: UNKNOWN_TOPIC_OR_PARTITION, ELECTION_NOT_NEEDED (the
+/// preferred replica leads already; for unclean, the partition has a leader),
+/// PREFERRED_LEADER_NOT_AVAILABLE (not in the ISR or not eligible),
+/// ELIGIBLE_LEADERS_NOT_AVAILABLE (no eligible replica at all).
+fn elect_leaders(
+    image: &MetadataImage,
+    election: Election,
+    partitions: Option<&[(String, i32)]>,
+    records: &mut Vec<MetadataRecord>,
+) -> Vec<TopicElections> {
+    let all = partitions.is_none();
+    let asked = match partitions {
+        Some(list) => by_topic(list),
+        None => image
+            .topics
+            .iter()
+            .map(|(name, topic)| (name.clone(), (0..topic.partitions.len() as i32).collect()))
+            .collect(),
+    };
+    asked
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let mut results = Vec::new();
+            for partition in partitions {
+                let result = match image.partition(&topic, partition) {
+                    None => unknown_partition(&topic, partition, image.topic(&topic).is_some()),
+                    Some(state) => match elected(image, state, election) {
+                        Ok(next) => {
+                            records.push(change(&topic, partition as usize, next));
+                            ItemResult::ok()
+                        }
+                        Err(code) => ItemResult::error(code, election_message(code)),
+                    },
+                };
+                if !(all && result.code == error_code::ELECTION_NOT_NEEDED) {
+                    results.push((partition, result));
+                }
+            }
+            TopicElections {
+                topic,
+                partitions: results,
+            }
+        })
+        .collect()
+}
+
+/// (topic, partition) pairs grouped by topic, topics in the order first named.
+pub fn by_topic(partitions: &[(String, i32)]) -> Vec<(String, Vec<i32>)> {
+    let mut topics: Vec<(String, Vec<i32>)> = Vec::new();
+    for (topic, partition) in partitions {
+        match topics.iter_mut().find(|(t, _)| t == topic) {
+            Some((_, list)) => list.push(*partition),
+            None => topics.push((topic.clone(), vec![*partition])),
+        }
+    }
+    topics
+}
+
+/// The partition after `election`, or why there is none.
+fn elected(
+    image: &MetadataImage,
+    state: &PartitionState,
+    election: Election,
+) -> Result<PartitionState, i16> {
+    let mut next = state.clone();
+    match election {
+        Election::Preferred => {
+            let preferred = state.replicas.first().copied().unwrap_or(NO_LEADER);
+            if state.leader == preferred {
+                return Err(error_code::ELECTION_NOT_NEEDED);
+            }
+            if !state.isr.contains(&preferred) || !image.is_eligible(preferred) {
+                return Err(error_code::PREFERRED_LEADER_NOT_AVAILABLE);
+            }
+            next.leader = preferred;
+        }
+        Election::Unclean => {
+            if state.leader != NO_LEADER {
+                return Err(error_code::ELECTION_NOT_NEEDED);
+            }
+            let clean = state
+                .replicas
+                .iter()
+                .copied()
+                .find(|&id| state.isr.contains(&id) && image.is_eligible(id));
+            match clean {
+                Some(leader) => next.leader = leader,
+                None => {
+                    let leader = state
+                        .replicas
+                        .iter()
+                        .copied()
+                        .find(|&id| image.is_eligible(id))
+                        .ok_or(error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
+                    next.leader = leader;
+                    next.isr = vec![leader];
+                }
+            }
+        }
+    }
+    next.leader_epoch += 1;
+    next.partition_epoch += 1;
+    Ok(next)
+}
+
+/// ElectLeaders' answer for a partition that does not exist, in Kafka's words.
+pub fn unknown_partition(topic: &str, partition: i32, topic_exists: bool) -> ItemResult {
+    let message = if topic_exists {
+        format!("No such partition as {topic}-{partition}")
+    } else {
+        format!("No such topic as {topic}")
+    };
+    ItemResult::error(error_code::UNKNOWN_TOPIC_OR_PARTITION, message)
+}
+
+/// ElectLeaders' answer where the wanted leader leads already.
+pub fn election_not_needed() -> ItemResult {
+    let code = error_code::ELECTION_NOT_NEEDED;
+    ItemResult::error(code, election_message(code))
+}
+
+/// Kafka's default messages of the election errors (ApiError without a message).
+fn election_message(code: i16) -> &'static str {
+    match code {
+        error_code::ELECTION_NOT_NEEDED => "Leader election not needed for topic partition.",
+        error_code::PREFERRED_LEADER_NOT_AVAILABLE => "The preferred leader was not available.",
+        _ => "Eligible topic partition leaders are not available.",
+    }
 }
 
 fn change(topic: &str, index: usize, state: PartitionState) -> MetadataRecord {

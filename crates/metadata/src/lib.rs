@@ -12,7 +12,10 @@ pub mod placement;
 pub mod proposer;
 pub mod records;
 
-pub use controller::{apply, decide, ControllerCommand, ControllerReply, ItemResult, NewTopic};
+pub use controller::{
+    apply, by_topic, decide, election_not_needed, unknown_partition, ControllerCommand,
+    ControllerReply, Election, ItemResult, NewTopic, TopicElections,
+};
 pub use entry::{
     replay_entry, DecisionId, MetadataEntry, ReplayState, Replayed, UnknownRecordsVersion,
     RECORDS_VERSION,
@@ -44,4 +47,7 @@ pub mod error_code {
     pub const INELIGIBLE_REPLICA: i16 = 107;
     pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
 }

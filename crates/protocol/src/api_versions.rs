@@ -22,7 +22,9 @@ const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
 /// Versions follow Kafka 4.1's brokers (the schemas kafka-protocol 0.18 was generated from).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 13),
-    api(ApiKey::Fetch, 4, 17),
+    // v18 adds a follower's high watermark to the request (KIP-1166), which only brokers
+    // replicating from this one send: accepted, and the answer is v17's.
+    api(ApiKey::Fetch, 4, 18),
     api(ApiKey::ListOffsets, 1, 10),
     api(ApiKey::Metadata, 0, 13),
     api(ApiKey::OffsetCommit, 2, 9),
@@ -47,6 +49,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::DescribeQuorum, 0, 2),
     // Kafka 4.4 serves DescribeLogDirs up to v5 (is_cordoned), which kafka-protocol 0.18
     // lacks.
     api(ApiKey::DescribeLogDirs, 1, 4),
@@ -64,7 +68,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::TxnOffsetCommit, 0, 5),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
-    api(ApiKey::ListTransactions, 0, 1),
+    api(ApiKey::ListTransactions, 0, 2),
 ];
 
 /// The `transaction.version` feature Strand finalizes (Kafka 4's default for a new

@@ -4,7 +4,7 @@
 //! parts: encoded bytes, and file regions spliced in where each partition's records go.
 //! Byte-for-byte equal to kafka-protocol's encoding at every version (see the tests).
 //!
-//! FetchResponse v4..=17 layout (flexible from v12: compact arrays, compact records,
+//! FetchResponse v4..=18 layout (flexible from v12: compact arrays, compact records,
 //! tagged fields; topics by id from v13):
 //! throttle_time_ms i32, error_code i16 (v7+), session_id i32 (v7+),
 //! responses [topic name | topic id, partitions [index i32, error i16, high_watermark i64,
@@ -111,7 +111,7 @@ pub fn encode_fetch_response(
     topics: &[FetchTopicOut],
 ) -> anyhow::Result<Vec<ResponsePart>> {
     anyhow::ensure!(
-        (4..=17).contains(&version),
+        (4..=18).contains(&version),
         "fetch response version {version} is not encoded by hand"
     );
     let flexible = version >= 12;
@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn matches_kafka_protocol_byte_for_byte_at_every_version() {
         let topics = sample(&[b"first-records", b"", &[7u8; 300]]);
-        for version in 4..=17 {
+        for version in 4..=18 {
             let ours = encode_fetch_response(version, 42, 0, 0, &topics).unwrap();
             assert_eq!(
                 concat(&ours),
@@ -403,7 +403,7 @@ mod tests {
             position: 4,
             length: 13,
         };
-        for version in [4, 11, 12, 13, 17] {
+        for version in [4, 11, 12, 13, 17, 18] {
             let parts = encode_fetch_response(version, 42, 0, 0, &topics).unwrap();
             assert!(parts.iter().any(|p| matches!(p, ResponsePart::File { .. })));
             let expected = reference(version, &sample(&[b"first-records", b"", &[7u8; 300]]));

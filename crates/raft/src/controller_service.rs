@@ -29,6 +29,7 @@ use strand_metadata::{BrokerId, ControllerCommand, DecisionId, MetadataImage, Pr
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::quorum_state::FollowerContacts;
 use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
 use crate::{NodeId, Raft};
@@ -71,6 +72,8 @@ pub struct ControllerService {
     generation: AtomicU64,
     /// Sequence numbers of decisions only grow within a term, across proposers.
     next_seq: AtomicU64,
+    /// Followers' acknowledgements, for DescribeQuorum.
+    contacts: Arc<FollowerContacts>,
 }
 
 impl ControllerService {
@@ -80,6 +83,7 @@ impl ControllerService {
         raft: Raft,
         published: watch::Receiver<Published>,
         config: ServiceConfig,
+        contacts: Arc<FollowerContacts>,
     ) -> ControllerService {
         ControllerService {
             node_id,
@@ -92,6 +96,7 @@ impl ControllerService {
             proposer: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
+            contacts,
         }
     }
 
@@ -131,6 +136,10 @@ impl ControllerService {
         }
         match request {
             ControllerRequest::Write(command) => self.write(command).await,
+            ControllerRequest::DescribeQuorum => {
+                let metrics = self.raft.metrics().borrow().clone();
+                ControllerResponse::Quorum(self.contacts.describe(&metrics))
+            }
             ControllerRequest::Register {
                 command,
                 raft_address,

@@ -9,6 +9,7 @@
 //!   requests to the active controller.
 //! - `node.rs`: starts a node's Raft, listener and duties; `client.rs`: brokers' way to
 //!   the active controller.
+//! - `quorum_state.rs`: the quorum as its leader sees it (DescribeQuorum).
 //! - `controller_service.rs`: what the active controller does besides Raft: broker
 //!   heartbeats, fencing expired sessions, unfencing caught-up brokers, deciding writes,
 //!   preferred leader election.
@@ -18,6 +19,7 @@ pub mod controller_service;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod quorum_state;
 pub mod rpc;
 pub mod state_machine;
 

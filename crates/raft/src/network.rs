@@ -29,6 +29,7 @@ use strand_protocol::connection_limits::{
 use strand_protocol::RequestMemory;
 
 use crate::controller_service::ControllerService;
+use crate::quorum_state::FollowerContacts;
 use crate::rpc::{read_frame, write_frame, Request, Response};
 use crate::{NodeId, Raft, TypeConfig};
 
@@ -107,13 +108,17 @@ impl Peer {
     }
 }
 
-/// openraft's view of the network: a `Peer` per target.
-#[derive(Debug, Clone, Default)]
-pub struct Network;
+/// openraft's view of the network: a `Peer` per target. Acknowledged AppendEntries are
+/// recorded in `contacts` (DescribeQuorum's fetch and caught-up times).
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub contacts: Arc<FollowerContacts>,
+}
 
 pub struct Connection {
     target: NodeId,
     peer: Peer,
+    contacts: Arc<FollowerContacts>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -123,6 +128,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             target,
             peer: Peer::new(node.addr.clone()),
+            contacts: self.contacts.clone(),
         }
     }
 }
@@ -155,8 +161,24 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        // Where the follower's log ends if it accepts everything sent.
+        let sent_end = rpc
+            .entries
+            .last()
+            .map(|entry| entry.log_id)
+            .or(rpc.prev_log_id)
+            .map_or(0, |log_id| log_id.index + 1);
         match self.call(Request::AppendEntries(rpc), &option).await? {
             Response::AppendEntries(result) => {
+                match &result {
+                    Ok(AppendEntriesResponse::Success) => {
+                        self.contacts.acknowledged(self.target, sent_end)
+                    }
+                    Ok(AppendEntriesResponse::PartialSuccess(matched)) => self
+                        .contacts
+                        .acknowledged(self.target, matched.map_or(0, |log_id| log_id.index + 1)),
+                    _ => {}
+                }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
             other => Err(unexpected(other)),

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::controller_service::{ControllerService, ServiceConfig};
 use crate::log_store::LogStore;
 use crate::network::Network;
+use crate::quorum_state::FollowerContacts;
 use crate::state_machine::{Published, StateMachine};
 use crate::{NodeId, Raft};
 
@@ -59,14 +60,18 @@ impl QuorumNode {
             ..Config::default()
         }
         .validate()?;
+        let contacts = Arc::new(FollowerContacts::default());
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
-            Network,
+            Network {
+                contacts: contacts.clone(),
+            },
             log_store,
             state_machine,
         )
         .await?;
+        contacts.watch(raft.metrics());
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|error| {
@@ -79,6 +84,7 @@ impl QuorumNode {
             raft.clone(),
             metadata.clone(),
             config.service.clone(),
+            contacts,
         ));
         let mut tasks = vec![tokio::spawn(crate::network::serve(
             listener,

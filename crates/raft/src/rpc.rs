@@ -13,6 +13,7 @@ use strand_protocol::RequestMemory;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
+use crate::quorum_state::QuorumDescription;
 use crate::{NodeId, TypeConfig};
 
 /// Largest frame either side accepts. Metadata is small: the largest frames are snapshot
@@ -55,6 +56,8 @@ pub enum ControllerRequest {
         raft_address: String,
     },
     Write(ControllerCommand),
+    /// The quorum's leader, voters and observers with their log ends (DescribeQuorum).
+    DescribeQuorum,
     Heartbeat {
         id: BrokerId,
         incarnation: Uuid,
@@ -78,6 +81,7 @@ pub enum ControllerResponse {
         /// Controlled shutdown finished: the broker leads nothing and may exit.
         shutdown_complete: bool,
     },
+    Quorum(QuorumDescription),
     Unavailable(String),
     /// Will never succeed as asked (too large); not worth retrying.
     Refused(String),

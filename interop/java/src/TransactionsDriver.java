@@ -729,6 +729,12 @@ public final class TransactionsDriver {
                 "admin: listTransactions filtered to CompleteCommit does not");
         check(listed(id, new ListTransactionsOptions().filterProducerIds(List.of(open.producerId()))) != null,
                 "admin: listTransactions filtered to its producer id lists it");
+        // KIP-1152 (ListTransactions v2): the whole id must match the pattern.
+        String prefix = id.substring(0, id.length() - 2);
+        check(listed(id, new ListTransactionsOptions().filterOnTransactionalIdPattern(prefix + ".*")) != null,
+                "admin: listTransactions with the pattern " + prefix + ".* lists it");
+        check(listed(id, new ListTransactionsOptions().filterOnTransactionalIdPattern(prefix)) == null,
+                "admin: the pattern " + prefix + " (a prefix of the id only) does not");
 
         List<ProducerState> producers = producersOf(tp);
         System.out.println("  describeProducers (open): " + producers);

@@ -1,6 +1,7 @@
 //! ListTransactions (66): the transactional ids this broker coordinates, filtered by
-//! state, producer id and (v1) how long their transaction has run; the admin client asks
-//! every broker (docs/design/transactions.md §8).
+//! state, producer id, (v1) how long their transaction has run and (v2, KIP-1152) a
+//! regular expression the whole id must match (RE2 syntax, as Kafka's RE2/J); the admin
+//! client asks every broker (docs/design/transactions.md §8).
 
 use std::sync::Arc;
 
@@ -39,7 +40,28 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             -1
         },
     };
-    let listed = broker.txns.list(broker, filter).await;
+    // An empty or null pattern filters nothing; a bad one is INVALID_REGULAR_EXPRESSION.
+    let pattern = match body
+        .transactional_id_pattern
+        .as_ref()
+        .filter(|p| request.header.request_api_version >= 2 && !p.is_empty())
+    {
+        None => None,
+        Some(pattern) => match regex::Regex::new(&format!("^(?:{})$", pattern.as_str())) {
+            Ok(pattern) => Some(pattern),
+            Err(_) => {
+                return respond(
+                    &request,
+                    &ListTransactionsResponse::default()
+                        .with_error_code(error_code::INVALID_REGULAR_EXPRESSION),
+                )
+            }
+        },
+    };
+    let mut listed = broker.txns.list(broker, filter).await;
+    if let Some(pattern) = &pattern {
+        listed.retain(|(id, _, _)| pattern.is_match(id));
+    }
     let response = ListTransactionsResponse::default()
         .with_error_code(error_code::NONE)
         .with_unknown_state_filters(unknown)

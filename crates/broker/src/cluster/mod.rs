@@ -22,6 +22,7 @@ use strand_metadata::{ControllerCommand, ControllerReply, ItemResult, MetadataIm
 use strand_raft::client::QuorumClient;
 use strand_raft::controller_service::ServiceConfig;
 use strand_raft::node::{QuorumConfig, QuorumNode};
+use strand_raft::quorum_state::QuorumDescription;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
 use strand_raft::state_machine::Published;
 use tokio::sync::watch;
@@ -82,6 +83,13 @@ impl std::fmt::Debug for Cluster {
 }
 
 /// A controller's answer to a one-item command.
+fn unexpected_answer(answer: ControllerResponse) -> ApiError {
+    ApiError::new(
+        error_code::UNKNOWN_SERVER_ERROR,
+        format!("unexpected controller answer {answer:?}"),
+    )
+}
+
 pub fn single_result(reply: ControllerReply) -> Result<(), ApiError> {
     match reply {
         ControllerReply::Results(mut results) if results.len() == 1 => {
@@ -241,24 +249,26 @@ impl Cluster {
 
     /// Sends a command to the active controller and returns its reply.
     pub async fn write(&self, command: ControllerCommand) -> Result<ControllerReply, ApiError> {
-        match self
-            .client
-            .request(
-                ControllerRequest::Write(command),
-                CONTROLLER_REQUEST_TIMEOUT,
-            )
-            .await
-        {
-            Ok(ControllerResponse::Reply(reply)) => Ok(reply),
-            Ok(other) => Err(ApiError::new(
-                error_code::UNKNOWN_SERVER_ERROR,
-                format!("unexpected controller answer {other:?}"),
-            )),
-            Err(error) => Err(ApiError::new(
-                error_code::REQUEST_TIMED_OUT,
-                error.to_string(),
-            )),
+        match self.ask(ControllerRequest::Write(command)).await? {
+            ControllerResponse::Reply(reply) => Ok(reply),
+            other => Err(unexpected_answer(other)),
         }
+    }
+
+    /// The metadata quorum as its leader sees it (DescribeQuorum).
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ApiError> {
+        match self.ask(ControllerRequest::DescribeQuorum).await? {
+            ControllerResponse::Quorum(description) => Ok(description),
+            other => Err(unexpected_answer(other)),
+        }
+    }
+
+    /// Asks the active controller, wherever it is, within the controller deadline.
+    async fn ask(&self, request: ControllerRequest) -> Result<ControllerResponse, ApiError> {
+        self.client
+            .request(request, CONTROLLER_REQUEST_TIMEOUT)
+            .await
+            .map_err(|error| ApiError::new(error_code::REQUEST_TIMED_OUT, error.to_string()))
     }
 
     /// Writes a one-item command and waits until this broker's image shows its effect.

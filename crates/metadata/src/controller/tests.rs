@@ -565,3 +565,132 @@ fn a_failed_follower_leaves_the_isr_and_a_sole_in_sync_replica_stays() {
         ))
     );
 }
+
+fn elect(
+    image: &mut MetadataImage,
+    election: Election,
+    partitions: Option<Vec<(&str, i32)>>,
+) -> Vec<(String, i32, i16)> {
+    let command = ControllerCommand::ElectLeaders {
+        election,
+        partitions: partitions
+            .map(|list| list.into_iter().map(|(t, p)| (t.to_string(), p)).collect()),
+    };
+    match apply(image, &command) {
+        (ControllerReply::Elections(topics), _) => topics
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.topic;
+                t.partitions
+                    .into_iter()
+                    .map(move |(p, result)| (topic.clone(), p, result.code))
+            })
+            .collect(),
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+#[test]
+fn preferred_elections_answer_as_kafka() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 2, 3));
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    // Every preferred replica leads: nothing to do, and the all-partitions form answers
+    // nothing at all.
+    assert_eq!(
+        elect(
+            &mut image,
+            Election::Preferred,
+            Some(vec![("t", 0), ("t", 9), ("u", 0)])
+        ),
+        vec![
+            ("t".into(), 0, error_code::ELECTION_NOT_NEEDED),
+            ("t".into(), 9, error_code::UNKNOWN_TOPIC_OR_PARTITION),
+            ("u".into(), 0, error_code::UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+    );
+    assert_eq!(elect(&mut image, Election::Preferred, None), vec![]);
+    match apply(
+        &mut image,
+        &ControllerCommand::ElectLeaders {
+            election: Election::Preferred,
+            partitions: None,
+        },
+    ) {
+        (ControllerReply::Elections(topics), _) => assert_eq!(
+            topics,
+            vec![TopicElections {
+                topic: "t".into(),
+                partitions: vec![]
+            }],
+            "every topic is listed, without the partitions that needed nothing"
+        ),
+        other => panic!("unexpected reply {other:?}"),
+    }
+    // The preferred replica fenced: leadership moves; while it is out of the ISR the
+    // election is not possible.
+    fence(&mut image, replicas[0]);
+    assert_ne!(image.partition("t", 0).unwrap().leader, replicas[0]);
+    unfence(&mut image, replicas[0]);
+    assert_eq!(
+        elect(&mut image, Election::Preferred, Some(vec![("t", 0)])),
+        vec![("t".into(), 0, error_code::PREFERRED_LEADER_NOT_AVAILABLE)]
+    );
+    // Back in the ISR: elected, epochs bumped.
+    let state = image.partition("t", 0).unwrap().clone();
+    let mut isr = state.isr.clone();
+    isr.push(replicas[0]);
+    apply(
+        &mut image,
+        &ControllerCommand::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: state.leader,
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            isr,
+        },
+    );
+    let before = image.partition("t", 0).unwrap().clone();
+    let results = elect(&mut image, Election::Preferred, None);
+    assert!(
+        results.contains(&("t".into(), 0, error_code::NONE)),
+        "{results:?}"
+    );
+    let after = image.partition("t", 0).unwrap();
+    assert_eq!(after.leader, replicas[0]);
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+}
+
+#[test]
+fn unclean_election_on_request_even_where_the_topic_forbids_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    assert_eq!(
+        elect(&mut image, Election::Unclean, Some(vec![("t", 0)])),
+        vec![("t".into(), 0, error_code::ELECTION_NOT_NEEDED)],
+        "a partition with a leader needs no unclean election"
+    );
+    for &id in &replicas {
+        fence(&mut image, id);
+    }
+    let last = *image.partition("t", 0).unwrap().isr.first().unwrap();
+    assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+    assert_eq!(
+        elect(&mut image, Election::Unclean, Some(vec![("t", 0)])),
+        vec![("t".into(), 0, error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)]
+    );
+    // A replica outside the ISR comes back; the last ISR member stays away.
+    let other = *replicas.iter().find(|&&id| id != last).unwrap();
+    unfence(&mut image, other);
+    assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+    assert_eq!(
+        elect(&mut image, Election::Unclean, None),
+        vec![("t".into(), 0, error_code::NONE)]
+    );
+    let state = image.partition("t", 0).unwrap();
+    assert_eq!(state.leader, other);
+    assert_eq!(state.isr, vec![other]);
+}

@@ -1,0 +1,134 @@
+//! How the quorum looks from its leader, for DescribeQuorum (kafka-metadata-quorum): each
+//! replica's log end, when it last answered the leader and when it was last caught up.
+//!
+//! Kafka's followers fetch from the leader; Raft's leader pushes AppendEntries instead, so
+//! a follower's "last fetch" is the last AppendEntries it acknowledged, and it was caught
+//! up when that acknowledgement covered the leader's whole log. openraft's metrics give
+//! the acknowledged log ends (`replication`) but no times, so `FollowerContacts` records
+//! them as the answers arrive (`network.rs`). Offsets are Raft log indexes: a log end is
+//! the index after the last entry, as Kafka's log end offset is.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openraft::{BasicNode, RaftMetrics};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::NodeId;
+
+/// DescribeQuorum's view of one replica. Times are ms since the epoch, -1 when unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumReplica {
+    pub id: i32,
+    pub log_end_offset: i64,
+    pub last_fetch_ms: i64,
+    pub last_caught_up_ms: i64,
+}
+
+/// The quorum as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumDescription {
+    pub leader: i32,
+    /// The Raft term (Kafka's leader epoch).
+    pub epoch: i32,
+    /// The end of the committed log.
+    pub high_watermark: i64,
+    pub voters: Vec<QuorumReplica>,
+    /// Nodes that receive the log without voting (brokers that are not controllers).
+    pub observers: Vec<QuorumReplica>,
+    /// Each voter's quorum address: (id, host, port).
+    pub voter_endpoints: Vec<(i32, String, u16)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Contact {
+    last_ack_ms: i64,
+    last_caught_up_ms: i64,
+}
+
+/// The leader's record of its followers' acknowledgements.
+#[derive(Debug, Default)]
+pub struct FollowerContacts {
+    metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, BasicNode>>>,
+    seen: Mutex<HashMap<NodeId, Contact>>,
+}
+
+impl FollowerContacts {
+    /// The Raft instance whose log ends acknowledgements are compared with.
+    pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>) {
+        let _ = self.metrics.set(metrics);
+    }
+
+    /// `node` acknowledged AppendEntries: its log now ends at `log_end`.
+    pub fn acknowledged(&self, node: NodeId, log_end: u64) {
+        let now = now_ms();
+        let leader_end = self
+            .metrics
+            .get()
+            .map(|metrics| metrics.borrow().last_log_index.map_or(0, |index| index + 1));
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let contact = seen.entry(node).or_insert(Contact {
+            last_ack_ms: -1,
+            last_caught_up_ms: -1,
+        });
+        contact.last_ack_ms = now;
+        if leader_end.is_some_and(|end| log_end >= end) {
+            contact.last_caught_up_ms = now;
+        }
+    }
+
+    /// The quorum as `metrics` (this node's, as leader) and the acknowledgements show it.
+    pub fn describe(&self, metrics: &RaftMetrics<NodeId, BasicNode>) -> QuorumDescription {
+        let now = now_ms();
+        let membership = metrics.membership_config.membership();
+        let leader_end = metrics.last_log_index.map_or(0, |index| index as i64 + 1);
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let replica = |node: NodeId| -> QuorumReplica {
+            if node == metrics.id {
+                return QuorumReplica {
+                    id: node as i32,
+                    log_end_offset: leader_end,
+                    last_fetch_ms: now,
+                    last_caught_up_ms: now,
+                };
+            }
+            let matched = metrics
+                .replication
+                .as_ref()
+                .and_then(|replication| replication.get(&node).copied().flatten());
+            let contact = seen.get(&node);
+            QuorumReplica {
+                id: node as i32,
+                log_end_offset: matched.map_or(0, |log_id| log_id.index as i64 + 1),
+                last_fetch_ms: contact.map_or(-1, |c| c.last_ack_ms),
+                last_caught_up_ms: contact.map_or(-1, |c| c.last_caught_up_ms),
+            }
+        };
+        let voter_endpoints = membership
+            .nodes()
+            .filter(|(id, _)| membership.voter_ids().any(|v| v == **id))
+            .filter_map(|(id, node)| {
+                let (host, port) = node.addr.rsplit_once(':')?;
+                Some((*id as i32, host.to_string(), port.parse().ok()?))
+            })
+            .collect();
+        QuorumDescription {
+            leader: metrics.id as i32,
+            epoch: metrics.current_term as i32,
+            high_watermark: metrics
+                .last_applied
+                .map_or(0, |log_id| log_id.index as i64 + 1),
+            voters: membership.voter_ids().map(replica).collect(),
+            observers: membership.learner_ids().map(replica).collect(),
+            voter_endpoints,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+}

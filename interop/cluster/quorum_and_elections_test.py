@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""DescribeQuorum (API 55) and ElectLeaders (API 43) on 5 nodes with
+auto.leader.rebalance.enable=false, driven by Kafka 4.4.0's kafka-metadata-quorum and
+kafka-leader-election tools (the Java Admin client) and by librdkafka's
+AdminClient.elect_leaders:
+
+- the quorum: kafka-metadata-quorum describe --status names a leader among the 5 voters,
+  its epoch and a high watermark; --replication lists the 5 voters, one Leader and four
+  Followers, each with its log end and fetch times; a killed voter's log end stops while
+  the others' move on, and it catches up when it is back;
+
+- preferred: a broker restarted after a controlled shutdown is back in the ISR but leads
+  nothing; kafka-leader-election --election-type PREFERRED for one partition moves that
+  leadership back (every broker's Metadata agrees), then --all-topic-partitions moves the
+  rest; asking again answers ELECTION_NOT_NEEDED (librdkafka), an unknown partition
+  UNKNOWN_TOPIC_OR_PARTITION;
+- unclean: a 2-replica partition loses its follower and then its leader (the ISR keeps
+  the last leader), the follower comes back outside the ISR and the partition stays
+  offline; PREFERRED then fails with PREFERRED_LEADER_NOT_AVAILABLE, UNCLEAN elects the
+  out-of-sync replica (ISR = itself) and the partition takes writes and reads again; the
+  old leader rejoins as its follower.
+
+Five nodes so that two can be down while the metadata quorum (all five vote) keeps its
+majority.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cluster import Cluster, fail, log  # noqa: E402
+from nemesis import SETTINGS  # noqa: E402
+
+KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
+
+
+def until(what, check, timeout=60):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as error:  # not there yet
+            last = error
+        time.sleep(0.3)
+    fail(f"timed out waiting for {what} ({last})")
+
+
+def partition(admin, topic, index):
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions[index]
+
+
+def kafka_tool(tool, bootstrap, *args):
+    """One of Kafka's tools; returns (exit code, stdout + stderr)."""
+    run = subprocess.run([KAFKA_CLI, tool, "--bootstrap-server", bootstrap] + list(args),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    return run.returncode, run.stdout
+
+
+def leader_election(bootstrap, *args):
+    return kafka_tool("kafka-leader-election", bootstrap, *args)
+
+
+def quorum_status(bootstrap):
+    """kafka-metadata-quorum describe --status as {field: value}."""
+    code, out = kafka_tool("kafka-metadata-quorum", bootstrap, "describe", "--status")
+    if code != 0:
+        fail(f"kafka-metadata-quorum describe --status: exit {code}\n{out}")
+    fields = {}
+    for line in out.splitlines():
+        name, _, value = line.partition(":")
+        if value and name.strip() and " " not in name.strip():
+            fields[name.strip()] = value.strip()
+    return fields, out
+
+
+def quorum_replication(bootstrap):
+    """kafka-metadata-quorum describe --replication as {node id: row}."""
+    code, out = kafka_tool("kafka-metadata-quorum", bootstrap, "describe", "--replication")
+    if code != 0:
+        fail(f"kafka-metadata-quorum describe --replication: exit {code}\n{out}")
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    header = next((i for i, cols in enumerate(lines) if cols and cols[0] == "NodeId"), None)
+    if header is None:
+        fail(f"kafka-metadata-quorum describe --replication: no table\n{out}")
+    names = lines[header]
+    rows = {}
+    for cols in lines[header + 1:]:
+        if len(cols) >= len(names) and cols[0].isdigit():
+            rows[int(cols[0])] = dict(zip(names, cols))
+    return rows, out
+
+
+def main():
+    binary = os.path.abspath(os.environ.get("STRAND_BIN", "target/release/strand"))
+    root = tempfile.mkdtemp(prefix="strand-quorum-")
+    settings = dict(SETTINGS, auto_leader_rebalance_enable="false")
+    cluster = Cluster(binary, root, nodes=5, settings=settings, use_netns=False)
+    try:
+        cluster.launch()
+        admins = {i: AdminClient({"bootstrap.servers": "%s:%d" % cluster.addr[i][:2], "log_level": 2})
+                  for i in cluster.ids}
+        admin = admins[3]
+        bootstrap = "%s:%d" % cluster.addr[3][:2]
+        until("5 live brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 5)
+        admin.create_topics([NewTopic("elect", 3, 3)])["elect"].result(30)
+        # Two replicas on nodes 1 and 2, node 1 preferred; unclean election stays off.
+        admin.create_topics([NewTopic("dirty", num_partitions=1, replica_assignment=[[1, 2]],
+                                      config={"min.insync.replicas": "1"})])["dirty"].result(30)
+        until("both topics led", lambda: all(p.leader >= 0 for t in ("elect", "dirty")
+                                             for p in admin.list_topics(t, timeout=10).topics[t].partitions.values()))
+
+        # --- the metadata quorum ----------------------------------------------------
+        status, out = quorum_status(bootstrap)
+        voters = status.get("CurrentVoters", "")
+        if (not status.get("LeaderId", "").isdigit() or int(status["LeaderId"]) not in cluster.ids
+                or not status.get("LeaderEpoch", "").isdigit()
+                or int(status.get("HighWatermark", "0") or 0) <= 0
+                or any(f'"id": {i}' not in voters for i in cluster.ids)
+                or status.get("CurrentObservers") != "[]"):
+            fail(f"kafka-metadata-quorum describe --status: want a leader among 5 voters, an epoch, "
+                 f"a high watermark, no observers\n{out}")
+        leader = int(status["LeaderId"])
+        log(f"kafka-metadata-quorum --status: leader {leader}, epoch {status['LeaderEpoch']}, "
+            f"high watermark {status['HighWatermark']}, voters {sorted(cluster.ids)}")
+        rows, out = quorum_replication(bootstrap)
+        statuses = sorted(row.get("Status") for row in rows.values())
+        if sorted(rows) != cluster.ids or statuses != ["Follower"] * 4 + ["Leader"] \
+                or rows[leader].get("Status") != "Leader" \
+                or any(int(row["LogEndOffset"]) <= 0 for row in rows.values()):
+            fail(f"kafka-metadata-quorum describe --replication: want 5 voters, leader {leader}, "
+                 f"log ends above 0\n{out}")
+        log(f"kafka-metadata-quorum --replication: 5 voters, log ends "
+            f"{ {i: int(r['LogEndOffset']) for i, r in rows.items()} }")
+        # A stopped follower's log end stays while the quorum's moves on.
+        follower = next(i for i in cluster.ids if i != leader and i != 3)
+        cluster.kill(follower)
+        stopped_at = int(quorum_replication(bootstrap)[0][follower]["LogEndOffset"])
+        admin.create_topics([NewTopic("while-away", 1, 3)])["while-away"].result(30)
+        rows, out = quorum_replication(bootstrap)
+        if int(rows[follower]["LogEndOffset"]) != stopped_at or int(rows[leader]["LogEndOffset"]) <= stopped_at:
+            fail(f"node {follower} is down: its log end should stay at {stopped_at} while the leader's grows\n{out}")
+        cluster.start(follower)
+        cluster.wait_port(follower)
+        until(f"node {follower} to catch up with the metadata log",
+              lambda: (lambda r: int(r[follower]["LogEndOffset"]) >= int(r[leader]["LogEndOffset"]))(
+                  quorum_replication(bootstrap)[0]))
+        until(f"node {follower} to be live again", lambda: follower in admin.list_topics(timeout=10).brokers)
+        log(f"a stopped voter's log end stood still at {stopped_at} and caught up after its restart")
+
+        # --- preferred -----------------------------------------------------------
+        preferred = partition(admin, "elect", 0).replicas[0]
+        cluster.kill(preferred, sig=15)  # controlled shutdown: its leaderships move away
+        cluster.start(preferred)
+        cluster.wait_port(preferred)
+        until(f"node {preferred} back in every ISR of elect",
+              lambda: all(preferred in p.isrs for p in admin.list_topics("elect", timeout=10)
+                          .topics["elect"].partitions.values() if preferred in p.replicas))
+        state = partition(admin, "elect", 0)
+        if state.leader == preferred:
+            fail(f"elect-0 is led by its preferred replica {preferred} already; auto rebalance is off")
+        log(f"elect-0: preferred replica {preferred} is in the ISR {state.isrs} but {state.leader} leads")
+
+        code, out = leader_election(bootstrap, "--election-type", "PREFERRED", "--topic", "elect", "--partition", "0")
+        if code != 0 or "Successfully completed leader election (PREFERRED) for partitions elect-0" not in out:
+            fail(f"kafka-leader-election PREFERRED elect-0: exit {code}\n{out}")
+        for i, other in admins.items():
+            leader = partition(other, "elect", 0).leader
+            if leader != preferred:
+                fail(f"broker {i} says elect-0 is led by {leader} after the election, not {preferred}")
+        log("kafka-leader-election --election-type PREFERRED --topic elect --partition 0: "
+            f"{preferred} leads again, every broker's Metadata agrees")
+
+        code, out = leader_election(bootstrap, "--election-type", "PREFERRED", "--all-topic-partitions")
+        if code != 0:
+            fail(f"kafka-leader-election PREFERRED --all-topic-partitions: exit {code}\n{out}")
+        topics = admin.list_topics(timeout=10).topics
+        astray = [(t, p.id, p.leader, p.replicas) for t, meta in topics.items() if t != "dirty"
+                  for p in meta.partitions.values() if p.leader != p.replicas[0]]
+        if astray:
+            fail(f"after --all-topic-partitions, partitions not led by their preferred replica: {astray}\n{out}")
+        log(f"--all-topic-partitions: every partition led by its preferred replica ({out.strip()[:200]})")
+
+        results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0),
+                                                              TopicPartition("elect", 7)]).result(30)
+        errors = {(tp.topic, tp.partition): (err.code() if err else None) for tp, err in results.items()}
+        not_needed = errors.get(("elect", 0))
+        unknown = errors.get(("elect", 7))
+        if not_needed != KafkaError.ELECTION_NOT_NEEDED or unknown != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            fail(f"librdkafka elect_leaders: want ELECTION_NOT_NEEDED and UNKNOWN_TOPIC_OR_PART, got {errors}")
+        log("librdkafka elect_leaders: ELECTION_NOT_NEEDED for a preferred leader, UNKNOWN_TOPIC_OR_PART for elect-7")
+
+        # --- unclean ---------------------------------------------------------------
+        cluster.kill(2)
+        until("dirty-0's ISR to shrink to [1]", lambda: partition(admin, "dirty", 0).isrs == [1])
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "log_level": 2})
+        for i in range(10):
+            producer.produce("dirty", value=f"before-{i}".encode(), partition=0)
+        if producer.flush(30) != 0:
+            fail("records to dirty-0 led by node 1 alone were not acknowledged")
+        cluster.kill(1)
+        until("dirty-0 to lose its leader", lambda: partition(admin, "dirty", 0).leader == -1)
+        cluster.start(2)
+        cluster.wait_port(2)
+        until("node 2 to be live again", lambda: 2 in admin.list_topics(timeout=10).brokers)
+        time.sleep(2)
+        state = partition(admin, "dirty", 0)
+        if state.leader != -1 or state.isrs != [1]:
+            fail(f"dirty-0 should stay offline with ISR [1] (no unclean election by default): {state.leader} {state.isrs}")
+        log("dirty-0: leader 1 and follower 2 lost, 2 back outside the ISR: offline, ISR [1]")
+
+        code, out = leader_election(bootstrap, "--election-type", "PREFERRED", "--topic", "dirty", "--partition", "0")
+        if code == 0 or "PreferredLeaderNotAvailableException" not in out:
+            fail(f"PREFERRED election of dirty-0 with its preferred replica down: want a failure, got exit {code}\n{out}")
+        log("kafka-leader-election PREFERRED dirty-0: PreferredLeaderNotAvailableException, exit non-zero")
+
+        code, out = leader_election(bootstrap, "--election-type", "UNCLEAN", "--topic", "dirty", "--partition", "0")
+        if code != 0 or "Successfully completed leader election (UNCLEAN) for partitions dirty-0" not in out:
+            fail(f"kafka-leader-election UNCLEAN dirty-0: exit {code}\n{out}")
+        state = partition(admin, "dirty", 0)
+        if state.leader != 2 or state.isrs != [2]:
+            fail(f"after the unclean election dirty-0 should be led by 2 with ISR [2]: {state.leader} {state.isrs}")
+        log("kafka-leader-election UNCLEAN dirty-0: node 2 leads, ISR [2]")
+
+        for i in range(5):
+            producer.produce("dirty", value=f"after-{i}".encode(), partition=0)
+        if producer.flush(30) != 0:
+            fail("records to dirty-0 after the unclean election were not acknowledged")
+        code, out = leader_election(bootstrap, "--election-type", "UNCLEAN", "--topic", "dirty", "--partition", "0")
+        if code != 0 or "Valid replica already elected for partitions dirty-0" not in out:
+            fail(f"a second UNCLEAN election of dirty-0 should be a no-op: exit {code}\n{out}")
+        cluster.start(1)
+        cluster.wait_port(1)
+        until("node 1 back in dirty-0's ISR as a follower",
+              lambda: sorted(partition(admin, "dirty", 0).isrs) == [1, 2], timeout=90)
+        log("the old leader rejoined dirty-0's ISR as node 2's follower")
+
+        codes = cluster.stop_all()
+        if any(codes.values()):
+            fail(f"nodes did not stop cleanly: {codes}")
+        print("PASS quorum and elections")
+    finally:
+        cluster.destroy()
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,27 @@ pub struct QuorumDescription {
     pub voter_endpoints: Vec<(i32, String, u16)>,
 }
 
+impl QuorumDescription {
+    /// A single node's quorum: itself, the only voter, leading at epoch 0 a metadata log
+    /// it does not keep, reachable at `host:port`.
+    pub fn single_node(id: i32, host: String, port: u16) -> QuorumDescription {
+        let now = now_ms();
+        QuorumDescription {
+            leader: id,
+            epoch: 0,
+            high_watermark: 0,
+            voters: vec![QuorumReplica {
+                id,
+                log_end_offset: 0,
+                last_fetch_ms: now,
+                last_caught_up_ms: now,
+            }],
+            observers: Vec::new(),
+            voter_endpoints: vec![(id, host, port)],
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Contact {
     last_ack_ms: i64,

@@ -79,7 +79,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 )
             }
         },
-        None => single_node(broker),
+        None => QuorumDescription::single_node(
+            broker.node_id(),
+            broker.advertised_host.clone(),
+            broker.advertised_port,
+        ),
     };
     let replica = |r: &QuorumReplica| {
         let state = ReplicaState::default()
@@ -121,29 +125,4 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .with_partitions(vec![partition])])
         .with_nodes(nodes);
     respond(&request, &response)
-}
-
-/// A single node's quorum: itself, leading, with nothing in a metadata log it does not
-/// keep; its endpoint is its listener.
-fn single_node(broker: &Broker) -> QuorumDescription {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64);
-    QuorumDescription {
-        leader: broker.node_id(),
-        epoch: 0,
-        high_watermark: 0,
-        voters: vec![QuorumReplica {
-            id: broker.node_id(),
-            log_end_offset: 0,
-            last_fetch_ms: now,
-            last_caught_up_ms: now,
-        }],
-        observers: Vec::new(),
-        voter_endpoints: vec![(
-            broker.node_id(),
-            broker.advertised_host.clone(),
-            broker.advertised_port,
-        )],
-    }
 }

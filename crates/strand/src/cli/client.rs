@@ -171,11 +171,15 @@ impl Client {
             }))
             .with_allow_auto_topic_creation(false);
         let response: MetadataResponse = self.call(ApiKey::Metadata, version, &request).await?;
+        self.remember_brokers(&response);
+        Ok(response)
+    }
+
+    fn remember_brokers(&self, response: &MetadataResponse) {
         let mut brokers = self.brokers.lock().unwrap();
         for broker in &response.brokers {
             brokers.insert(broker.node_id.0, format!("{}:{}", broker.host, broker.port));
         }
-        Ok(response)
     }
 
     /// partition -> leader of `topic`, waiting (within the retry deadline) until every
@@ -195,12 +199,7 @@ impl Client {
                 ]))
                 .with_allow_auto_topic_creation(auto_create);
             let response: MetadataResponse = self.call(ApiKey::Metadata, version, &request).await?;
-            {
-                let mut brokers = self.brokers.lock().unwrap();
-                for broker in &response.brokers {
-                    brokers.insert(broker.node_id.0, format!("{}:{}", broker.host, broker.port));
-                }
-            }
+            self.remember_brokers(&response);
             let found = response
                 .topics
                 .iter()
@@ -294,15 +293,45 @@ pub fn retriable(code: i16) -> bool {
     ResponseError::try_from_code(code).is_some_and(|error| error.is_retriable())
 }
 
+/// An error a broker answered, shown with Kafka's error name; callers that treat one code
+/// specially find it with `KafkaError::code_of`.
+#[derive(Debug)]
+pub struct KafkaError {
+    pub code: i16,
+    what: String,
+    message: Option<String>,
+}
+
+impl KafkaError {
+    /// The Kafka error code behind `error`, if a broker answered it.
+    pub fn code_of(error: &anyhow::Error) -> Option<i16> {
+        error.downcast_ref::<KafkaError>().map(|e| e.code)
+    }
+}
+
+impl std::fmt::Display for KafkaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, error_name(self.code))?;
+        match &self.message {
+            Some(message) => write!(f, " ({message})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for KafkaError {}
+
 /// Fails with Kafka's error name and the broker's message when `code` is an error.
 pub fn check(code: i16, message: Option<&str>, what: &str) -> anyhow::Result<()> {
     if code == 0 {
         return Ok(());
     }
-    match message.filter(|m| !m.is_empty()) {
-        Some(message) => bail!("{what}: {} ({message})", error_name(code)),
-        None => bail!("{what}: {}", error_name(code)),
+    Err(KafkaError {
+        code,
+        what: what.to_string(),
+        message: message.filter(|m| !m.is_empty()).map(str::to_string),
     }
+    .into())
 }
 
 #[cfg(test)]
@@ -316,6 +345,21 @@ mod tests {
         assert_eq!(error_name(17), "INVALID_TOPIC_EXCEPTION");
         assert_eq!(error_name(69), "GROUP_ID_NOT_FOUND");
         assert_eq!(error_name(0), "NONE");
+    }
+
+    #[test]
+    fn checked_errors_carry_their_code_and_kafkas_name() {
+        let error = check(3, Some("gone"), "describing t").unwrap_err();
+        assert_eq!(KafkaError::code_of(&error), Some(3));
+        assert_eq!(
+            error.to_string(),
+            "describing t: UNKNOWN_TOPIC_OR_PARTITION (gone)"
+        );
+        assert_eq!(
+            check(36, Some(""), "creating t").unwrap_err().to_string(),
+            "creating t: TOPIC_ALREADY_EXISTS"
+        );
+        assert!(check(0, None, "fine").is_ok());
     }
 
     #[test]

@@ -1,11 +1,10 @@
-//! `strand cluster info`: the cluster at a glance, as kafka-cluster / kafka-broker-api
-//! tools and Metadata show it: its id, the controller, the brokers, how many topics and
-//! partitions it holds and which partitions are under-replicated or offline.
+//! `strand cluster info`: the cluster at a glance, as Metadata shows it: its id, the
+//! controller, the brokers, how many topics and partitions it holds and which partitions
+//! are under-replicated or offline.
 
-use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse};
 use serde_json::json;
 
-use super::client::{check, Client};
+use super::client::Client;
 use super::output::{id_list, print_json, table};
 use super::Target;
 
@@ -27,58 +26,25 @@ type Degraded = (String, i32, Vec<i32>, Vec<i32>);
 
 pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
     let client = Client::connect(&args.target.bootstrap_server).await?;
+    // Metadata carries all of it: the cluster id, the controller id clients are given
+    // (DescribeCluster answers the same) and the live brokers.
     let metadata = client.metadata(None).await?;
-    let (cluster_id, controller, brokers) = if client.supports(ApiKey::DescribeCluster) {
-        let version = client.version(ApiKey::DescribeCluster, 1)?;
-        let response: DescribeClusterResponse = client
-            .call(
-                ApiKey::DescribeCluster,
-                version,
-                &DescribeClusterRequest::default(),
-            )
-            .await?;
-        check(
-            response.error_code,
-            response.error_message.as_deref(),
-            "DescribeCluster",
-        )?;
-        let brokers = response
-            .brokers
-            .iter()
-            .map(|b| Broker {
-                id: b.broker_id.0,
-                host: b.host.to_string(),
-                port: b.port,
-                rack: b.rack.as_ref().map(|r| r.to_string()),
-            })
-            .collect::<Vec<_>>();
-        (
-            response.cluster_id.to_string(),
-            response.controller_id.0,
-            brokers,
-        )
-    } else {
-        let brokers = metadata
-            .brokers
-            .iter()
-            .map(|b| Broker {
-                id: b.node_id.0,
-                host: b.host.to_string(),
-                port: b.port,
-                rack: b.rack.as_ref().map(|r| r.to_string()),
-            })
-            .collect();
-        (
-            metadata
-                .cluster_id
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default(),
-            metadata.controller_id.0,
-            brokers,
-        )
-    };
-    let mut brokers = brokers;
+    let cluster_id = metadata
+        .cluster_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let controller = metadata.controller_id.0;
+    let mut brokers: Vec<Broker> = metadata
+        .brokers
+        .iter()
+        .map(|b| Broker {
+            id: b.node_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+            rack: b.rack.as_ref().map(|r| r.to_string()),
+        })
+        .collect();
     brokers.sort_by_key(|b| b.id);
     let mut partitions = 0usize;
     let mut under_replicated: Vec<Degraded> = Vec::new();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use serde_json::json;
@@ -176,12 +176,10 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
                 printed += 1;
                 last_record = Instant::now();
             }
-            if let Some(through) = round.caught_up {
-                for (partition, next) in through {
-                    if args.max_messages.is_none_or(|max| printed < max) {
-                        let position = positions.next.entry(partition).or_insert(next);
-                        *position = (*position).max(next);
-                    }
+            if args.max_messages.is_none_or(|max| printed < max) {
+                for (partition, next) in round.caught_up {
+                    let position = positions.next.entry(partition).or_insert(next);
+                    *position = (*position).max(next);
                 }
             }
             if out.flush().is_err() {
@@ -217,10 +215,14 @@ async fn start_positions(
     if let Some(timestamp) = args.timestamp {
         let found = list_offsets(client, &args.topic, &chosen, timestamp).await?;
         let ends = list_offsets(client, &args.topic, &chosen, LATEST).await?;
-        return Ok(found
+        // No record at or after the time: the end.
+        return found
             .into_iter()
-            .map(|(p, offset)| (p, if offset < 0 { ends[&p] } else { offset }))
-            .collect());
+            .map(|(p, offset)| match offset {
+                0.. => Ok((p, offset)),
+                _ => Ok((p, answered(&ends, p)?)),
+            })
+            .collect();
     }
     if let Some(Start::Offset(offset)) = args.offset {
         return Ok(chosen.keys().map(|&p| (p, offset)).collect());
@@ -242,11 +244,19 @@ async fn start_positions(
     Ok(starts)
 }
 
+/// `partition`'s offset in a ListOffsets answer, which a broker may have left out.
+fn answered(offsets: &BTreeMap<i32, i64>, partition: i32) -> anyhow::Result<i64> {
+    offsets
+        .get(&partition)
+        .copied()
+        .with_context(|| format!("ListOffsets answered nothing for partition {partition}"))
+}
+
 struct Round {
     records: Vec<ConsumedRecord>,
     /// partition -> the offset after the last whole batch fetched (past control batches
-    /// and aborted records that print nothing); None when nothing was fetched.
-    caught_up: Option<BTreeMap<i32, i64>>,
+    /// and aborted records that print nothing), for the partitions that moved.
+    caught_up: BTreeMap<i32, i64>,
     stale_leaders: bool,
 }
 
@@ -268,7 +278,7 @@ async fn fetch_round(
     }
     let mut round = Round {
         records: Vec::new(),
-        caught_up: None,
+        caught_up: BTreeMap::new(),
         stale_leaders: by_leader.contains_key(&-1),
     };
     // Several leaders are fetched from in turn, so each waits less.
@@ -323,7 +333,10 @@ async fn fetch_round(
                             LATEST
                         };
                         let one = BTreeMap::from([(index, leader)]);
-                        let offset = list_offsets(client, &args.topic, &one, reset).await?[&index];
+                        let offset = answered(
+                            &list_offsets(client, &args.topic, &one, reset).await?,
+                            index,
+                        )?;
                         eprintln!(
                             "strand: {}-{index}: offset {from} is out of range; resetting to {offset}",
                             args.topic
@@ -358,10 +371,7 @@ async fn fetch_round(
                 let decoded = decode(index, &bytes, from, aborted)?;
                 round.records.extend(decoded.records);
                 if decoded.next_offset > from {
-                    round
-                        .caught_up
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert(index, decoded.next_offset);
+                    round.caught_up.insert(index, decoded.next_offset);
                 }
             }
         }

@@ -72,6 +72,9 @@ impl<'a> GroupMember<'a> {
     /// JoinGroup then SyncGroup until the member has an assignment in a generation.
     async fn rejoin(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + RETRY_DEADLINE;
+        // A group that keeps rebalancing (members coming and going) gets two rebalance
+        // timeouts to settle; each JoinGroup may itself wait up to one.
+        let settle_by = Instant::now() + 2 * Duration::from_millis(REBALANCE_TIMEOUT_MS as u64);
         loop {
             let code = self.join_and_sync().await?;
             match error_name(code).as_str() {
@@ -81,8 +84,9 @@ impl<'a> GroupMember<'a> {
                 }
                 // The broker assigned an id to ask again with (KIP-394), or the group
                 // moved on while this member synced: join again.
-                "MEMBER_ID_REQUIRED" | "REBALANCE_IN_PROGRESS" | "ILLEGAL_GENERATION" => {}
-                "UNKNOWN_MEMBER_ID" => self.member_id.clear(),
+                "MEMBER_ID_REQUIRED" | "REBALANCE_IN_PROGRESS" | "ILLEGAL_GENERATION"
+                    if Instant::now() < settle_by => {}
+                "UNKNOWN_MEMBER_ID" if Instant::now() < settle_by => self.member_id.clear(),
                 "NOT_COORDINATOR"
                 | "COORDINATOR_NOT_AVAILABLE"
                 | "COORDINATOR_LOAD_IN_PROGRESS"

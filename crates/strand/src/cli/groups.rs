@@ -13,13 +13,14 @@ use kafka_protocol::messages::{
 };
 use serde_json::json;
 
-use super::client::{check, error_name, Client};
+use super::client::{check, error_name, Client, KafkaError};
 use super::group_member::decode_assignment;
 use super::group_offsets::{self, group_id, Offsets};
 use super::offsets::{list_offsets, EARLIEST, LATEST};
 use super::output::{print_json, table};
 use super::Target;
 
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 
 #[derive(clap::Args, Debug)]
@@ -325,14 +326,14 @@ async fn describe_classic(
     let Some(found) = response.groups.into_iter().next() else {
         bail!("group {group}: DescribeGroups answered nothing");
     };
-    if found.error_code == GROUP_ID_NOT_FOUND || found.group_state.as_str() == "Dead" {
+    if !exists(
+        group,
+        found.error_code,
+        &found.group_state,
+        found.error_message.as_deref(),
+    )? {
         return Ok(None);
     }
-    check(
-        found.error_code,
-        found.error_message.as_deref(),
-        &format!("group {group}"),
-    )?;
     let consumer = found.protocol_type.as_str() == "consumer";
     let members = found
         .members
@@ -349,6 +350,16 @@ async fn describe_classic(
         })
         .collect();
     Ok(Some((found.group_state.to_string(), "classic", members)))
+}
+
+/// Whether a described group exists: not when the broker says GROUP_ID_NOT_FOUND or Dead
+/// (older brokers' way of saying it), an error for any other error code.
+fn exists(group: &str, code: i16, state: &str, message: Option<&str>) -> anyhow::Result<bool> {
+    if code == GROUP_ID_NOT_FOUND || state == "Dead" {
+        return Ok(false);
+    }
+    check(code, message, &format!("group {group}"))?;
+    Ok(true)
 }
 
 /// A KIP-848 consumer group as ConsumerGroupDescribe reports it, when the broker has one.
@@ -373,14 +384,14 @@ async fn describe_consumer(
     let Some(found) = response.groups.into_iter().next() else {
         return Ok(None);
     };
-    if found.error_code == GROUP_ID_NOT_FOUND || found.group_state.as_str() == "Dead" {
+    if !exists(
+        group,
+        found.error_code,
+        &found.group_state,
+        found.error_message.as_deref(),
+    )? {
         return Ok(None);
     }
-    check(
-        found.error_code,
-        found.error_message.as_deref(),
-        &format!("group {group}"),
-    )?;
     let members = found
         .members
         .into_iter()
@@ -421,7 +432,9 @@ async fn bounds<'t>(
     for topic in names {
         let leaders = match client.leaders(topic, false).await {
             Ok(leaders) => leaders,
-            Err(error) if error.to_string().contains("UNKNOWN_TOPIC_OR_PARTITION") => continue,
+            Err(error) if KafkaError::code_of(&error) == Some(UNKNOWN_TOPIC_OR_PARTITION) => {
+                continue
+            }
             Err(error) => return Err(error),
         };
         for (partition, offset) in list_offsets(client, topic, &leaders, timestamp).await? {

@@ -267,10 +267,11 @@ async fn send(
     while !waiting.is_empty() {
         let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for &partition in &waiting {
-            by_leader
-                .entry(leaders[&partition])
-                .or_default()
-                .push(partition);
+            // The topic may have been recreated with fewer partitions since.
+            let leader = *leaders
+                .get(&partition)
+                .with_context(|| format!("{} has no partition {partition} now", args.topic))?;
+            by_leader.entry(leader).or_default().push(partition);
         }
         let mut retry = Vec::new();
         for (leader, partitions) in by_leader {

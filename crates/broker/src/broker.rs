@@ -216,6 +216,12 @@ impl Broker {
         self.cluster.get()
     }
 
+    /// Whether the coordinators may answer from the leaderships this broker's image
+    /// shows (cluster/lease.rs); always on a single node.
+    pub fn holds_leadership_lease(&self) -> bool {
+        self.cluster().is_none_or(|c| c.holds_leadership_lease())
+    }
+
     pub(crate) fn attach_cluster(&self, cluster: Arc<Cluster>) {
         if self.cluster.set(cluster).is_err() {
             tracing::error!("a broker joins one cluster only");

@@ -34,6 +34,8 @@ use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
 use crate::{NodeId, Raft};
 
+/// Longest a heartbeat's answer waits for a quorum to confirm this node still leads.
+const LEADERSHIP_CONFIRM_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the active controller checks sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 /// A write's deadline from its arrival to its records applied (brokers give each attempt
@@ -374,6 +376,14 @@ impl ControllerService {
         caught_up: bool,
         shutting_down: bool,
     ) -> ControllerResponse {
+        // A controller deposed without knowing it yet (frozen, cut off) must not answer
+        // from its image: a broker renews its leadership lease on this answer, and would
+        // keep answering as a leader it no longer is. Confirmed with a quorum first.
+        let confirmed =
+            tokio::time::timeout(LEADERSHIP_CONFIRM_TIMEOUT, self.raft.ensure_linearizable()).await;
+        if !matches!(confirmed, Ok(Ok(_))) {
+            return ControllerResponse::NotController { leader: None };
+        }
         let image = self.image();
         let Some(broker) = image
             .brokers
@@ -384,6 +394,7 @@ impl ControllerService {
                 registered: false,
                 fenced: true,
                 shutdown_complete: false,
+                metadata_index: 0,
             };
         };
         self.saw(id, incarnation);
@@ -402,6 +413,8 @@ impl ControllerService {
                 return response;
             }
         }
+        // Read before the image: the image answered from holds at least this much.
+        let metadata_index = self.raft.metrics().borrow().last_log_index.unwrap_or(0);
         let image = self.image();
         let broker = image.brokers.get(&id);
         let leads_something = image
@@ -412,19 +425,27 @@ impl ControllerService {
             registered: true,
             fenced: broker.is_none_or(|b| b.fenced),
             shutdown_complete: broker.is_some_and(|b| b.in_controlled_shutdown) && !leads_something,
+            metadata_index,
         }
     }
 
     /// Session expiry and preferred-leader elections, while this node leads. Runs until
     /// the process ends.
     pub async fn run_duties(self: Arc<Self>) {
-        let mut was_leader = false;
+        // The Raft term of the last leadership whose sessions were refreshed. Keyed on the
+        // term, not on a leader/not-leader edge: a tick can be late (a fence write takes
+        // up to its deadline, SIGSTOP freezes it), and a step-down followed by a new
+        // leadership between two ticks must still refresh, or the new leader judges the
+        // brokers by heartbeats from its previous term and fences them all at once.
+        let mut refreshed_term = None;
         let mut last_preferred_check = Instant::now();
         let mut ticker = tokio::time::interval(SESSION_CHECK_INTERVAL);
         loop {
             ticker.tick().await;
             let leader = self.is_leader();
-            if leader && !was_leader {
+            let term = self.raft.metrics().borrow().current_term;
+            if leader && refreshed_term != Some(term) {
+                refreshed_term = Some(term);
                 // A new active controller has seen no heartbeat yet: every broker gets a
                 // full session from now before it can be fenced.
                 let now = Instant::now();
@@ -438,7 +459,6 @@ impl ControllerService {
                     });
                 }
             }
-            was_leader = leader;
             if !leader {
                 continue;
             }

@@ -80,6 +80,11 @@ pub enum ControllerResponse {
         fenced: bool,
         /// Controlled shutdown finished: the broker leads nothing and may exit.
         shutdown_complete: bool,
+        /// The metadata log's last index on the controller when it answered: every
+        /// decision made so far. A broker that has applied this far knows of every
+        /// leadership taken from it before the heartbeat (its leadership lease).
+        #[serde(default)]
+        metadata_index: u64,
     },
     Quorum(QuorumDescription),
     Unavailable(String),

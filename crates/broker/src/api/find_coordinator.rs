@@ -111,6 +111,14 @@ async fn lookup(
             broker.advertised_port as i32,
         ));
     };
+    // A broker without the leadership lease may hold an image from before a failover
+    // (cluster/lease.rs): it would name a coordinator that is no longer one.
+    if !cluster.holds_leadership_lease() {
+        return Err((
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some("The coordinator is not available.".into()),
+        ));
+    }
     let image = cluster.image();
     let index = partition_for(key, partitions);
     image

@@ -60,12 +60,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     .map(|t| (t.name, t.partition_indexes))
                     .collect()
             });
-            let fetched: Fetched = match broker
+            let (fetched, unstable): (Fetched, Unstable) = match broker
                 .groups
-                .fetch_offsets(broker, group.group_id.as_str(), wanted(topics))
+                .fetch_stable_offsets(
+                    broker,
+                    group.group_id.as_str(),
+                    wanted(topics),
+                    body.require_stable,
+                )
                 .await
             {
-                Ok(fetched) => fetched,
+                Ok(answer) => answer,
                 Err(code) => {
                     groups.push(
                         OffsetFetchResponseGroup::default()
@@ -75,8 +80,6 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     continue;
                 }
             };
-            let unstable =
-                unstable_offsets(broker, group.group_id.as_str(), body.require_stable).await;
             let topics = grouped(stable(fetched, &unstable))
                 .into_iter()
                 .map(|(topic, partitions)| {
@@ -125,12 +128,18 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let fetched = match broker
+    let require_stable = version >= 7 && body.require_stable;
+    let (fetched, unstable) = match broker
         .groups
-        .fetch_offsets(broker, body.group_id.as_str(), wanted(topics))
+        .fetch_stable_offsets(
+            broker,
+            body.group_id.as_str(),
+            wanted(topics),
+            require_stable,
+        )
         .await
     {
-        Ok(fetched) => fetched,
+        Ok(answer) => answer,
         Err(code) => {
             return respond(
                 &request,
@@ -138,8 +147,6 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             )
         }
     };
-    let require_stable = version >= 7 && body.require_stable;
-    let unstable = unstable_offsets(broker, body.group_id.as_str(), require_stable).await;
     let topics = grouped(stable(fetched, &unstable))
         .into_iter()
         .map(|(topic, partitions)| {
@@ -172,14 +179,6 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             response
         },
     )
-}
-
-/// With require_stable (v7+): the partitions whose offset waits in an open transaction.
-async fn unstable_offsets(broker: &Broker, group_id: &str, require_stable: bool) -> Unstable {
-    if !require_stable {
-        return Unstable::new();
-    }
-    broker.groups.unstable_offsets(broker, group_id).await
 }
 
 /// Hides the offsets of unstable partitions (Kafka answers them -1).

@@ -9,6 +9,7 @@
 //! then stops.
 
 pub mod fetcher;
+pub mod lease;
 pub mod peers;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::partition::{IsrProposal, RoleChange};
 use fetcher::Fetchers;
+use lease::LeadershipLease;
 
 /// How long a request to the controller may take (retries included).
 const CONTROLLER_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,6 +70,10 @@ pub struct Cluster {
     metadata: watch::Receiver<Published>,
     /// The image this broker has reconciled to (what its APIs answer from).
     reconciled: watch::Sender<Arc<MetadataImage>>,
+    /// The metadata log index of `reconciled`.
+    reconciled_index: watch::Sender<u64>,
+    /// Renewed by heartbeats: whether the image's leaderships are still this broker's.
+    lease: LeadershipLease,
     fetchers: Fetchers,
     shutting_down: AtomicBool,
     broker: Weak<Broker>,
@@ -153,6 +159,8 @@ impl Cluster {
             client: QuorumClient::new(voters),
             metadata: metadata.clone(),
             reconciled: watch::Sender::new(Arc::new(MetadataImage::default())),
+            reconciled_index: watch::Sender::new(0),
+            lease: LeadershipLease::default(),
             fetchers: Fetchers::new(node_id, metadata),
             shutting_down: AtomicBool::new(false),
             broker: Arc::downgrade(broker),
@@ -206,6 +214,36 @@ impl Cluster {
                     .is_some_and(|b| b.incarnation == self.incarnation && !b.fenced)
             })
             .await;
+    }
+
+    /// Whether this broker may still answer from its image as the leader it shows
+    /// (lease.rs): false from a session timeout after its last heartbeat the controller
+    /// answered, until a new one is answered and the metadata applied up to that answer.
+    pub fn holds_leadership_lease(&self) -> bool {
+        self.lease.held(std::time::Instant::now())
+    }
+
+    /// A heartbeat sent at `sent` was answered unfenced at metadata index `index`: the
+    /// lease is renewed once the image has caught up with that index (within the lease).
+    fn renew_lease(self: &Arc<Self>, sent: std::time::Instant, index: u64) {
+        let session_timeout = self.config.broker_session_timeout;
+        if *self.reconciled_index.borrow() >= index {
+            self.lease.renew(sent, session_timeout);
+            return;
+        }
+        let deadline = LeadershipLease::deadline(sent, session_timeout);
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            let mut applied = cluster.reconciled_index.subscribe();
+            let caught_up = tokio::time::timeout_at(
+                deadline.into(),
+                applied.wait_for(|applied| *applied >= index),
+            )
+            .await;
+            if matches!(caught_up, Ok(Ok(_))) {
+                cluster.lease.renew(sent, session_timeout);
+            }
+        });
     }
 
     /// The active controller's id, as far as this node knows.
@@ -319,10 +357,16 @@ impl Cluster {
                 shutting_down: self.shutting_down.load(Ordering::Relaxed),
             };
             let timeout = self.config.broker_session_timeout;
+            let sent = std::time::Instant::now();
             match self.client.request(request, timeout).await {
                 Ok(ControllerResponse::Heartbeat {
                     registered: false, ..
                 }) => registered = false,
+                Ok(ControllerResponse::Heartbeat {
+                    fenced: false,
+                    metadata_index,
+                    ..
+                }) => self.renew_lease(sent, metadata_index),
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "heartbeat failed"),
             }
@@ -335,7 +379,10 @@ impl Cluster {
         let mut metadata = self.metadata.clone();
         let mut was_unfenced = false;
         loop {
-            let image = metadata.borrow_and_update().image.clone();
+            let (image, index) = {
+                let published = metadata.borrow_and_update();
+                (published.image.clone(), published.applied_index)
+            };
             let Some(broker) = self.broker.upgrade() else {
                 return;
             };
@@ -380,6 +427,7 @@ impl Cluster {
                 Err(error) => tracing::error!(%error, "applying metadata failed"),
             }
             self.reconciled.send_replace(image);
+            self.reconciled_index.send_replace(index);
             drop(broker);
             if metadata.changed().await.is_err() {
                 return;

@@ -10,7 +10,7 @@
 //! its parked and unanswered requests get NOT_COORDINATOR (clients find the new one).
 //! No lock is shared between shards, and none is held across a write.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +35,9 @@ use crate::error_code;
 use crate::partition::Partition;
 use crate::shard_log::{self, now_ms, PartitionShardLog, Replayed};
 use crate::topics::TopicRegistry;
+
+/// (topic, partition, committed offset) rows of OffsetFetch.
+pub type FetchedOffsets = Vec<(String, i32, Option<CommittedOffset>)>;
 
 /// offsets.topic.replication.factor
 const OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
@@ -278,7 +281,9 @@ impl GroupCoordinator {
     }
 
     /// Whether this broker coordinates `group_id` (leads its `__consumer_offsets`
-    /// partition). Always on a single node.
+    /// partition, and holds the leadership lease: a broker that may have been deposed
+    /// without knowing it yet must not answer committed offsets from before).
+    /// Always on a single node.
     pub fn coordinates(&self, broker: &Broker, group_id: &str) -> bool {
         if broker.cluster().is_none() {
             return true;
@@ -287,6 +292,7 @@ impl GroupCoordinator {
         broker
             .partition(&TopicPartition::new(OFFSETS_TOPIC, index))
             .is_some_and(|p| p.is_leader())
+            && broker.holds_leadership_lease()
     }
 
     pub async fn join(&self, broker: &Broker, group_id: &str, request: JoinRequest) -> JoinResult {
@@ -471,41 +477,48 @@ impl GroupCoordinator {
             .collect()
     }
 
-    /// OffsetFetch for one group: (topic, partition, committed offset) for the asked
-    /// partitions (or every committed one when `partitions` is None).
+    /// The committed offsets of one group: (topic, partition, committed offset) for the
+    /// asked partitions (or every committed one when `partitions` is None).
     pub async fn fetch_offsets(
         &self,
         broker: &Broker,
         group_id: &str,
         partitions: Option<Vec<(String, i32)>>,
-    ) -> Result<Vec<(String, i32, Option<CommittedOffset>)>, i16> {
-        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
-            return Ok(partitions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(topic, partition)| (topic, partition, None))
-                .collect());
-        };
-        let group = group_id.to_string();
-        shard
-            .read(move |state: &mut GroupShard| state.fetch_offsets(&group, partitions))
+    ) -> Result<FetchedOffsets, i16> {
+        self.fetch_stable_offsets(broker, group_id, partitions, false)
             .await
+            .map(|(fetched, _)| fetched)
     }
 
-    /// The partitions of a group whose offset waits in an open transaction.
-    pub async fn unstable_offsets(
+    /// OffsetFetch for one group: the committed offsets, and with `require_stable` the
+    /// partitions whose offset waits in an open transaction, read together: a marker
+    /// landing between two reads would make an offset it just replaced look stable.
+    pub async fn fetch_stable_offsets(
         &self,
         broker: &Broker,
         group_id: &str,
-    ) -> std::collections::BTreeSet<(String, i32)> {
-        let Ok(Some(shard)) = self.existing_shard_for(broker, group_id) else {
-            return Default::default();
+        partitions: Option<Vec<(String, i32)>>,
+        require_stable: bool,
+    ) -> Result<(FetchedOffsets, BTreeSet<(String, i32)>), i16> {
+        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
+            let fetched = partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(topic, partition)| (topic, partition, None))
+                .collect();
+            return Ok((fetched, BTreeSet::new()));
         };
         let group = group_id.to_string();
         shard
-            .read(move |state: &mut GroupShard| state.unstable_offsets(&group))
+            .read(move |state: &mut GroupShard| {
+                let unstable = if require_stable {
+                    state.unstable_offsets(&group)
+                } else {
+                    BTreeSet::new()
+                };
+                (state.fetch_offsets(&group, partitions), unstable)
+            })
             .await
-            .unwrap_or_default()
     }
 
     /// TxnOffsetCommit: offsets the producer's transaction commits. `offsets`: (topic,

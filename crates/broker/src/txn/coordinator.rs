@@ -229,12 +229,14 @@ impl TxnCoordinator {
         partition_for(transactional_id, TRANSACTION_STATE_PARTITIONS)
     }
 
-    /// Whether this broker coordinates `transactional_id` (leads its partition).
+    /// Whether this broker coordinates `transactional_id` (leads its partition and holds
+    /// the leadership lease).
     pub fn coordinates(&self, broker: &Broker, transactional_id: &str) -> bool {
         let index = Self::index_of(transactional_id);
         broker
             .partition(&TopicPartition::new(TRANSACTION_STATE_TOPIC, index))
             .is_some_and(|p| p.is_leader())
+            && broker.holds_leadership_lease()
     }
 
     /// The shard coordinating `transactional_id`: NOT_COORDINATOR if another broker does
@@ -244,7 +246,9 @@ impl TxnCoordinator {
         broker: &Arc<Broker>,
         transactional_id: &str,
     ) -> Result<Arc<Shard<TxnShard>>, i16> {
-        if broker.topic(TRANSACTION_STATE_TOPIC).is_none() {
+        // A broker that may have been deposed without knowing it yet answers nothing
+        // from the state it last had (cluster/lease.rs).
+        if broker.topic(TRANSACTION_STATE_TOPIC).is_none() || !broker.holds_leadership_lease() {
             return Err(error_code::NOT_COORDINATOR);
         }
         self.shard_of(broker, Self::index_of(transactional_id))

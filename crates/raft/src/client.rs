@@ -4,6 +4,7 @@
 //! Thread-safe: connections are pooled per controller, one request per connection.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,6 +23,10 @@ const POOLED_PER_CONTROLLER_MAX: usize = 4;
 pub struct QuorumClient {
     controllers: BTreeMap<NodeId, String>,
     leader_hint: Mutex<Option<NodeId>>,
+    /// Where the search for a leader goes next without a hint. Kept across requests: a
+    /// search that started at the same controller every time would spend every
+    /// heartbeat's deadline on one that is cut off.
+    next: AtomicUsize,
     pool: Mutex<HashMap<NodeId, Vec<Peer>>>,
 }
 
@@ -34,6 +39,7 @@ impl QuorumClient {
         QuorumClient {
             controllers,
             leader_hint: Mutex::new(None),
+            next: AtomicUsize::new(0),
             pool: Mutex::new(HashMap::new()),
         }
     }
@@ -63,18 +69,23 @@ impl QuorumClient {
     ) -> anyhow::Result<ControllerResponse> {
         let deadline = tokio::time::Instant::now() + timeout;
         let ids: Vec<NodeId> = self.controllers.keys().copied().collect();
-        let mut next = 0usize;
+        // With several controllers no single attempt takes the whole deadline: a leader
+        // cut off (or frozen) holds its attempt until it times out, and a short request
+        // (a heartbeat, within a session timeout) must still reach the one that took over.
+        let attempt_max = if ids.len() > 1 {
+            ATTEMPT_TIMEOUT.min(timeout / 2)
+        } else {
+            ATTEMPT_TIMEOUT
+        };
         let message = Request::Controller(request);
         let mut last_error = String::from("no controller answered");
         while tokio::time::Instant::now() < deadline {
             let hint = *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner());
-            let target = hint.unwrap_or_else(|| {
-                next += 1;
-                ids[next % ids.len()]
-            });
+            let target =
+                hint.unwrap_or_else(|| ids[self.next.fetch_add(1, Ordering::Relaxed) % ids.len()]);
             let mut peer = self.take_peer(target);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let answer = peer.call(&message, ATTEMPT_TIMEOUT.min(left)).await;
+            let answer = peer.call(&message, attempt_max.min(left)).await;
             let forget_hint = || *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner()) = None;
             match answer {
                 Ok(Response::Controller(ControllerResponse::NotController { leader })) => {

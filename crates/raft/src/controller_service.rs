@@ -34,7 +34,8 @@ use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
 use crate::{NodeId, Raft};
 
-/// Longest a heartbeat's answer waits for a quorum to confirm this node still leads.
+/// Longest a heartbeat's answer or a fencing waits for a quorum to confirm this node
+/// still leads.
 const LEADERSHIP_CONFIRM_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the active controller checks sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(200);
@@ -114,6 +115,14 @@ impl ControllerService {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
         metrics.current_leader == Some(self.node_id) && metrics.state.is_leader()
+    }
+
+    /// Whether a quorum confirms this node still leads, its image holding every entry
+    /// committed before (a read index, openraft's `ensure_linearizable`).
+    async fn leadership_confirmed(&self) -> bool {
+        let confirmed =
+            tokio::time::timeout(LEADERSHIP_CONFIRM_TIMEOUT, self.raft.ensure_linearizable()).await;
+        matches!(confirmed, Ok(Ok(_)))
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<BrokerId, Session>> {
@@ -379,9 +388,7 @@ impl ControllerService {
         // A controller deposed without knowing it yet (frozen, cut off) must not answer
         // from its image: a broker renews its leadership lease on this answer, and would
         // keep answering as a leader it no longer is. Confirmed with a quorum first.
-        let confirmed =
-            tokio::time::timeout(LEADERSHIP_CONFIRM_TIMEOUT, self.raft.ensure_linearizable()).await;
-        if !matches!(confirmed, Ok(Ok(_))) {
+        if !self.leadership_confirmed().await {
             return ControllerResponse::NotController { leader: None };
         }
         let image = self.image();
@@ -497,6 +504,15 @@ impl ControllerService {
                     expired.push((broker.id, broker.incarnation));
                 }
             }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        // A leader frozen or cut off past the session timeout sees every session expired
+        // when it wakes up, though another controller has been hearing the heartbeats:
+        // it fences only once a quorum confirms it still leads.
+        if !self.leadership_confirmed().await {
+            return;
         }
         for (id, incarnation) in expired {
             tracing::warn!(broker = id, "broker session expired: fencing");

@@ -458,3 +458,59 @@ async fn an_answer_that_changes_nothing_waits_for_what_it_relied_on() {
         node.shutdown().await;
     }
 }
+
+/// A controller that accepts connections and never answers (frozen, or cut off after the
+/// handshake): the kernel completes connections on a listener nobody accepts from.
+fn frozen_controller() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    (listener, address)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_reaches_the_quorum_past_a_frozen_controller_within_a_heartbeats_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    // The quorum: voters 1 and 3 on loopback.
+    let voters: BTreeMap<u64, String> = [1, 3]
+        .into_iter()
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let _nodes = [
+        start(1, &voters, root.path()).await,
+        start(3, &voters, root.path()).await,
+    ];
+    let settled = QuorumClient::new(voters.clone());
+    let formed = settled
+        .request(ControllerRequest::DescribeQuorum, TIMEOUT)
+        .await;
+    assert!(
+        matches!(formed, Ok(ControllerResponse::Quorum(_))),
+        "{formed:?}"
+    );
+    // A broker's heartbeat has one session timeout; here 2 s. Before, a client without a
+    // leader hint always tried the second controller first and gave that one attempt the
+    // whole deadline, so a frozen controller there made every heartbeat fail (and the
+    // new leader fenced every broker). Two layouts: the frozen one second, then first.
+    let (_frozen, frozen_address) = frozen_controller();
+    let deadline = Duration::from_secs(2);
+    for frozen_id in [2, 1] {
+        let mut controllers = BTreeMap::new();
+        let mut real = voters.values();
+        for id in 1..=3 {
+            let address = if id == frozen_id {
+                frozen_address.clone()
+            } else {
+                real.next().unwrap().clone()
+            };
+            controllers.insert(id, address);
+        }
+        let client = QuorumClient::new(controllers);
+        let answer = client
+            .request(ControllerRequest::DescribeQuorum, deadline)
+            .await;
+        assert!(
+            matches!(answer, Ok(ControllerResponse::Quorum(_))),
+            "frozen controller {frozen_id}: {answer:?}"
+        );
+    }
+}

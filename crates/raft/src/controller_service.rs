@@ -420,7 +420,8 @@ impl ControllerService {
                 return response;
             }
         }
-        // Read before the image: the image answered from holds at least this much.
+        // Every entry proposed so far, committed or not: a broker that has applied this
+        // far has seen every decision this controller made before answering.
         let metadata_index = self.raft.metrics().borrow().last_log_index.unwrap_or(0);
         let image = self.image();
         let broker = image.brokers.get(&id);

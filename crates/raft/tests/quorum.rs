@@ -459,6 +459,17 @@ async fn an_answer_that_changes_nothing_waits_for_what_it_relied_on() {
     }
 }
 
+/// The active controller answers `client` (DescribeQuorum) within `deadline`.
+async fn assert_answers(client: &QuorumClient, deadline: Duration, what: &str) {
+    let answer = client
+        .request(ControllerRequest::DescribeQuorum, deadline)
+        .await;
+    assert!(
+        matches!(answer, Ok(ControllerResponse::Quorum(_))),
+        "{what}: {answer:?}"
+    );
+}
+
 /// A controller that accepts connections and never answers (frozen, or cut off after the
 /// handshake): the kernel completes connections on a listener nobody accepts from.
 fn frozen_controller() -> (std::net::TcpListener, String) {
@@ -479,14 +490,7 @@ async fn a_request_reaches_the_quorum_past_a_frozen_controller_within_a_heartbea
         start(1, &voters, root.path()).await,
         start(3, &voters, root.path()).await,
     ];
-    let settled = QuorumClient::new(voters.clone());
-    let formed = settled
-        .request(ControllerRequest::DescribeQuorum, TIMEOUT)
-        .await;
-    assert!(
-        matches!(formed, Ok(ControllerResponse::Quorum(_))),
-        "{formed:?}"
-    );
+    assert_answers(&QuorumClient::new(voters.clone()), TIMEOUT, "the quorum").await;
     // A broker's heartbeat has one session timeout; here 2 s. Before, a client without a
     // leader hint always tried the second controller first and gave that one attempt the
     // whole deadline, so a frozen controller there made every heartbeat fail (and the
@@ -505,12 +509,7 @@ async fn a_request_reaches_the_quorum_past_a_frozen_controller_within_a_heartbea
             controllers.insert(id, address);
         }
         let client = QuorumClient::new(controllers);
-        let answer = client
-            .request(ControllerRequest::DescribeQuorum, deadline)
-            .await;
-        assert!(
-            matches!(answer, Ok(ControllerResponse::Quorum(_))),
-            "frozen controller {frozen_id}: {answer:?}"
-        );
+        let what = format!("frozen controller {frozen_id}");
+        assert_answers(&client, deadline, &what).await;
     }
 }

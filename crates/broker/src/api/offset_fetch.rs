@@ -12,10 +12,10 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error_code;
+use crate::group::coordinator::FetchedOffsets as Fetched;
 use crate::group::records::CommittedOffset;
 use crate::router::{decode, respond, Outcome};
 
-type Fetched = Vec<(String, i32, Option<CommittedOffset>)>;
 type Unstable = std::collections::BTreeSet<(String, i32)>;
 /// Per topic: (partition, committed offset) rows.
 type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;

@@ -229,16 +229,6 @@ impl TxnCoordinator {
         partition_for(transactional_id, TRANSACTION_STATE_PARTITIONS)
     }
 
-    /// Whether this broker coordinates `transactional_id` (leads its partition and holds
-    /// the leadership lease).
-    pub fn coordinates(&self, broker: &Broker, transactional_id: &str) -> bool {
-        let index = Self::index_of(transactional_id);
-        broker
-            .partition(&TopicPartition::new(TRANSACTION_STATE_TOPIC, index))
-            .is_some_and(|p| p.is_leader())
-            && broker.holds_leadership_lease()
-    }
-
     /// The shard coordinating `transactional_id`: NOT_COORDINATOR if another broker does
     /// (or the topic does not exist yet: FindCoordinator creates it).
     fn shard_for(

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::error_code;
 use crate::image::{BrokerInfo, MetadataImage, PartitionState};
 use crate::placement::{assign_replicas, rack_alternated};
+use crate::reassignment::{self, check_replica_list};
 use crate::records::MetadataRecord;
 use crate::{BrokerId, NO_LEADER};
 
@@ -96,6 +97,12 @@ pub enum ControllerCommand {
         election: Election,
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// AlterPartitionReassignments (API 45, kafka-reassign-partitions): starts, replaces
+    /// or (target None) cancels each partition's reassignment (reassignment.rs).
+    AlterPartitionReassignments {
+        reassignments: Vec<Reassignment>,
+        allow_replication_factor_change: bool,
+    },
     AllocateProducerIds {
         count: i64,
     },
@@ -103,6 +110,14 @@ pub enum ControllerCommand {
     InitCluster {
         cluster_id: String,
     },
+}
+
+/// One partition's target replicas in an AlterPartitionReassignments (None: cancel).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    pub target: Option<Vec<BrokerId>>,
 }
 
 /// ElectLeaders' election types (KIP-460): 0 preferred, 1 unclean.
@@ -370,6 +385,29 @@ pub fn decide(
             partitions.as_deref(),
             &mut records,
         )),
+        ControllerCommand::AlterPartitionReassignments {
+            reassignments,
+            allow_replication_factor_change,
+        } => {
+            // Partitions of one request see each other's changes (one named twice).
+            let mut scratch = image.clone();
+            let results = reassignments
+                .iter()
+                .map(
+                    |r| match alter_reassignment(&scratch, r, *allow_replication_factor_change) {
+                        Ok(Some(state)) => {
+                            let record = change(&r.topic, r.partition as usize, state);
+                            scratch.replay(&record);
+                            records.push(record);
+                            ItemResult::ok()
+                        }
+                        Ok(None) => ItemResult::ok(),
+                        Err(error) => error,
+                    },
+                )
+                .collect();
+            ControllerReply::Results(results)
+        }
         ControllerCommand::InitCluster { cluster_id } => {
             if image.cluster_id.is_none() {
                 records.push(MetadataRecord::ClusterId {
@@ -401,6 +439,47 @@ pub fn apply(
         image.replay(record);
     }
     (reply, records)
+}
+
+/// One partition of an AlterPartitionReassignments, with Kafka's errors for a topic or
+/// partition that does not exist.
+fn alter_reassignment(
+    image: &MetadataImage,
+    reassignment: &Reassignment,
+    allow_replication_factor_change: bool,
+) -> Result<Option<PartitionState>, ItemResult> {
+    let Reassignment {
+        topic,
+        partition,
+        target,
+    } = reassignment;
+    let Some(topic_image) = image.topic(topic) else {
+        return Err(ItemResult::error(
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("Unable to find a topic named {topic}."),
+        ));
+    };
+    let Some(state) = usize::try_from(*partition)
+        .ok()
+        .and_then(|index| topic_image.partitions.get(index))
+    else {
+        return Err(ItemResult::error(
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("Unable to find partition {topic}:{partition}."),
+        ));
+    };
+    match target {
+        Some(target) => {
+            reassignment::reassign(image, state, target, allow_replication_factor_change)
+        }
+        None => reassignment::cancel(
+            image,
+            topic,
+            *partition,
+            state,
+            unclean_allowed(image, topic),
+        ),
+    }
 }
 
 /// Elections for `partitions` (None: every partition, answering only those where one was
@@ -760,33 +839,10 @@ fn check_assignments(
             "Too many partitions in the assignment.",
         ));
     }
-    let first_len = assignments.first().map_or(0, Vec::len);
-    for replicas in assignments {
-        let mut seen = std::collections::BTreeSet::new();
-        if replicas.is_empty() || replicas.len() != first_len {
-            return Err(ItemResult::error(
-                error_code::INVALID_REPLICA_ASSIGNMENT,
-                format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {first_len} replica(s).", replicas.len()),
-            ));
-        }
-        for id in replicas {
-            if !seen.insert(*id) {
-                return Err(ItemResult::error(
-                    error_code::INVALID_REPLICA_ASSIGNMENT,
-                    format!(
-                        "The manual partition assignment includes the broker {id} more than once."
-                    ),
-                ));
-            }
-            if !image.brokers.contains_key(id) {
-                return Err(ItemResult::error(
-                    error_code::INVALID_REPLICA_ASSIGNMENT,
-                    format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
-                ));
-            }
-        }
-    }
-    Ok(())
+    let first_len = assignments.first().map(Vec::len);
+    assignments
+        .iter()
+        .try_for_each(|replicas| check_replica_list(image, replicas, first_len))
 }
 
 fn add_partitions(
@@ -901,8 +957,14 @@ fn alter_partition(
     }
     let mut next = state.clone();
     next.isr = isr.to_vec();
-    next.partition_epoch += 1;
-    Ok(next)
+    // The ISR may now complete a reassignment in progress, which can move leadership.
+    Ok(
+        reassignment::settle(image, state, next, false).unwrap_or_else(|| {
+            let mut same = state.clone();
+            same.partition_epoch += 1;
+            same
+        }),
+    )
 }
 
 #[cfg(test)]

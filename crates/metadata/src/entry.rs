@@ -329,6 +329,8 @@ mod tests {
                     leader: 7,
                     leader_epoch: 4,
                     partition_epoch: 9,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 },
                 PartitionState::new(vec![7]),
             ]

@@ -40,6 +40,14 @@ pub struct PartitionState {
     pub leader_epoch: i32,
     /// Bumped at every change (leader or ISR): AlterPartition names the version it edits.
     pub partition_epoch: i32,
+    /// A reassignment in progress (reassignment.rs): replicas being added, which are in
+    /// `replicas` and catch up as followers until the ISR holds them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<BrokerId>,
+    /// Replicas the reassignment removes once the added ones are in sync; in `replicas`
+    /// until then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<BrokerId>,
 }
 
 impl PartitionState {
@@ -50,7 +58,14 @@ impl PartitionState {
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
+    }
+
+    /// Whether a reassignment is moving this partition's replicas.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
     }
 }
 

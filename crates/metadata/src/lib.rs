@@ -10,11 +10,12 @@ pub mod entry;
 pub mod image;
 pub mod placement;
 pub mod proposer;
+pub mod reassignment;
 pub mod records;
 
 pub use controller::{
     apply, by_topic, decide, election_not_needed, unknown_partition, ControllerCommand,
-    ControllerReply, Election, ItemResult, NewTopic, TopicElections,
+    ControllerReply, Election, ItemResult, NewTopic, Reassignment, TopicElections,
 };
 pub use entry::{
     replay_entry, DecisionId, MetadataEntry, ReplayState, Replayed, UnknownRecordsVersion,
@@ -50,4 +51,5 @@ pub mod error_code {
     pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
     pub const ELECTION_NOT_NEEDED: i16 = 84;
+    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
 }

@@ -387,6 +387,8 @@ enum Step {
     Shrink(usize),
     Expand(usize),
     Preferred,
+    Reassign(usize, Vec<BrokerId>),
+    Cancel(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -397,6 +399,12 @@ fn step() -> impl Strategy<Value = Step> {
         (0..4usize).prop_map(Step::Shrink),
         (0..4usize).prop_map(Step::Expand),
         Just(Step::Preferred),
+        (
+            0..4usize,
+            proptest::sample::subsequence(vec![1, 2, 3, 4], 1..=4).prop_shuffle()
+        )
+            .prop_map(|(index, target)| Step::Reassign(index, target)),
+        (0..4usize).prop_map(Step::Cancel),
     ]
 }
 
@@ -440,12 +448,27 @@ proptest! {
                     });
                 }
                 Step::Preferred => { apply(&mut image, &ControllerCommand::ElectPreferredLeaders); }
+                Step::Reassign(index, ref target) => {
+                    reassign(&mut image, "t", index as i32, Some(target.clone()));
+                }
+                Step::Cancel(index) => { reassign(&mut image, "t", index as i32, None); }
             }
             for (old, new) in before.topic("t").unwrap().partitions.iter()
                 .zip(&image.topic("t").unwrap().partitions)
             {
                 prop_assert!(!new.isr.is_empty());
                 prop_assert!(new.isr.iter().all(|id| new.replicas.contains(id)));
+                let mut distinct = new.replicas.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                prop_assert_eq!(distinct.len(), new.replicas.len());
+                prop_assert!(new.adding_replicas.iter().chain(&new.removing_replicas)
+                    .all(|id| new.replicas.contains(id)));
+                prop_assert!(new.adding_replicas.iter().all(|id| !new.removing_replicas.contains(id)));
+                if new.replicas.len() < old.replicas.len() || new.leader != old.leader {
+                    // Replicas dropped or a new leader: a new leader epoch fences the old.
+                    prop_assert!(new.leader_epoch > old.leader_epoch);
+                }
                 prop_assert!(new.leader_epoch >= old.leader_epoch);
                 prop_assert!(new.partition_epoch >= old.partition_epoch);
                 if new.leader != NO_LEADER {
@@ -454,7 +477,9 @@ proptest! {
                 }
                 if new.leader != old.leader {
                     prop_assert!(new.leader_epoch > old.leader_epoch);
-                    if new.leader != NO_LEADER {
+                    // From the old ISR, or (an ISR expansion completing a reassignment)
+                    // from the replicas the leader just reported in sync.
+                    if new.leader != NO_LEADER && !matches!(step, Step::Expand(_)) {
                         prop_assert!(old.isr.contains(&new.leader), "{old:?} -> {new:?}");
                     }
                 }
@@ -693,4 +718,297 @@ fn unclean_election_on_request_even_where_the_topic_forbids_it() {
     let state = image.partition("t", 0).unwrap();
     assert_eq!(state.leader, other);
     assert_eq!(state.isr, vec![other]);
+}
+
+fn reassign(
+    image: &mut MetadataImage,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<BrokerId>>,
+) -> ItemResult {
+    let command = ControllerCommand::AlterPartitionReassignments {
+        reassignments: vec![Reassignment {
+            topic: topic.into(),
+            partition,
+            target,
+        }],
+        allow_replication_factor_change: true,
+    };
+    match apply(image, &command).0 {
+        ControllerReply::Results(mut results) => results.remove(0),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The leader reports `isr` in sync (AlterPartition with the current epochs).
+fn report_isr(image: &mut MetadataImage, topic: &str, isr: Vec<BrokerId>) -> ControllerReply {
+    let state = image.partition(topic, 0).unwrap().clone();
+    let command = ControllerCommand::AlterPartition {
+        topic: topic.into(),
+        partition: 0,
+        leader: state.leader,
+        leader_epoch: state.leader_epoch,
+        partition_epoch: state.partition_epoch,
+        isr,
+    };
+    apply(image, &command).0
+}
+
+fn with_replicas(name: &str, replicas: Vec<BrokerId>) -> NewTopic {
+    NewTopic {
+        assignments: vec![replicas],
+        ..new_topic(name, 1, 1)
+    }
+}
+
+#[test]
+fn growing_a_partition_adds_followers_and_completes_when_they_are_in_sync() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1]));
+    assert!(reassign(&mut image, "t", 0, Some(vec![1, 2, 3])).is_ok());
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.replicas, vec![1, 2, 3]);
+    assert_eq!(state.adding_replicas, vec![2, 3]);
+    assert!(state.removing_replicas.is_empty());
+    assert_eq!((state.isr.clone(), state.leader), (vec![1], 1));
+    assert_eq!(state.leader_epoch, 0, "nothing dropped, same leader");
+
+    report_isr(&mut image, "t", vec![1, 2]);
+    assert!(
+        image.partition("t", 0).unwrap().is_reassigning(),
+        "3 not in sync yet"
+    );
+    report_isr(&mut image, "t", vec![1, 2, 3]);
+    let done = image.partition("t", 0).unwrap();
+    assert!(!done.is_reassigning());
+    assert_eq!(
+        (done.replicas.clone(), done.isr.clone()),
+        (vec![1, 2, 3], vec![1, 2, 3])
+    );
+    assert_eq!((done.leader, done.leader_epoch), (1, 0));
+}
+
+#[test]
+fn moving_the_leaders_replica_hands_leadership_to_the_target_on_completion() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1, 2]));
+    assert!(reassign(&mut image, "t", 0, Some(vec![3, 2])).is_ok());
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(
+        state.replicas,
+        vec![3, 2, 1],
+        "the target, then what it drops"
+    );
+    assert_eq!(
+        (
+            state.adding_replicas.clone(),
+            state.removing_replicas.clone()
+        ),
+        (vec![3], vec![1])
+    );
+    assert_eq!(
+        state.leader, 1,
+        "the old leader leads until the new replica is in sync"
+    );
+
+    // The leader's ISR expansion completes it: 1 leaves, 3 (first in-sync target) leads.
+    assert!(matches!(
+        report_isr(&mut image, "t", vec![1, 2, 3]),
+        ControllerReply::Partition(Ok(_))
+    ));
+    let done = image.partition("t", 0).unwrap();
+    assert_eq!(done.replicas, vec![3, 2]);
+    assert_eq!(done.isr, vec![2, 3]);
+    assert_eq!(done.leader, 3);
+    assert_eq!(done.leader_epoch, state.leader_epoch + 1);
+    assert!(!done.is_reassigning());
+}
+
+#[test]
+fn reordering_or_dropping_in_sync_replicas_completes_at_once() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1, 2, 3]));
+    assert!(reassign(&mut image, "t", 0, Some(vec![3, 1, 2])).is_ok());
+    let reordered = image.partition("t", 0).unwrap().clone();
+    assert_eq!(reordered.replicas, vec![3, 1, 2]);
+    assert_eq!(
+        (reordered.leader, reordered.leader_epoch),
+        (1, 0),
+        "no election"
+    );
+    assert_eq!(reordered.partition_epoch, 1);
+
+    assert!(reassign(&mut image, "t", 0, Some(vec![3, 2])).is_ok());
+    let shrunk = image.partition("t", 0).unwrap();
+    assert!(!shrunk.is_reassigning());
+    assert_eq!(
+        (shrunk.replicas.clone(), shrunk.isr.clone()),
+        (vec![3, 2], vec![2, 3])
+    );
+    assert_eq!((shrunk.leader, shrunk.leader_epoch), (3, 1));
+
+    let unchanged = image.clone();
+    assert!(reassign(&mut image, "t", 0, Some(vec![3, 2])).is_ok());
+    assert_eq!(
+        image, unchanged,
+        "the partition has the target already: nothing to do"
+    );
+}
+
+#[test]
+fn dropping_an_out_of_sync_target_waits_for_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1, 2, 3]));
+    report_isr(&mut image, "t", vec![1, 3]);
+    assert!(reassign(&mut image, "t", 0, Some(vec![1, 2])).is_ok());
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.removing_replicas, vec![3]);
+    assert!(state.is_reassigning(), "2 is a target replica out of sync");
+    report_isr(&mut image, "t", vec![1, 3, 2]);
+    let done = image.partition("t", 0).unwrap();
+    assert_eq!(
+        (done.replicas.clone(), done.isr.clone()),
+        (vec![1, 2], vec![1, 2])
+    );
+}
+
+#[test]
+fn cancelling_reverts_to_the_original_replicas() {
+    let mut image = cluster(&[1, 2, 3, 4]);
+    create(&mut image, with_replicas("t", vec![1, 2]));
+    let none = reassign(&mut image, "t", 0, None);
+    assert_eq!(none.code, error_code::NO_REASSIGNMENT_IN_PROGRESS);
+    assert_eq!(
+        none.message.as_deref(),
+        Some("No partition reassignment is in progress.")
+    );
+
+    reassign(&mut image, "t", 0, Some(vec![3, 4]));
+    report_isr(&mut image, "t", vec![1, 2, 3]);
+    let moving = image.partition("t", 0).unwrap().clone();
+    assert_eq!(moving.replicas, vec![3, 4, 1, 2]);
+    assert!(reassign(&mut image, "t", 0, None).is_ok());
+    let reverted = image.partition("t", 0).unwrap();
+    assert_eq!(
+        (reverted.replicas.clone(), reverted.isr.clone()),
+        (vec![1, 2], vec![1, 2])
+    );
+    assert!(!reverted.is_reassigning());
+    assert_eq!(reverted.leader, 1);
+    assert!(
+        reverted.leader_epoch > moving.leader_epoch,
+        "replicas 3 and 4 are dropped"
+    );
+}
+
+#[test]
+fn a_cancel_that_needs_an_unclean_election_is_refused_unless_the_topic_allows_it() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1, 3]));
+    report_isr(&mut image, "t", vec![1]);
+    // 2 replaces 1; 3, a target replica, is out of sync, so this cannot complete.
+    reassign(&mut image, "t", 0, Some(vec![2, 3]));
+    report_isr(&mut image, "t", vec![1, 2]);
+    fence(&mut image, 1);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(
+        (state.replicas.clone(), state.adding_replicas.clone()),
+        (vec![2, 3, 1], vec![2])
+    );
+    assert_eq!(
+        (state.isr.clone(), state.leader),
+        (vec![2], 2),
+        "only the added replica is in sync"
+    );
+    let refused = reassign(&mut image, "t", 0, None);
+    assert_eq!(refused.code, error_code::INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(
+        refused.message.as_deref(),
+        Some("Unable to revert partition assignment for t:0 because it would require an unclean leader election.")
+    );
+    apply(
+        &mut image,
+        &ControllerCommand::SetTopicConfigs {
+            name: "t".into(),
+            configs: BTreeMap::from([("unclean.leader.election.enable".into(), "true".into())]),
+        },
+    );
+    unfence(&mut image, 1);
+    assert!(reassign(&mut image, "t", 0, None).is_ok());
+    let reverted = image.partition("t", 0).unwrap();
+    assert_eq!(
+        (
+            reverted.replicas.clone(),
+            reverted.isr.clone(),
+            reverted.leader
+        ),
+        (vec![3, 1], vec![3], 3),
+        "the first original replica, unclean"
+    );
+}
+
+#[test]
+fn reassignments_are_checked_as_kafka_checks_them() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, with_replicas("t", vec![1, 2]));
+    let cases: [(&str, i32, Option<Vec<BrokerId>>, i16, &str); 5] = [
+        (
+            "nope",
+            0,
+            Some(vec![1]),
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            "Unable to find a topic named nope.",
+        ),
+        (
+            "t",
+            5,
+            Some(vec![1]),
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            "Unable to find partition t:5.",
+        ),
+        (
+            "t",
+            0,
+            Some(vec![]),
+            error_code::INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        (
+            "t",
+            0,
+            Some(vec![9, 1]),
+            error_code::INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes broker 9, but no such broker is registered.",
+        ),
+        (
+            "t",
+            0,
+            Some(vec![2, 1, 2]),
+            error_code::INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes the broker 2 more than once.",
+        ),
+    ];
+    for (topic, partition, target, code, message) in cases {
+        let result = reassign(&mut image, topic, partition, target);
+        assert_eq!(
+            (result.code, result.message.as_deref()),
+            (code, Some(message))
+        );
+    }
+    let command = ControllerCommand::AlterPartitionReassignments {
+        reassignments: vec![Reassignment {
+            topic: "t".into(),
+            partition: 0,
+            target: Some(vec![1, 2, 3]),
+        }],
+        allow_replication_factor_change: false,
+    };
+    let ControllerReply::Results(results) = apply(&mut image, &command).0 else {
+        panic!()
+    };
+    assert_eq!(results[0].code, error_code::INVALID_REPLICATION_FACTOR);
+    assert_eq!(
+        results[0].message.as_deref(),
+        Some("The replication factor is changed from 2 to 3")
+    );
 }

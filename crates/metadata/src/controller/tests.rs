@@ -951,7 +951,8 @@ fn a_cancel_that_needs_an_unclean_election_is_refused_unless_the_topic_allows_it
 fn reassignments_are_checked_as_kafka_checks_them() {
     let mut image = cluster(&[1, 2, 3]);
     create(&mut image, with_replicas("t", vec![1, 2]));
-    let cases: [(&str, i32, Option<Vec<BrokerId>>, i16, &str); 5] = [
+    type Case<'a> = (&'a str, i32, Option<Vec<BrokerId>>, i16, &'a str);
+    let cases: [Case; 5] = [
         (
             "nope",
             0,

@@ -422,6 +422,45 @@ impl Broker {
         self.registry().all().cloned().collect()
     }
 
+    /// The metadata this broker answers from: the cluster's image, or on a single node
+    /// the image of one broker (itself, the only replica of every partition) with its
+    /// topics, so that metadata questions have one answer path.
+    pub fn metadata_image(&self) -> Arc<MetadataImage> {
+        if let Some(cluster) = self.cluster() {
+            return cluster.image();
+        }
+        let node = self.config.node_id;
+        let mut image = MetadataImage::default();
+        image.brokers.insert(
+            node,
+            strand_metadata::BrokerInfo {
+                id: node,
+                host: self.advertised_host.clone(),
+                port: self.advertised_port,
+                rack: None,
+                incarnation: Uuid::nil(),
+                fenced: false,
+                in_controlled_shutdown: false,
+            },
+        );
+        for topic in self.topics() {
+            let partitions = (0..topic.partitions)
+                .map(|_| strand_metadata::PartitionState::new(vec![node]))
+                .collect();
+            image.topics.insert(
+                topic.name.clone(),
+                strand_metadata::TopicImage {
+                    name: topic.name,
+                    id: topic.id,
+                    configs: topic.configs,
+                    partitions,
+                },
+            );
+        }
+        image.reindex();
+        Arc::new(image)
+    }
+
     fn registry(&self) -> std::sync::MutexGuard<'_, TopicRegistry> {
         self.topics.lock().unwrap_or_else(|p| p.into_inner())
     }

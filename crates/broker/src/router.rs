@@ -91,6 +91,12 @@ pub async fn route(
         ApiKey::DescribeProducers => api::describe_producers::handle(broker, request).await,
         ApiKey::ElectLeaders => api::elect_leaders::handle(broker, request).await,
         ApiKey::DescribeQuorum => api::describe_quorum::handle(broker, request).await,
+        ApiKey::AlterPartitionReassignments => {
+            api::alter_partition_reassignments::handle(broker, request).await
+        }
+        ApiKey::ListPartitionReassignments => {
+            api::list_partition_reassignments::handle(broker, request)
+        }
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::DescribeLogDirs => api::describe_log_dirs::handle(broker, request),
         ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),

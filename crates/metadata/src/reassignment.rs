@@ -45,9 +45,17 @@ pub fn reassign(
         }
     }
     // Against the replica list as it is now: a replica an earlier, unfinished reassignment
-    // was adding and this target leaves out is removed like any other.
+    // was adding and this target leaves out is removed like any other; one the target
+    // keeps is still being added. (Kafka keeps the earlier adding and removing lists
+    // whenever the new ones are empty, which can remove a target replica; not here.)
     let removing = sorted_difference(&state.replicas, target);
-    let adding = sorted_difference(target, &state.replicas);
+    let still_adding = state
+        .adding_replicas
+        .iter()
+        .filter(|id| target.contains(id));
+    let mut adding = sorted_difference(target, &state.replicas);
+    adding.extend(still_adding);
+    adding.sort_unstable();
     let mut next = state.clone();
     next.replicas = target.iter().chain(&removing).copied().collect();
     next.adding_replicas = adding;

@@ -51,6 +51,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::DescribeQuorum, 0, 2),
+    api(ApiKey::AlterPartitionReassignments, 0, 1),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
     // Kafka 4.4 serves DescribeLogDirs up to v5 (is_cordoned), which kafka-protocol 0.18
     // lacks.
     api(ApiKey::DescribeLogDirs, 1, 4),

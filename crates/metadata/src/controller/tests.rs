@@ -948,6 +948,35 @@ fn a_cancel_that_needs_an_unclean_election_is_refused_unless_the_topic_allows_it
 }
 
 #[test]
+fn a_new_target_replaces_the_reassignment_in_progress() {
+    let mut image = cluster(&[1, 2, 3, 4]);
+    create(&mut image, with_replicas("t", vec![1]));
+    reassign(&mut image, "t", 0, Some(vec![1, 2, 3]));
+    let moving = image.clone();
+    assert!(reassign(&mut image, "t", 0, Some(vec![1, 2, 3])).is_ok());
+    assert_eq!(image, moving, "the same target again changes nothing");
+
+    // 3 is dropped before it caught up; 2 is still being added, 4 joins it.
+    reassign(&mut image, "t", 0, Some(vec![1, 2, 4]));
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.replicas, vec![1, 2, 4, 3]);
+    assert_eq!(
+        (
+            state.adding_replicas.clone(),
+            state.removing_replicas.clone()
+        ),
+        (vec![2, 4], vec![3])
+    );
+    report_isr(&mut image, "t", vec![1, 2, 4]);
+    let done = image.partition("t", 0).unwrap();
+    assert_eq!(
+        (done.replicas.clone(), done.isr.clone()),
+        (vec![1, 2, 4], vec![1, 2, 4])
+    );
+    assert!(!done.is_reassigning());
+}
+
+#[test]
 fn reassignments_are_checked_as_kafka_checks_them() {
     let mut image = cluster(&[1, 2, 3]);
     create(&mut image, with_replicas("t", vec![1, 2]));

@@ -6,7 +6,8 @@
 #
 #   kafka-topics    --create (3 partitions, --config), --list, --describe, --alter
 #                   --partitions 4 (and a refused shrink), --delete
-#   kafka-configs   --describe, --alter --add-config / --delete-config, --describe --all
+#   kafka-configs   --describe, --alter --add-config / --delete-config, --describe --all;
+#                   brokers: --entity-default / --entity-name 1, dynamic configs
 #   kafka-console-producer / kafka-console-consumer  keyed records with headers, read
 #                   back partition by partition (--partition N --offset earliest: no groups)
 #   kafka-get-offsets  end and earliest offsets
@@ -184,6 +185,29 @@ verify "kafka-configs --describe: only max.message.bytes=2000000 left" \
 configs --describe --all
 verify "kafka-configs --describe --all: max.message.bytes=2000000, cleanup.policy=delete and retention.ms=604800000 (defaults back)" \
   '[ "$(grep -cE "^  (max\.message\.bytes=2000000|cleanup\.policy=delete|retention\.ms=604800000) " "$work/out")" -eq 3 ]'
+
+# Dynamic broker configs: the cluster default and this broker's own, described with their
+# sources; a start setting refused as Kafka refuses it.
+bconfigs() { kafka kafka-configs --entity-type brokers "$@"; }
+bconfigs --entity-default --alter --add-config leader.replication.throttled.rate=1000000
+verify "kafka-configs --entity-type brokers --entity-default --add-config leader.replication.throttled.rate=1000000" \
+  'has "Completed updating default config for brokers in the cluster."'
+bconfigs --entity-name 1 --alter --add-config follower.replication.throttled.rate=2000
+verify "kafka-configs --entity-type brokers --entity-name 1 --add-config follower.replication.throttled.rate=2000" \
+  'has "Completed updating config for broker 1."'
+bconfigs --entity-default --describe
+verify "kafka-configs --entity-default --describe: leader.replication.throttled.rate=1000000 (DYNAMIC_DEFAULT_BROKER_CONFIG)" \
+  'has "  leader.replication.throttled.rate=1000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:leader.replication.throttled.rate=1000000}"'
+bconfigs --entity-name 1 --describe
+verify "kafka-configs --entity-name 1 --describe: follower.replication.throttled.rate=2000 (DYNAMIC_BROKER_CONFIG)" \
+  'has "  follower.replication.throttled.rate=2000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:follower.replication.throttled.rate=2000}"'
+run "$KAFKA_CLI" kafka-configs --bootstrap-server "$B" --entity-type brokers --entity-name 1 --alter --add-config log.dirs=/elsewhere
+verify "kafka-configs --add-config log.dirs=... refused: Cannot update these configs dynamically: [log.dirs]" \
+  '[ "$last_status" -ne 0 ] && grep -qF "Cannot update these configs dynamically: [log.dirs]" "$work/out" "$work/err"'
+bconfigs --entity-default --alter --delete-config leader.replication.throttled.rate
+bconfigs --entity-name 1 --alter --delete-config follower.replication.throttled.rate
+bconfigs --entity-name 1 --describe
+verify "kafka-configs --delete-config: no dynamic config left on broker 1" '! grep -q "^  " "$work/out"'
 
 # ---- console producer / get-offsets / console consumer ----------------------------------
 

@@ -65,6 +65,9 @@ pub struct Broker {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Makes new partitions' directories after their creation has been answered.
     log_dirs: LogDirCreator,
+    /// Dynamic broker configs (kafka-configs --entity-type brokers) and the replication
+    /// throttles they set.
+    pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -164,7 +167,9 @@ impl Broker {
             id_expiration_ms: config.transactional_id_expiration_ms,
             transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
+        let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
         let broker = Arc::new(Broker {
+            dynamic,
             config,
             connection_limits,
             cluster_id,
@@ -257,6 +262,7 @@ impl Broker {
     pub fn reconcile(&self, image: &MetadataImage) -> Reconciled {
         let node = self.config.node_id;
         let mut out = Reconciled::default();
+        self.dynamic.apply(image.dynamic_broker_configs(node));
         let mut registry = self.registry();
         let stale: Vec<TopicInfo> = registry
             .all()

@@ -793,6 +793,26 @@ async fn every_advertised_version_of_every_api_answers() {
                             .with_partitions(vec![PartitionData::default()])]);
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::AlterPartitionReassignments => {
+                    use kafka_protocol::messages::alter_partition_reassignments_request::{
+                        ReassignablePartition, ReassignableTopic,
+                    };
+                    let request =
+                        kafka_protocol::messages::AlterPartitionReassignmentsRequest::default()
+                            .with_topics(vec![ReassignableTopic::default()
+                                .with_name(name())
+                                .with_partitions(vec![ReassignablePartition::default()
+                                    .with_partition_index(0)
+                                    .with_replicas(Some(vec![
+                                        kafka_protocol::messages::BrokerId(1),
+                                    ]))])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ListPartitionReassignments => {
+                    let request =
+                        kafka_protocol::messages::ListPartitionReassignmentsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

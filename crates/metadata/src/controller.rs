@@ -69,6 +69,12 @@ pub enum ControllerCommand {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// Dynamic broker configs (IncrementalAlterConfigs on a BROKER resource), checked by
+    /// the broker that took the request; None: the cluster-wide default.
+    SetBrokerConfigs {
+        broker: Option<BrokerId>,
+        configs: BTreeMap<String, String>,
+    },
     /// A leader's ISR change (Kafka's AlterPartition).
     AlterPartition {
         topic: String,
@@ -318,6 +324,13 @@ pub fn decide(
                     format!("The topic '{name}' does not exist."),
                 )
             })
+        }
+        ControllerCommand::SetBrokerConfigs { broker, configs } => {
+            records.push(MetadataRecord::SetBrokerConfigs {
+                broker: *broker,
+                configs: configs.clone(),
+            });
+            ControllerReply::single(ItemResult::ok())
         }
         ControllerCommand::AlterPartition {
             topic,

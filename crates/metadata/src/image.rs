@@ -87,6 +87,12 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Set once by the first active controller; every broker reports it.
     pub cluster_id: Option<String>,
+    /// Dynamic broker configs for every broker (kafka-configs --entity-default).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub default_broker_configs: BTreeMap<String, String>,
+    /// Dynamic broker configs per broker (kafka-configs --entity-name ID).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<BrokerId, BTreeMap<String, String>>,
 }
 
 impl MetadataImage {
@@ -104,6 +110,15 @@ impl MetadataImage {
         self.topics
             .get(topic)
             .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+    }
+
+    /// A broker's dynamic configs: its own over the cluster-wide defaults.
+    pub fn dynamic_broker_configs(&self, broker: BrokerId) -> BTreeMap<String, String> {
+        let mut configs = self.default_broker_configs.clone();
+        if let Some(own) = self.broker_configs.get(&broker) {
+            configs.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        configs
     }
 
     pub fn is_eligible(&self, broker: BrokerId) -> bool {
@@ -188,6 +203,16 @@ impl MetadataImage {
             MetadataRecord::DeleteTopic { name } => {
                 if let Some(topic) = self.topics.remove(name) {
                     self.topic_names_by_id.remove(&topic.id);
+                }
+            }
+            MetadataRecord::SetBrokerConfigs { broker, configs } => {
+                let slot = match broker {
+                    None => &mut self.default_broker_configs,
+                    Some(id) => self.broker_configs.entry(*id).or_default(),
+                };
+                *slot = configs.clone();
+                if let Some(id) = broker.filter(|_| configs.is_empty()) {
+                    self.broker_configs.remove(&id);
                 }
             }
             MetadataRecord::ClusterId { id } => {

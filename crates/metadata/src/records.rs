@@ -49,6 +49,11 @@ pub enum MetadataRecord {
     DeleteTopic {
         name: String,
     },
+    /// A broker's dynamic configs (None: the cluster-wide default), replacing the set.
+    SetBrokerConfigs {
+        broker: Option<BrokerId>,
+        configs: BTreeMap<String, String>,
+    },
     /// The cluster's id (the first one set stays).
     ClusterId {
         id: String,

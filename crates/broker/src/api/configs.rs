@@ -1,7 +1,8 @@
 //! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics
-//! and this broker. Topic configs are validated as Kafka validates them (INVALID_CONFIG,
-//! including unknown names) and take effect at once, without a restart. Broker settings
-//! are static (set at start), so altering them answers as Kafka does for a static config.
+//! and brokers. Topic configs are validated as Kafka validates them (INVALID_CONFIG,
+//! including unknown names) and take effect at once, without a restart. A BROKER resource
+//! (this broker's id, or "" for the cluster-wide default) takes dynamic broker configs
+//! (dynamic_broker_configs.rs); start settings answer as Kafka does for a static config.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::{ApiError, Broker};
-use crate::broker_configs::BROKER_CONFIGS;
+use crate::broker_configs::{broker_config, BROKER_CONFIGS};
 use crate::config::BrokerConfig;
+use crate::dynamic_broker_configs::config_type_code;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
@@ -28,6 +30,8 @@ const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 /// Kafka's ConfigSource values.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 const OP_SET: i8 = 0;
@@ -186,11 +190,13 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
         }
         RESOURCE_BROKER => {
             check_broker_name(broker, name)?;
-            // The cluster-wide default entity lists dynamic defaults only: none yet.
+            // The cluster-wide default entity lists the dynamic defaults only.
             if name.is_empty() {
-                return Ok(Vec::new());
+                return Ok(dynamic_entries(broker, None));
             }
-            Ok(broker_entries(broker))
+            let mut entries = broker_entries(broker);
+            entries.extend(dynamic_entries(broker, Some(broker.node_id())));
+            Ok(entries)
         }
         other => Err(ApiError::new(
             error_code::INVALID_REQUEST,
@@ -214,9 +220,50 @@ fn check_broker_name(broker: &Arc<Broker>, name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Dynamic broker configs set for `broker` (None: the cluster default entity), with the
+/// cluster default behind a broker's own. Strand's own start settings are never among
+/// them (dynamic_broker_configs.rs refuses those), so these add to `broker_entries`.
+fn dynamic_entries(broker: &Arc<Broker>, id: Option<i32>) -> Vec<Entry> {
+    let defaults = broker.dynamic_configs_of(None);
+    let own = match id {
+        Some(id) => broker.dynamic_configs_of(Some(id)),
+        None => BTreeMap::new(),
+    };
+    let mut names: Vec<&String> = own.keys().chain(defaults.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| broker_config(name).is_none())
+        .map(|name| {
+            let mut synonyms = Vec::new();
+            if let Some(value) = own.get(name) {
+                synonyms.push((name.clone(), Some(value.clone()), SOURCE_DYNAMIC_BROKER));
+            }
+            if let Some(value) = defaults.get(name) {
+                synonyms.push((
+                    name.clone(),
+                    Some(value.clone()),
+                    SOURCE_DYNAMIC_DEFAULT_BROKER,
+                ));
+            }
+            let (_, value, source) = synonyms[0].clone();
+            Entry {
+                name: name.clone(),
+                value,
+                source,
+                read_only: false,
+                config_type: config_type_code(name),
+                synonyms,
+                documentation: None,
+            }
+        })
+        .collect()
+}
+
 /// The broker's settings by Kafka's names: given ones (file, command line) are
 /// STATIC_BROKER_CONFIG with Kafka's default behind them, the rest DEFAULT_CONFIG. All
-/// read-only until dynamic broker configs exist.
+/// read-only: Strand reads them at start.
 fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
     let config = &broker.config;
     let defaults = BrokerConfig::default();
@@ -268,13 +315,7 @@ fn precheck(
             "Default topic resources are not allowed.",
         )),
         RESOURCE_TOPIC => Ok(()),
-        RESOURCE_BROKER => {
-            check_broker_name(broker, name)?;
-            Err(ApiError::new(
-                error_code::INVALID_REQUEST,
-                "Cannot update these configs dynamically: Strand's broker settings are static",
-            ))
-        }
+        RESOURCE_BROKER => check_broker_name(broker, name),
         other => Err(ApiError::new(
             error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),
@@ -340,7 +381,14 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
             // AlterConfigs replaces the whole set of overrides.
             Ok(configs)
         });
-        let (code, message) = set_prepared(broker, name, prepared, body.validate_only).await;
+        let (code, message) = set_prepared(
+            broker,
+            resource.resource_type,
+            name,
+            prepared,
+            body.validate_only,
+        )
+        .await;
         responses.push(
             alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -359,15 +407,27 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
 /// for its response entry.
 async fn set_prepared(
     broker: &Arc<Broker>,
+    resource_type: i8,
     name: &str,
     prepared: Result<BTreeMap<String, String>, ApiError>,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
     let result = match prepared {
+        Ok(configs) if resource_type == RESOURCE_BROKER => {
+            broker
+                .set_dynamic_configs(broker_entity(name), configs, validate_only)
+                .await
+        }
         Ok(configs) => broker.set_topic_configs(name, configs, validate_only).await,
         Err(error) => Err(error),
     };
     split(result)
+}
+
+/// A BROKER resource's entity: None for "" (the cluster default), else the broker id
+/// (checked by `check_broker_name` already).
+fn broker_entity(name: &str) -> Option<i32> {
+    name.parse().ok()
 }
 
 pub async fn incremental_alter(
@@ -393,17 +453,24 @@ pub async fn incremental_alter(
             duplicated.contains(&(resource.resource_type, name.to_string())),
         )
         .and_then(|()| {
-            let topic = broker.topic(name).ok_or_else(|| {
-                ApiError::new(
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("The topic '{name}' does not exist."),
-                )
-            })?;
             refuse_duplicate_keys(resource.configs.iter().map(|op| op.name.as_str()))?;
-            let mut configs = topic.configs.clone();
+            let mut configs = if resource.resource_type == RESOURCE_BROKER {
+                broker.dynamic_configs_of(broker_entity(name))
+            } else {
+                broker
+                    .topic(name)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                            format!("The topic '{name}' does not exist."),
+                        )
+                    })?
+                    .configs
+            };
             for op in &resource.configs {
                 apply_op(
                     broker,
+                    resource.resource_type,
                     &mut configs,
                     op.name.as_str(),
                     op.config_operation,
@@ -412,7 +479,14 @@ pub async fn incremental_alter(
             }
             Ok(configs)
         });
-        let (code, message) = set_prepared(broker, name, prepared, body.validate_only).await;
+        let (code, message) = set_prepared(
+            broker,
+            resource.resource_type,
+            name,
+            prepared,
+            body.validate_only,
+        )
+        .await;
         responses.push(
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -429,12 +503,17 @@ pub async fn incremental_alter(
 
 fn apply_op(
     broker: &Arc<Broker>,
+    resource_type: i8,
     configs: &mut BTreeMap<String, String>,
     name: &str,
     operation: i8,
     value: Option<&str>,
 ) -> Result<(), ApiError> {
-    let is_list = topic_config_type(name) == 7;
+    let is_list = if resource_type == RESOURCE_BROKER {
+        config_type_code(name) == 7
+    } else {
+        topic_config_type(name) == 7
+    };
     match operation {
         OP_SET => {
             let value = value.ok_or_else(|| {
@@ -460,7 +539,11 @@ fn apply_op(
                     format!("Can't {verb} to key {name} because its type is not LIST."),
                 ));
             }
-            let current = topic_config_value(&broker.config, configs, name);
+            let current = if resource_type == RESOURCE_BROKER {
+                configs.get(name).cloned().unwrap_or_default()
+            } else {
+                topic_config_value(&broker.config, configs, name)
+            };
             let mut items: Vec<String> = current
                 .split(',')
                 .map(str::trim)

@@ -30,7 +30,50 @@ use crate::broker::Broker;
 use crate::error_code;
 use crate::fetch_session::{FetchKey, SessionPlan, Wanted};
 use crate::partition::{IsrProposal, Partition};
+use crate::replication_throttle::{names_replica, ReplicationThrottle};
 use crate::router::{decode, Outcome};
+
+/// The topic config naming replicas whose leader side is throttled.
+const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+
+/// A follower's fetch under leader.replication.throttled.rate: which targets (by index)
+/// it covers, and the budget.
+struct LeaderThrottling<'b> {
+    throttle: &'b ReplicationThrottle,
+    throttled: Vec<bool>,
+}
+
+/// For a follower's fetch while a leader rate is set: the partitions this leader throttles
+/// for it (listed with this broker's id, the follower not in the ISR).
+fn leader_throttling<'b>(
+    broker: &'b Broker,
+    targets: &[Target],
+    follower: Option<i32>,
+) -> Option<LeaderThrottling<'b>> {
+    let follower = follower?;
+    let throttle = &broker.dynamic.leader_throttle;
+    if !throttle.is_limited() {
+        return None;
+    }
+    let node = broker.node_id();
+    let throttled = targets
+        .iter()
+        .map(|target| {
+            let (Some(tp), Ok(partition)) = (&target.tp, &target.partition) else {
+                return false;
+            };
+            let listed = broker
+                .topic(&tp.topic)
+                .and_then(|topic| topic.configs.get(LEADER_THROTTLED_REPLICAS).cloned())
+                .is_some_and(|value| names_replica(&value, tp.partition, node));
+            listed && !partition.assignment().isr.contains(&follower)
+        })
+        .collect();
+    Some(LeaderThrottling {
+        throttle,
+        throttled,
+    })
+}
 
 /// Longest a fetch may wait, whatever it asks for.
 const FETCH_WAIT_MAX: Duration = Duration::from_secs(300);
@@ -96,6 +139,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let wait = Duration::from_millis(body.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = tokio::time::Instant::now() + wait;
     let read_committed = body.isolation_level == 1;
+    let throttling = leader_throttling(broker, &targets, follower);
     let responses = loop {
         let waiter = Arc::new(Notify::new());
         let parked: Vec<&Arc<Partition>> = targets
@@ -111,6 +155,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 body.max_bytes,
                 read_committed,
                 follower,
+                throttling.as_ref(),
                 &mut proposals,
                 &mut misses,
             )
@@ -283,6 +328,7 @@ fn read_all<'t>(
     max_bytes: i32,
     read_committed: bool,
     follower: Option<i32>,
+    throttling: Option<&LeaderThrottling>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
     misses: &mut Vec<(&'t Arc<Partition>, Miss)>,
 ) -> (Vec<(FetchKey, FetchPartitionOut)>, u64, bool) {
@@ -290,7 +336,13 @@ fn read_all<'t>(
     let mut total = 0u64;
     let mut errors = false;
     let mut answers = Vec::with_capacity(targets.len());
-    for target in targets {
+    let now = std::time::Instant::now();
+    for (index, target) in targets.iter().enumerate() {
+        let throttle = throttling
+            .filter(|t| t.throttled.get(index).copied().unwrap_or(false))
+            .map(|t| t.throttle);
+        // Over budget: the follower's fetch still counts (progress, ISR), without records.
+        let over_budget = throttle.is_some_and(|t| t.is_exceeded(now));
         let mut out = FetchPartitionOut {
             partition_index: target.index,
             error_code: error_code::NONE,
@@ -302,10 +354,15 @@ fn read_all<'t>(
             records: RecordsOut::Empty, // never null: librdkafka rejects null records
             diverging_epoch: None,
         };
+        let (budget_here, first) = if over_budget {
+            (0, false)
+        } else {
+            (budget, total == 0)
+        };
         match read_one(
             target,
-            budget,
-            total == 0,
+            budget_here,
+            first,
             read_committed,
             follower,
             proposals,
@@ -315,6 +372,9 @@ fn read_all<'t>(
                     RecordsOut::File { length, .. } => *length,
                     _ => 0,
                 };
+                if let Some(throttle) = throttle {
+                    throttle.record(length);
+                }
                 total += length;
                 budget = budget.saturating_sub(length);
                 // A diverging epoch comes without records and is answered at once, as an

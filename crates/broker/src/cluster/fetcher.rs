@@ -10,7 +10,7 @@
 //!
 //! Thread-safe: the followed set behind a mutex per leader; each task owns its connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +31,10 @@ use tokio::task::JoinHandle;
 
 use crate::error_code;
 use crate::partition::Partition;
+use crate::replication_throttle::{names_replica, ReplicationThrottle};
+
+/// The topic config naming replicas whose follower fetches are throttled.
+const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 const FETCH_VERSION: i16 = 12;
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
@@ -66,14 +70,21 @@ pub struct Fetchers {
     node_id: i32,
     metadata: watch::Receiver<Published>,
     by_leader: Mutex<HashMap<i32, Arc<LeaderFetcher>>>,
+    /// follower.replication.throttled.rate, shared by every leader's fetcher.
+    throttle: Arc<ReplicationThrottle>,
 }
 
 impl Fetchers {
-    pub fn new(node_id: i32, metadata: watch::Receiver<Published>) -> Fetchers {
+    pub fn new(
+        node_id: i32,
+        metadata: watch::Receiver<Published>,
+        throttle: Arc<ReplicationThrottle>,
+    ) -> Fetchers {
         Fetchers {
             node_id,
             metadata,
             by_leader: Mutex::new(HashMap::new()),
+            throttle,
         }
     }
 
@@ -117,6 +128,7 @@ impl Fetchers {
                 leader,
                 fetcher.clone(),
                 self.metadata.clone(),
+                self.throttle.clone(),
             )));
         }
         fetcher.changed.notify_one();
@@ -158,15 +170,44 @@ fn leader_address(metadata: &watch::Receiver<Published>, leader: i32) -> Option<
         .map(|b| format!("{}:{}", b.host, b.port))
 }
 
+/// The partitions among `active` this follower throttles: named with this broker in the
+/// topic's follower.replication.throttled.replicas, and not in the ISR.
+fn throttled_partitions(
+    node_id: i32,
+    metadata: &watch::Receiver<Published>,
+    active: &[(TopicPartition, Arc<Partition>, i32, bool)],
+) -> HashSet<TopicPartition> {
+    let image = metadata.borrow().image.clone();
+    active
+        .iter()
+        .map(|(tp, ..)| tp)
+        .filter(|tp| {
+            let Some(topic) = image.topic(&tp.topic) else {
+                return false;
+            };
+            let listed = topic
+                .configs
+                .get(FOLLOWER_THROTTLED_REPLICAS)
+                .is_some_and(|value| names_replica(value, tp.partition, node_id));
+            let in_sync = image
+                .partition(&tp.topic, tp.partition)
+                .is_some_and(|state| state.isr.contains(&node_id));
+            listed && !in_sync
+        })
+        .cloned()
+        .collect()
+}
+
 async fn run(
     node_id: i32,
     leader: i32,
     fetcher: Arc<LeaderFetcher>,
     metadata: watch::Receiver<Published>,
+    throttle: Arc<ReplicationThrottle>,
 ) {
     let mut connection: Option<Connection> = None;
     loop {
-        let active: Vec<(TopicPartition, Arc<Partition>, i32, bool)> = {
+        let mut active: Vec<(TopicPartition, Arc<Partition>, i32, bool)> = {
             let now = tokio::time::Instant::now();
             fetcher
                 .followed
@@ -193,6 +234,19 @@ async fn run(
             let _ = tokio::time::timeout(FETCH_BACKOFF, fetcher.changed.notified()).await;
             continue;
         }
+        // Over follower.replication.throttled.rate: throttled replicas sit this fetch out.
+        let throttled = if throttle.is_limited() {
+            throttled_partitions(node_id, &metadata, &active)
+        } else {
+            HashSet::new()
+        };
+        if !throttled.is_empty() && throttle.is_exceeded(std::time::Instant::now()) {
+            active.retain(|(tp, ..)| !throttled.contains(tp));
+            if active.is_empty() {
+                tokio::time::sleep(FETCH_BACKOFF).await;
+                continue;
+            }
+        }
         if connection.is_none() {
             let Some(address) = leader_address(&metadata, leader) else {
                 tokio::time::sleep(FETCH_BACKOFF).await;
@@ -210,7 +264,7 @@ async fn run(
         let conn = connection.as_ref().expect("connected above");
         let to_truncate: Vec<_> = active.iter().filter(|a| a.3).cloned().collect();
         let result = if to_truncate.is_empty() {
-            fetch_once(node_id, conn, &fetcher, &active).await
+            fetch_once(node_id, conn, &fetcher, &active, &throttled, &throttle).await
         } else {
             truncate(node_id, conn, &fetcher, &to_truncate).await
         };
@@ -383,6 +437,8 @@ async fn fetch_once(
     connection: &Connection,
     fetcher: &LeaderFetcher,
     partitions: &[(TopicPartition, Arc<Partition>, i32, bool)],
+    throttled: &HashSet<TopicPartition>,
+    throttle: &ReplicationThrottle,
 ) -> anyhow::Result<()> {
     let mut wanted = Vec::new();
     for (tp, partition, epoch, _) in partitions {
@@ -481,6 +537,9 @@ async fn fetch_once(
             match answer.error_code {
                 error_code::NONE => {
                     let records = answer.records.unwrap_or_default();
+                    if throttled.contains(&tp) {
+                        throttle.record(records.len() as u64);
+                    }
                     if partition.log().log_end_offset() != *fetched_at {
                         continue; // truncated meanwhile
                     }

@@ -161,7 +161,7 @@ impl Cluster {
             reconciled: watch::Sender::new(Arc::new(MetadataImage::default())),
             reconciled_index: watch::Sender::new(0),
             lease: LeadershipLease::default(),
-            fetchers: Fetchers::new(node_id, metadata),
+            fetchers: Fetchers::new(node_id, metadata, broker.dynamic.follower_throttle.clone()),
             shutting_down: AtomicBool::new(false),
             broker: Arc::downgrade(broker),
         });

@@ -1,0 +1,438 @@
+//! Dynamic broker configs, as `kafka-configs --entity-type brokers` sets them: per broker
+//! (`--entity-name 1`) or cluster-wide (`--entity-default`, the BROKER resource ""). The
+//! checks are Kafka's (DynamicBrokerConfig.validateConfigs), in its order and words, with
+//! its table of which names may change at runtime (kafka_broker_configs.tsv, generated
+//! from Kafka 4.4.0):
+//!
+//! - a name Kafka reads only at start: INVALID_REQUEST "Cannot update these configs
+//!   dynamically: [names]";
+//! - an ssl.* setting without its listener prefix: INVALID_REQUEST;
+//! - a value not of the config's type (or below its minimum): INVALID_REQUEST with Kafka's
+//!   "Invalid value ..." message;
+//! - a per-broker name on the cluster default: INVALID_REQUEST.
+//!
+//! Names Kafka does not know are accepted and stored, as Kafka accepts custom configs.
+//!
+//! What Strand does with them: the replication throttles take effect at once
+//! (`replication_throttle.rs`). Kafka's dynamic names that Strand implements only as start
+//! settings (message.max.bytes, log.segment.bytes, listeners, ...) are refused with a
+//! message saying so rather than stored without effect. The other names Kafka may change
+//! at runtime tune parts Strand does not have (num.io.threads, log.cleaner.threads,
+//! background.threads, ...): stored and reported, as Kafka would, with no effect.
+//!
+//! Where they live: in a cluster, the metadata log (`SetBrokerConfigs`), so every broker
+//! and every restart sees them; on a single node, `dynamic_broker_configs.json` in the
+//! data directory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use strand_metadata::ControllerCommand;
+
+use crate::broker::{ApiError, Broker};
+use crate::broker_configs::broker_config;
+use crate::error_code;
+use crate::replication_throttle::ReplicationThrottle;
+
+/// The single node's file of dynamic configs.
+pub const DYNAMIC_CONFIGS_FILE: &str = "dynamic_broker_configs.json";
+
+/// leader.replication.throttled.rate: bytes/s a leader sends to throttled replicas.
+pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
+/// follower.replication.throttled.rate: bytes/s a follower fetches for throttled replicas.
+pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+
+/// Dynamic configs Strand applies while running.
+const APPLIED_LIVE: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE];
+
+/// Kafka's minimum for configs Strand applies (the quota rates are at least 0).
+fn minimum(name: &str) -> Option<i64> {
+    APPLIED_LIVE.contains(&name).then_some(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Read at start only.
+    Static,
+    /// On a broker or as the cluster default.
+    ClusterWide,
+    /// On a broker only.
+    PerBroker,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct KafkaBrokerConfig {
+    /// Kafka's type name (INT, LONG, ...; UNKNOWN where the capture has none).
+    pub type_name: &'static str,
+    pub mode: UpdateMode,
+}
+
+/// Kafka 4.4.0's broker configs by name.
+pub static KAFKA_BROKER_CONFIGS: LazyLock<HashMap<&'static str, KafkaBrokerConfig>> =
+    LazyLock::new(|| {
+        include_str!("kafka_broker_configs.tsv")
+            .lines()
+            .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                let name = fields.next()?;
+                let type_name = fields.next()?;
+                let mode = match fields.next()? {
+                    "cluster-wide" => UpdateMode::ClusterWide,
+                    "per-broker" => UpdateMode::PerBroker,
+                    _ => UpdateMode::Static,
+                };
+                Some((name, KafkaBrokerConfig { type_name, mode }))
+            })
+            .collect()
+    });
+
+/// Kafka's DescribeConfigs type code for a broker config (0: unknown).
+pub fn config_type_code(name: &str) -> i8 {
+    match KAFKA_BROKER_CONFIGS
+        .get(name)
+        .map_or("UNKNOWN", |c| c.type_name)
+    {
+        "BOOLEAN" => 1,
+        "STRING" => 2,
+        "INT" => 3,
+        "SHORT" => 4,
+        "LONG" => 5,
+        "DOUBLE" => 6,
+        "LIST" => 7,
+        "CLASS" => 8,
+        "PASSWORD" => 9,
+        _ => 0,
+    }
+}
+
+/// How `name` may be updated: a `listener.name.<listener>.<config>` form is dynamic (per
+/// broker, except the cluster-level connection limits), others by Kafka's table.
+fn update_mode(name: &str) -> Option<UpdateMode> {
+    if let Some(rest) = name.strip_prefix("listener.name.") {
+        let base = rest.split_once('.').map_or("", |(_, base)| base);
+        let cluster_level = [
+            "max.connections",
+            "max.connection.creation.rate",
+            "num.network.threads",
+        ];
+        return Some(if cluster_level.contains(&base) {
+            UpdateMode::ClusterWide
+        } else {
+            UpdateMode::PerBroker
+        });
+    }
+    KAFKA_BROKER_CONFIGS.get(name).map(|c| c.mode)
+}
+
+/// Kafka's rendering of a set of names: `[a, b]`.
+fn listed(names: &[&str]) -> String {
+    format!("[{}]", names.join(", "))
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::new(error_code::INVALID_REQUEST, message)
+}
+
+/// Checks the configs a BROKER resource is to have (its whole new set), as Kafka does.
+pub fn validate(configs: &BTreeMap<String, String>, cluster_default: bool) -> Result<(), ApiError> {
+    let names: Vec<&str> = configs.keys().map(String::as_str).collect();
+    let read_at_start: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| update_mode(name) == Some(UpdateMode::Static))
+        .collect();
+    if !read_at_start.is_empty() {
+        return Err(invalid(format!(
+            "Cannot update these configs dynamically: {}",
+            listed(&read_at_start)
+        )));
+    }
+    let unprefixed_security: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| name.starts_with("ssl.") && update_mode(name) == Some(UpdateMode::PerBroker))
+        .collect();
+    if !unprefixed_security.is_empty() {
+        return Err(invalid(format!(
+            "These security configs can be dynamically updated only per-listener using the listener prefix: {}",
+            listed(&unprefixed_security)
+        )));
+    }
+    for (name, value) in configs {
+        check_type(name, value).map_err(|why| {
+            invalid(format!(
+                "Invalid value {value} for configuration {name}: {why}"
+            ))
+        })?;
+    }
+    if cluster_default {
+        let per_broker: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|name| update_mode(name) == Some(UpdateMode::PerBroker))
+            .collect();
+        if !per_broker.is_empty() {
+            return Err(invalid(format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: {}",
+                listed(&per_broker)
+            )));
+        }
+    }
+    // Kafka would take these at runtime; Strand reads them at start only (so far).
+    let start_only: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| broker_config(name).is_some() && !APPLIED_LIVE.contains(name))
+        .collect();
+    if !start_only.is_empty() {
+        return Err(invalid(format!(
+            "Strand reads these configs at start only: set them in server.properties and \
+             restart: {}",
+            listed(&start_only)
+        )));
+    }
+    Ok(())
+}
+
+/// A value of the config's Kafka type, at least its minimum.
+fn check_type(name: &str, value: &str) -> Result<(), String> {
+    let type_name = KAFKA_BROKER_CONFIGS
+        .get(name)
+        .map_or("UNKNOWN", |c| c.type_name);
+    let number = |parsed: Option<i64>| -> Result<(), String> {
+        let Some(number) = parsed else {
+            return Err(format!("Not a number of type {type_name}"));
+        };
+        match minimum(name) {
+            Some(min) if number < min => Err(format!("Value must be at least {min}")),
+            _ => Ok(()),
+        }
+    };
+    let trimmed = value.trim();
+    match type_name {
+        "INT" => number(trimmed.parse::<i32>().ok().map(i64::from)),
+        "SHORT" => number(trimmed.parse::<i16>().ok().map(i64::from)),
+        "LONG" => number(trimmed.parse::<i64>().ok()),
+        "DOUBLE" => trimmed
+            .parse::<f64>()
+            .map(|_| ())
+            .map_err(|_| "Not a number of type DOUBLE".into()),
+        "BOOLEAN" => match trimmed.to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err("Expected value to be either true or false".into()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// The dynamic configs a single node keeps (a cluster keeps them in its metadata log).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalDynamicConfigs {
+    /// The cluster-wide default entity's.
+    #[serde(default)]
+    pub default: BTreeMap<String, String>,
+    /// This broker's own.
+    #[serde(default)]
+    pub broker: BTreeMap<String, String>,
+}
+
+impl LocalDynamicConfigs {
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join(DYNAMIC_CONFIGS_FILE)
+    }
+
+    pub fn load(data_dir: &Path) -> anyhow::Result<LocalDynamicConfigs> {
+        match std::fs::read(Self::path(data_dir)) {
+            Ok(bytes) => Ok(serde_json::from_slice(&bytes)?),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        strand_log::checkpoint::write_atomically(&Self::path(data_dir), &bytes)
+    }
+
+    /// This broker's effective dynamic configs: its own over the defaults.
+    pub fn effective(&self) -> BTreeMap<String, String> {
+        let mut configs = self.default.clone();
+        configs.extend(self.broker.clone());
+        configs
+    }
+}
+
+/// A broker's dynamic configs as they stand, and what applies them.
+#[derive(Debug, Default)]
+pub struct DynamicConfigs {
+    /// This broker's effective set (its own over the cluster defaults).
+    effective: RwLock<BTreeMap<String, String>>,
+    /// On a single node, the stored sets (a cluster's are in its image).
+    local: Mutex<LocalDynamicConfigs>,
+    /// What this broker sends to throttled followers as their leader.
+    pub leader_throttle: ReplicationThrottle,
+    /// What this broker fetches for its throttled replicas (its fetchers share it).
+    pub follower_throttle: Arc<ReplicationThrottle>,
+}
+
+impl DynamicConfigs {
+    /// A single node's, from its data directory; a cluster member's start empty and
+    /// follow the image.
+    pub fn open(data_dir: &Path, single_node: bool) -> anyhow::Result<DynamicConfigs> {
+        let configs = DynamicConfigs::default();
+        if single_node {
+            let local = LocalDynamicConfigs::load(data_dir)?;
+            configs.apply(local.effective());
+            *configs.local.lock().unwrap_or_else(|p| p.into_inner()) = local;
+        }
+        Ok(configs)
+    }
+
+    /// Takes a new effective set: the throttles change at once.
+    pub fn apply(&self, effective: BTreeMap<String, String>) {
+        self.leader_throttle
+            .set_rate(effective.get(LEADER_THROTTLED_RATE).map(String::as_str));
+        self.follower_throttle
+            .set_rate(effective.get(FOLLOWER_THROTTLED_RATE).map(String::as_str));
+        *self.effective.write().unwrap_or_else(|p| p.into_inner()) = effective;
+    }
+
+    /// The effective value of `name`, if set dynamically.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.effective
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+impl Broker {
+    /// The dynamic configs stored for a BROKER resource: this broker's own (`Some(id)`)
+    /// or the cluster default (`None`).
+    pub fn dynamic_configs_of(&self, broker: Option<i32>) -> BTreeMap<String, String> {
+        if let Some(cluster) = self.cluster() {
+            let image = cluster.image();
+            return match broker {
+                None => image.default_broker_configs.clone(),
+                Some(id) => image.broker_configs.get(&id).cloned().unwrap_or_default(),
+            };
+        }
+        let local = self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner());
+        match broker {
+            None => local.default.clone(),
+            Some(_) => local.broker.clone(),
+        }
+    }
+
+    /// Replaces a BROKER resource's dynamic configs after Kafka's checks: in a cluster
+    /// through the controller (answered once this broker's image has them), on a single
+    /// node in its file.
+    pub async fn set_dynamic_configs(
+        &self,
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        validate(&configs, broker.is_none())?;
+        if validate_only {
+            return Ok(());
+        }
+        if let Some(cluster) = self.cluster() {
+            let wanted = configs.clone();
+            let command = ControllerCommand::SetBrokerConfigs { broker, configs };
+            return cluster
+                .write_and_wait(command, |image| match broker {
+                    None => image.default_broker_configs == wanted,
+                    Some(id) => {
+                        image.broker_configs.get(&id).cloned().unwrap_or_default() == wanted
+                    }
+                })
+                .await;
+        }
+        let mut local = self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = local.clone();
+        match broker {
+            None => next.default = configs,
+            Some(_) => next.broker = configs,
+        }
+        next.save(&self.config.data_dir).map_err(|error| {
+            ApiError::new(
+                error_code::UNKNOWN_SERVER_ERROR,
+                format!("storing the dynamic configs failed: {error}"),
+            )
+        })?;
+        self.dynamic.apply(next.effective());
+        *local = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn message(pairs: &[(&str, &str)], cluster_default: bool) -> Option<String> {
+        validate(&configs(pairs), cluster_default)
+            .err()
+            .map(|e| e.message.unwrap_or_default())
+    }
+
+    /// Kafka 4.4.0's answers, from interop/kafka/reference-4.4/broker_configs.json.
+    #[test]
+    fn kafkas_checks_in_kafkas_words() {
+        let cases: &[(&str, &str, bool, Option<&str>)] = &[
+            ("log.dirs", "/x", false, Some("Cannot update these configs dynamically: [log.dirs]")),
+            ("node.id", "1", true, Some("Cannot update these configs dynamically: [node.id]")),
+            ("num.partitions", "2", false, Some("Cannot update these configs dynamically: [num.partitions]")),
+            ("log.cleaner.threads", "abc", false, Some("Invalid value abc for configuration log.cleaner.threads: Not a number of type INT")),
+            ("log.retention.bytes", "abc", false, Some("Invalid value abc for configuration log.retention.bytes: Not a number of type LONG")),
+            ("ssl.keystore.type", "PKCS12", false, Some("These security configs can be dynamically updated only per-listener using the listener prefix: [ssl.keystore.type]")),
+            ("cordoned.log.dirs", "", true, Some("Cannot update these configs at default cluster level, broker id must be specified: [cordoned.log.dirs]")),
+            ("cordoned.log.dirs", "", false, None),
+            ("leader.replication.throttled.rate", "1000", true, None),
+            ("follower.replication.throttled.rate", "1000", false, None),
+            ("leader.replication.throttled.rate", "-1", false, Some("Invalid value -1 for configuration leader.replication.throttled.rate: Value must be at least 0")),
+            ("num.io.threads", "8", true, None),
+            ("listener.name.plaintext.max.connections", "1000", true, None),
+            ("no.such.broker.config", "1", true, None),
+            ("leader.replication.throttled.replicas", "*", false, None),
+        ];
+        for (name, value, cluster_default, expected) in cases {
+            assert_eq!(
+                message(&[(name, value)], *cluster_default).as_deref(),
+                *expected,
+                "{name}={value}"
+            );
+        }
+    }
+
+    #[test]
+    fn start_settings_strand_cannot_change_live_are_refused_not_ignored() {
+        let refused = message(&[("message.max.bytes", "2000000")], false).unwrap();
+        assert!(refused.contains("[message.max.bytes]"), "{refused}");
+    }
+
+    #[test]
+    fn a_single_nodes_configs_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut local = LocalDynamicConfigs::load(dir.path()).unwrap();
+        assert_eq!(local, LocalDynamicConfigs::default());
+        local.default = configs(&[(LEADER_THROTTLED_RATE, "10")]);
+        local.broker = configs(&[(LEADER_THROTTLED_RATE, "20"), ("num.io.threads", "4")]);
+        local.save(dir.path()).unwrap();
+        let loaded = LocalDynamicConfigs::load(dir.path()).unwrap();
+        assert_eq!(loaded, local);
+        assert_eq!(loaded.effective()[LEADER_THROTTLED_RATE], "20");
+    }
+}

@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka server-properties restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka server-properties restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -88,7 +88,7 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # configs land: Kafka reports min.insync.replicas as the cluster's dynamic default; until
 # Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders \
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' --allow 'all_dirs_v5'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
@@ -97,6 +97,7 @@ if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
 if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partition leader; acks=all and the ISR hold, 3 nodes)"; timeout 600 python3 interop/cluster/stall_test.py; fi
 if want cluster-deposed-coordinator; then echo "=== cluster-deposed-coordinator (a group coordinator frozen past its session and resumed does not answer the offsets from before its fall)"; timeout 600 python3 interop/cluster/deposed_coordinator_test.py; fi
+if want cluster-reassignment; then echo "=== cluster-reassignment (kafka-reassign-partitions: generate, execute with a replication throttle, list, verify, cancel; grow RF 1 to 3 and move a leader's replica under an acks=all producer, nothing acknowledged lost; 3 nodes)"; timeout 900 python3 interop/cluster/reassignment_test.py; fi
 if want cluster-corruption; then echo "=== cluster-corruption (a leader whose read finds a damaged batch steps down; the consumer reads everything from a healthy replica; 3 nodes)"; timeout 600 python3 interop/cluster/corruption_failover_test.py; fi
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi

@@ -32,6 +32,11 @@ pub struct BrokerConfigDef {
 const NULL_UNLESS_GIVEN: &[&str] = &["log.retention.ms", "log.retention.minutes", "log.roll.ms"];
 
 impl BrokerConfigDef {
+    /// Checks a value as the start does (on a scratch config): Err(Kafka's reason).
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        (self.set)(&mut BrokerConfig::default(), value, &Properties::new())
+    }
+
     /// The value DescribeConfigs reports for `config`.
     pub fn value(&self, config: &BrokerConfig) -> Option<String> {
         if NULL_UNLESS_GIVEN.contains(&self.name) && !config.explicit.contains(self.name) {

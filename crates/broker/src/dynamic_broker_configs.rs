@@ -62,11 +62,13 @@ pub enum UpdateMode {
     PerBroker,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct KafkaBrokerConfig {
     /// Kafka's type name (INT, LONG, ...; UNKNOWN where the capture has none).
     pub type_name: &'static str,
     pub mode: UpdateMode,
+    /// The DEFAULT_CONFIG value Kafka describes (None: it describes none).
+    pub default: Option<String>,
 }
 
 /// Kafka 4.4.0's broker configs by name.
@@ -84,13 +86,33 @@ pub static KAFKA_BROKER_CONFIGS: LazyLock<HashMap<&'static str, KafkaBrokerConfi
                     "per-broker" => UpdateMode::PerBroker,
                     _ => UpdateMode::Static,
                 };
-                Some((name, KafkaBrokerConfig { type_name, mode }))
+                let default = fields
+                    .next()
+                    .and_then(|json| serde_json::from_str::<Option<String>>(json).ok())
+                    .flatten();
+                Some((
+                    name,
+                    KafkaBrokerConfig {
+                        type_name,
+                        mode,
+                        default,
+                    },
+                ))
             })
             .collect()
     });
 
-/// Kafka's DescribeConfigs type code for a broker config (0: unknown).
+/// The config a `listener.name.<listener>.<config>` name sets for one listener.
+pub fn listener_base(name: &str) -> Option<&str> {
+    name.strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map(|(_, base)| base)
+}
+
+/// Kafka's DescribeConfigs type code for a broker config (0: unknown); a listener-prefixed
+/// name has its base config's.
 pub fn config_type_code(name: &str) -> i8 {
+    let name = listener_base(name).unwrap_or(name);
     match KAFKA_BROKER_CONFIGS
         .get(name)
         .map_or("UNKNOWN", |c| c.type_name)
@@ -111,8 +133,8 @@ pub fn config_type_code(name: &str) -> i8 {
 /// How `name` may be updated: a `listener.name.<listener>.<config>` form is dynamic (per
 /// broker, except the cluster-level connection limits), others by Kafka's table.
 fn update_mode(name: &str) -> Option<UpdateMode> {
-    if let Some(rest) = name.strip_prefix("listener.name.") {
-        let base = rest.split_once('.').map_or("", |(_, base)| base);
+    if name.starts_with("listener.name.") {
+        let base = listener_base(name).unwrap_or("");
         let cluster_level = [
             "max.connections",
             "max.connection.creation.rate",
@@ -197,8 +219,28 @@ pub fn validate(configs: &BTreeMap<String, String>, cluster_default: bool) -> Re
     Ok(())
 }
 
-/// A value of the config's Kafka type, at least its minimum.
+/// A value of the config's Kafka type, at least its minimum, and (for configs Strand
+/// implements, and those with a topic config of the same name and rule, such as
+/// compression.type) passing the same check as at start.
 fn check_type(name: &str, value: &str) -> Result<(), String> {
+    if let Some(def) = broker_config(name) {
+        return def.check(value);
+    }
+    if matches!(
+        name,
+        "compression.type"
+            | "compression.gzip.level"
+            | "compression.lz4.level"
+            | "compression.zstd.level"
+    ) {
+        let prefix = format!("Invalid value {value} for configuration {name}: ");
+        return crate::topic_config::validate_topic_config(name, Some(value)).map_err(|message| {
+            message
+                .strip_prefix(&prefix)
+                .unwrap_or(&message)
+                .to_string()
+        });
+    }
     let type_name = KAFKA_BROKER_CONFIGS
         .get(name)
         .map_or("UNKNOWN", |c| c.type_name);
@@ -407,6 +449,8 @@ mod tests {
             ("listener.name.plaintext.max.connections", "1000", true, None),
             ("no.such.broker.config", "1", true, None),
             ("leader.replication.throttled.replicas", "*", false, None),
+            ("compression.type", "bogus", true, Some("Invalid value bogus for configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer")),
+            ("message.max.bytes", "-5", false, Some("Invalid value -5 for configuration message.max.bytes: Value must be at least 0")),
         ];
         for (name, value, cluster_default, expected) in cases {
             assert_eq!(

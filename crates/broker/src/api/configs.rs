@@ -21,7 +21,9 @@ use super::str_bytes;
 use crate::broker::{ApiError, Broker};
 use crate::broker_configs::{broker_config, BROKER_CONFIGS};
 use crate::config::BrokerConfig;
-use crate::dynamic_broker_configs::config_type_code;
+use crate::dynamic_broker_configs::{
+    config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS,
+};
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
@@ -93,6 +95,8 @@ struct Entry {
     value: Option<String>,
     source: i8,
     read_only: bool,
+    /// Values of sensitive configs (names Kafka does not know: it cannot tell) are null.
+    sensitive: bool,
     config_type: i8,
     /// DescribeConfigs' synonyms after the entry's own: (name, value, source), in
     /// Kafka's order of precedence.
@@ -124,7 +128,7 @@ impl Entry {
             .with_value(self.value.map(str_bytes))
             .with_read_only(self.read_only)
             .with_config_source(self.source)
-            .with_is_sensitive(false)
+            .with_is_sensitive(self.sensitive)
             .with_synonyms(synonyms)
             .with_config_type(self.config_type)
             .with_documentation(
@@ -181,6 +185,7 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
                         value: Some(config.value),
                         source,
                         read_only: false,
+                        sensitive: false,
                         config_type: config.def.config_type as i8,
                         synonyms,
                         documentation: Some(config.def.doc),
@@ -189,7 +194,7 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
                 .collect())
         }
         RESOURCE_BROKER => {
-            check_broker_name(broker, name)?;
+            check_broker_name(broker, name, " or empty string")?;
             // The cluster-wide default entity lists the dynamic defaults only.
             if name.is_empty() {
                 return Ok(dynamic_entries(broker, None));
@@ -205,7 +210,9 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
     }
 }
 
-fn check_broker_name(broker: &Arc<Broker>, name: &str) -> Result<(), ApiError> {
+/// `or_empty`: DescribeConfigs' message names the empty (default) entity too, Kafka's
+/// alterations' does not.
+fn check_broker_name(broker: &Arc<Broker>, name: &str, or_empty: &str) -> Result<(), ApiError> {
     // An empty name is the cluster-wide default entity.
     if name.is_empty() || name == broker.node_id().to_string() {
         Ok(())
@@ -213,7 +220,7 @@ fn check_broker_name(broker: &Arc<Broker>, name: &str) -> Result<(), ApiError> {
         Err(ApiError::new(
             error_code::INVALID_REQUEST,
             format!(
-                "Unexpected broker id, expected {}, but received {name}",
+                "Unexpected broker id, expected {}{or_empty}, but received {name}",
                 broker.node_id()
             ),
         ))
@@ -236,23 +243,34 @@ fn dynamic_entries(broker: &Arc<Broker>, id: Option<i32>) -> Vec<Entry> {
         .into_iter()
         .filter(|name| broker_config(name).is_none())
         .map(|name| {
+            // Kafka describes a name it does not know as sensitive (its value hidden) and
+            // read-only, and a listener-prefixed one as read-only with its base's type.
+            let known = KAFKA_BROKER_CONFIGS.get(name.as_str());
+            let sensitive = known.is_none() && config_type_code(name) == 0;
+            let shown = |value: &String| (!sensitive).then(|| value.clone());
             let mut synonyms = Vec::new();
             if let Some(value) = own.get(name) {
-                synonyms.push((name.clone(), Some(value.clone()), SOURCE_DYNAMIC_BROKER));
+                synonyms.push((name.clone(), shown(value), SOURCE_DYNAMIC_BROKER));
             }
             if let Some(value) = defaults.get(name) {
-                synonyms.push((
-                    name.clone(),
-                    Some(value.clone()),
-                    SOURCE_DYNAMIC_DEFAULT_BROKER,
-                ));
+                synonyms.push((name.clone(), shown(value), SOURCE_DYNAMIC_DEFAULT_BROKER));
+            }
+            // A broker's entry ends with Kafka's default (a listener-prefixed name's base
+            // config's); the cluster default entity lists its own values only.
+            let base = listener_base(name).unwrap_or(name);
+            let default = KAFKA_BROKER_CONFIGS
+                .get(base)
+                .and_then(|k| k.default.clone());
+            if let (Some(default), Some(_)) = (default, id) {
+                synonyms.push((base.to_string(), Some(default), SOURCE_DEFAULT));
             }
             let (_, value, source) = synonyms[0].clone();
             Entry {
                 name: name.clone(),
                 value,
                 source,
-                read_only: false,
+                read_only: known.is_none_or(|k| k.mode == UpdateMode::Static),
+                sensitive,
                 config_type: config_type_code(name),
                 synonyms,
                 documentation: None,
@@ -287,6 +305,7 @@ fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
                 value,
                 source,
                 read_only: true,
+                sensitive: false,
                 config_type: def.config_type as i8,
                 synonyms,
                 documentation: None,
@@ -315,7 +334,7 @@ fn precheck(
             "Default topic resources are not allowed.",
         )),
         RESOURCE_TOPIC => Ok(()),
-        RESOURCE_BROKER => check_broker_name(broker, name),
+        RESOURCE_BROKER => check_broker_name(broker, name, ""),
         other => Err(ApiError::new(
             error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),

@@ -38,7 +38,9 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             })
             .collect(),
     };
-    let response = ListPartitionReassignmentsResponse::default().with_topics(topics);
+    let response = ListPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_topics(topics);
     respond(&request, &response)
 }
 

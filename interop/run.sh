@@ -88,7 +88,7 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # configs land: Kafka reports min.insync.replicas as the cluster's dynamic default; until
 # Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments \
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' --allow 'all_dirs_v5'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi

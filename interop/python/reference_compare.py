@@ -118,7 +118,7 @@ sys.path.insert(0, REF_DIR)
 import capture as cap  # noqa: E402  (interop/kafka/reference-4.4/capture.py)
 
 ADMIN = ['describe_log_dirs', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
-         'list_partition_reassignments']
+         'list_partition_reassignments', 'alter_partition_reassignments']
 SECTIONS = ['api_versions', 'topic_configs', 'topic_config_validation', 'broker_configs',
             'group_configs'] + ADMIN
 ALIASES = {'topic_validation': ['topic_config_validation'], 'admin_apis': ADMIN, 'all': SECTIONS}
@@ -128,7 +128,7 @@ SECTION_APIS = {
     'api_versions': [18], 'topic_configs': [19, 32], 'topic_config_validation': [19, 44],
     'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35],
     'describe_topic_partitions': [75], 'describe_quorum': [55], 'elect_leaders': [43],
-    'list_partition_reassignments': [46],
+    'list_partition_reassignments': [46], 'alter_partition_reassignments': [45],
 }
 STATIC_SOURCE = 4
 

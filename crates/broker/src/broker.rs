@@ -68,6 +68,8 @@ pub struct Broker {
     /// Dynamic broker configs (kafka-configs --entity-type brokers) and the replication
     /// throttles they set.
     pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
+    /// A single node's group configs (a cluster's are in its image).
+    pub group_configs: crate::group_configs::LocalGroupConfigs,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -168,8 +170,10 @@ impl Broker {
             transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
         let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
+        let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
         let broker = Arc::new(Broker {
             dynamic,
+            group_configs,
             config,
             connection_limits,
             cluster_id,

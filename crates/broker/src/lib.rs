@@ -16,6 +16,7 @@ pub mod dynamic_broker_configs;
 pub use strand_types::error_code;
 pub mod fetch_session;
 pub mod group;
+pub mod group_configs;
 pub mod log_dirs;
 pub mod partition;
 pub mod producer_ids;

@@ -69,6 +69,12 @@ pub enum ControllerCommand {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// A group's configs (IncrementalAlterConfigs on a GROUP resource), checked by the
+    /// broker that took the request.
+    SetGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
     /// Dynamic broker configs (IncrementalAlterConfigs on a BROKER resource), checked by
     /// the broker that took the request; None: the cluster-wide default.
     SetBrokerConfigs {
@@ -324,6 +330,13 @@ pub fn decide(
                     format!("The topic '{name}' does not exist."),
                 )
             })
+        }
+        ControllerCommand::SetGroupConfigs { group, configs } => {
+            records.push(MetadataRecord::SetGroupConfigs {
+                group: group.clone(),
+                configs: configs.clone(),
+            });
+            ControllerReply::single(ItemResult::ok())
         }
         ControllerCommand::SetBrokerConfigs { broker, configs } => {
             records.push(MetadataRecord::SetBrokerConfigs {

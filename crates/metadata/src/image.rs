@@ -93,6 +93,9 @@ pub struct MetadataImage {
     /// Dynamic broker configs per broker (kafka-configs --entity-name ID).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<BrokerId, BTreeMap<String, String>>,
+    /// Group configs by group id (kafka-configs --entity-type groups).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl MetadataImage {
@@ -203,6 +206,13 @@ impl MetadataImage {
             MetadataRecord::DeleteTopic { name } => {
                 if let Some(topic) = self.topics.remove(name) {
                     self.topic_names_by_id.remove(&topic.id);
+                }
+            }
+            MetadataRecord::SetGroupConfigs { group, configs } => {
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
+                } else {
+                    self.group_configs.insert(group.clone(), configs.clone());
                 }
             }
             MetadataRecord::SetBrokerConfigs { broker, configs } => {

@@ -20,9 +20,6 @@ use crate::error_code;
 use crate::image::{MetadataImage, PartitionState};
 use crate::{BrokerId, NO_LEADER};
 
-/// Kafka's message for NO_REASSIGNMENT_IN_PROGRESS.
-const NO_REASSIGNMENT_MESSAGE: &str = "No partition reassignment is in progress.";
-
 /// Starts (or replaces) a reassignment of `state` to `target`. Returns the changed
 /// partition, or None when `target` is what the partition has already.
 pub fn reassign(
@@ -74,10 +71,11 @@ pub fn cancel(
     unclean_allowed: bool,
 ) -> Result<Option<PartitionState>, ItemResult> {
     if !state.is_reassigning() {
-        return Err(ItemResult::error(
-            error_code::NO_REASSIGNMENT_IN_PROGRESS,
-            NO_REASSIGNMENT_MESSAGE,
-        ));
+        // Kafka answers the error's default message as null.
+        return Err(ItemResult {
+            code: error_code::NO_REASSIGNMENT_IN_PROGRESS,
+            message: None,
+        });
     }
     let adding = &state.adding_replicas;
     let mut next = state.clone();

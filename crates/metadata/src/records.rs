@@ -49,6 +49,11 @@ pub enum MetadataRecord {
     DeleteTopic {
         name: String,
     },
+    /// A group's configs (KIP-848 group configs), replacing the set (empty: none).
+    SetGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
     /// A broker's dynamic configs (None: the cluster-wide default), replacing the set.
     SetBrokerConfigs {
         broker: Option<BrokerId>,

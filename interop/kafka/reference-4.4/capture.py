@@ -20,7 +20,8 @@ Sections (--only takes a comma list of these):
   broker_configs     broker_configs.json        DescribeConfigs BROKER "<id>" and "", IncrementalAlterConfigs tries
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
   admin_apis         describe_log_dirs.json, describe_topic_partitions.json, describe_quorum.json,
-                     elect_leaders.json, list_partition_reassignments.json
+                     elect_leaders.json, list_partition_reassignments.json,
+                     alter_partition_reassignments.json
   dynamic_configs    dynamic_broker_configs.json (no broker: runs DumpDynamicConfigs.java on --kafka-libs)
   schemas            schemas.txt, schema_changes.json (needs --clients-jar; --old-clients-jar to compare)
 
@@ -1293,6 +1294,36 @@ def collect_list_partition_reassignments(c):
     return {'cases': run_cases(c, cases)}
 
 
+def collect_alter_partition_reassignments(c):
+    """alter_partition_reassignments.json: every case leaves the cluster as it was (a
+    partition "reassigned" to the replica it has, or a request refused)."""
+    me, _ = broker_id(c)
+
+    def one(topic, partition, replicas, version=None, allow=True):
+        body = {'timeout_ms': 30000, 'topics': [{'name': topic, 'partitions': [
+            {'partition_index': partition, 'replicas': replicas}]}]}
+        if version is None or version >= 1:
+            body['allow_replication_factor_change'] = allow
+        return body
+    cases = [
+        ('same_replicas', 'AlterPartitionReassignments', None, one(T_PARTS, 0, [me])),
+        ('same_replicas_v0', 'AlterPartitionReassignments', 0, one(T_PARTS, 0, [me], version=0)),
+        ('nonexistent_topic', 'AlterPartitionReassignments', None, one(T_MISSING, 0, [me])),
+        ('nonexistent_partition', 'AlterPartitionReassignments', None, one(T_PARTS, 9, [me])),
+        ('empty_replicas', 'AlterPartitionReassignments', None, one(T_PARTS, 0, [])),
+        ('unregistered_broker', 'AlterPartitionReassignments', None, one(T_PARTS, 0, [me, 999])),
+        ('duplicate_broker', 'AlterPartitionReassignments', None, one(T_PARTS, 0, [me, me])),
+        ('cancel_none_in_progress', 'AlterPartitionReassignments', None, one(T_PARTS, 1, None)),
+        ('rf_change_refused', 'AlterPartitionReassignments', None, one(T_PARTS, 0, [me, 999], allow=False)),
+        ('several_topics', 'AlterPartitionReassignments', None,
+         {'timeout_ms': 30000, 'allow_replication_factor_change': True, 'topics': [
+             {'name': T_PARTS, 'partitions': [{'partition_index': 1, 'replicas': [me]},
+                                              {'partition_index': 7, 'replicas': [me]}]},
+             {'name': T_MISSING, 'partitions': [{'partition_index': 0, 'replicas': None}]}]}),
+    ]
+    return {'cases': run_cases(c, cases)}
+
+
 # The admin_apis section: output file name -> collect function (c, schemas, controller).
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
@@ -1300,6 +1331,7 @@ ADMIN_APIS = [
     ('describe_quorum', collect_describe_quorum),
     ('elect_leaders', lambda c, schemas, controller: collect_elect_leaders(c)),
     ('list_partition_reassignments', lambda c, schemas, controller: collect_list_partition_reassignments(c)),
+    ('alter_partition_reassignments', lambda c, schemas, controller: collect_alter_partition_reassignments(c)),
 ]
 
 

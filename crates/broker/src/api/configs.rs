@@ -1,5 +1,5 @@
-//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics
-//! and brokers. Topic configs are validated as Kafka validates them (INVALID_CONFIG,
+//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics,
+//! brokers and groups (group_configs.rs). Topic configs are validated as Kafka validates them (INVALID_CONFIG,
 //! including unknown names) and take effect at once, without a restart. A BROKER resource
 //! (this broker's id, or "" for the cluster-wide default) takes dynamic broker configs
 //! (dynamic_broker_configs.rs); start settings answer as Kafka does for a static config.
@@ -25,17 +25,20 @@ use crate::dynamic_broker_configs::{
     config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS,
 };
 use crate::error_code;
+use crate::group_configs::{group_config, GROUP_CONFIGS};
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_GROUP: i8 = 32;
 /// Kafka's ConfigSource values.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+const SOURCE_GROUP: i8 = 8;
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
@@ -203,6 +206,7 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
             entries.extend(dynamic_entries(broker, Some(broker.node_id())));
             Ok(entries)
         }
+        RESOURCE_GROUP => Ok(group_entries(broker, name)),
         other => Err(ApiError::new(
             error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),
@@ -225,6 +229,52 @@ fn check_broker_name(broker: &Arc<Broker>, name: &str, or_empty: &str) -> Result
             ),
         ))
     }
+}
+
+/// A group's configs (group_configs.rs): Kafka's 21, each its group value (GROUP_CONFIG)
+/// over the broker config that gives its default.
+fn group_entries(broker: &Arc<Broker>, group: &str) -> Vec<Entry> {
+    let set = broker.group_configs_of(group);
+    GROUP_CONFIGS
+        .iter()
+        .map(|def| {
+            let default_source = if broker.config.explicit.contains(def.broker_synonym) {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            };
+            let default = (
+                def.broker_synonym.to_string(),
+                Some(def.default_on(&broker.config)),
+                default_source,
+            );
+            let (value, source, synonyms) = match set.get(def.name) {
+                Some(value) => (
+                    value.clone(),
+                    SOURCE_GROUP,
+                    vec![
+                        (def.name.to_string(), Some(value.clone()), SOURCE_GROUP),
+                        default,
+                    ],
+                ),
+                None => (
+                    def.default_on(&broker.config),
+                    default_source,
+                    vec![default],
+                ),
+            };
+            Entry {
+                name: def.name.to_string(),
+                value: Some(value),
+                source,
+                read_only: false,
+                sensitive: false,
+                config_type: def.type_code(),
+                synonyms,
+                documentation: Some(def.documentation.as_str()),
+            }
+        })
+        .collect()
 }
 
 /// Dynamic broker configs set for `broker` (None: the cluster default entity), with the
@@ -329,6 +379,11 @@ fn precheck(
         ));
     }
     match resource_type {
+        RESOURCE_GROUP if name.is_empty() => Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            "Default group resources are not allowed.",
+        )),
+        RESOURCE_GROUP => Ok(()),
         RESOURCE_TOPIC if name.is_empty() => Err(ApiError::new(
             error_code::INVALID_REQUEST,
             "Default topic resources are not allowed.",
@@ -432,6 +487,9 @@ async fn set_prepared(
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
     let result = match prepared {
+        Ok(configs) if resource_type == RESOURCE_GROUP => {
+            broker.set_group_configs(name, configs, validate_only).await
+        }
         Ok(configs) if resource_type == RESOURCE_BROKER => {
             broker
                 .set_dynamic_configs(broker_entity(name), configs, validate_only)
@@ -475,6 +533,8 @@ pub async fn incremental_alter(
             refuse_duplicate_keys(resource.configs.iter().map(|op| op.name.as_str()))?;
             let mut configs = if resource.resource_type == RESOURCE_BROKER {
                 broker.dynamic_configs_of(broker_entity(name))
+            } else if resource.resource_type == RESOURCE_GROUP {
+                broker.group_configs_of(name)
             } else {
                 broker
                     .topic(name)
@@ -530,6 +590,8 @@ fn apply_op(
 ) -> Result<(), ApiError> {
     let is_list = if resource_type == RESOURCE_BROKER {
         config_type_code(name) == 7
+    } else if resource_type == RESOURCE_GROUP {
+        group_config(name).is_some_and(|def| def.type_code() == 7)
     } else {
         topic_config_type(name) == 7
     };
@@ -558,7 +620,7 @@ fn apply_op(
                     format!("Can't {verb} to key {name} because its type is not LIST."),
                 ));
             }
-            let current = if resource_type == RESOURCE_BROKER {
+            let current = if resource_type != RESOURCE_TOPIC {
                 configs.get(name).cloned().unwrap_or_default()
             } else {
                 topic_config_value(&broker.config, configs, name)

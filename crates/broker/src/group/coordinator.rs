@@ -654,8 +654,20 @@ impl GroupCoordinator {
             .await
             .map_err(|e| refuse(e.code, e.message))?;
         let group = group_id.to_string();
+        // The group's own session timeout and heartbeat interval (group configs), if set.
+        let overrides = broker.group_configs_of(group_id);
+        let limits = (!overrides.is_empty()).then(|| {
+            let base = strand_coordinator::group::consumer::ConsumerGroupLimits {
+                session_timeout_ms: broker.config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms: broker.config.group_consumer_heartbeat_interval_ms,
+                max_size: broker.config.group_max_size,
+            };
+            crate::group_configs::consumer_limits(base, &overrides)
+        });
         shard
-            .call(move |state: &mut GroupShard| state.consumer_heartbeat(&group, request, now_ms()))
+            .call(move |state: &mut GroupShard| {
+                state.consumer_heartbeat_with(&group, request, limits, now_ms())
+            })
             .await
             .map_err(|code| refuse(code, None))?
     }

@@ -141,6 +141,11 @@ pub struct ConsumerGroup {
 }
 
 impl ConsumerGroup {
+    /// New settings (group configs changed): sessions renewed from now on use them.
+    pub fn set_limits(&mut self, limits: ConsumerGroupLimits) {
+        self.limits = limits;
+    }
+
     pub fn new(group_id: &str, limits: ConsumerGroupLimits) -> ConsumerGroup {
         ConsumerGroup {
             group_id: group_id.to_string(),

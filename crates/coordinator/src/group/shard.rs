@@ -963,6 +963,18 @@ impl GroupShard {
         request: Heartbeat,
         now_ms: i64,
     ) -> (Records, Answerer<Result<HeartbeatResult, HeartbeatError>>) {
+        self.consumer_heartbeat_with(group_id, request, None, now_ms)
+    }
+
+    /// ConsumerGroupHeartbeat under `limits`, the group's own settings where its group
+    /// configs set any (None: the broker's); they apply from this heartbeat on.
+    pub fn consumer_heartbeat_with(
+        &mut self,
+        group_id: &str,
+        request: Heartbeat,
+        limits: Option<ConsumerGroupLimits>,
+        now_ms: i64,
+    ) -> (Records, Answerer<Result<HeartbeatResult, HeartbeatError>>) {
         let refuse = |code, message: &str| {
             answer_now(Err(HeartbeatError {
                 code,
@@ -975,7 +987,7 @@ impl GroupShard {
         if !self.room_for(group_id) {
             return refuse(error_code::COORDINATOR_NOT_AVAILABLE, "too many groups");
         }
-        let limits = self.settings.consumer;
+        let limits = limits.unwrap_or(self.settings.consumer);
         let topics = self.topics.clone();
         let entry = self.groups.entry(group_id.to_string()).or_default();
         if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
@@ -989,6 +1001,7 @@ impl GroupShard {
         let group = entry
             .consumer
             .get_or_insert_with(|| ConsumerGroup::new(group_id, limits));
+        group.set_limits(limits);
         let was_empty = group.is_empty();
         let mut new_id = || uuid::Uuid::new_v4().to_string();
         let result = group.heartbeat(request, now_ms, topics.as_ref(), &mut new_id);

@@ -878,10 +878,7 @@ fn cancelling_reverts_to_the_original_replicas() {
     create(&mut image, with_replicas("t", vec![1, 2]));
     let none = reassign(&mut image, "t", 0, None);
     assert_eq!(none.code, error_code::NO_REASSIGNMENT_IN_PROGRESS);
-    assert_eq!(
-        none.message.as_deref(),
-        Some("No partition reassignment is in progress.")
-    );
+    assert_eq!(none.message, None, "Kafka's default message, sent as null");
 
     reassign(&mut image, "t", 0, Some(vec![3, 4]));
     report_isr(&mut image, "t", vec![1, 2, 3]);

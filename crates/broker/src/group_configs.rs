@@ -1,0 +1,315 @@
+//! Group configs (KIP-848, `kafka-configs --entity-type groups`): per-group overrides of
+//! the broker's group.* settings, set with IncrementalAlterConfigs / AlterConfigs on a
+//! GROUP resource (type 32) and described with Kafka's 21 names, types, defaults (the
+//! broker config behind each, as synonym) and documentation (kafka_group_configs.tsv,
+//! generated from Kafka 4.4.0's answer).
+//!
+//! Kafka's checks, in its words: an unknown name INVALID_CONFIG "Unknown group config
+//! name"; a value not of the type; consumer.session.timeout.ms and
+//! consumer.heartbeat.interval.ms at least 1 and within the broker's range (Kafka's
+//! group.consumer.min/max.* defaults, widened to include this broker's own setting);
+//! share.auto.offset.reset one of Kafka's forms. A group need not exist.
+//!
+//! What takes effect: a KIP-848 group's session timeout and heartbeat interval, at each
+//! member's next heartbeat. The share.*, streams.* and errors.* configs are stored and
+//! described; Strand has no share or streams groups yet, so they change nothing.
+//!
+//! Where they live: in a cluster, the metadata log (`SetGroupConfigs`); on a single node,
+//! `group_configs.json` in the data directory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{LazyLock, Mutex};
+
+use strand_coordinator::group::consumer::ConsumerGroupLimits;
+use strand_metadata::ControllerCommand;
+
+use crate::broker::{ApiError, Broker};
+use crate::config::BrokerConfig;
+use crate::error_code;
+
+/// The single node's file of group configs.
+pub const GROUP_CONFIGS_FILE: &str = "group_configs.json";
+pub const CONSUMER_SESSION_TIMEOUT: &str = "consumer.session.timeout.ms";
+pub const CONSUMER_HEARTBEAT_INTERVAL: &str = "consumer.heartbeat.interval.ms";
+/// Kafka's group.consumer.min/max.session.timeout.ms and .heartbeat.interval.ms defaults.
+const SESSION_RANGE: (i32, i32) = (45_000, 60_000);
+const HEARTBEAT_RANGE: (i32, i32) = (5_000, 15_000);
+
+#[derive(Debug, Clone)]
+pub struct GroupConfigDef {
+    pub name: &'static str,
+    /// Kafka's type name (INT, STRING, BOOLEAN, LIST).
+    pub type_name: &'static str,
+    /// The broker config that gives the default (its synonym in DescribeConfigs).
+    pub broker_synonym: &'static str,
+    pub default: String,
+    pub documentation: String,
+}
+
+impl GroupConfigDef {
+    /// Kafka's DescribeConfigs type code.
+    pub fn type_code(&self) -> i8 {
+        match self.type_name {
+            "BOOLEAN" => 1,
+            "STRING" => 2,
+            "INT" => 3,
+            "LIST" => 7,
+            _ => 0,
+        }
+    }
+
+    /// The default on this broker: its own group.consumer.* setting where Strand has one.
+    pub fn default_on(&self, config: &BrokerConfig) -> String {
+        match self.name {
+            CONSUMER_SESSION_TIMEOUT => config.group_consumer_session_timeout_ms.to_string(),
+            CONSUMER_HEARTBEAT_INTERVAL => config.group_consumer_heartbeat_interval_ms.to_string(),
+            _ => self.default.clone(),
+        }
+    }
+}
+
+/// Kafka 4.4.0's group configs, by name.
+pub static GROUP_CONFIGS: LazyLock<Vec<GroupConfigDef>> = LazyLock::new(|| {
+    include_str!("kafka_group_configs.tsv")
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| {
+            let fields: Vec<&'static str> = line.split('\t').collect();
+            let [name, type_name, broker_synonym, default, documentation] = fields[..] else {
+                return None;
+            };
+            Some(GroupConfigDef {
+                name,
+                type_name,
+                broker_synonym,
+                default: serde_json::from_str(default).ok()?,
+                documentation: serde_json::from_str(documentation).ok()?,
+            })
+        })
+        .collect()
+});
+
+pub fn group_config(name: &str) -> Option<&'static GroupConfigDef> {
+    GROUP_CONFIGS.iter().find(|def| def.name == name)
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::new(error_code::INVALID_CONFIG, message)
+}
+
+/// `(low, high)` widened to include the broker's own setting.
+fn range_with(range: (i32, i32), setting: i32) -> (i32, i32) {
+    (range.0.min(setting), range.1.max(setting))
+}
+
+/// Checks a group's new configs as Kafka does.
+pub fn validate(configs: &BTreeMap<String, String>, broker: &BrokerConfig) -> Result<(), ApiError> {
+    for (name, value) in configs {
+        let def = group_config(name)
+            .ok_or_else(|| invalid(format!("Unknown group config name: {name}")))?;
+        let bad = |why: String| {
+            invalid(format!(
+                "Invalid value {value} for configuration {name}: {why}"
+            ))
+        };
+        let trimmed = value.trim();
+        match def.type_name {
+            "INT" => {
+                let number: i32 = trimmed
+                    .parse()
+                    .map_err(|_| bad("Not a number of type INT".into()))?;
+                let range = match def.name {
+                    CONSUMER_SESSION_TIMEOUT => Some(range_with(
+                        SESSION_RANGE,
+                        broker.group_consumer_session_timeout_ms,
+                    )),
+                    CONSUMER_HEARTBEAT_INTERVAL => Some(range_with(
+                        HEARTBEAT_RANGE,
+                        broker.group_consumer_heartbeat_interval_ms,
+                    )),
+                    _ => None,
+                };
+                if let Some((low, high)) = range {
+                    if number < 1 {
+                        return Err(bad("Value must be at least 1".into()));
+                    }
+                    if number < low || number > high {
+                        return Err(invalid(format!(
+                            "{name} must be in the range {low} to {high} inclusive."
+                        )));
+                    }
+                }
+            }
+            "BOOLEAN" if !matches!(trimmed.to_ascii_lowercase().as_str(), "true" | "false") => {
+                return Err(bad("Expected value to be either true or false".into()));
+            }
+            _ if def.name == "share.auto.offset.reset" => {
+                let by_duration = trimmed
+                    .strip_prefix("by_duration:")
+                    .is_some_and(|d| d.starts_with('P'));
+                if !matches!(trimmed, "earliest" | "latest") && !by_duration {
+                    return Err(bad(format!(
+                        "Invalid value `{value}` for configuration {name}. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A KIP-848 group's limits: the broker's, with the group's overrides.
+pub fn consumer_limits(
+    base: ConsumerGroupLimits,
+    configs: &BTreeMap<String, String>,
+) -> ConsumerGroupLimits {
+    let get = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i32>().ok());
+    ConsumerGroupLimits {
+        session_timeout_ms: get(CONSUMER_SESSION_TIMEOUT).unwrap_or(base.session_timeout_ms),
+        heartbeat_interval_ms: get(CONSUMER_HEARTBEAT_INTERVAL)
+            .unwrap_or(base.heartbeat_interval_ms),
+        ..base
+    }
+}
+
+/// A single node's group configs (a cluster keeps them in its metadata log).
+#[derive(Debug, Default)]
+pub struct LocalGroupConfigs {
+    groups: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+}
+
+impl LocalGroupConfigs {
+    pub fn load(data_dir: &Path) -> anyhow::Result<LocalGroupConfigs> {
+        let groups = match std::fs::read(data_dir.join(GROUP_CONFIGS_FILE)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(error) => return Err(error.into()),
+        };
+        Ok(LocalGroupConfigs {
+            groups: Mutex::new(groups),
+        })
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeMap<String, String>>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Broker {
+    /// The configs set for `group` (empty: none).
+    pub fn group_configs_of(&self, group: &str) -> BTreeMap<String, String> {
+        match self.cluster() {
+            Some(cluster) => cluster
+                .image()
+                .group_configs
+                .get(group)
+                .cloned()
+                .unwrap_or_default(),
+            None => self
+                .group_configs
+                .groups()
+                .get(group)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Replaces `group`'s configs after Kafka's checks: in a cluster through the
+    /// controller (answered once this broker's image has them), on a single node in its
+    /// file.
+    pub async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        validate(&configs, &self.config)?;
+        if validate_only {
+            return Ok(());
+        }
+        if let Some(cluster) = self.cluster() {
+            let wanted = configs.clone();
+            let name = group.to_string();
+            let command = ControllerCommand::SetGroupConfigs {
+                group: group.to_string(),
+                configs,
+            };
+            return cluster
+                .write_and_wait(command, |image| {
+                    image.group_configs.get(&name).cloned().unwrap_or_default() == wanted
+                })
+                .await;
+        }
+        let mut groups = self.group_configs.groups();
+        let mut next = groups.clone();
+        if configs.is_empty() {
+            next.remove(group);
+        } else {
+            next.insert(group.to_string(), configs);
+        }
+        let bytes = serde_json::to_vec_pretty(&next)
+            .map_err(|e| ApiError::new(error_code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+        strand_log::checkpoint::write_atomically(
+            &self.config.data_dir.join(GROUP_CONFIGS_FILE),
+            &bytes,
+        )
+        .map_err(|error| {
+            ApiError::new(
+                error_code::UNKNOWN_SERVER_ERROR,
+                format!("storing the group configs failed: {error}"),
+            )
+        })?;
+        *groups = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(name: &str, value: &str) -> Option<String> {
+        let configs = BTreeMap::from([(name.to_string(), value.to_string())]);
+        validate(&configs, &BrokerConfig::default())
+            .err()
+            .map(|e| e.message.unwrap_or_default())
+    }
+
+    /// Kafka 4.4.0's answers, from interop/kafka/reference-4.4/group_configs.json.
+    #[test]
+    fn kafkas_checks_in_kafkas_words() {
+        assert_eq!(GROUP_CONFIGS.len(), 21);
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("consumer.session.timeout.ms", "50000", None),
+            ("consumer.session.timeout.ms", "60000", None),
+            ("consumer.heartbeat.interval.ms", "15000", None),
+            ("consumer.session.timeout.ms", "abc", Some("Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT")),
+            ("consumer.session.timeout.ms", "-5", Some("Invalid value -5 for configuration consumer.session.timeout.ms: Value must be at least 1")),
+            ("consumer.session.timeout.ms", "1000", Some("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")),
+            ("consumer.session.timeout.ms", "600000", Some("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")),
+            ("consumer.heartbeat.interval.ms", "100", Some("consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.")),
+            ("share.auto.offset.reset", "bogus", Some("Invalid value bogus for configuration share.auto.offset.reset: Invalid value `bogus` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")),
+            ("share.session.timeout.ms", "50000", None),
+            ("streams.num.standby.replicas", "1", None),
+            ("retention.ms", "1000", Some("Unknown group config name: retention.ms")),
+        ];
+        for (name, value, expected) in cases {
+            assert_eq!(message(name, value).as_deref(), *expected, "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn overrides_change_a_groups_session_and_heartbeat_only() {
+        let base = ConsumerGroupLimits::default();
+        let configs = BTreeMap::from([
+            (CONSUMER_SESSION_TIMEOUT.to_string(), "50000".to_string()),
+            ("share.session.timeout.ms".to_string(), "1".to_string()),
+        ]);
+        let limits = consumer_limits(base, &configs);
+        assert_eq!(limits.session_timeout_ms, 50_000);
+        assert_eq!(limits.heartbeat_interval_ms, base.heartbeat_interval_ms);
+        assert_eq!(limits.max_size, base.max_size);
+    }
+}

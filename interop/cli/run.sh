@@ -7,7 +7,7 @@
 #   kafka-topics    --create (3 partitions, --config), --list, --describe, --alter
 #                   --partitions 4 (and a refused shrink), --delete
 #   kafka-configs   --describe, --alter --add-config / --delete-config, --describe --all;
-#                   brokers: --entity-default / --entity-name 1, dynamic configs
+#                   brokers: --entity-default / --entity-name 1, dynamic configs; groups
 #   kafka-console-producer / kafka-console-consumer  keyed records with headers, read
 #                   back partition by partition (--partition N --offset earliest: no groups)
 #   kafka-get-offsets  end and earliest offsets
@@ -208,6 +208,22 @@ bconfigs --entity-default --alter --delete-config leader.replication.throttled.r
 bconfigs --entity-name 1 --alter --delete-config follower.replication.throttled.rate
 bconfigs --entity-name 1 --describe
 verify "kafka-configs --delete-config: no dynamic config left on broker 1" '! grep -q "^  " "$work/out"'
+
+# Group configs (KIP-848): set, described as GROUP_CONFIG over the broker default, refused
+# outside the broker's range, deleted.
+gconfigs() { kafka kafka-configs --entity-type groups --entity-name "cli-group-$T" "$@"; }
+gconfigs --alter --add-config consumer.heartbeat.interval.ms=6000
+verify "kafka-configs --entity-type groups --add-config consumer.heartbeat.interval.ms=6000" \
+  'has "Completed updating config for group cli-group-$T."'
+gconfigs --describe
+verify "kafka-configs --entity-type groups --describe: consumer.heartbeat.interval.ms=6000 (DYNAMIC_GROUP_CONFIG over the broker default)" \
+  'has "  consumer.heartbeat.interval.ms=6000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000, DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}"'
+run "$KAFKA_CLI" kafka-configs --bootstrap-server "$B" --entity-type groups --entity-name "cli-group-$T" --alter --add-config consumer.session.timeout.ms=1000
+verify "kafka-configs groups consumer.session.timeout.ms=1000 refused: outside 45000 to 60000" \
+  '[ "$last_status" -ne 0 ] && grep -qF "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive." "$work/out" "$work/err"'
+gconfigs --alter --delete-config consumer.heartbeat.interval.ms
+gconfigs --describe
+verify "kafka-configs --entity-type groups --delete-config: nothing left set" '! grep -q "DYNAMIC_GROUP_CONFIG" "$work/out"'
 
 # ---- console producer / get-offsets / console consumer ----------------------------------
 

@@ -84,9 +84,9 @@ if want franz-go-groups; then echo "=== franz-go-groups"; timeout 300 interop/go
 if want kafka-python-groups; then echo "=== kafka-python-groups"; timeout 300 python3 interop/python/kafka_python_groups_test.py; fi
 if want retention; then echo "=== retention and compaction"; timeout 600 python3 interop/python/retention_compaction_test.py; fi
 # The same requests as interop/kafka/reference-4.4/capture.py sent Kafka 4.4.0, answers
-# compared field by field with its (volatile fields normalised). Allowed until dynamic broker
-# configs land: Kafka reports min.insync.replicas as the cluster's dynamic default; until
-# Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
+# compared field by field with its (volatile fields normalised). Allowed: Kafka reports
+# min.insync.replicas as the cluster's dynamic default (its reference broker sets it so; on
+# Strand it is a start setting); until Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
   --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' --allow 'all_dirs_v5'

@@ -16,6 +16,7 @@ kafka-configs on 3 nodes, under a live acks=all, idempotent producer:
   deleted its copy;
 - --cancel reverts a reassignment held back by a 1 byte/s throttle: the partition is back
   on its original replica and --list shows nothing;
+- a group config set through one broker is described by another (metadata log);
 - every record the producer had acknowledged is read back, once.
 """
 
@@ -257,6 +258,17 @@ def main():
         if "cancel-0" in out:
             fail(f"--list after the cancel:\n{out}")
         log("the throttled reassignment of cancel-0 was cancelled: back on replica 1")
+
+        # --- group configs go through the metadata log: set on one broker, seen on another ----
+        node = lambda i: "%s:%d" % cluster.addr[i][:2]  # noqa: E731
+        code, out = tool("kafka-configs", node(1), "--entity-type", "groups", "--entity-name", "tuned",
+                         "--alter", "--add-config", "consumer.session.timeout.ms=50000")
+        if code != 0:
+            fail(f"kafka-configs groups on node 1: exit {code}\n{out}")
+        code, out = tool("kafka-configs", node(3), "--entity-type", "groups", "--entity-name", "tuned", "--describe")
+        if "consumer.session.timeout.ms=50000" not in out:
+            fail(f"node 3 does not describe the group config set through node 1:\n{out}")
+        log("a group config set through node 1 is described by node 3")
 
         # --- nothing acknowledged was lost ----------------------------------------------------
         load.stop.set()

@@ -35,6 +35,7 @@ use crate::broker::{ApiError, Broker};
 use crate::broker_configs::broker_config;
 use crate::error_code;
 use crate::replication_throttle::ReplicationThrottle;
+use crate::topic_config::ConfigType;
 
 /// The single node's file of dynamic configs.
 pub const DYNAMIC_CONFIGS_FILE: &str = "dynamic_broker_configs.json";
@@ -223,7 +224,10 @@ pub fn validate(configs: &BTreeMap<String, String>, cluster_default: bool) -> Re
 /// implements, and those with a topic config of the same name and rule, such as
 /// compression.type) passing the same check as at start.
 fn check_type(name: &str, value: &str) -> Result<(), String> {
-    if let Some(def) = broker_config(name) {
+    // Strand's own checks of numbers and booleans (Kafka's ranges and words); lists such as
+    // listeners are refused later as start settings, unchecked here: checking them would
+    // resolve host names a client chose.
+    if let Some(def) = broker_config(name).filter(|def| def.config_type != ConfigType::List) {
         return def.check(value);
     }
     if matches!(
@@ -312,8 +316,11 @@ impl LocalDynamicConfigs {
 pub struct DynamicConfigs {
     /// This broker's effective set (its own over the cluster defaults).
     effective: RwLock<BTreeMap<String, String>>,
-    /// On a single node, the stored sets (a cluster's are in its image).
+    /// On a single node, the stored sets (a cluster's are in its image); never held across
+    /// a file write.
     local: Mutex<LocalDynamicConfigs>,
+    /// One change at a time writes the file.
+    writer: tokio::sync::Mutex<()>,
     /// What this broker sends to throttled followers as their leader.
     pub leader_throttle: ReplicationThrottle,
     /// What this broker fetches for its throttled replicas (its fetchers share it).
@@ -395,20 +402,32 @@ impl Broker {
                 })
                 .await;
         }
-        let mut local = self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner());
-        let mut next = local.clone();
+        let _writer = self.dynamic.writer.lock().await;
+        let mut next = self
+            .dynamic
+            .local
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         match broker {
             None => next.default = configs,
             Some(_) => next.broker = configs,
         }
-        next.save(&self.config.data_dir).map_err(|error| {
-            ApiError::new(
-                error_code::UNKNOWN_SERVER_ERROR,
-                format!("storing the dynamic configs failed: {error}"),
-            )
-        })?;
+        let data_dir = self.config.data_dir.clone();
+        let stored = next.clone();
+        // Off the runtime: the write syncs.
+        tokio::task::spawn_blocking(move || stored.save(&data_dir))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|written| written)
+            .map_err(|error| {
+                ApiError::new(
+                    error_code::UNKNOWN_SERVER_ERROR,
+                    format!("storing the dynamic configs failed: {error}"),
+                )
+            })?;
         self.dynamic.apply(next.effective());
-        *local = next;
+        *self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
     }
 }

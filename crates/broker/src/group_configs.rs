@@ -177,7 +177,10 @@ pub fn consumer_limits(
 /// A single node's group configs (a cluster keeps them in its metadata log).
 #[derive(Debug, Default)]
 pub struct LocalGroupConfigs {
+    /// Read at every KIP-848 heartbeat: never held across a file write.
     groups: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// One change at a time writes the file.
+    writer: tokio::sync::Mutex<()>,
 }
 
 impl LocalGroupConfigs {
@@ -189,6 +192,7 @@ impl LocalGroupConfigs {
         };
         Ok(LocalGroupConfigs {
             groups: Mutex::new(groups),
+            writer: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -242,8 +246,8 @@ impl Broker {
                 })
                 .await;
         }
-        let mut groups = self.group_configs.groups();
-        let mut next = groups.clone();
+        let _writer = self.group_configs.writer.lock().await;
+        let mut next = self.group_configs.groups().clone();
         if configs.is_empty() {
             next.remove(group);
         } else {
@@ -251,17 +255,21 @@ impl Broker {
         }
         let bytes = serde_json::to_vec_pretty(&next)
             .map_err(|e| ApiError::new(error_code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        strand_log::checkpoint::write_atomically(
-            &self.config.data_dir.join(GROUP_CONFIGS_FILE),
-            &bytes,
-        )
+        let path = self.config.data_dir.join(GROUP_CONFIGS_FILE);
+        // Off the runtime: the write syncs, and a slow disk must not hold up heartbeats.
+        tokio::task::spawn_blocking(move || {
+            strand_log::checkpoint::write_atomically(&path, &bytes)
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|written| written)
         .map_err(|error| {
             ApiError::new(
                 error_code::UNKNOWN_SERVER_ERROR,
                 format!("storing the group configs failed: {error}"),
             )
         })?;
-        *groups = next;
+        *self.group_configs.groups() = next;
         Ok(())
     }
 }

@@ -11,13 +11,18 @@
 //! Only replicas outside the ISR are throttled (an in-sync follower must keep up, or
 //! acks=all would stall). Over budget, a leader answers a throttled partition with no
 //! records and a follower leaves it out of its next fetch, as Kafka does; the budget fills
-//! at the rate, up to one second's worth.
+//! at the rate, up to one second's worth. A large read can overdraw it, by at most
+//! `DEBT_WINDOW` seconds' worth (Kafka forgets what lies beyond its quota window), so a
+//! throttled replica pauses at most that long after one big fetch.
 
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// Kafka's "unlimited" (the configs' default, Long.MAX_VALUE).
 const UNLIMITED: i64 = i64::MAX;
+/// The most a budget may be overdrawn, in seconds of its rate (Kafka's replication quota
+/// window: replication.quota.window.num 11 of 1 s).
+const DEBT_WINDOW: f64 = 11.0;
 
 #[derive(Debug)]
 struct Bucket {
@@ -81,14 +86,14 @@ impl ReplicationThrottle {
             .as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate as f64).min(rate as f64);
         bucket.filled_at = now;
-        bucket.tokens <= 0.0
+        bucket.tokens < 0.0
     }
 
     /// Counts `bytes` sent (or fetched) for throttled replicas.
     pub fn record(&self, bytes: u64) {
         let mut bucket = self.bucket();
-        if bucket.rate.is_some() {
-            bucket.tokens -= bytes as f64;
+        if let Some(rate) = bucket.rate {
+            bucket.tokens = (bucket.tokens - bytes as f64).max(-(rate as f64) * DEBT_WINDOW);
         }
     }
 }
@@ -130,8 +135,14 @@ mod tests {
         // A long idle time fills it to one second's worth only.
         throttle.record(100);
         assert!(!throttle.is_exceeded(start + Duration::from_secs(60)));
-        throttle.record(1000);
+        throttle.record(1001);
         assert!(throttle.is_exceeded(start + Duration::from_secs(60)));
+        // One huge read overdraws by at most DEBT_WINDOW seconds' worth.
+        let later = start + Duration::from_secs(120);
+        assert!(!throttle.is_exceeded(later));
+        throttle.record(1 << 30);
+        assert!(throttle.is_exceeded(later + Duration::from_secs(10)));
+        assert!(!throttle.is_exceeded(later + Duration::from_secs(12)));
         throttle.set_rate(Some(&i64::MAX.to_string()));
         assert!(!throttle.is_limited(), "Long.MAX is Kafka's unlimited");
     }

@@ -903,7 +903,12 @@ fn add_partitions(
             ),
         ));
     }
-    let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    // The replication factor the first partition has once any reassignment is done (Kafka
+    // counts the replicas being removed too, and would place more).
+    let rf = topic
+        .partitions
+        .first()
+        .map_or(1, |p| p.replicas.len() - p.removing_replicas.len());
     let brokers = placement_brokers(image);
     if rf > brokers.len() {
         return Err(ItemResult::error(

@@ -22,8 +22,30 @@ use crate::controller::{apply, ControllerCommand};
 use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
 
-/// The records format this build writes and reads; a newer one is refused, not misread.
-pub const RECORDS_VERSION: u16 = 1;
+/// The newest records format this build writes and reads; a newer one is refused, not
+/// misread. Version 2 added reassignments (a partition's adding and removing replicas)
+/// and the dynamic broker and group config records; an entry holding none of them is
+/// still written as version 1, so a cluster not using them stays readable by a build that
+/// predates them, and one that does is refused there rather than misread.
+pub const RECORDS_VERSION: u16 = 2;
+
+/// The records version `records` need: 2 if any uses what version 2 added, else 1.
+pub fn records_version(records: &[MetadataRecord]) -> u16 {
+    let reassigning =
+        |partitions: &[crate::image::PartitionState]| partitions.iter().any(|p| p.is_reassigning());
+    let needs_2 = records.iter().any(|record| match record {
+        MetadataRecord::SetBrokerConfigs { .. } | MetadataRecord::SetGroupConfigs { .. } => true,
+        MetadataRecord::ChangePartition { state, .. } => state.is_reassigning(),
+        MetadataRecord::CreateTopic { partitions, .. }
+        | MetadataRecord::AddPartitions { partitions, .. } => reassigning(partitions),
+        _ => false,
+    });
+    if needs_2 {
+        2
+    } else {
+        1
+    }
+}
 
 /// Names one records entry: the Raft term its controller decided in, and a sequence number
 /// that only grows within that controller. Only one controller leads a term, so ids order
@@ -213,6 +235,29 @@ mod tests {
             part: part.map(|(index, count)| Part { index, count }),
             records,
         })
+    }
+
+    #[test]
+    fn only_what_version_2_added_is_written_as_version_2() {
+        let mut state = PartitionState::new(vec![1, 2]);
+        let change = |state: &PartitionState| MetadataRecord::ChangePartition {
+            topic: "t".into(),
+            partition: 0,
+            state: state.clone(),
+        };
+        assert_eq!(records_version(&[change(&state)]), 1);
+        state.adding_replicas = vec![2];
+        assert_eq!(records_version(&[change(&state)]), 2);
+        let configs = MetadataRecord::SetGroupConfigs {
+            group: "g".into(),
+            configs: BTreeMap::new(),
+        };
+        assert_eq!(records_version(&[configs]), 2);
+        let plain = serde_json::to_string(&PartitionState::new(vec![1])).unwrap();
+        assert!(
+            !plain.contains("adding"),
+            "version 1's encoding unchanged: {plain}"
+        );
     }
 
     #[test]

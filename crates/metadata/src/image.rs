@@ -38,7 +38,8 @@ pub struct PartitionState {
     pub leader: BrokerId,
     /// Bumped at every leader change; followers truncate by it.
     pub leader_epoch: i32,
-    /// Bumped at every change (leader or ISR): AlterPartition names the version it edits.
+    /// Bumped at every change (leader, ISR, replicas): AlterPartition names the version it
+    /// edits.
     pub partition_epoch: i32,
     /// A reassignment in progress (reassignment.rs): replicas being added, which are in
     /// `replicas` and catch up as followers until the ISR holds them all.

@@ -5,7 +5,7 @@
 //! starts a new one from the applied image, and stale entries of the old one apply nowhere.
 
 use crate::controller::{decide, ControllerCommand, ControllerReply};
-use crate::entry::{DecisionId, MetadataEntry, Part, RecordsEntry, RECORDS_VERSION};
+use crate::entry::{records_version, DecisionId, MetadataEntry, Part, RecordsEntry};
 use crate::image::{MetadataImage, PartitionState};
 use crate::records::MetadataRecord;
 
@@ -103,7 +103,7 @@ impl Proposer {
                 self.next_seq += 1;
                 let follows = self.last.replace(id);
                 MetadataEntry::Records(RecordsEntry {
-                    version: RECORDS_VERSION,
+                    version: records_version(&records),
                     id,
                     follows,
                     part: (count > 1).then_some(Part {

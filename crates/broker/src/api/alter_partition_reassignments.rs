@@ -1,8 +1,11 @@
 //! AlterPartitionReassignments (45, kafka-reassign-partitions --execute / --cancel,
 //! Admin.alterPartitionReassignments): starts, replaces or cancels (null replicas) the
 //! reassignment of each partition named. The active controller decides
-//! (`strand_metadata::reassignment`); the answer waits until this broker's image shows
-//! each accepted change, so a ListPartitionReassignments or Metadata right after sees it.
+//! (`strand_metadata::reassignment`) and answers once the change is committed; the answer
+//! then waits (bounded) until this broker's image shows each accepted partition changed or
+//! at its target, so a ListPartitionReassignments or Metadata right after usually sees it.
+//! (An unrelated change to the partition, or the wait's deadline, ends the wait early: the
+//! controller's reply does not carry the new partition epoch to wait for.)
 //!
 //! A single node decides against its own image (itself the only registered broker): a
 //! target of just itself changes nothing, any other broker is not registered.

@@ -118,7 +118,7 @@ sys.path.insert(0, REF_DIR)
 import capture as cap  # noqa: E402  (interop/kafka/reference-4.4/capture.py)
 
 ADMIN = ['describe_log_dirs', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
-         'list_partition_reassignments', 'alter_partition_reassignments']
+         'list_partition_reassignments', 'alter_partition_reassignments', 'update_features']
 SECTIONS = ['api_versions', 'topic_configs', 'topic_config_validation', 'broker_configs',
             'group_configs'] + ADMIN
 ALIASES = {'topic_validation': ['topic_config_validation'], 'admin_apis': ADMIN, 'all': SECTIONS}
@@ -129,6 +129,7 @@ SECTION_APIS = {
     'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35],
     'describe_topic_partitions': [75], 'describe_quorum': [55], 'elect_leaders': [43],
     'list_partition_reassignments': [46], 'alter_partition_reassignments': [45],
+    'update_features': [57],
 }
 STATIC_SOURCE = 4
 

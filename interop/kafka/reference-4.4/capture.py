@@ -21,7 +21,7 @@ Sections (--only takes a comma list of these):
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
   admin_apis         describe_log_dirs.json, describe_topic_partitions.json, describe_quorum.json,
                      elect_leaders.json, list_partition_reassignments.json,
-                     alter_partition_reassignments.json
+                     alter_partition_reassignments.json, update_features.json
   dynamic_configs    dynamic_broker_configs.json (no broker: runs DumpDynamicConfigs.java on --kafka-libs)
   schemas            schemas.txt, schema_changes.json (needs --clients-jar; --old-clients-jar to compare)
 
@@ -1324,6 +1324,34 @@ def collect_alter_partition_reassignments(c):
     return {'cases': run_cases(c, cases)}
 
 
+def collect_update_features(c):
+    """update_features.json: UpdateFeatures cases that change nothing (validate_only, or
+    refused), with the finalized features ApiVersions reports before them."""
+    def update(updates, validate_only=True):
+        return {'timeout_ms': 60000, 'validate_only': validate_only, 'feature_updates': [
+            {'feature': f, 'max_version_level': level, 'upgrade_type': kind} for f, level, kind in updates]}
+    cases = [
+        ('api_versions_features', 'ApiVersions', 4,
+         {'client_software_name': 'strand-capture', 'client_software_version': '1'}),
+        ('upgrade_to_current_level', 'UpdateFeatures', None, update([('transaction.version', 2, 1)])),
+        ('safe_downgrade_transaction_version', 'UpdateFeatures', None, update([('transaction.version', 1, 2)])),
+        ('unsafe_downgrade_transaction_version', 'UpdateFeatures', None, update([('transaction.version', 0, 3)])),
+        ('upgrade_beyond_supported', 'UpdateFeatures', None, update([('transaction.version', 9, 1)])),
+        ('upgrade_type_downgrade_needed', 'UpdateFeatures', None, update([('group.version', 0, 1)])),
+        ('safe_downgrade_group_version', 'UpdateFeatures', None, update([('group.version', 0, 2)])),
+        ('unknown_feature', 'UpdateFeatures', None, update([('no.such.feature', 1, 1)])),
+        ('metadata_version_beyond', 'UpdateFeatures', None, update([('metadata.version', 99, 1)])),
+        ('invalid_upgrade_type', 'UpdateFeatures', None, update([('transaction.version', 2, 7)])),
+        ('two_features', 'UpdateFeatures', None,
+         update([('transaction.version', 2, 1), ('group.version', 1, 1)])),
+        ('v1_results', 'UpdateFeatures', 1, update([('transaction.version', 1, 2), ('no.such.feature', 1, 1)])),
+        ('v0_allow_downgrade', 'UpdateFeatures', 0,
+         {'timeout_ms': 60000, 'feature_updates': [
+             {'feature': 'transaction.version', 'max_version_level': 2, 'allow_downgrade': False}]}),
+    ]
+    return {'cases': run_cases(c, cases)}
+
+
 # The admin_apis section: output file name -> collect function (c, schemas, controller).
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
@@ -1332,6 +1360,7 @@ ADMIN_APIS = [
     ('elect_leaders', lambda c, schemas, controller: collect_elect_leaders(c)),
     ('list_partition_reassignments', lambda c, schemas, controller: collect_list_partition_reassignments(c)),
     ('alter_partition_reassignments', lambda c, schemas, controller: collect_alter_partition_reassignments(c)),
+    ('update_features', lambda c, schemas, controller: collect_update_features(c)),
 ]
 
 

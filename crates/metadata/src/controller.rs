@@ -605,6 +605,8 @@ fn elected(
                         .ok_or(error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
                     next.leader = leader;
                     next.isr = vec![leader];
+                    // An ISR of the target alone may complete a reassignment.
+                    reassignment::complete_if_in_sync(&mut next);
                 }
             }
         }
@@ -688,6 +690,8 @@ fn move_away(image: &MetadataImage, broker: BrokerId, records: &mut Vec<Metadata
                             Some(leader) => {
                                 next.leader = leader;
                                 next.isr = vec![leader];
+                                // An ISR of the target alone may complete a reassignment.
+                                reassignment::complete_if_in_sync(&mut next);
                             }
                             None => next.leader = NO_LEADER,
                         }
@@ -757,6 +761,8 @@ fn elect_leaderless(image: &MetadataImage, records: &mut Vec<MetadataRecord>) {
                         Some(leader) => {
                             next.leader = leader;
                             next.isr = vec![leader];
+                            // An ISR of the target alone may complete a reassignment.
+                            reassignment::complete_if_in_sync(&mut next);
                         }
                         None => continue,
                     }

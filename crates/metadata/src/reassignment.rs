@@ -150,7 +150,7 @@ pub fn settle(
 
 /// Step 3: the replica list becomes the target once the ISR without the removed replicas
 /// is not empty and holds every target replica.
-fn complete_if_in_sync(state: &mut PartitionState) {
+pub(crate) fn complete_if_in_sync(state: &mut PartitionState) {
     if !state.is_reassigning() {
         return;
     }

@@ -1039,3 +1039,25 @@ fn reassignments_are_checked_as_kafka_checks_them() {
         Some("The replication factor is changed from 2 to 3")
     );
 }
+
+#[test]
+fn an_unclean_election_that_leaves_the_target_in_sync_completes_the_reassignment() {
+    let mut image = cluster(&[1, 2]);
+    create(&mut image, with_replicas("t", vec![1]));
+    apply(
+        &mut image,
+        &ControllerCommand::SetTopicConfigs {
+            name: "t".into(),
+            configs: BTreeMap::from([("unclean.leader.election.enable".into(), "true".into())]),
+        },
+    );
+    reassign(&mut image, "t", 0, Some(vec![2]));
+    fence(&mut image, 1);
+    let done = image.partition("t", 0).unwrap();
+    assert_eq!(
+        (done.leader, done.isr.clone(), done.replicas.clone()),
+        (2, vec![2], vec![2]),
+        "{done:?}"
+    );
+    assert!(!done.is_reassigning());
+}

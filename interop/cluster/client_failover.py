@@ -129,8 +129,10 @@ def main():
         with tempfile.TemporaryDirectory() as workdir:
             java_reader = java_consumer(bootstrap, topics["java"], workdir)
             rdkafka_seen, stop = [], threading.Event()
+            # A daemon: a fail() below must end the test, not wait for this reader.
             reader = threading.Thread(target=librdkafka_consumer,
-                                      args=(bootstrap, topics["rdkafka"], rdkafka_seen, stop))
+                                      args=(bootstrap, topics["rdkafka"], rdkafka_seen, stop),
+                                      daemon=True)
             reader.start()
             writers = [
                 threading.Thread(target=java_producer,

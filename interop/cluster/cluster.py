@@ -40,6 +40,22 @@ def sh(*args, check=True):
                           stderr=subprocess.STDOUT, text=True)
 
 
+def until(what, check, timeout=60):
+    """Polls `check` until it returns something truthy (exceptions count as not yet) and
+    returns that; fails the test after `timeout` seconds, with the last exception seen."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as error:  # not there yet
+            last = error
+        time.sleep(0.3)
+    fail(f"timed out waiting for {what} ({last})")
+
+
 def watermarks(consumer, tp, timeout=90):
     """(low, high) of a partition, retrying while leadership is still moving.
 

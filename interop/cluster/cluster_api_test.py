@@ -24,24 +24,11 @@ from kafka.errors import NotEnoughReplicasError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log  # noqa: E402
+from cluster import Cluster, fail, log, until  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
-
-
-def until(what, check, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception:
-            pass
-        time.sleep(0.3)
-    fail(f"timed out waiting for {what}")
 
 
 def partitions(admin, topic):

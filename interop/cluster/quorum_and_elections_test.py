@@ -35,24 +35,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log  # noqa: E402
+from cluster import Cluster, fail, log, until  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
-
-
-def until(what, check, timeout=60):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception as error:  # not there yet
-            last = error
-        time.sleep(0.3)
-    fail(f"timed out waiting for {what} ({last})")
 
 
 def partition(admin, topic, index):

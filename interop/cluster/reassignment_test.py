@@ -34,26 +34,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, fail, log  # noqa: E402
+from cluster import Cluster, fail, log, until  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
 SLOW = 50_000  # bytes/s: ~3 MB takes a minute
 FAST = 1_000_000_000
-
-
-def until(what, check, timeout=120):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception as error:  # not there yet
-            last = error
-        time.sleep(0.5)
-    fail(f"timed out waiting for {what} ({last})")
 
 
 def tool(name, bootstrap, *args):

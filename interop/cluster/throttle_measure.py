@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, log  # noqa: E402
+from cluster import Cluster, log, until  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
-from reassignment_test import partition, plan, reassign, until, write_json  # noqa: E402
+from reassignment_test import partition, plan, reassign, write_json  # noqa: E402
 
 
 def main():

@@ -34,6 +34,7 @@ use strand_metadata::ControllerCommand;
 use crate::broker::{ApiError, Broker};
 use crate::broker_configs::broker_config;
 use crate::error_code;
+use crate::local_json;
 use crate::replication_throttle::ReplicationThrottle;
 use crate::topic_config::ConfigType;
 
@@ -290,19 +291,6 @@ impl LocalDynamicConfigs {
         data_dir.join(DYNAMIC_CONFIGS_FILE)
     }
 
-    pub fn load(data_dir: &Path) -> anyhow::Result<LocalDynamicConfigs> {
-        match std::fs::read(Self::path(data_dir)) {
-            Ok(bytes) => Ok(serde_json::from_slice(&bytes)?),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        strand_log::checkpoint::write_atomically(&Self::path(data_dir), &bytes)
-    }
-
     /// This broker's effective dynamic configs: its own over the defaults.
     pub fn effective(&self) -> BTreeMap<String, String> {
         let mut configs = self.default.clone();
@@ -333,7 +321,8 @@ impl DynamicConfigs {
     pub fn open(data_dir: &Path, single_node: bool) -> anyhow::Result<DynamicConfigs> {
         let configs = DynamicConfigs::default();
         if single_node {
-            let local = LocalDynamicConfigs::load(data_dir)?;
+            let local: LocalDynamicConfigs =
+                local_json::load(&LocalDynamicConfigs::path(data_dir))?;
             configs.apply(local.effective());
             *configs.local.lock().unwrap_or_else(|p| p.into_inner()) = local;
         }
@@ -413,19 +402,8 @@ impl Broker {
             None => next.default = configs,
             Some(_) => next.broker = configs,
         }
-        let data_dir = self.config.data_dir.clone();
-        let stored = next.clone();
-        // Off the runtime: the write syncs.
-        tokio::task::spawn_blocking(move || stored.save(&data_dir))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|written| written)
-            .map_err(|error| {
-                ApiError::new(
-                    error_code::UNKNOWN_SERVER_ERROR,
-                    format!("storing the dynamic configs failed: {error}"),
-                )
-            })?;
+        let path = LocalDynamicConfigs::path(&self.config.data_dir);
+        local_json::store(path, &next, "dynamic configs").await?;
         self.dynamic.apply(next.effective());
         *self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
@@ -486,15 +464,18 @@ mod tests {
         assert!(refused.contains("[message.max.bytes]"), "{refused}");
     }
 
-    #[test]
-    fn a_single_nodes_configs_survive_a_restart() {
+    #[tokio::test]
+    async fn a_single_nodes_configs_survive_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let mut local = LocalDynamicConfigs::load(dir.path()).unwrap();
+        let path = LocalDynamicConfigs::path(dir.path());
+        let mut local: LocalDynamicConfigs = local_json::load(&path).unwrap();
         assert_eq!(local, LocalDynamicConfigs::default());
         local.default = configs(&[(LEADER_THROTTLED_RATE, "10")]);
         local.broker = configs(&[(LEADER_THROTTLED_RATE, "20"), ("num.io.threads", "4")]);
-        local.save(dir.path()).unwrap();
-        let loaded = LocalDynamicConfigs::load(dir.path()).unwrap();
+        local_json::store(path.clone(), &local, "dynamic configs")
+            .await
+            .unwrap();
+        let loaded: LocalDynamicConfigs = local_json::load(&path).unwrap();
         assert_eq!(loaded, local);
         assert_eq!(loaded.effective()[LEADER_THROTTLED_RATE], "20");
     }

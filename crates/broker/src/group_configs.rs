@@ -27,6 +27,7 @@ use strand_metadata::ControllerCommand;
 use crate::broker::{ApiError, Broker};
 use crate::config::BrokerConfig;
 use crate::error_code;
+use crate::local_json;
 
 /// The single node's file of group configs.
 pub const GROUP_CONFIGS_FILE: &str = "group_configs.json";
@@ -185,11 +186,7 @@ pub struct LocalGroupConfigs {
 
 impl LocalGroupConfigs {
     pub fn load(data_dir: &Path) -> anyhow::Result<LocalGroupConfigs> {
-        let groups = match std::fs::read(data_dir.join(GROUP_CONFIGS_FILE)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(error) => return Err(error.into()),
-        };
+        let groups = local_json::load(&data_dir.join(GROUP_CONFIGS_FILE))?;
         Ok(LocalGroupConfigs {
             groups: Mutex::new(groups),
             writer: tokio::sync::Mutex::new(()),
@@ -253,22 +250,8 @@ impl Broker {
         } else {
             next.insert(group.to_string(), configs);
         }
-        let bytes = serde_json::to_vec_pretty(&next)
-            .map_err(|e| ApiError::new(error_code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
         let path = self.config.data_dir.join(GROUP_CONFIGS_FILE);
-        // Off the runtime: the write syncs, and a slow disk must not hold up heartbeats.
-        tokio::task::spawn_blocking(move || {
-            strand_log::checkpoint::write_atomically(&path, &bytes)
-        })
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|written| written)
-        .map_err(|error| {
-            ApiError::new(
-                error_code::UNKNOWN_SERVER_ERROR,
-                format!("storing the group configs failed: {error}"),
-            )
-        })?;
+        local_json::store(path, &next, "group configs").await?;
         *self.group_configs.groups() = next;
         Ok(())
     }

@@ -17,6 +17,7 @@ pub use strand_types::error_code;
 pub mod fetch_session;
 pub mod group;
 pub mod group_configs;
+pub mod local_json;
 pub mod log_dirs;
 pub mod partition;
 pub mod producer_ids;

@@ -86,13 +86,16 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # The same requests as interop/kafka/reference-4.4/capture.py sent Kafka 4.4.0, answers
 # compared field by field with its (volatile fields normalised). Allowed: Kafka reports
 # min.insync.replicas as the cluster's dynamic default (its reference broker sets it so; on
-# Strand it is a start setting); until Strand has Kafka 4.4's schemas: DescribeLogDirs v5.
+# Strand it is a start setting), and Kafka's features Strand does not claim (it has no
+# Kafka metadata records, dynamic voters, share or streams groups, or KIP-966: ARCHITECTURE).
+# kafka44_versions: the versions Kafka 4.4 added over 4.1.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs \
-  --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' --allow 'all_dirs_v5'
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features \
+  --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' \
+  --allow 'update_features .*(metadata|kraft|share|streams|eligible\.leader\.replicas)\.version'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
-if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
+if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
 if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and kafka-leader-election: DescribeQuorum, preferred and unclean ElectLeaders; 5 nodes)"; timeout 900 python3 interop/cluster/quorum_and_elections_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
 if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partition leader; acks=all and the ISR hold, 3 nodes)"; timeout 600 python3 interop/cluster/stall_test.py; fi

@@ -8,6 +8,7 @@
 #                   --partitions 4 (and a refused shrink), --delete
 #   kafka-configs   --describe, --alter --add-config / --delete-config, --describe --all;
 #                   brokers: --entity-default / --entity-name 1, dynamic configs; groups
+#   kafka-features  describe, downgrade / upgrade (--dry-run too), a refused upgrade
 #   kafka-console-producer / kafka-console-consumer  keyed records with headers, read
 #                   back partition by partition (--partition N --offset earliest: no groups)
 #   kafka-get-offsets  end and earliest offsets
@@ -224,6 +225,30 @@ verify "kafka-configs groups consumer.session.timeout.ms=1000 refused: outside 4
 gconfigs --alter --delete-config consumer.heartbeat.interval.ms
 gconfigs --describe
 verify "kafka-configs --entity-type groups --delete-config: nothing left set" '! grep -q "DYNAMIC_GROUP_CONFIG" "$work/out"'
+
+# ---- kafka-features (ApiVersions' features, UpdateFeatures) ----------------------------
+
+features() { kafka kafka-features "$@"; }
+feature_is() {  # NAME LEVEL: describe shows the feature finalized at LEVEL
+  grep -qE "^Feature: $1 +SupportedMinVersion: 0 +SupportedMaxVersion: [0-9]+ +FinalizedVersionLevel: $2 " "$work/out"
+}
+features describe
+verify "kafka-features describe: group.version 1 and transaction.version 2 finalized (Kafka 4.4's defaults)" \
+  'feature_is group.version 1 && feature_is transaction.version 2'
+features downgrade --feature group.version=0
+verify "kafka-features downgrade --feature group.version=0" 'has "group.version was downgraded to 0."'
+features describe
+verify "kafka-features describe: group.version finalized at 0" 'feature_is group.version 0'
+features upgrade --feature group.version=1 --dry-run
+verify "kafka-features upgrade --dry-run (validate_only)" 'has "group.version can be upgraded to 1."'
+features upgrade --feature group.version=1
+verify "kafka-features upgrade --feature group.version=1" 'has "group.version was upgraded to 1."'
+run "$KAFKA_CLI" kafka-features --bootstrap-server "$B" upgrade --feature transaction.version=5
+verify "kafka-features upgrade beyond the supported range refused with Kafka's message" \
+  '[ "$last_status" -ne 0 ] && has "Local controller" && has "only supports versions 0-2"'
+features describe
+verify "kafka-features describe: back at group.version 1, transaction.version 2" \
+  'feature_is group.version 1 && feature_is transaction.version 2'
 
 # ---- console producer / get-offsets / console consumer ----------------------------------
 

@@ -8,11 +8,15 @@
   with NOT_ENOUGH_REPLICAS (kafka-python, no retries), acks=1 still works;
 - restarted brokers rejoin the ISR and preferred leaders come back
   (auto.leader.rebalance.enable);
-- SIGTERM is a controlled shutdown: the broker leads nothing when it exits, cleanly.
+- SIGTERM is a controlled shutdown: the broker leads nothing when it exits, cleanly;
+- kafka-features through one broker changes the finalized features every broker reports,
+  and a restarted broker still reports them (they are in the metadata log).
 """
 
 import os
+import re
 import signal
+import subprocess
 import warnings
 import sys
 import tempfile
@@ -33,6 +37,24 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 def partitions(admin, topic):
     return admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+
+KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
+
+
+def kafka_features(addr, *args):
+    """Kafka 4.4's kafka-features against one broker: its stdout (fails the test on error)."""
+    run = subprocess.run([KAFKA_CLI, "kafka-features", "--bootstrap-server", "%s:%d" % addr[:2], *args],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        fail(f"kafka-features {' '.join(args)}: exit {run.returncode}: {run.stdout} {run.stderr}")
+    return run.stdout
+
+
+def finalized_level(addr, feature):
+    found = re.search(rf"Feature: {re.escape(feature)}\s.*FinalizedVersionLevel: (\d+)",
+                      kafka_features(addr, "describe"))
+    return int(found.group(1)) if found else None
 
 
 def main():
@@ -82,6 +104,13 @@ def main():
                 os.path.join(root, f"n{i}", "doomed-0")), timeout=30)
         log("deleted a topic through broker 3: gone from every broker and disk")
 
+        # Features: downgraded through broker 2, reported by every broker.
+        kafka_features(cluster.addr[2], "downgrade", "--feature", "group.version=0")
+        for i in (1, 3):
+            until(f"broker {i} to report group.version 0",
+                  lambda i=i: finalized_level(cluster.addr[i], "group.version") == 0, timeout=30)
+        log("kafka-features downgrade through broker 2: brokers 1 and 3 report group.version 0")
+
         # A broker dies: offline replica, smaller ISR, leaderships moved.
         cluster.kill(3)
         meta = until("broker 3 to be fenced and out of every ISR", lambda: (lambda m: m if all(
@@ -103,6 +132,12 @@ def main():
         until("full ISRs again", lambda: all(sorted(p.isrs) == [1, 2, 3]
                                              for p in partitions(admin, "api").values()), timeout=90)
         log("restarted broker 3: it rejoined every ISR")
+        if finalized_level(cluster.addr[3], "group.version") != 0:
+            fail("restarted broker 3 lost the finalized group.version")
+        kafka_features(cluster.addr[3], "upgrade", "--feature", "group.version=1")
+        until("broker 1 to report group.version 1",
+              lambda: finalized_level(cluster.addr[1], "group.version") == 1, timeout=30)
+        log("restarted broker 3 still reports group.version 0; upgraded back through it")
 
         # A two-replica topic loses a replica (the quorum keeps its majority): acks=all
         # is refused below min.insync.replicas, acks=1 is not.

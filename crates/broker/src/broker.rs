@@ -70,6 +70,8 @@ pub struct Broker {
     pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
     /// A single node's group configs (a cluster's are in its image).
     pub group_configs: crate::group_configs::LocalGroupConfigs,
+    /// A single node's finalized features (a cluster's are in its image).
+    pub features: crate::features::LocalFeatures,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -171,9 +173,11 @@ impl Broker {
         };
         let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
+        let features = crate::features::LocalFeatures::load(&data_dir)?;
         let broker = Arc::new(Broker {
             dynamic,
             group_configs,
+            features,
             config,
             connection_limits,
             cluster_id,
@@ -196,6 +200,8 @@ impl Broker {
             log_dirs,
         });
         broker.log_dirs.create_later(recreated);
+        // A single node's stored features; a cluster member follows its image's later.
+        broker.follow_features(&broker.finalized_features());
         Ok(broker)
     }
 
@@ -267,6 +273,7 @@ impl Broker {
         let node = self.config.node_id;
         let mut out = Reconciled::default();
         self.dynamic.apply(image.dynamic_broker_configs(node));
+        self.follow_features(&image.features);
         let mut registry = self.registry();
         let stale: Vec<TopicInfo> = registry
             .all()

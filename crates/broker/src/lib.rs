@@ -14,6 +14,7 @@ pub mod config;
 pub mod connection;
 pub mod dynamic_broker_configs;
 pub use strand_types::error_code;
+pub mod features;
 pub mod fetch_session;
 pub mod group;
 pub mod group_configs;

@@ -40,7 +40,7 @@ pub async fn route(
     };
     let version = request.header.request_api_version;
     if request.api_key == ApiKey::ApiVersions {
-        return api::api_versions::handle(&request);
+        return api::api_versions::handle(broker, &request);
     }
     let Some((min, max)) = supported_versions(request.api_key) else {
         return Outcome::Close(format!("unsupported API {:?}", request.api_key));
@@ -91,6 +91,7 @@ pub async fn route(
         ApiKey::DescribeProducers => api::describe_producers::handle(broker, request).await,
         ApiKey::ElectLeaders => api::elect_leaders::handle(broker, request).await,
         ApiKey::DescribeQuorum => api::describe_quorum::handle(broker, request).await,
+        ApiKey::UpdateFeatures => api::update_features::handle(broker, request).await,
         ApiKey::AlterPartitionReassignments => {
             api::alter_partition_reassignments::handle(broker, request).await
         }

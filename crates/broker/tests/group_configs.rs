@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{encode_request, open_broker, read_response, HANG_GUARD};
+use common::{call, open_broker};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -17,29 +17,10 @@ use kafka_protocol::messages::{
     DescribeConfigsResponse, GroupId, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::AsyncWriteExt;
+use kafka_protocol::protocol::StrBytes;
 use tokio::net::TcpStream;
 
 const GROUP: i8 = 32;
-
-async fn call<Req: Encodable, Resp: Decodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: &Req,
-) -> Resp {
-    stream
-        .write_all(&encode_request(key, version, 1, request))
-        .await
-        .unwrap();
-    let header_version = key.response_header_version(version);
-    let (_, mut body) = tokio::time::timeout(HANG_GUARD, read_response(stream, header_version))
-        .await
-        .unwrap()
-        .unwrap();
-    Resp::decode(&mut body, version).unwrap()
-}
 
 async fn set(
     stream: &mut TcpStream,

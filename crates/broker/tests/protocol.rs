@@ -76,7 +76,7 @@ async fn a_newer_api_versions_gets_unsupported_version_in_v0() {
     let response = ApiVersionsResponse::decode(&mut body, 0).unwrap();
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
     assert_eq!(response.api_keys.len(), 1);
-    assert_eq!(response.api_keys[0].max_version, 4);
+    assert_eq!(response.api_keys[0].max_version, 5);
 }
 
 #[tokio::test]
@@ -811,6 +811,16 @@ async fn every_advertised_version_of_every_api_answers() {
                 ApiKey::ListPartitionReassignments => {
                     let request =
                         kafka_protocol::messages::ListPartitionReassignmentsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::UpdateFeatures => {
+                    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+                    // At the current level: a no-op (v0 has no validate_only).
+                    let request = kafka_protocol::messages::UpdateFeaturesRequest::default()
+                        .with_validate_only(version >= 1)
+                        .with_feature_updates(vec![FeatureUpdateKey::default()
+                            .with_feature(StrBytes::from_static_str("transaction.version"))
+                            .with_max_version_level(2)]);
                     encode_request(api.key, version, correlation, &request)
                 }
                 other => panic!("add a request for {other:?} to this test"),

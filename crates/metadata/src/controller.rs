@@ -69,6 +69,11 @@ pub enum ControllerCommand {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// Finalized feature levels (UpdateFeatures), checked by the broker that took the
+    /// request (`features::check_updates`).
+    SetFeatures {
+        levels: BTreeMap<String, i16>,
+    },
     /// A group's configs (IncrementalAlterConfigs on a GROUP resource), checked by the
     /// broker that took the request.
     SetGroupConfigs {
@@ -330,6 +335,12 @@ pub fn decide(
                     format!("The topic '{name}' does not exist."),
                 )
             })
+        }
+        ControllerCommand::SetFeatures { levels } => {
+            records.push(MetadataRecord::SetFeatures {
+                levels: levels.clone(),
+            });
+            ControllerReply::single(ItemResult::ok())
         }
         ControllerCommand::SetGroupConfigs { group, configs } => {
             records.push(MetadataRecord::SetGroupConfigs {

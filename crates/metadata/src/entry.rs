@@ -34,7 +34,9 @@ pub fn records_version(records: &[MetadataRecord]) -> u16 {
     let reassigning =
         |partitions: &[crate::image::PartitionState]| partitions.iter().any(|p| p.is_reassigning());
     let needs_2 = records.iter().any(|record| match record {
-        MetadataRecord::SetBrokerConfigs { .. } | MetadataRecord::SetGroupConfigs { .. } => true,
+        MetadataRecord::SetBrokerConfigs { .. }
+        | MetadataRecord::SetGroupConfigs { .. }
+        | MetadataRecord::SetFeatures { .. } => true,
         MetadataRecord::ChangePartition { state, .. } => state.is_reassigning(),
         MetadataRecord::CreateTopic { partitions, .. }
         | MetadataRecord::AddPartitions { partitions, .. } => reassigning(partitions),
@@ -253,6 +255,10 @@ mod tests {
             configs: BTreeMap::new(),
         };
         assert_eq!(records_version(&[configs]), 2);
+        let features = MetadataRecord::SetFeatures {
+            levels: BTreeMap::from([("group.version".to_string(), 0)]),
+        };
+        assert_eq!(records_version(&[features]), 2);
         let plain = serde_json::to_string(&PartitionState::new(vec![1])).unwrap();
         assert!(
             !plain.contains("adding"),

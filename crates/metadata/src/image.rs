@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::features::FinalizedFeatures;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -97,6 +98,13 @@ pub struct MetadataImage {
     /// Group configs by group id (kafka-configs --entity-type groups).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Finalized feature levels (kafka-features), and the epoch of their last change.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub features: FinalizedFeatures,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 impl MetadataImage {
@@ -209,6 +217,7 @@ impl MetadataImage {
                     self.topic_names_by_id.remove(&topic.id);
                 }
             }
+            MetadataRecord::SetFeatures { levels } => self.features.apply(levels),
             MetadataRecord::SetGroupConfigs { group, configs } => {
                 if configs.is_empty() {
                     self.group_configs.remove(group);

@@ -7,6 +7,7 @@
 
 pub mod controller;
 pub mod entry;
+pub mod features;
 pub mod image;
 pub mod placement;
 pub mod proposer;
@@ -44,7 +45,7 @@ pub mod error_code {
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const INVALID_REQUEST: i16 = 42;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const INVALID_UPDATE_VERSION: i16 = 96;
+    pub const INVALID_UPDATE_VERSION: i16 = 95;
     pub const INELIGIBLE_REPLICA: i16 = 107;
     pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;

@@ -59,6 +59,10 @@ pub enum MetadataRecord {
         broker: Option<BrokerId>,
         configs: BTreeMap<String, String>,
     },
+    /// Finalized feature levels UpdateFeatures set (the others keep theirs).
+    SetFeatures {
+        levels: BTreeMap<String, i16>,
+    },
     /// The cluster's id (the first one set stays).
     ClusterId {
         id: String,

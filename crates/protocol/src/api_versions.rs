@@ -19,16 +19,17 @@ const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
     }
 }
 
-/// Versions follow Kafka 4.1's brokers (the schemas kafka-protocol 0.18 was generated from).
+/// Versions follow Kafka 4.4.0's brokers (kafka-protocol's messages are regenerated from
+/// its schemas: vendor/kafka-protocol/STRAND.md).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 13),
     // v18 adds a follower's high watermark to the request (KIP-1166), which only brokers
     // replicating from this one send: accepted, and the answer is v17's.
     api(ApiKey::Fetch, 4, 18),
-    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::ListOffsets, 1, 11),
     api(ApiKey::Metadata, 0, 13),
-    api(ApiKey::OffsetCommit, 2, 9),
-    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::OffsetCommit, 2, 10),
+    api(ApiKey::OffsetFetch, 1, 10),
     api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::JoinGroup, 0, 9),
     api(ApiKey::Heartbeat, 0, 4),
@@ -36,7 +37,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::SyncGroup, 0, 5),
     api(ApiKey::DescribeGroups, 0, 6),
     api(ApiKey::ListGroups, 0, 5),
-    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::ApiVersions, 0, 5),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::DeleteRecords, 0, 2),
@@ -46,16 +47,18 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
-    api(ApiKey::DeleteGroups, 0, 2),
+    // v3's per-group error message: Kafka sets it only when a whole coordinator
+    // partition fails, so Strand's is always null, as Kafka's per-group errors are.
+    api(ApiKey::DeleteGroups, 0, 3),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::DescribeQuorum, 0, 2),
+    api(ApiKey::UpdateFeatures, 0, 2),
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
-    // Kafka 4.4 serves DescribeLogDirs up to v5 (is_cordoned), which kafka-protocol 0.18
-    // lacks.
-    api(ApiKey::DescribeLogDirs, 1, 4),
+    // v5's is_cordoned: Strand has no cordoned directories.
+    api(ApiKey::DescribeLogDirs, 1, 5),
     api(ApiKey::DescribeTopicPartitions, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
@@ -66,19 +69,18 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 5),
-    api(ApiKey::WriteTxnMarkers, 1, 1),
-    api(ApiKey::TxnOffsetCommit, 0, 5),
+    // v2's transaction_version (KIP-1228) is accepted and not needed: the marker's epoch
+    // rules follow the producer's state either way.
+    api(ApiKey::WriteTxnMarkers, 1, 2),
+    api(ApiKey::TxnOffsetCommit, 0, 6),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
     api(ApiKey::ListTransactions, 0, 2),
 ];
 
-/// The `transaction.version` feature Strand finalizes (Kafka 4's default for a new
-/// cluster): 2, KIP-890 part 2. It decides the protocol 4.x clients speak and the
-/// `__transaction_state` value version.
+/// The `transaction.version` a broker starts with until it knows the cluster's finalized
+/// one (Kafka 4's default for a new cluster): 2, KIP-890 part 2.
 pub const TRANSACTION_VERSION: i16 = 2;
-/// The finalized features' epoch ApiVersions reports (constant: they never change).
-pub const FINALIZED_FEATURES_EPOCH: i64 = 1;
 
 /// (min, max) advertised for `key`, or None if Strand does not serve it.
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {

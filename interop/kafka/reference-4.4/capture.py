@@ -21,7 +21,8 @@ Sections (--only takes a comma list of these):
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
   admin_apis         describe_log_dirs.json, describe_topic_partitions.json, describe_quorum.json,
                      elect_leaders.json, list_partition_reassignments.json,
-                     alter_partition_reassignments.json, update_features.json
+                     alter_partition_reassignments.json, update_features.json,
+                     kafka44_versions.json
   dynamic_configs    dynamic_broker_configs.json (no broker: runs DumpDynamicConfigs.java on --kafka-libs)
   schemas            schemas.txt, schema_changes.json (needs --clients-jar; --old-clients-jar to compare)
 
@@ -1352,6 +1353,115 @@ def collect_update_features(c):
     return {'cases': run_cases(c, cases)}
 
 
+G_V44 = 'strand-ref-v44-group'
+TXN_V44 = 'strand-ref-v44-txn'
+UNKNOWN_TOPIC_ID = 'c3RyYW5kLXVua25vd25pZA'  # a topic id no broker has (16 bytes: "strand-unknownid")
+
+
+def collect_kafka44_versions(c):
+    """kafka44_versions.json: the API versions Kafka 4.4 added over 4.1 (KIP-848 topic ids in
+    OffsetCommit/OffsetFetch v10 and TxnOffsetCommit v6, ListOffsets v11's earliest pending
+    upload, DeleteGroups v3's error messages, ApiVersions v5's cluster and node ids)."""
+    ensure_group_coordinator(c)
+    md = c.call('Metadata', 12, {'topics': [{'name': T_PARTS, 'topic_id': None}],
+                                 'allow_auto_topic_creation': False,
+                                 'include_topic_authorized_operations': False})
+    topic_id = md['response']['topics'][0]['topic_id']
+    cluster_id = md['response']['cluster_id']
+    node_id = md['response']['brokers'][0]['node_id']
+    zero = 'AAAAAAAAAAAAAAAAAAAAAA'
+
+    def commit_topic(tid, partitions):
+        return {'topic_id': tid, 'partitions': [
+            {'partition_index': p, 'committed_offset': 5, 'committed_leader_epoch': -1,
+             'committed_metadata': 'm'} for p in partitions]}
+
+    def fetch_group(topics):
+        return {'groups': [{'group_id': G_V44, 'member_id': None, 'member_epoch': -1,
+                            'topics': topics}], 'require_stable': True}
+
+    def list_offsets(ts):
+        return {'replica_id': -1, 'isolation_level': 0, 'topics': [
+            {'name': T_PARTS, 'partitions': [{'partition_index': 0, 'current_leader_epoch': -1,
+                                              'timestamp': ts}]}], 'timeout_ms': 30000}
+
+    def api_versions(cid, nid):
+        return {'client_software_name': 'strand-capture', 'client_software_version': '1',
+                'cluster_id': cid, 'node_id': nid}
+
+    cases = [
+        ('offset_commit_v10_known_unknown_and_zero_ids', 'OffsetCommit', 10,
+         {'group_id': G_V44, 'generation_id_or_member_epoch': -1, 'member_id': '',
+          'group_instance_id': None,
+          'topics': [commit_topic(topic_id, [0, 1]), commit_topic(UNKNOWN_TOPIC_ID, [0]),
+                     commit_topic(zero, [0])]}),
+        ('offset_fetch_v10_by_id', 'OffsetFetch', 10,
+         fetch_group([{'topic_id': topic_id, 'partition_indexes': [0, 1, 2]},
+                      {'topic_id': UNKNOWN_TOPIC_ID, 'partition_indexes': [0]}])),
+        ('offset_fetch_v10_all_topics', 'OffsetFetch', 10, fetch_group(None)),
+        ('offset_fetch_v9_by_name', 'OffsetFetch', 9,
+         fetch_group([{'name': T_PARTS, 'partition_indexes': [0, 1]}])),
+    ]
+    cases += [(f'list_offsets_v11_timestamp_{-ts}', 'ListOffsets', 11, list_offsets(ts))
+              for ts in (-1, -2, -3, -4, -5, -6)]
+    cases += [
+        ('list_offsets_v10_earliest_pending_upload', 'ListOffsets', 10, list_offsets(-6)),
+        ('list_offsets_v8_latest_tiered', 'ListOffsets', 8, list_offsets(-5)),
+        ('list_offsets_v7_earliest_local', 'ListOffsets', 7, list_offsets(-4)),
+        ('list_offsets_v6_max_timestamp', 'ListOffsets', 6, list_offsets(-3)),
+        ('list_offsets_v11_timestamp_7', 'ListOffsets', 11, list_offsets(-7)),
+        ('api_versions_v5_no_ids', 'ApiVersions', 5, api_versions(None, -1)),
+        ('api_versions_v5_matching_ids', 'ApiVersions', 5, api_versions(cluster_id, node_id)),
+        ('api_versions_v5_other_cluster', 'ApiVersions', 5, api_versions('c3RyYW5kLW90aGVyLWNsdXN0ZXI', node_id)),
+        ('api_versions_v5_other_node', 'ApiVersions', 5, api_versions(cluster_id, node_id + 100)),
+        ('api_versions_v5_cluster_id_only', 'ApiVersions', 5, api_versions(cluster_id, -1)),
+        ('api_versions_v5_node_id_only', 'ApiVersions', 5, api_versions(None, node_id)),
+        ('api_versions_v5_other_cluster_no_node', 'ApiVersions', 5, api_versions('c3RyYW5kLW90aGVyLWNsdXN0ZXI', -1)),
+    ]
+    results = run_cases(c, cases)
+    # A transaction for TxnOffsetCommit v6: its producer id comes from InitProducerId.
+    c.call('FindCoordinator', None, {'key_type': 1, 'coordinator_keys': [TXN_V44], 'key': TXN_V44})
+    producer = None
+    for _ in range(30):
+        r = c.call('InitProducerId', 5, {'transactional_id': TXN_V44, 'transaction_timeout_ms': 60000,
+                                         'producer_id': -1, 'producer_epoch': -1})['response']
+        if r['error_code'] == 0:
+            producer = (r['producer_id'], r['producer_epoch'])
+            break
+        time.sleep(1)
+    if producer is not None:
+        def txn_commit(version, group, generation, member, topics):
+            body = {'transactional_id': TXN_V44, 'group_id': group, 'producer_id': producer[0],
+                    'producer_epoch': producer[1], 'generation_id_or_member_epoch': generation,
+                    'member_id': member, 'group_instance_id': None, 'topics': topics}
+            if version < 6:
+                body['topics'] = [dict(t, name=T_PARTS) for t in topics]
+            return body
+        txn_cases = [
+            ('txn_offset_commit_v6_known_and_unknown_ids', 'TxnOffsetCommit', 6,
+             txn_commit(6, G_V44, -1, '', [commit_topic(topic_id, [0]), commit_topic(UNKNOWN_TOPIC_ID, [0])])),
+            ('txn_offset_commit_v6_generation_for_unknown_group', 'TxnOffsetCommit', 6,
+             txn_commit(6, G_MISSING, 5, 'm', [commit_topic(topic_id, [0])])),
+            ('txn_offset_commit_v5_generation_for_unknown_group', 'TxnOffsetCommit', 5,
+             txn_commit(5, G_MISSING, 5, 'm', [commit_topic(topic_id, [0])])),
+        ]
+        results += run_cases(c, txn_cases)
+        c.call('EndTxn', 5, {'transactional_id': TXN_V44, 'producer_id': producer[0],
+                             'producer_epoch': producer[1], 'committed': False})
+    else:
+        print('warning: InitProducerId never succeeded: no TxnOffsetCommit cases', file=sys.stderr)
+    results += run_cases(c, [
+        ('delete_groups_v3_existing_and_missing', 'DeleteGroups', 3, {'groups_names': [G_V44, G_MISSING]}),
+        ('delete_groups_v2_missing', 'DeleteGroups', 2, {'groups_names': [G_MISSING]}),
+    ])
+    for r in results:  # ApiVersions: the error is the point, the API list is another section's
+        resp = r.get('response')
+        if r.get('api_key') == 18 and isinstance(resp, dict):
+            r['response'] = {'error_code': resp.get('error_code'),
+                             'api_keys_listed': bool(resp.get('api_keys'))}
+    return {'cases': results}
+
+
 # The admin_apis section: output file name -> collect function (c, schemas, controller).
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
@@ -1361,6 +1471,7 @@ ADMIN_APIS = [
     ('list_partition_reassignments', lambda c, schemas, controller: collect_list_partition_reassignments(c)),
     ('alter_partition_reassignments', lambda c, schemas, controller: collect_alter_partition_reassignments(c)),
     ('update_features', lambda c, schemas, controller: collect_update_features(c)),
+    ('kafka44_versions', lambda c, schemas, controller: collect_kafka44_versions(c)),
 ]
 
 

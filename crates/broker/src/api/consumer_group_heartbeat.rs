@@ -1,5 +1,6 @@
 //! ConsumerGroupHeartbeat (68): the KIP-848 consumer group protocol. Topic ids on the
-//! wire are resolved to names for the state machine and back for the answer.
+//! wire are resolved to names for the state machine and back for the answer. Refused with
+//! UNSUPPORTED_VERSION while `group.version` is finalized at 0.
 
 use std::sync::Arc;
 
@@ -21,6 +22,14 @@ pub async fn handle(
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // group.version 0 (kafka-features): the consumer protocol is off, as on Kafka.
+    if !broker.consumer_protocol_enabled() {
+        return respond(
+            &request,
+            &ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(error_code::UNSUPPORTED_VERSION),
+        );
+    }
     let owned = body.topic_partitions.as_ref().map(|list| {
         let mut owned = consumer::Assignment::new();
         for tp in list {

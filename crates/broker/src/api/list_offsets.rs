@@ -1,6 +1,10 @@
-//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), earliest local
-//! (-4), or the first offset at or after a timestamp. Consumers (replica id -1) see only
-//! up to the high watermark (read_committed: the last stable offset).
+//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, v7+), earliest
+//! local (-4, v8+), latest tiered (-5, v9+), earliest pending upload (-6, v11+), or the
+//! first offset at or after a timestamp. Consumers (replica id -1) see only up to the high
+//! watermark (read_committed: the last stable offset). Without tiered storage the tiered
+//! ones answer as Kafka's do with remote storage off: earliest local is earliest, the
+//! others find nothing. Another negative timestamp, or one the version predates, is
+//! UNSUPPORTED_VERSION for its partition, as on Kafka 4.4.
 //!
 //! Lookups by timestamp read the time index and batches on the runtime worker without
 //! waiting for the disk; what the page cache lacks is read into it off the runtime
@@ -26,6 +30,20 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+
+/// Whether a request of `version` may ask for the offset of `timestamp` (each special
+/// timestamp came with a version, KIP-734, KIP-405, KIP-1005, KIP-1023).
+fn timestamp_supported(timestamp: i64, version: i16) -> bool {
+    match timestamp {
+        LATEST | EARLIEST => true,
+        MAX_TIMESTAMP => version >= 7,
+        EARLIEST_LOCAL => version >= 8,
+        LATEST_TIERED => version >= 9,
+        EARLIEST_PENDING_UPLOAD => version >= 11,
+        timestamp => timestamp >= 0,
+    }
+}
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: ListOffsetsRequest = match decode(&request) {
@@ -33,7 +51,8 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Err(outcome) => return outcome,
     };
     // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
-    let with_epoch = request.header.request_api_version >= 4;
+    let version = request.header.request_api_version;
+    let with_epoch = version >= 4;
     let deadline = tokio::time::Instant::now() + WARM_WAIT_MAX;
     let read_committed = body.isolation_level == 1;
     let mut topics = Vec::with_capacity(body.topics.len());
@@ -43,15 +62,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             let tp = TopicPartition::new(topic.name.as_str(), partition.partition_index);
             let response = ListOffsetsPartitionResponse::default()
                 .with_partition_index(partition.partition_index);
-            let found = lookup_without_waiting(
-                broker,
-                &tp,
-                partition.timestamp,
-                partition.current_leader_epoch,
-                read_committed,
-                deadline,
-            )
-            .await;
+            let found = if timestamp_supported(partition.timestamp, version) {
+                lookup_without_waiting(
+                    broker,
+                    &tp,
+                    partition.timestamp,
+                    partition.current_leader_epoch,
+                    read_committed,
+                    deadline,
+                )
+                .await
+            } else {
+                Err(error_code::UNSUPPORTED_VERSION)
+            };
             partitions.push(match found {
                 Ok((timestamp, offset, leader_epoch)) => response
                     .with_error_code(error_code::NONE)
@@ -153,8 +176,10 @@ fn lookup(
         }
     };
     let found = match timestamp {
-        LATEST | LATEST_TIERED => Ok((-1, visible_end)),
+        LATEST => Ok((-1, visible_end)),
         EARLIEST | EARLIEST_LOCAL => Ok((-1, log.log_start_offset())),
+        // Nothing is tiered: nothing is in remote storage or waiting to go there.
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok((-1, -1)),
         MAX_TIMESTAMP => Ok(match log.max_timestamp_offset().map_err(storage)? {
             Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
             _ => (-1, -1),
@@ -165,8 +190,33 @@ fn lookup(
                 _ => (-1, -1),
             },
         ),
-        _ => Err(Refusal::Error(error_code::INVALID_REQUEST)),
+        _ => Err(Refusal::Error(error_code::UNSUPPORTED_VERSION)),
     }?;
     // Nothing found carries no epoch, as in Kafka.
     Ok((found.0, found.1, if found.1 >= 0 { epoch } else { -1 }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_special_timestamp_needs_its_version_as_on_kafka() {
+        for (timestamp, first) in [
+            (LATEST, 1),
+            (EARLIEST, 1),
+            (MAX_TIMESTAMP, 7),
+            (EARLIEST_LOCAL, 8),
+            (LATEST_TIERED, 9),
+            (EARLIEST_PENDING_UPLOAD, 11),
+            (0, 1),
+        ] {
+            assert!(!timestamp_supported(timestamp, first - 1) || first == 1);
+            assert!(
+                timestamp_supported(timestamp, first),
+                "{timestamp} at v{first}"
+            );
+        }
+        assert!(!timestamp_supported(-7, 11));
+    }
 }

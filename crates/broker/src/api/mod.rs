@@ -40,7 +40,9 @@ pub mod offset_for_leader_epoch;
 pub(crate) mod partition_views;
 pub mod produce;
 pub mod sync_group;
+pub mod topic_ids;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 use kafka_protocol::messages::TopicName;

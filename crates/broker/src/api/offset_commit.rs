@@ -1,6 +1,7 @@
 //! OffsetCommit (8): committed offsets go to `__consumer_offsets` before the answer, so a
 //! restarted broker still has them. Members are fenced by generation and member id; a
 //! simple consumer (generation -1, no member id) may commit while the group is empty.
+//! v10 names topics by id (an unknown id: UNKNOWN_TOPIC_ID).
 
 use std::sync::Arc;
 
@@ -9,7 +10,9 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::topic_ids;
 use crate::broker::Broker;
+use crate::error_code;
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
@@ -17,13 +20,22 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    let version = request.header.request_api_version;
+    let by_id = version >= 10;
+    let names: Vec<Option<String>> = body
+        .topics
+        .iter()
+        .map(|topic| topic_ids::resolve(broker, by_id, &topic.name, &topic.topic_id))
+        .collect();
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
         .topics
         .iter()
-        .flat_map(|topic| {
+        .zip(&names)
+        .filter_map(|(topic, name)| Some((topic, name.clone()?)))
+        .flat_map(|(topic, name)| {
             topic.partitions.iter().map(move |p| {
                 (
-                    topic.name.as_str().to_string(),
+                    name.clone(),
                     p.partition_index,
                     p.committed_offset,
                     p.committed_leader_epoch,
@@ -38,7 +50,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .groups
         .commit(
             broker,
-            request.header.request_api_version,
+            version,
             body.group_id.as_str(),
             body.generation_id_or_member_epoch,
             body.member_id.as_str(),
@@ -47,24 +59,36 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         )
         .await;
     let mut codes = codes.into_iter();
-    let topics = body
+    let mut answered: Vec<(bool, OffsetCommitResponseTopic)> = body
         .topics
         .iter()
-        .map(|topic| {
+        .zip(&names)
+        .map(|(topic, name)| {
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
+                    let code = match name {
+                        Some(_) => codes.next().unwrap_or_default(),
+                        None => error_code::UNKNOWN_TOPIC_ID,
+                    };
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or_default())
+                        .with_error_code(code)
                 })
                 .collect();
-            OffsetCommitResponseTopic::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
+            let answer = OffsetCommitResponseTopic::default().with_partitions(partitions);
+            let answer = if by_id {
+                answer.with_topic_id(topic.topic_id)
+            } else {
+                answer.with_name(topic.name.clone())
+            };
+            (name.is_some(), answer)
         })
         .collect();
+    // Kafka answers the unknown topic ids first (before the coordinator's answer).
+    answered.sort_by_key(|(known, _)| *known);
+    let topics = answered.into_iter().map(|(_, topic)| topic).collect();
     respond(
         &request,
         &OffsetCommitResponse::default().with_topics(topics),

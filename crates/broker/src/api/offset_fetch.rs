@@ -1,5 +1,7 @@
 //! OffsetFetch (9): committed offsets, -1 where none; one group (v1-v7) or several (v8+);
-//! null topics means every committed partition of the group.
+//! null topics means every committed partition of the group. v10 names topics by id:
+//! an unknown id is answered UNKNOWN_TOPIC_ID after the group's topics, and the offsets
+//! of a topic that no longer exists are left out of "all topics" (no id to name it by).
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
-use super::{str_bytes, topic_name};
+use super::{str_bytes, topic_ids, topic_name};
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::coordinator::FetchedOffsets as Fetched;
@@ -55,9 +57,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 );
                 continue;
             }
+            let by_id = version >= 10;
+            let mut unknown_ids = Vec::new();
             let topics = group.topics.clone().map(|list| {
                 list.into_iter()
-                    .map(|t| (t.name, t.partition_indexes))
+                    .filter_map(
+                        |t| match topic_ids::resolve(broker, by_id, &t.name, &t.topic_id) {
+                            Some(name) => Some((topic_name(&name), t.partition_indexes)),
+                            None => {
+                                unknown_ids.push((t.topic_id, t.partition_indexes));
+                                None
+                            }
+                        },
+                    )
                     .collect()
             });
             let (fetched, unstable): (Fetched, Unstable) = match broker
@@ -80,12 +92,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     continue;
                 }
             };
-            let topics = grouped(stable(fetched, &unstable))
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    OffsetFetchResponseTopics::default()
-                        .with_name(topic_name(&topic))
-                        .with_partitions(
+            let known = grouped(stable(fetched, &unstable)).into_iter().filter_map(
+                |(topic, partitions)| {
+                    let answer = if by_id {
+                        let id = topic_ids::id_of(broker, &topic);
+                        if id.is_nil() {
+                            return None;
+                        }
+                        OffsetFetchResponseTopics::default().with_topic_id(id)
+                    } else {
+                        OffsetFetchResponseTopics::default().with_name(topic_name(&topic))
+                    };
+                    Some(
+                        answer.with_partitions(
                             partitions
                                 .into_iter()
                                 .map(|(partition, offset)| {
@@ -102,9 +121,28 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                                         .with_error_code(code)
                                 })
                                 .collect(),
-                        )
-                })
-                .collect();
+                        ),
+                    )
+                },
+            );
+            let unknown = unknown_ids.into_iter().map(|(id, partitions)| {
+                OffsetFetchResponseTopics::default()
+                    .with_topic_id(id)
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|partition| {
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(partition)
+                                    .with_committed_offset(-1)
+                                    .with_committed_leader_epoch(-1)
+                                    .with_metadata(Some(str_bytes("")))
+                                    .with_error_code(error_code::UNKNOWN_TOPIC_ID)
+                            })
+                            .collect(),
+                    )
+            });
+            let topics = known.chain(unknown).collect();
             groups.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id.clone())

@@ -1,7 +1,8 @@
 //! TxnOffsetCommit (28): offsets committed inside the producer's transaction, visible to
 //! OffsetFetch once the transaction commits (docs/design/transactions.md §3.5). The group
 //! coordinator first checks with the transaction coordinator that the group's partition
-//! is in the producer's transaction (AddOffsetsToTxn added it), as Kafka 4 does.
+//! is in the producer's transaction (AddOffsetsToTxn added it), as Kafka 4 does. v6
+//! names topics by id (an unknown id: UNKNOWN_TOPIC_ID) and answers the KIP-848 errors.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use strand_log::TopicPartition;
 
+use super::topic_ids;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::coordinator::TxnCommitter;
@@ -24,13 +26,21 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
+    let by_id = version >= 6;
+    let names: Vec<Option<String>> = body
+        .topics
+        .iter()
+        .map(|topic| topic_ids::resolve(broker, by_id, &topic.name, &topic.topic_id))
+        .collect();
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
         .topics
         .iter()
-        .flat_map(|topic| {
+        .zip(&names)
+        .filter_map(|(topic, name)| Some((topic, name.clone()?)))
+        .flat_map(|(topic, name)| {
             topic.partitions.iter().map(move |p| {
                 (
-                    topic.name.as_str().to_string(),
+                    name.clone(),
                     p.partition_index,
                     p.committed_offset,
                     p.committed_leader_epoch,
@@ -69,12 +79,13 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             let committer = TxnCommitter {
                 producer_id: body.producer_id.0,
                 producer_epoch: body.producer_epoch,
-                generation_id: body.generation_id,
+                generation_id: body.generation_id_or_member_epoch,
                 member_id: body.member_id.as_str().to_string(),
                 group_instance_id: body
                     .group_instance_id
                     .as_ref()
                     .map(|i| i.as_str().to_string()),
+                api_version: version,
             };
             broker
                 .groups
@@ -90,24 +101,36 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         error_code::TRANSACTION_ABORTABLE if version < 4 => error_code::INVALID_TXN_STATE,
         code => code,
     });
-    let topics = body
+    let mut answered: Vec<(bool, TxnOffsetCommitResponseTopic)> = body
         .topics
         .iter()
-        .map(|topic| {
+        .zip(&names)
+        .map(|(topic, name)| {
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
+                    let code = match name {
+                        Some(_) => codes.next().unwrap_or_default(),
+                        None => error_code::UNKNOWN_TOPIC_ID,
+                    };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or_default())
+                        .with_error_code(code)
                 })
                 .collect();
-            TxnOffsetCommitResponseTopic::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
+            let answer = TxnOffsetCommitResponseTopic::default().with_partitions(partitions);
+            let answer = if by_id {
+                answer.with_topic_id(topic.topic_id)
+            } else {
+                answer.with_name(topic.name.clone())
+            };
+            (name.is_some(), answer)
         })
         .collect();
+    // Kafka answers the unknown topic ids first (before the coordinator's answer).
+    answered.sort_by_key(|(known, _)| *known);
+    let topics = answered.into_iter().map(|(_, topic)| topic).collect();
     respond(
         &request,
         &TxnOffsetCommitResponse::default().with_topics(topics),

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strand_coordinator::codec::partition_for;
-use strand_coordinator::runtime::{Records, Shard};
+use strand_coordinator::runtime::{Event, Records, Shard, Step};
 use strand_coordinator::txn::shard::{
     Answerer, Completion, ListFilter, MarkerJob, MarkersOutcome, ProducerIdSource, ProducerReply,
     TxnDescription, TxnSettings, TxnShard,
@@ -104,6 +104,8 @@ impl Drop for TxnSlot {
 
 pub struct TxnCoordinator {
     settings: TxnSettings,
+    /// The finalized `transaction.version` (features.rs), for shards started from now on.
+    transaction_version: std::sync::atomic::AtomicI16,
     shards: Mutex<HashMap<i32, TxnSlot>>,
     peers: Peers,
 }
@@ -146,9 +148,44 @@ fn load(partition: &Partition, mut state: TxnShard) -> TxnShard {
 impl TxnCoordinator {
     pub fn new(settings: TxnSettings) -> TxnCoordinator {
         TxnCoordinator {
+            transaction_version: std::sync::atomic::AtomicI16::new(settings.transaction_version),
             settings,
             shards: Mutex::new(HashMap::new()),
             peers: Peers::default(),
+        }
+    }
+
+    /// The `transaction.version` the coordinator acts on.
+    pub fn transaction_version(&self) -> i16 {
+        self.transaction_version.load(Ordering::Relaxed)
+    }
+
+    /// Follows the finalized `transaction.version`: shards started from now on use it,
+    /// and the running ones are told in their event order.
+    pub fn set_transaction_version(&self, level: i16) {
+        if self.transaction_version.swap(level, Ordering::Relaxed) == level {
+            return;
+        }
+        let shards: Vec<Arc<Shard<TxnShard>>> = self
+            .slots()
+            .values()
+            .map(|slot| slot.shard.clone())
+            .collect();
+        for shard in shards {
+            let event: Event<TxnShard> = Box::new(move |state: &mut TxnShard| {
+                state.set_transaction_version(level);
+                Step::reply(|_| {})
+            });
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(async move {
+                        let _ = shard.submit(event).await;
+                    });
+                }
+                Err(_) => {
+                    shard.try_submit(event);
+                }
+            }
         }
     }
 
@@ -187,7 +224,11 @@ impl TxnCoordinator {
             ids: broker.producer_ids.clone(),
             clustered: broker.cluster().is_some(),
         });
-        let state = TxnShard::new(self.settings, epoch, ids);
+        let settings = TxnSettings {
+            transaction_version: self.transaction_version.load(Ordering::Relaxed),
+            ..self.settings
+        };
+        let state = TxnShard::new(settings, epoch, ids);
         let log = Arc::new(PartitionShardLog {
             partition: partition.clone(),
             leader_epoch: epoch,

@@ -153,3 +153,23 @@ pub async fn metadata(
     assert_eq!(id, correlation_id);
     MetadataResponse::decode(&mut body, 12).unwrap()
 }
+
+/// Sends `request` at `version` and decodes its answer (a hang or a closed connection
+/// fails the test).
+pub async fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp {
+    stream
+        .write_all(&encode_request(key, version, 1, request))
+        .await
+        .unwrap();
+    let header_version = key.response_header_version(version);
+    let (_, mut body) = tokio::time::timeout(HANG_GUARD, read_response(stream, header_version))
+        .await
+        .expect("no hang")
+        .expect("a response");
+    Resp::decode(&mut body, version).unwrap()
+}

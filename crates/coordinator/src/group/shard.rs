@@ -94,8 +94,13 @@ enum Waiter {
 /// Which request commits: OffsetCommit (its version decides an error) or TxnOffsetCommit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CommitKind {
-    Offsets { api_version: i16 },
-    Transactional,
+    Offsets {
+        api_version: i16,
+    },
+    /// TxnOffsetCommit at this version.
+    Transactional {
+        api_version: i16,
+    },
 }
 
 #[derive(Debug, Default, Clone)]
@@ -762,13 +767,17 @@ impl GroupShard {
         group_instance_id: Option<&str>,
         commit: CommitKind,
     ) -> Result<(), i16> {
-        let transactional = commit == CommitKind::Transactional;
+        let transactional = matches!(commit, CommitKind::Transactional { .. });
         let anonymous = generation_id < 0 && member_id.is_empty() && group_instance_id.is_none();
         let entry = self.groups.get(group_id);
         match entry.map(|e| (&e.classic, &e.consumer)) {
             None | Some((None, None)) => match commit {
                 _ if generation_id < 0 => Ok(()),
+                // OffsetCommit v9+ and TxnOffsetCommit v6+ know GROUP_ID_NOT_FOUND.
                 CommitKind::Offsets { api_version } if api_version >= 9 => {
+                    Err(error_code::GROUP_ID_NOT_FOUND)
+                }
+                CommitKind::Transactional { api_version } if api_version >= 6 => {
                     Err(error_code::GROUP_ID_NOT_FOUND)
                 }
                 _ => Err(error_code::ILLEGAL_GENERATION),
@@ -804,16 +813,17 @@ impl GroupShard {
                         return Err(error_code::UNSUPPORTED_VERSION);
                     }
                 }
-                // Kafka answers a transactional commit's stale member epoch with
-                // ILLEGAL_GENERATION: producers know that one (an abortable
-                // CommitFailedException), not STALE_MEMBER_EPOCH.
+                // Below TxnOffsetCommit v6 Kafka answers a transactional commit's stale
+                // member epoch with ILLEGAL_GENERATION: those producers know that one (an
+                // abortable CommitFailedException), not STALE_MEMBER_EPOCH.
                 group
                     .check_commit(member_id, generation_id)
-                    .map_err(|code| match code {
-                        error_code::STALE_MEMBER_EPOCH if transactional => {
-                            error_code::ILLEGAL_GENERATION
-                        }
-                        code => code,
+                    .map_err(|code| match (code, commit) {
+                        (
+                            error_code::STALE_MEMBER_EPOCH,
+                            CommitKind::Transactional { api_version },
+                        ) if api_version < 6 => error_code::ILLEGAL_GENERATION,
+                        (code, _) => code,
                     })
             }
         }

@@ -343,6 +343,12 @@ impl TxnShard {
         }
     }
 
+    /// The cluster's transaction version changed (kafka-features): records written from
+    /// now on use its value version, and the aborts this coordinator starts its rules.
+    pub fn set_transaction_version(&mut self, level: i16) {
+        self.settings.transaction_version = level;
+    }
+
     /// The marker jobs queued since the last call.
     pub fn take_markers(&mut self) -> Vec<MarkerJob> {
         std::mem::take(&mut self.markers)

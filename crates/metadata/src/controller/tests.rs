@@ -1061,3 +1061,30 @@ fn an_unclean_election_that_leaves_the_target_in_sync_completes_the_reassignment
     );
     assert!(!done.is_reassigning());
 }
+
+#[test]
+fn feature_levels_set_by_the_controller_reach_the_image_with_a_new_epoch() {
+    use crate::features::{GROUP_VERSION, TRANSACTION_VERSION};
+    let mut image = cluster(&[1, 2, 3]);
+    assert_eq!(image.features.level(TRANSACTION_VERSION), 2);
+    let command = ControllerCommand::SetFeatures {
+        levels: BTreeMap::from([(TRANSACTION_VERSION.to_string(), 0)]),
+    };
+    let (reply, records) = apply(&mut image, &command);
+    assert!(
+        matches!(reply, ControllerReply::Results(ref items) if items.iter().all(|i| i.code == error_code::NONE)),
+        "{reply:?}"
+    );
+    assert_eq!(records.len(), 1);
+    assert_eq!(image.features.level(TRANSACTION_VERSION), 0);
+    assert_eq!(
+        image.features.level(GROUP_VERSION),
+        1,
+        "the others keep theirs"
+    );
+    assert_eq!(image.features.epoch, 1);
+    // The image's encoding round-trips them (snapshots).
+    let encoded = serde_json::to_string(&image).unwrap();
+    let decoded: MetadataImage = serde_json::from_str(&encoded).unwrap();
+    assert_eq!(decoded.features, image.features);
+}

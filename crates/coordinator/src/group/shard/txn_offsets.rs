@@ -24,6 +24,8 @@ pub struct TxnCommitter {
     pub generation_id: i32,
     pub member_id: String,
     pub group_instance_id: Option<String>,
+    /// The TxnOffsetCommit version: v6 answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH.
+    pub api_version: i16,
 }
 
 impl GroupShard {
@@ -51,7 +53,9 @@ impl GroupShard {
             committer.generation_id,
             &committer.member_id,
             committer.group_instance_id.as_deref(),
-            CommitKind::Transactional,
+            CommitKind::Transactional {
+                api_version: committer.api_version,
+            },
         ) {
             return refuse(code);
         }
@@ -229,6 +233,7 @@ mod tests {
             generation_id: -1,
             member_id: String::new(),
             group_instance_id: None,
+            api_version: 5,
         }
     }
 
@@ -328,6 +333,25 @@ mod tests {
     }
 
     #[test]
+    fn a_generation_for_an_unknown_group_is_group_id_not_found_from_v6() {
+        for (api_version, code) in [
+            (5, error_code::ILLEGAL_GENERATION),
+            (6, error_code::GROUP_ID_NOT_FOUND),
+        ] {
+            let mut shard = shard();
+            let committer = TxnCommitter {
+                generation_id: 3,
+                member_id: "m".into(),
+                api_version,
+                ..committer(7)
+            };
+            let (_, answer) =
+                shard.txn_commit("none", committer, vec![("t".to_string(), 0, Ok(offset(1)))]);
+            assert_eq!(answer(&mut shard, Ok(())), vec![code], "v{api_version}");
+        }
+    }
+
+    #[test]
     fn a_stale_member_epoch_in_a_txn_commit_is_illegal_generation_as_kafka_answers() {
         use crate::group::consumer::Heartbeat;
         let mut shard = shard();
@@ -355,10 +379,24 @@ mod tests {
             member_id: "m".into(),
             ..committer(7)
         };
-        let (_, answer) = shard.txn_commit("g", stale, vec![("t".to_string(), 0, Ok(offset(1)))]);
+        let (_, answer) = shard.txn_commit(
+            "g",
+            stale.clone(),
+            vec![("t".to_string(), 0, Ok(offset(1)))],
+        );
         assert_eq!(
             answer(&mut shard, Ok(())),
             vec![error_code::ILLEGAL_GENERATION]
+        );
+        // v6 (KIP-1319) answers the KIP-848 code.
+        let v6 = TxnCommitter {
+            api_version: 6,
+            ..stale
+        };
+        let (_, answer) = shard.txn_commit("g", v6, vec![("t".to_string(), 0, Ok(offset(1)))]);
+        assert_eq!(
+            answer(&mut shard, Ok(())),
+            vec![error_code::STALE_MEMBER_EPOCH]
         );
         // A plain OffsetCommit keeps KIP-848's code.
         let (_, answer) = shard.commit(

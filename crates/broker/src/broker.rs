@@ -117,9 +117,11 @@ impl Broker {
         // which role; they are opened when it is first applied.
         let single_node = config.controllers.is_none();
         let log_dirs = LogDirCreator::start()?;
+        let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
+        let topic_defaults = dynamic.topic_defaults(&config);
         let mut recreated = Vec::new();
         for topic in topics.all().filter(|_| single_node) {
-            let log_config = Arc::new(log_config_for(&config, &topic.configs));
+            let log_config = Arc::new(log_config_for(&topic_defaults, &topic.configs));
             for index in 0..topic.partitions {
                 let tp = TopicPartition::new(topic.name.clone(), index);
                 // An empty log lost to a crash (or never created) is made again.
@@ -171,7 +173,6 @@ impl Broker {
             id_expiration_ms: config.transactional_id_expiration_ms,
             transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
-        let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
         let features = crate::features::LocalFeatures::load(&data_dir)?;
         let broker = Arc::new(Broker {
@@ -226,6 +227,26 @@ impl Broker {
             .unwrap_or_else(|| self.cluster_id.clone())
     }
 
+    /// The settings topic configs default to: the start's, with the dynamic broker
+    /// configs that are topic defaults over them (dynamic_broker_configs::TOPIC_DEFAULTS).
+    pub fn topic_defaults(&self) -> BrokerConfig {
+        self.dynamic.topic_defaults(&self.config)
+    }
+
+    /// Computes every hosted partition's log settings again (a topic default changed).
+    pub fn reapply_topic_configs(&self) {
+        let defaults = self.topic_defaults();
+        for topic in self.topics() {
+            let log_config = Arc::new(log_config_for(&defaults, &topic.configs));
+            let min_insync = min_insync_replicas(&topic.configs);
+            for index in 0..topic.partitions {
+                if let Some(partition) = self.partition(&TopicPartition::new(&topic.name, index)) {
+                    partition.apply_configs(log_config.clone(), min_insync);
+                }
+            }
+        }
+    }
+
     /// The cluster this broker belongs to; None on a single node.
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
@@ -272,8 +293,9 @@ impl Broker {
     pub fn reconcile(&self, image: &MetadataImage) -> Reconciled {
         let node = self.config.node_id;
         let mut out = Reconciled::default();
-        self.dynamic.apply(image.dynamic_broker_configs(node));
+        let defaults_changed = self.dynamic.apply(image.dynamic_broker_configs(node));
         self.follow_features(&image.features);
+        let topic_defaults = self.topic_defaults();
         let mut registry = self.registry();
         let stale: Vec<TopicInfo> = registry
             .all()
@@ -315,7 +337,7 @@ impl Broker {
                 }
                 Some(_) => false,
             };
-            let log_config = Arc::new(log_config_for(&self.config, &topic.configs));
+            let log_config = Arc::new(log_config_for(&topic_defaults, &topic.configs));
             let min_insync = min_insync_replicas(&topic.configs);
             for (index, state) in topic.partitions.iter().enumerate() {
                 let tp = TopicPartition::new(topic.name.clone(), index as i32);
@@ -334,7 +356,7 @@ impl Broker {
                 }
                 let partition = match self.partition(&tp) {
                     Some(partition) => {
-                        if configs_changed {
+                        if configs_changed || defaults_changed {
                             partition.apply_configs(log_config.clone(), min_insync);
                         }
                         partition
@@ -653,7 +675,8 @@ impl Broker {
     /// Creates the logs of partitions `from..topic.partitions` and hosts them; their
     /// files are made in the background (or by their first write).
     fn open_partitions(&self, topic: &TopicInfo, from: i32) -> anyhow::Result<()> {
-        let log_config: Arc<LogConfig> = Arc::new(log_config_for(&self.config, &topic.configs));
+        let log_config: Arc<LogConfig> =
+            Arc::new(log_config_for(&self.topic_defaults(), &topic.configs));
         let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
         let mut created = Vec::new();
@@ -784,7 +807,7 @@ impl Broker {
         }
         let updated = TopicInfo { configs, ..topic };
         registry.update(updated.clone()).map_err(storage_error)?;
-        let log_config = Arc::new(log_config_for(&self.config, &updated.configs));
+        let log_config = Arc::new(log_config_for(&self.topic_defaults(), &updated.configs));
         let min_insync = min_insync_replicas(&updated.configs);
         for index in 0..updated.partitions {
             if let Some(partition) = self.partition(&TopicPartition::new(name, index)) {

@@ -34,7 +34,12 @@ const NULL_UNLESS_GIVEN: &[&str] = &["log.retention.ms", "log.retention.minutes"
 impl BrokerConfigDef {
     /// Checks a value as the start does (on a scratch config): Err(Kafka's reason).
     pub fn check(&self, value: &str) -> Result<(), String> {
-        (self.set)(&mut BrokerConfig::default(), value, &Properties::new())
+        self.set_value(&mut BrokerConfig::default(), value)
+    }
+
+    /// Sets `value` on `config` (a dynamic value over the start's): Err(Kafka's reason).
+    pub fn set_value(&self, config: &mut BrokerConfig, value: &str) -> Result<(), String> {
+        (self.set)(config, value, &Properties::new())
     }
 
     /// The value DescribeConfigs reports for `config`.

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use strand_metadata::ControllerCommand;
 
 use crate::broker::{ApiError, Broker};
+use crate::config::BrokerConfig;
 use crate::broker_configs::broker_config;
 use crate::error_code;
 use crate::local_json;
@@ -46,12 +47,21 @@ pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
 /// follower.replication.throttled.rate: bytes/s a follower fetches for throttled replicas.
 pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 
+/// Broker configs that are the defaults of topic configs (max.message.bytes,
+/// segment.bytes, retention.bytes): set dynamically, they reach every topic without its
+/// own value at once, as on Kafka.
+pub const TOPIC_DEFAULTS: &[&str] = &["message.max.bytes", "log.segment.bytes", "log.retention.bytes"];
+
 /// Dynamic configs Strand applies while running.
-const APPLIED_LIVE: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE];
+fn applied_live(name: &str) -> bool {
+    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE].contains(&name) || TOPIC_DEFAULTS.contains(&name)
+}
 
 /// Kafka's minimum for configs Strand applies (the quota rates are at least 0).
 fn minimum(name: &str) -> Option<i64> {
-    APPLIED_LIVE.contains(&name).then_some(0)
+    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE]
+        .contains(&name)
+        .then_some(0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,7 +219,7 @@ pub fn validate(configs: &BTreeMap<String, String>, cluster_default: bool) -> Re
     let start_only: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|name| broker_config(name).is_some() && !APPLIED_LIVE.contains(name))
+        .filter(|name| broker_config(name).is_some() && !applied_live(name))
         .collect();
     if !start_only.is_empty() {
         return Err(invalid(format!(
@@ -329,13 +339,33 @@ impl DynamicConfigs {
         Ok(configs)
     }
 
-    /// Takes a new effective set: the throttles change at once.
-    pub fn apply(&self, effective: BTreeMap<String, String>) {
+    /// Takes a new effective set: the throttles change at once. Returns whether a topic
+    /// default changed (the topics' log settings are then computed again).
+    pub fn apply(&self, effective: BTreeMap<String, String>) -> bool {
         self.leader_throttle
             .set_rate(effective.get(LEADER_THROTTLED_RATE).map(String::as_str));
         self.follower_throttle
             .set_rate(effective.get(FOLLOWER_THROTTLED_RATE).map(String::as_str));
-        *self.effective.write().unwrap_or_else(|p| p.into_inner()) = effective;
+        let mut current = self.effective.write().unwrap_or_else(|p| p.into_inner());
+        let changed = TOPIC_DEFAULTS
+            .iter()
+            .any(|name| current.get(*name) != effective.get(*name));
+        *current = effective;
+        changed
+    }
+
+    /// `base` (the settings given at start) with the topic defaults set dynamically.
+    pub fn topic_defaults(&self, base: &BrokerConfig) -> BrokerConfig {
+        let mut config = base.clone();
+        for name in TOPIC_DEFAULTS {
+            if let (Some(value), Some(def)) = (self.get(name), broker_config(name)) {
+                // Checked when it was set; a value that fails now keeps the start's.
+                if let Err(why) = def.set_value(&mut config, &value) {
+                    tracing::warn!(name, value, why, "dynamic broker config not applied");
+                }
+            }
+        }
+        config
     }
 
     /// The effective value of `name`, if set dynamically.
@@ -404,8 +434,11 @@ impl Broker {
         }
         let path = LocalDynamicConfigs::path(&self.config.data_dir);
         local_json::store(path, &next, "dynamic configs").await?;
-        self.dynamic.apply(next.effective());
+        let defaults_changed = self.dynamic.apply(next.effective());
         *self.dynamic.local.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        if defaults_changed {
+            self.reapply_topic_configs();
+        }
         Ok(())
     }
 }

@@ -22,7 +22,7 @@ use crate::broker::{ApiError, Broker};
 use crate::broker_configs::{broker_config, BROKER_CONFIGS};
 use crate::config::BrokerConfig;
 use crate::dynamic_broker_configs::{
-    config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS,
+    config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS, TOPIC_DEFAULTS,
 };
 use crate::error_code;
 use crate::group_configs::{group_config, GROUP_CONFIGS};
@@ -149,17 +149,29 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
             let topic = broker.topic(name).ok_or_else(|| {
                 ApiError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, String::new())
             })?;
-            Ok(effective_topic_configs(&broker.config, &topic.configs)
+            // Values come from the topic defaults in force (dynamic over static); the
+            // static layer's synonyms from the start's settings.
+            let effective = effective_topic_configs(&broker.topic_defaults(), &topic.configs);
+            let statics = effective_topic_configs(&broker.config, &topic.configs);
+            Ok(effective
                 .into_iter()
-                .map(|config| {
+                .zip(statics)
+                .map(|(config, static_layer)| {
+                    let dynamic = config
+                        .broker_synonym
+                        .as_ref()
+                        .map(|b| dynamic_layers(broker, b.name))
+                        .unwrap_or_default();
                     let broker_given = config.broker_synonym.as_ref().is_some_and(|b| b.given);
-                    let source = match (config.overridden, broker_given) {
-                        (true, _) => SOURCE_DYNAMIC_TOPIC,
-                        (false, true) => SOURCE_STATIC_BROKER,
-                        (false, false) => SOURCE_DEFAULT,
+                    let source = match (config.overridden, dynamic.first(), broker_given) {
+                        (true, _, _) => SOURCE_DYNAMIC_TOPIC,
+                        (false, Some((_, _, source)), _) => *source,
+                        (false, None, true) => SOURCE_STATIC_BROKER,
+                        (false, None, false) => SOURCE_DEFAULT,
                     };
                     // Kafka lists the topic's own value, then the broker config behind it
-                    // (given, then Kafka's default).
+                    // (this broker's dynamic value, the cluster default, the given one,
+                    // Kafka's default).
                     let mut synonyms = Vec::new();
                     if config.overridden {
                         synonyms.push((
@@ -168,7 +180,8 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
                             source,
                         ));
                     }
-                    if let Some(synonym) = config.broker_synonym {
+                    synonyms.extend(dynamic);
+                    if let Some(synonym) = static_layer.broker_synonym {
                         let name = synonym.name.to_string();
                         if synonym.given {
                             synonyms.push((
@@ -212,6 +225,23 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
             format!("Unsupported resource type {other}"),
         )),
     }
+}
+
+/// A topic default's dynamic values as synonyms: this broker's own, then the cluster
+/// default (empty for a config that is not a topic default).
+fn dynamic_layers(broker: &Arc<Broker>, name: &str) -> Vec<(String, Option<String>, i8)> {
+    if !TOPIC_DEFAULTS.contains(&name) {
+        return Vec::new();
+    }
+    let own = broker.dynamic_configs_of(Some(broker.node_id()));
+    let cluster_default = broker.dynamic_configs_of(None);
+    [
+        (own.get(name), SOURCE_DYNAMIC_BROKER),
+        (cluster_default.get(name), SOURCE_DYNAMIC_DEFAULT_BROKER),
+    ]
+    .into_iter()
+    .filter_map(|(value, source)| Some((name.to_string(), Some(value?.clone()), source)))
+    .collect()
 }
 
 /// `or_empty`: DescribeConfigs' message names the empty (default) entity too, Kafka's
@@ -291,7 +321,9 @@ fn dynamic_entries(broker: &Arc<Broker>, id: Option<i32>) -> Vec<Entry> {
     names.dedup();
     names
         .into_iter()
-        .filter(|name| broker_config(name).is_none())
+        // A broker's own entry lists the configs Strand implements (broker_entries,
+        // dynamic values first); the cluster default entity lists every dynamic default.
+        .filter(|name| id.is_none() || broker_config(name).is_none())
         .map(|name| {
             // Kafka describes a name it does not know as sensitive (its value hidden) and
             // read-only, and a listener-prefixed one as read-only with its base's type.
@@ -345,16 +377,19 @@ fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
             } else {
                 SOURCE_DEFAULT
             };
-            let mut synonyms: Vec<(String, Option<String>, i8)> =
-                vec![(def.name.to_string(), value.clone(), source)];
+            // A topic default set dynamically comes first (broker, cluster default).
+            let mut synonyms = dynamic_layers(broker, def.name);
+            synonyms.push((def.name.to_string(), value, source));
             if given {
                 synonyms.push((def.name.to_string(), def.value(&defaults), SOURCE_DEFAULT));
             }
+            let (_, value, source) = synonyms[0].clone();
             Entry {
                 name: def.name.to_string(),
                 value,
                 source,
-                read_only: true,
+                // Kafka's dynamic configs Strand applies at runtime may change.
+                read_only: !TOPIC_DEFAULTS.contains(&def.name),
                 sensitive: false,
                 config_type: def.config_type as i8,
                 synonyms,

@@ -47,7 +47,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         };
         results.push(match result {
             Ok(created) => {
-                let configs = effective_topic_configs(&broker.config, &created.configs)
+                let configs = effective_topic_configs(&broker.topic_defaults(), &created.configs)
                     .into_iter()
                     .map(|config| {
                         CreatableTopicConfigs::default()

@@ -205,6 +205,15 @@ verify "kafka-configs --entity-name 1 --describe: follower.replication.throttled
 run "$KAFKA_CLI" kafka-configs --bootstrap-server "$B" --entity-type brokers --entity-name 1 --alter --add-config log.dirs=/elsewhere
 verify "kafka-configs --add-config log.dirs=... refused: Cannot update these configs dynamically: [log.dirs]" \
   '[ "$last_status" -ne 0 ] && grep -qF "Cannot update these configs dynamically: [log.dirs]" "$work/out" "$work/err"'
+# A topic default taken live: the topic (without its own value) shows it at once, with
+# Kafka 4.4's synonyms (the same line Kafka's tool prints against Kafka 4.4.0).
+bconfigs --entity-default --alter --add-config log.retention.bytes=7777777
+verify "kafka-configs --entity-default --add-config log.retention.bytes=7777777 (a topic default, live)" \
+  'has "Completed updating default config for brokers in the cluster."'
+configs --describe --all
+verify "kafka-configs --describe --all: retention.bytes=7777777 from DYNAMIC_DEFAULT_BROKER_CONFIG" \
+  'has "  retention.bytes=7777777 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=7777777, DEFAULT_CONFIG:log.retention.bytes=-1}"'
+bconfigs --entity-default --alter --delete-config log.retention.bytes
 bconfigs --entity-default --alter --delete-config leader.replication.throttled.rate
 bconfigs --entity-name 1 --alter --delete-config follower.replication.throttled.rate
 bconfigs --entity-name 1 --describe

@@ -14,9 +14,13 @@
 //! Names Kafka does not know are accepted and stored, as Kafka accepts custom configs.
 //!
 //! What Strand does with them: the replication throttles take effect at once
-//! (`replication_throttle.rs`). Kafka's dynamic names that Strand implements only as start
-//! settings (message.max.bytes, log.segment.bytes, listeners, ...) are refused with a
-//! message saying so rather than stored without effect. The other names Kafka may change
+//! (`replication_throttle.rs`), and so do the topic defaults message.max.bytes,
+//! log.segment.bytes and log.retention.bytes (`TOPIC_DEFAULTS`: every topic without its own
+//! value gets the new log settings, and DescribeConfigs lists the dynamic values first as
+//! Kafka does). Kafka's other dynamic names that Strand implements only as start settings
+//! (log.retention.ms/minutes/hours, log.roll.*, log.flush.interval.messages, the connection
+//! limits, listeners, ...) are refused with a message saying so rather than stored without
+//! effect. The other names Kafka may change
 //! at runtime tune parts Strand does not have (num.io.threads, log.cleaner.threads,
 //! background.threads, ...): stored and reported, as Kafka would, with no effect.
 //!
@@ -32,8 +36,8 @@ use serde::{Deserialize, Serialize};
 use strand_metadata::ControllerCommand;
 
 use crate::broker::{ApiError, Broker};
-use crate::config::BrokerConfig;
 use crate::broker_configs::broker_config;
+use crate::config::BrokerConfig;
 use crate::error_code;
 use crate::local_json;
 use crate::replication_throttle::ReplicationThrottle;
@@ -50,11 +54,16 @@ pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 /// Broker configs that are the defaults of topic configs (max.message.bytes,
 /// segment.bytes, retention.bytes): set dynamically, they reach every topic without its
 /// own value at once, as on Kafka.
-pub const TOPIC_DEFAULTS: &[&str] = &["message.max.bytes", "log.segment.bytes", "log.retention.bytes"];
+pub const TOPIC_DEFAULTS: &[&str] = &[
+    "message.max.bytes",
+    "log.segment.bytes",
+    "log.retention.bytes",
+];
 
 /// Dynamic configs Strand applies while running.
 fn applied_live(name: &str) -> bool {
-    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE].contains(&name) || TOPIC_DEFAULTS.contains(&name)
+    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE].contains(&name)
+        || TOPIC_DEFAULTS.contains(&name)
 }
 
 /// Kafka's minimum for configs Strand applies (the quota rates are at least 0).
@@ -493,8 +502,12 @@ mod tests {
 
     #[test]
     fn start_settings_strand_cannot_change_live_are_refused_not_ignored() {
-        let refused = message(&[("message.max.bytes", "2000000")], false).unwrap();
-        assert!(refused.contains("[message.max.bytes]"), "{refused}");
+        let refused = message(&[("log.cleaner.backoff.ms", "2000")], false).unwrap();
+        assert!(refused.contains("[log.cleaner.backoff.ms]"), "{refused}");
+        // The topic defaults are taken live.
+        for name in TOPIC_DEFAULTS {
+            assert_eq!(message(&[(name, "2000000")], false), None, "{name}");
+        }
     }
 
     #[tokio::test]

@@ -95,7 +95,7 @@ want reference && run_driver reference python3 interop/python/reference_compare.
   --allow 'update_features .*(metadata|kraft|share|streams|eligible\.leader\.replicas)\.version'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
-if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
+if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features, a live topic default; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
 if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and kafka-leader-election: DescribeQuorum, preferred and unclean ElectLeaders; 5 nodes)"; timeout 900 python3 interop/cluster/quorum_and_elections_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
 if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partition leader; acks=all and the ISR hold, 3 nodes)"; timeout 600 python3 interop/cluster/stall_test.py; fi

@@ -10,7 +10,9 @@
   (auto.leader.rebalance.enable);
 - SIGTERM is a controlled shutdown: the broker leads nothing when it exits, cleanly;
 - kafka-features through one broker changes the finalized features every broker reports,
-  and a restarted broker still reports them (they are in the metadata log).
+  and a restarted broker still reports them (they are in the metadata log);
+- a topic default set as a dynamic broker config through one broker (message.max.bytes on
+  the cluster default) holds on the partition leaders at once, and deleting it lifts it.
 """
 
 import os
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import NotEnoughReplicasError
@@ -42,13 +45,17 @@ def partitions(admin, topic):
 KAFKA_CLI = os.path.join(HERE, "..", "kafka", "kafka-cli.sh")
 
 
-def kafka_features(addr, *args):
-    """Kafka 4.4's kafka-features against one broker: its stdout (fails the test on error)."""
-    run = subprocess.run([KAFKA_CLI, "kafka-features", "--bootstrap-server", "%s:%d" % addr[:2], *args],
+def kafka_tool(tool, addr, *args):
+    """One of Kafka 4.4's tools against one broker: its stdout (fails the test on error)."""
+    run = subprocess.run([KAFKA_CLI, tool, "--bootstrap-server", "%s:%d" % addr[:2], *args],
                          capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
-        fail(f"kafka-features {' '.join(args)}: exit {run.returncode}: {run.stdout} {run.stderr}")
+        fail(f"{tool} {' '.join(args)}: exit {run.returncode}: {run.stdout} {run.stderr}")
     return run.stdout
+
+
+def kafka_features(addr, *args):
+    return kafka_tool("kafka-features", addr, *args)
 
 
 def finalized_level(addr, feature):
@@ -110,6 +117,31 @@ def main():
             until(f"broker {i} to report group.version 0",
                   lambda i=i: finalized_level(cluster.addr[i], "group.version") == 0, timeout=30)
         log("kafka-features downgrade through broker 2: brokers 1 and 3 report group.version 0")
+
+        # A topic default changed at runtime through broker 3 holds on every leader.
+        def set_default(value):
+            change = ["--add-config", f"message.max.bytes={value}"] if value else \
+                ["--delete-config", "message.max.bytes"]
+            kafka_tool("kafka-configs", cluster.addr[3], "--entity-type", "brokers", "--entity-default",
+                       "--alter", *change)
+
+        def produce_big():
+            producer = Producer({"bootstrap.servers": "%s:%d" % cluster.addr[1][:2],
+                                 "message.max.bytes": 1000000, "retries": 0, "log_level": 2})
+            errors = []
+            for partition in range(3):
+                producer.produce("api", b"x" * 200000, partition=partition,
+                                 on_delivery=lambda err, msg: errors.append(err))
+            producer.flush(30)
+            return errors
+
+        set_default("100000")
+        until("every leader to refuse a 200 kB record", lambda: all(
+            e is not None and e.code() == KafkaError.MSG_SIZE_TOO_LARGE for e in produce_big()), timeout=30)
+        set_default(None)
+        until("every leader to take it again", lambda: all(e is None for e in produce_big()), timeout=30)
+        log("message.max.bytes=100000 on the cluster default through broker 3: refused on every leader "
+            "at once; deleted: accepted again")
 
         # A broker dies: offline replica, smaller ISR, leaderships moved.
         cluster.kill(3)

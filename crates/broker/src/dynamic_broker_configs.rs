@@ -15,10 +15,11 @@
 //!
 //! What Strand does with them: the replication throttles take effect at once
 //! (`replication_throttle.rs`), and so do the topic defaults message.max.bytes,
-//! log.segment.bytes and log.retention.bytes (`TOPIC_DEFAULTS`: every topic without its own
+//! log.segment.bytes, log.retention.bytes, log.retention.ms and log.roll.ms
+//! (`TOPIC_DEFAULTS`: every topic without its own
 //! value gets the new log settings, and DescribeConfigs lists the dynamic values first as
 //! Kafka does). Kafka's other dynamic names that Strand implements only as start settings
-//! (log.retention.ms/minutes/hours, log.roll.*, log.flush.interval.messages, the connection
+//! (log.flush.interval.messages, the connection
 //! limits, listeners, ...) are refused with a message saying so rather than stored without
 //! effect. The other names Kafka may change
 //! at runtime tune parts Strand does not have (num.io.threads, log.cleaner.threads,
@@ -58,7 +59,21 @@ pub const TOPIC_DEFAULTS: &[&str] = &[
     "message.max.bytes",
     "log.segment.bytes",
     "log.retention.bytes",
+    // Kafka takes only the finest unit at runtime (log.retention.hours and .minutes,
+    // log.roll.hours are start settings there), and a dynamic one wins over any given unit.
+    "log.retention.ms",
+    "log.roll.ms",
 ];
+
+/// The unit Kafka's default of a time topic default is given in (it lists that default
+/// behind a dynamic value): log.retention.hours=168, log.roll.hours=168.
+pub fn coarsest_unit(name: &str) -> Option<&'static str> {
+    match name {
+        "log.retention.ms" => Some("log.retention.hours"),
+        "log.roll.ms" => Some("log.roll.hours"),
+        _ => None,
+    }
+}
 
 /// Dynamic configs Strand applies while running.
 fn applied_live(name: &str) -> bool {
@@ -504,6 +519,12 @@ mod tests {
     fn start_settings_strand_cannot_change_live_are_refused_not_ignored() {
         let refused = message(&[("log.cleaner.backoff.ms", "2000")], false).unwrap();
         assert!(refused.contains("[log.cleaner.backoff.ms]"), "{refused}");
+        // Kafka takes only the finest unit of a time at runtime.
+        let refused = message(&[("log.retention.hours", "1")], true).unwrap();
+        assert!(
+            refused.contains("Cannot update these configs dynamically"),
+            "{refused}"
+        );
         // The topic defaults are taken live.
         for name in TOPIC_DEFAULTS {
             assert_eq!(message(&[(name, "2000000")], false), None, "{name}");

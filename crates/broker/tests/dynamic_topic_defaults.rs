@@ -134,6 +134,26 @@ async fn topic_defaults_set_dynamically_reach_topics_at_once_and_describe_as_on_
         (some("500000"), 3, vec![(some("500000"), 3)])
     );
 
+    // A time default in its finest unit, the only one Kafka takes at runtime. Kafka 4.4.0:
+    // retention.ms 12345 DYNAMIC_BROKER_CONFIG, synonyms [log.retention.ms=12345
+    // DYNAMIC_BROKER_CONFIG, log.retention.hours=168 DEFAULT_CONFIG].
+    broker
+        .set_dynamic_configs(
+            Some(1),
+            set(&[("message.max.bytes", "100"), ("log.retention.ms", "12345")]),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        describe(&mut stream, TOPIC, "t", "retention.ms").await,
+        (some("12345"), 2, vec![(some("12345"), 2), (some("168"), 5)])
+    );
+    let partition = broker
+        .partition(&strand_log::TopicPartition::new("t", 0))
+        .unwrap();
+    assert_eq!(partition.log().config().retention_ms, Some(12345));
+
     // Deleted: the start's value again, at once.
     broker
         .set_dynamic_configs(Some(1), BTreeMap::new(), false)

@@ -22,7 +22,8 @@ use crate::broker::{ApiError, Broker};
 use crate::broker_configs::{broker_config, BROKER_CONFIGS};
 use crate::config::BrokerConfig;
 use crate::dynamic_broker_configs::{
-    config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS, TOPIC_DEFAULTS,
+    coarsest_unit, config_type_code, listener_base, UpdateMode, KAFKA_BROKER_CONFIGS,
+    TOPIC_DEFAULTS,
 };
 use crate::error_code;
 use crate::group_configs::{group_config, GROUP_CONFIGS};
@@ -158,9 +159,9 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
                 .zip(statics)
                 .map(|(config, static_layer)| {
                     let dynamic = config
-                        .broker_synonym
-                        .as_ref()
-                        .map(|b| dynamic_layers(broker, b.name))
+                        .def
+                        .synonym
+                        .map(|name| dynamic_layers(broker, name))
                         .unwrap_or_default();
                     let broker_given = config.broker_synonym.as_ref().is_some_and(|b| b.given);
                     let source = match (config.overridden, dynamic.first(), broker_given) {
@@ -180,7 +181,20 @@ fn entries(broker: &Arc<Broker>, resource_type: i8, name: &str) -> Result<Vec<En
                             source,
                         ));
                     }
+                    let dynamically_set = !dynamic.is_empty();
                     synonyms.extend(dynamic);
+                    // Kafka lists a time default's coarsest unit behind a dynamic value
+                    // (log.retention.hours=168) even where it lists nothing otherwise.
+                    let unit_default = config
+                        .def
+                        .synonym
+                        .and_then(coarsest_unit)
+                        .filter(|_| dynamically_set && static_layer.broker_synonym.is_none())
+                        .and_then(|unit| {
+                            let default = KAFKA_BROKER_CONFIGS.get(unit)?.default.clone();
+                            Some((unit.to_string(), default, SOURCE_DEFAULT))
+                        });
+                    synonyms.extend(unit_default);
                     if let Some(synonym) = static_layer.broker_synonym {
                         let name = synonym.name.to_string();
                         if synonym.given {
@@ -379,7 +393,10 @@ fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
             };
             // A topic default set dynamically comes first (broker, cluster default).
             let mut synonyms = dynamic_layers(broker, def.name);
-            synonyms.push((def.name.to_string(), value, source));
+            // Behind a dynamic value, an unset one (null) is not listed, as on Kafka.
+            if value.is_some() || synonyms.is_empty() {
+                synonyms.push((def.name.to_string(), value, source));
+            }
             if given {
                 synonyms.push((def.name.to_string(), def.value(&defaults), SOURCE_DEFAULT));
             }

@@ -109,6 +109,7 @@ Normalisation (applied to both sides alike), field by field:
 """
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -631,7 +632,7 @@ def parse_sections(text):
 
 def drop_api_keys(section_data):
     """update_features without the ApiVersions answer's api_keys."""
-    out = json.loads(json.dumps(section_data))
+    out = copy.deepcopy(section_data)
     for case in out.get('cases', []):
         resp = case.get('response')
         if case.get('api_key') == 18 and isinstance(resp, dict):

@@ -237,12 +237,17 @@ impl Broker {
     pub fn reapply_topic_configs(&self) {
         let defaults = self.topic_defaults();
         for topic in self.topics() {
-            let log_config = Arc::new(log_config_for(&defaults, &topic.configs));
-            let min_insync = min_insync_replicas(&topic.configs);
-            for index in 0..topic.partitions {
-                if let Some(partition) = self.partition(&TopicPartition::new(&topic.name, index)) {
-                    partition.apply_configs(log_config.clone(), min_insync);
-                }
+            self.apply_topic_configs(&defaults, &topic);
+        }
+    }
+
+    /// Gives `topic`'s hosted partitions the log settings of its configs over `defaults`.
+    fn apply_topic_configs(&self, defaults: &BrokerConfig, topic: &TopicInfo) {
+        let log_config = Arc::new(log_config_for(defaults, &topic.configs));
+        let min_insync = min_insync_replicas(&topic.configs);
+        for index in 0..topic.partitions {
+            if let Some(partition) = self.partition(&TopicPartition::new(&topic.name, index)) {
+                partition.apply_configs(log_config.clone(), min_insync);
             }
         }
     }
@@ -807,13 +812,7 @@ impl Broker {
         }
         let updated = TopicInfo { configs, ..topic };
         registry.update(updated.clone()).map_err(storage_error)?;
-        let log_config = Arc::new(log_config_for(&self.topic_defaults(), &updated.configs));
-        let min_insync = min_insync_replicas(&updated.configs);
-        for index in 0..updated.partitions {
-            if let Some(partition) = self.partition(&TopicPartition::new(name, index)) {
-                partition.apply_configs(log_config.clone(), min_insync);
-            }
-        }
+        self.apply_topic_configs(&self.topic_defaults(), &updated);
         tracing::info!(topic = name, configs = ?updated.configs, "changed topic configs");
         Ok(())
     }

@@ -16,12 +16,11 @@
 //! What Strand does with them: the replication throttles take effect at once
 //! (`replication_throttle.rs`), and so do the topic defaults message.max.bytes,
 //! log.segment.bytes, log.retention.bytes, log.retention.ms and log.roll.ms
-//! (`TOPIC_DEFAULTS`: every topic without its own
-//! value gets the new log settings, and DescribeConfigs lists the dynamic values first as
-//! Kafka does). Kafka's other dynamic names that Strand implements only as start settings
-//! (log.flush.interval.messages, the connection
-//! limits, listeners, ...) are refused with a message saying so rather than stored without
-//! effect. The other names Kafka may change
+//! (`TOPIC_DEFAULTS`: every topic without its own value gets the new log settings, and
+//! DescribeConfigs lists the dynamic values first as Kafka does). Kafka's other dynamic
+//! names that Strand implements only as start settings (log.flush.interval.messages, the
+//! connection limits, listeners, ...) are refused with a message saying so rather than
+//! stored without effect. The other names Kafka may change
 //! at runtime tune parts Strand does not have (num.io.threads, log.cleaner.threads,
 //! background.threads, ...): stored and reported, as Kafka would, with no effect.
 //!
@@ -75,17 +74,17 @@ pub fn coarsest_unit(name: &str) -> Option<&'static str> {
     }
 }
 
+/// The replication throttles' rates.
+const THROTTLE_RATES: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE];
+
 /// Dynamic configs Strand applies while running.
 fn applied_live(name: &str) -> bool {
-    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE].contains(&name)
-        || TOPIC_DEFAULTS.contains(&name)
+    THROTTLE_RATES.contains(&name) || TOPIC_DEFAULTS.contains(&name)
 }
 
 /// Kafka's minimum for configs Strand applies (the quota rates are at least 0).
 fn minimum(name: &str) -> Option<i64> {
-    [LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE]
-        .contains(&name)
-        .then_some(0)
+    THROTTLE_RATES.contains(&name).then_some(0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

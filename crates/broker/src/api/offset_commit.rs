@@ -22,11 +22,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     };
     let version = request.header.request_api_version;
     let by_id = version >= 10;
-    let names: Vec<Option<String>> = body
-        .topics
-        .iter()
-        .map(|topic| topic_ids::resolve(broker, by_id, &topic.name, &topic.topic_id))
-        .collect();
+    let names = topic_ids::resolve_all(
+        broker,
+        by_id,
+        body.topics.iter().map(|t| (&t.name, &t.topic_id)),
+    );
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
         .topics
         .iter()
@@ -59,7 +59,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         )
         .await;
     let mut codes = codes.into_iter();
-    let mut answered: Vec<(bool, OffsetCommitResponseTopic)> = body
+    let answered: Vec<(bool, OffsetCommitResponseTopic)> = body
         .topics
         .iter()
         .zip(&names)
@@ -86,9 +86,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             (name.is_some(), answer)
         })
         .collect();
-    // Kafka answers the unknown topic ids first (before the coordinator's answer).
-    answered.sort_by_key(|(known, _)| *known);
-    let topics = answered.into_iter().map(|(_, topic)| topic).collect();
+    let topics = topic_ids::unknown_first(answered);
     respond(
         &request,
         &OffsetCommitResponse::default().with_topics(topics),

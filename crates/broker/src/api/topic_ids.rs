@@ -25,3 +25,21 @@ pub fn resolve(broker: &Broker, by_id: bool, name: &TopicName, id: &Uuid) -> Opt
 pub fn id_of(broker: &Broker, name: &str) -> Uuid {
     broker.topic(name).map_or(Uuid::nil(), |topic| topic.id)
 }
+
+/// `resolve` for each of a request's topics, in order.
+pub fn resolve_all<'a>(
+    broker: &Broker,
+    by_id: bool,
+    topics: impl Iterator<Item = (&'a TopicName, &'a Uuid)>,
+) -> Vec<Option<String>> {
+    topics
+        .map(|(name, id)| resolve(broker, by_id, name, id))
+        .collect()
+}
+
+/// A commit's topics in Kafka's order: those whose id was unknown (`false`) first, as
+/// KafkaApis answers them before the coordinator does, the others as asked.
+pub fn unknown_first<T>(mut answered: Vec<(bool, T)>) -> Vec<T> {
+    answered.sort_by_key(|(known, _)| *known);
+    answered.into_iter().map(|(_, topic)| topic).collect()
+}

@@ -103,6 +103,18 @@ enum CommitKind {
     },
 }
 
+impl CommitKind {
+    /// Whether the request's version knows KIP-848's errors (OffsetCommit v9+,
+    /// TxnOffsetCommit v6+): GROUP_ID_NOT_FOUND for a generation of an unknown group, and
+    /// STALE_MEMBER_EPOCH (older TxnOffsetCommits get ILLEGAL_GENERATION instead).
+    fn knows_kip848_errors(self) -> bool {
+        match self {
+            CommitKind::Offsets { api_version } => api_version >= 9,
+            CommitKind::Transactional { api_version } => api_version >= 6,
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct GroupEntry {
     classic: Option<ClassicGroup>,
@@ -773,13 +785,7 @@ impl GroupShard {
         match entry.map(|e| (&e.classic, &e.consumer)) {
             None | Some((None, None)) => match commit {
                 _ if generation_id < 0 => Ok(()),
-                // OffsetCommit v9+ and TxnOffsetCommit v6+ know GROUP_ID_NOT_FOUND.
-                CommitKind::Offsets { api_version } if api_version >= 9 => {
-                    Err(error_code::GROUP_ID_NOT_FOUND)
-                }
-                CommitKind::Transactional { api_version } if api_version >= 6 => {
-                    Err(error_code::GROUP_ID_NOT_FOUND)
-                }
+                _ if commit.knows_kip848_errors() => Err(error_code::GROUP_ID_NOT_FOUND),
                 _ => Err(error_code::ILLEGAL_GENERATION),
             },
             Some((Some(group), _)) => {
@@ -818,12 +824,13 @@ impl GroupShard {
                 // abortable CommitFailedException), not STALE_MEMBER_EPOCH.
                 group
                     .check_commit(member_id, generation_id)
-                    .map_err(|code| match (code, commit) {
-                        (
-                            error_code::STALE_MEMBER_EPOCH,
-                            CommitKind::Transactional { api_version },
-                        ) if api_version < 6 => error_code::ILLEGAL_GENERATION,
-                        (code, _) => code,
+                    .map_err(|code| match code {
+                        error_code::STALE_MEMBER_EPOCH
+                            if transactional && !commit.knows_kip848_errors() =>
+                        {
+                            error_code::ILLEGAL_GENERATION
+                        }
+                        code => code,
                     })
             }
         }

@@ -105,9 +105,9 @@ impl Broker {
             file_cache_segments: config.open_segments_max,
             ..LogManagerOptions::default()
         };
-        let (mut logs, recovered) = LogManager::open(&data_dir, options).map_err(|error| {
-            anyhow::anyhow!("cannot open logs in {}: {error}", data_dir.display())
-        })?;
+        let (mut logs, recovered) = LogManager::open(&config.log_dirs(), options)
+            .map_err(|error| anyhow::anyhow!("cannot open the log directories: {error}"))?;
+        claim_log_dirs(&logs, &cluster_id, config.node_id)?;
         for (tp, report) in &recovered {
             tracing::info!(partition = %tp, ?report, "recovered log");
         }
@@ -270,6 +270,11 @@ impl Broker {
     }
 
     /// Every partition hosted here.
+    /// Every log directory (log.dirs) with its health.
+    pub fn log_dir_states(&self) -> Vec<strand_log::log_manager::LogDirState> {
+        self.logs.lock().unwrap_or_else(|p| p.into_inner()).dirs()
+    }
+
     pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
         self.partitions
             .read()
@@ -964,40 +969,80 @@ fn collision_key(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// Gives every other online log directory the first's `meta.properties`, or checks the
+/// one it has: a directory of another cluster or node is refused (as Kafka does), one
+/// whose file cannot be read or written goes offline.
+fn claim_log_dirs(logs: &LogManager, cluster_id: &str, node_id: i32) -> anyhow::Result<()> {
+    for dir in logs.dirs().into_iter().skip(1) {
+        if dir.failure.is_some() {
+            continue;
+        }
+        let path = dir.path.join(META_PROPERTIES_FILE);
+        match read_identity(&path) {
+            Ok(Some((cluster, node))) => anyhow::ensure!(
+                cluster == cluster_id && node == node_id,
+                "log directory {} belongs to cluster {cluster} node {node}, not cluster {cluster_id} node {node_id}",
+                dir.path.display()
+            ),
+            Ok(None) => {
+                if let Err(error) = write_identity(&path, cluster_id, node_id) {
+                    logs.fail_dir(&dir.path, &error.to_string());
+                }
+            }
+            Err(error) => {
+                logs.fail_dir(&dir.path, &error.to_string());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The (cluster id, node id) of a `meta.properties`, None if there is none.
+fn read_identity(path: &Path) -> anyhow::Result<Option<(String, i32)>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+    };
+    let value = |key: &str| {
+        text.lines().find_map(|line| {
+            line.strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix('='))
+                .map(str::trim)
+        })
+    };
+    let cluster_id = value("cluster.id")
+        .ok_or_else(|| anyhow::anyhow!("{} has no cluster.id", path.display()))?;
+    let node_id: i32 = value("node.id")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("{} has no node.id", path.display()))?;
+    Ok(Some((cluster_id.to_string(), node_id)))
+}
+
+fn write_identity(path: &Path, cluster_id: &str, node_id: i32) -> anyhow::Result<()> {
+    let text =
+        format!("#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+    strand_log::checkpoint::write_atomically(path, text.as_bytes())
+        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))
+}
+
 /// Reads `meta.properties` (cluster id, node id), creating it on first start.
 fn load_or_create_identity(data_dir: &Path, node_id: i32) -> anyhow::Result<String> {
     let path = data_dir.join(META_PROPERTIES_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let value = |key: &str| {
-                text.lines().find_map(|line| {
-                    line.strip_prefix(key)
-                        .and_then(|rest| rest.strip_prefix('='))
-                        .map(str::trim)
-                })
-            };
-            let cluster_id = value("cluster.id")
-                .ok_or_else(|| anyhow::anyhow!("{} has no cluster.id", path.display()))?;
-            let stored: i32 = value("node.id")
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| anyhow::anyhow!("{} has no node.id", path.display()))?;
+    match read_identity(&path)? {
+        Some((cluster_id, stored)) => {
             anyhow::ensure!(
                 stored == node_id,
                 "data directory {} belongs to node {stored}, not node {node_id}",
                 data_dir.display()
             );
-            Ok(cluster_id.to_string())
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let cluster_id = base64_url(Uuid::new_v4().as_bytes());
-            let text = format!(
-                "#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
-            );
-            strand_log::checkpoint::write_atomically(&path, text.as_bytes())
-                .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
             Ok(cluster_id)
         }
-        Err(error) => Err(anyhow::anyhow!("cannot read {}: {error}", path.display())),
+        None => {
+            let cluster_id = base64_url(Uuid::new_v4().as_bytes());
+            write_identity(&path, &cluster_id, node_id)?;
+            Ok(cluster_id)
+        }
     }
 }
 

@@ -208,7 +208,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         toml_key: "data_dir",
         config_type: ConfigType::List,
         set: set_log_dirs,
-        get: |c| Some(c.data_dir.display().to_string()),
+        get: |c| Some(join_paths(&c.log_dirs())),
     },
     BrokerConfigDef {
         name: "log.dir",
@@ -508,20 +508,36 @@ fn set_listeners(config: &mut BrokerConfig, value: &str, props: &Properties) -> 
     Ok(())
 }
 
+/// log.dirs: the first directory also holds the broker's metadata (Kafka's
+/// metadata.log.dir defaults to it too).
 fn set_log_dirs(config: &mut BrokerConfig, value: &str, _: &Properties) -> Result<(), String> {
-    let dirs: Vec<&str> = value
+    let mut dirs = value
         .split(',')
         .map(str::trim)
         .filter(|d| !d.is_empty())
-        .collect();
-    match dirs.as_slice() {
-        [dir] => {
-            config.data_dir = PathBuf::from(dir);
-            Ok(())
-        }
-        [] => Err("no log directory given".into()),
-        _ => Err("Strand takes one log directory (several are not supported yet)".into()),
+        .map(PathBuf::from);
+    let Some(first) = dirs.next() else {
+        return Err("no log directory given".into());
+    };
+    let extra: Vec<PathBuf> = dirs.collect();
+    if let Some(twice) = extra
+        .iter()
+        .enumerate()
+        .find(|(i, dir)| **dir == first || extra[..*i].contains(dir))
+    {
+        return Err(format!("{} is listed twice", twice.1.display()));
     }
+    config.data_dir = first;
+    config.extra_log_dirs = extra;
+    Ok(())
+}
+
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Reads a Kafka server.properties: the settings it names apply over `config`. Returns
@@ -651,8 +667,15 @@ mod tests {
         let error =
             apply_properties(&mut config, &props(&[("listeners", "SSL://:9093")])).unwrap_err();
         assert!(error.contains("SSL"), "{error}");
-        let error = apply_properties(&mut config, &props(&[("log.dirs", "/a,/b")])).unwrap_err();
-        assert!(error.contains("one log directory"), "{error}");
+        let error = apply_properties(&mut config, &props(&[("log.dirs", "/a,/b,/a")])).unwrap_err();
+        assert!(error.contains("/a is listed twice"), "{error}");
+        apply_properties(&mut config, &props(&[("log.dirs", "/a, /b,/c")])).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/a"));
+        assert_eq!(
+            config.extra_log_dirs,
+            [PathBuf::from("/b"), PathBuf::from("/c")]
+        );
+        assert_eq!(config.log_dirs().len(), 3);
     }
 
     #[test]

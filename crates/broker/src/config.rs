@@ -24,7 +24,10 @@ pub struct BrokerConfig {
     pub listen: SocketAddr,
     /// host:port clients are told to connect to; defaults to `listen`.
     pub advertise: Option<String>,
+    /// The first log directory (log.dirs), which also holds the broker's metadata.
     pub data_dir: PathBuf,
+    /// The other log directories of log.dirs: partitions spread over all of them.
+    pub extra_log_dirs: Vec<PathBuf>,
     /// auto.create.topics.enable
     pub auto_create_topics: bool,
     /// num.partitions for auto-created topics and CreateTopics with -1.
@@ -136,6 +139,7 @@ impl Default for BrokerConfig {
             listen: "127.0.0.1:9092".parse().expect("static address"),
             advertise: None,
             data_dir: PathBuf::from("strand-data"),
+            extra_log_dirs: Vec::new(),
             auto_create_topics: true,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -210,6 +214,13 @@ impl BrokerConfig {
             .unwrap_or_default();
         config.explicit = crate::broker_configs::explicit_from_toml(&keys);
         Ok(config)
+    }
+
+    /// Every log directory, the metadata's first (Kafka's log.dirs in order).
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.data_dir.clone())
+            .chain(self.extra_log_dirs.iter().cloned())
+            .collect()
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn a_full_queue_creates_the_files_in_the_caller() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut logs, _) = LogManager::open(dir.path(), LogManagerOptions::default()).unwrap();
+        let (mut logs, _) = LogManager::open(&[dir.path()], LogManagerOptions::default()).unwrap();
         let mut deferred = |name: &str| -> Arc<Mutex<Log>> {
             logs.get_or_create_deferred(&TopicPartition::new(name, 0), None)
                 .unwrap()

@@ -1098,7 +1098,7 @@ mod tests {
     }
 
     fn partition(dir: &std::path::Path, min_insync: i32, isr: &[i32]) -> (LogManager, Partition) {
-        let (mut logs, _) = LogManager::open(dir, LogManagerOptions::default()).unwrap();
+        let (mut logs, _) = LogManager::open(&[dir], LogManagerOptions::default()).unwrap();
         let tp = TopicPartition::new("t", 0);
         let log = logs.get_or_create(&tp, None).unwrap();
         let partition = Partition::new(tp, log, min_insync, ME, assignment(ME, 0, 0, isr));
@@ -1174,7 +1174,7 @@ mod tests {
     #[test]
     fn a_single_node_commits_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut logs, _) = LogManager::open(dir.path(), LogManagerOptions::default()).unwrap();
+        let (mut logs, _) = LogManager::open(&[dir.path()], LogManagerOptions::default()).unwrap();
         let tp = TopicPartition::new("t", 0);
         let log = logs.get_or_create(&tp, None).unwrap();
         let partition = Partition::new(tp, log, 1, ME, Assignment::local(ME));

@@ -39,6 +39,7 @@ impl Stall {
                     on = hook.released.wait(on).unwrap();
                 }
             }
+            Ok(())
         })));
         stall
     }

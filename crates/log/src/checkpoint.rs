@@ -93,7 +93,7 @@ pub fn replace_file(path: &Path, contents: &[u8], sync: Sync) -> io::Result<()> 
             .open(&temp)?;
         file.write_all(contents)?;
         if sync == Sync::Now {
-            crate::fault_injection::before_sync(path);
+            crate::fault_injection::before_sync(path)?;
             file.sync_all()?;
         }
     }
@@ -107,7 +107,7 @@ pub fn replace_file(path: &Path, contents: &[u8], sync: Sync) -> io::Result<()> 
 /// fsyncs a file written with `Sync::Deferred` (a missing one was replaced or deleted
 /// since: nothing to keep).
 pub fn sync_file(path: &Path) -> io::Result<()> {
-    crate::fault_injection::before_sync(path);
+    crate::fault_injection::before_sync(path)?;
     match File::open(path) {
         Ok(file) => file.sync_all(),
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -131,7 +131,7 @@ impl Log {
         crash_after: Option<CleanerStep>,
     ) -> LogResult<CleanOutcome> {
         let mut outcome = CleanOutcome::default();
-        if !self.config.cleanup_compact || self.offline.is_some() {
+        if !self.config.cleanup_compact || self.is_offline() {
             return Ok(outcome);
         }
         let first_dirty = self.cleaner_checkpoint();

@@ -1,5 +1,6 @@
 //! Test-only faults in the file layer (feature `fault-injection`): a hook every fsync the
-//! log makes calls first, with the path it syncs (a log directory or a file in one), and
+//! log makes calls first, with the path it syncs (a log directory or a file in one), which
+//! may stall (a slow disk) or fail it (a failing disk: the error stands for the fsync's), and
 //! one every read of a segment or index file calls first, so a test can stall one
 //! partition's disk (or make its files look uncached) and watch the rest of the broker go
 //! on. Without the feature the hooks are empty.
@@ -8,7 +9,7 @@ use std::fs::File;
 use std::path::Path;
 
 #[cfg(feature = "fault-injection")]
-type SyncHook = Box<dyn Fn(&Path) + Send + Sync>;
+type SyncHook = Box<dyn Fn(&Path) -> std::io::Result<()> + Send + Sync>;
 
 #[cfg(feature = "fault-injection")]
 static SYNC_HOOK: std::sync::RwLock<Option<SyncHook>> = std::sync::RwLock::new(None);
@@ -20,13 +21,13 @@ pub fn set_sync_hook(hook: Option<SyncHook>) {
 }
 
 #[inline]
-pub(crate) fn before_sync(path: &Path) {
+pub(crate) fn before_sync(path: &Path) -> std::io::Result<()> {
     #[cfg(feature = "fault-injection")]
     if let Some(hook) = SYNC_HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        hook(path);
+        return hook(path);
     }
-    #[cfg(not(feature = "fault-injection"))]
     let _ = path;
+    Ok(())
 }
 
 /// Called before a read of `file`, with whether the read must not wait (`read_mode`);

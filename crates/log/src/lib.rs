@@ -10,8 +10,10 @@
 //!   `fdatasync`.
 //! - [`leader_epoch`]: epoch -> start offset cache and its checkpoint.
 //! - [`log`]: one partition: segments, offsets, roll, read, truncate, delete_before, recovery.
-//! - [`log_manager`]: many partitions in one data directory, their checkpoints and the
-//!   clean-shutdown marker.
+//! - [`dir_health`]: one log directory's health, shared by its logs (a failure in one
+//!   takes the directory offline).
+//! - [`log_manager`]: many partitions over one or more log directories (Kafka's
+//!   log.dirs), each with its checkpoints and clean-shutdown marker.
 //!
 //! Thread-safety: `Log` is a plain struct (`&mut self` to change it); callers wrap it in
 //! their own lock. `FileCache` and `SyncGate` are internally synchronised and shared.
@@ -22,6 +24,7 @@ pub mod checkpoint;
 pub mod cleaner;
 pub mod clock;
 pub mod config;
+pub mod dir_health;
 pub mod error;
 pub mod fault_injection;
 pub mod file_cache;
@@ -44,6 +47,7 @@ pub mod time_index;
 pub use cleaner::{CleanOutcome, CleanerLimits, CleanerStep};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Durability, LogConfig, MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT};
+pub use dir_health::DirHealth;
 pub use error::{LogError, LogResult, RecordError};
 pub use file_cache::FileCache;
 pub use leader_epoch::{EpochEntry, LeaderEpochCache};

@@ -66,7 +66,7 @@ impl FlushPlan {
     /// entries (the sync gate), then every segment's log and indexes from the recovery
     /// point on.
     pub fn run(&self) -> io::Result<()> {
-        crate::fault_injection::before_sync(&self.dir);
+        crate::fault_injection::before_sync(&self.dir)?;
         for (path, _) in &self.unsynced_files {
             crate::checkpoint::sync_file(path)?;
         }
@@ -140,8 +140,12 @@ pub struct Log {
     pub(crate) recovery_point: i64,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) gate: Arc<SyncGate>,
-    /// Set after a storage failure: writes are refused, reads go on.
+    /// Set after a storage failure (or the partition's deletion): writes are refused,
+    /// reads go on.
     pub(crate) offline: Option<String>,
+    /// The health of the log directory this log lives in, shared with its other logs:
+    /// a storage failure in any of them takes this one offline too.
+    pub(crate) dir_health: std::sync::Arc<crate::dir_health::DirHealth>,
     /// Whether the directory and the active segment's files exist (see
     /// [`Log::create_deferred`]); until they do the log is empty.
     pub(crate) on_disk: bool,
@@ -227,12 +231,28 @@ impl Log {
         self.gate.clone()
     }
     pub fn is_offline(&self) -> bool {
-        self.offline.is_some()
+        self.offline_reason().is_some()
+    }
+    /// Why writes are refused: this log's own storage failure or deletion, or a failure
+    /// elsewhere in its log directory.
+    pub fn offline_reason(&self) -> Option<String> {
+        if let Some(reason) = &self.offline {
+            return Some(reason.clone());
+        }
+        self.dir_health
+            .failure()
+            .map(|reason| format!("its log directory is offline: {reason}"))
+    }
+    /// Shares the health of the log directory this log lives in (a log opened alone has
+    /// a directory of its own).
+    pub fn set_dir_health(&mut self, health: std::sync::Arc<crate::dir_health::DirHealth>) {
+        self.gate.set_dir_health(health.clone());
+        self.dir_health = health;
     }
     /// Why this replica should no longer lead or stay in sync: its log went offline
     /// (a storage failure) or a read found a damaged batch. Cleared by a restart.
     pub fn failure(&self) -> Option<String> {
-        if let Some(reason) = &self.offline {
+        if let Some(reason) = self.offline_reason() {
             return Some(format!("log offline: {reason}"));
         }
         self.upkeep
@@ -1018,7 +1038,7 @@ impl Log {
     /// None if nothing was written since the last one.
     pub fn begin_flush(&mut self) -> LogResult<Option<FlushPlan>> {
         self.upkeep.flush_requested = false;
-        if self.offline.is_some() {
+        if self.is_offline() {
             return Ok(None);
         }
         self.upkeep.flush_running = true;
@@ -1141,8 +1161,8 @@ impl Log {
     }
 
     fn check_online(&self) -> LogResult<()> {
-        match &self.offline {
-            Some(reason) => Err(LogError::Offline(reason.clone())),
+        match self.offline_reason() {
+            Some(reason) => Err(LogError::Offline(reason)),
             None => Ok(()),
         }
     }
@@ -1150,6 +1170,11 @@ impl Log {
     /// Marks the log offline after a storage failure and returns the error to report.
     fn go_offline(&mut self, error: io::Error) -> LogError {
         tracing::error!(dir = %self.dir.display(), %error, "log storage failure; refusing further writes");
+        let reason = format!("{}: {error}", self.name());
+        if self.dir_health.fail(reason) {
+            let parent = self.dir.parent().unwrap_or(&self.dir);
+            tracing::error!(log_dir = %parent.display(), %error, "log directory offline: its partitions refuse writes until a restart");
+        }
         self.offline = Some(error.to_string());
         LogError::Io(error)
     }

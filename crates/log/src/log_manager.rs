@@ -1,11 +1,17 @@
-//! Every partition log in one data directory: discovery at startup, creation, deletion,
-//! the directory-wide checkpoints (recovery points, log start offsets, high watermarks)
-//! and the clean-shutdown marker. Logs share one bounded [`FileCache`], so open files are
+//! Every partition log of a broker, over one or more log directories (Kafka's log.dirs):
+//! discovery at startup, placement and creation, deletion, each directory's checkpoints
+//! (recovery points, log start offsets, high watermarks) and clean-shutdown marker, and
+//! each directory's health. Logs share one bounded [`FileCache`], so open files are
 //! bounded by the cache, not by the number of partitions; no thread per partition.
 //!
-//! Layout (Kafka's): `<data>/<topic>-<partition>/<20-digit base>.{log,index,timeindex}`,
-//! `<data>/recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
-//! `replication-offset-checkpoint`, and `.strand_clean_shutdown` while stopped cleanly.
+//! Layout (Kafka's), in each directory: `<dir>/<topic>-<partition>/<20-digit
+//! base>.{log,index,timeindex}`, `<dir>/recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint`, `replication-offset-checkpoint`, and
+//! `.strand_clean_shutdown` while stopped cleanly. A new partition goes to the online
+//! directory holding the fewest (Kafka's rule). A storage failure in one directory takes
+//! that directory offline ([`DirHealth`]) and leaves the others serving; a directory
+//! other than the first that cannot be opened at start starts offline (the first holds
+//! the broker's metadata: without it the broker does not start, as on Kafka).
 //!
 //! Thread-safety: the map of logs is behind `&mut self` for creation and deletion; each log
 //! is an `Arc<Mutex<Log>>` the broker locks per operation.
@@ -21,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::checkpoint::{read_checkpoint, sync_dir, write_checkpoint};
 use crate::clock::{Clock, SystemClock};
 use crate::config::LogConfig;
+use crate::dir_health::DirHealth;
 use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, FILE_CACHE_DEFAULT_SEGMENTS};
 use crate::log::Log;
@@ -95,40 +102,115 @@ impl Default for LogManagerOptions {
     }
 }
 
+/// One log directory.
+#[derive(Debug)]
+struct LogDir {
+    path: PathBuf,
+    health: Arc<DirHealth>,
+    /// Held for the manager's lifetime: one process per directory (None if the directory
+    /// could not be opened at start).
+    _lock_file: Option<File>,
+}
+
+/// What a caller sees of a log directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirState {
+    pub path: PathBuf,
+    /// Why the directory is offline, if it is.
+    pub failure: Option<String>,
+}
+
+#[derive(Debug)]
+struct HostedLog {
+    /// Index into the manager's directories.
+    dir: usize,
+    log: Arc<Mutex<Log>>,
+}
+
 #[derive(Debug)]
 pub struct LogManager {
-    data_dir: PathBuf,
+    dirs: Vec<LogDir>,
     options: LogManagerOptions,
     cache: Arc<FileCache>,
-    logs: HashMap<TopicPartition, Arc<Mutex<Log>>>,
-    /// Held for the manager's lifetime: one process per data directory.
-    _lock_file: File,
+    logs: HashMap<TopicPartition, HostedLog>,
     previous_shutdown_clean: bool,
 }
 
 impl LogManager {
-    /// Opens (creating if needed) a data directory and every log in it, recovering logs
-    /// if the previous run did not shut down cleanly.
-    pub fn open(
-        data_dir: &Path,
+    /// Opens (creating if needed) the log directories and every log in them, recovering
+    /// a directory's logs if the previous run did not shut it down cleanly. `dirs` must
+    /// not be empty; the first must open (it holds the broker's metadata), the others
+    /// start offline if they cannot be read.
+    pub fn open<P: AsRef<Path>>(
+        dirs: &[P],
         options: LogManagerOptions,
     ) -> LogResult<(LogManager, Vec<(TopicPartition, RecoveryReport)>)> {
-        fs::create_dir_all(data_dir)?;
-        let lock_file = lock_data_dir(data_dir)?;
-        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        if dirs.is_empty() {
+            return Err(LogError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no log directory given",
+            )));
+        }
+        let cache = FileCache::new(options.file_cache_segments);
+        let mut manager = LogManager {
+            dirs: Vec::new(),
+            options,
+            cache,
+            logs: HashMap::new(),
+            previous_shutdown_clean: true,
+        };
+        let mut reports = Vec::new();
+        for (index, path) in dirs.iter().enumerate() {
+            let path = path.as_ref();
+            if manager.dirs.iter().any(|dir| same_dir(&dir.path, path)) {
+                return Err(LogError::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("log directory {} is listed twice", path.display()),
+                )));
+            }
+            match manager.open_dir(index, path, &mut reports) {
+                Ok(()) => {}
+                // Another process, duplicate partitions, damaged data: not a failed disk.
+                Err(error) if index == 0 || !is_disk_failure(&error) => return Err(error),
+                Err(error) => {
+                    tracing::error!(log_dir = %path.display(), %error, "log directory cannot be opened; it stays offline");
+                    let health = Arc::new(DirHealth::default());
+                    health.fail(format!("cannot be opened: {error}"));
+                    manager.logs.retain(|_, hosted| hosted.dir != index);
+                    reports.retain(|(tp, _)| manager.logs.contains_key(tp));
+                    manager.dirs.push(LogDir {
+                        path: path.to_path_buf(),
+                        health,
+                        _lock_file: None,
+                    });
+                }
+            }
+        }
+        Ok((manager, reports))
+    }
+
+    /// Opens one directory (pushed as `self.dirs[index]`) and the logs in it.
+    fn open_dir(
+        &mut self,
+        index: usize,
+        path: &Path,
+        reports: &mut Vec<(TopicPartition, RecoveryReport)>,
+    ) -> LogResult<()> {
+        fs::create_dir_all(path)?;
+        let lock_file = lock_data_dir(path)?;
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
         if clean {
             // From here on a crash must be treated as unclean.
             fs::remove_file(&marker)?;
-            sync_dir(data_dir)?;
+            sync_dir(path)?;
         }
-        let recovery_points = read_offsets(&data_dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
-        let log_starts = read_offsets(&data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
-        let high_watermarks = read_offsets(&data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE))?;
-        let cache = FileCache::new(options.file_cache_segments);
-        let mut logs = HashMap::new();
-        let mut reports = Vec::new();
-        for entry in fs::read_dir(data_dir)? {
+        self.previous_shutdown_clean &= clean;
+        let recovery_points = read_offsets(&path.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
+        let log_starts = read_offsets(&path.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
+        let high_watermarks = read_offsets(&path.join(HIGH_WATERMARK_CHECKPOINT_FILE))?;
+        let health = Arc::new(DirHealth::default());
+        for entry in fs::read_dir(path)? {
             let entry = entry?;
             if !entry.file_type()?.is_dir() {
                 continue;
@@ -141,37 +223,89 @@ impl LogManager {
             let Some(tp) = TopicPartition::from_dir_name(&name) else {
                 continue;
             };
+            if let Some(other) = self.logs.get(&tp) {
+                // Kafka refuses to start too: which copy is the partition's is unknown.
+                return Err(LogError::CorruptFile {
+                    path: entry.path().display().to_string(),
+                    reason: format!(
+                        "partition {tp} is also in {}",
+                        self.dir_path(other.dir).display()
+                    ),
+                });
+            }
             let state = LogOpenState {
                 recovery_point: recovery_points.get(&tp).copied().unwrap_or(0),
                 log_start_offset: log_starts.get(&tp).copied().unwrap_or(0),
                 high_watermark: high_watermarks.get(&tp).copied().unwrap_or(0),
                 clean_shutdown: clean,
             };
-            let (log, report) = Log::open(
+            let (mut log, report) = Log::open(
                 &entry.path(),
-                options.default_config.clone(),
-                cache.clone(),
-                options.clock.clone(),
+                self.options.default_config.clone(),
+                self.cache.clone(),
+                self.options.clock.clone(),
                 state,
             )?;
+            log.set_dir_health(health.clone());
             if report != RecoveryReport::default() {
                 reports.push((tp.clone(), report));
             }
-            logs.insert(tp, Arc::new(Mutex::new(log)));
+            let log = Arc::new(Mutex::new(log));
+            self.logs.insert(tp, HostedLog { dir: index, log });
         }
-        let manager = LogManager {
-            data_dir: data_dir.to_path_buf(),
-            options,
-            cache,
-            logs,
-            _lock_file: lock_file,
-            previous_shutdown_clean: clean,
-        };
-        Ok((manager, reports))
+        self.dirs.push(LogDir {
+            path: path.to_path_buf(),
+            health,
+            _lock_file: Some(lock_file),
+        });
+        Ok(())
     }
 
+    fn dir_path(&self, index: usize) -> &Path {
+        // While a directory is being opened its logs point past the list.
+        self.dirs
+            .get(index)
+            .map_or(Path::new("(being opened)"), |dir| &dir.path)
+    }
+
+    /// The first log directory (where the broker keeps its metadata).
     pub fn data_dir(&self) -> &Path {
-        &self.data_dir
+        &self.dirs[0].path
+    }
+
+    /// Every log directory, in the order given, with its health.
+    pub fn dirs(&self) -> Vec<LogDirState> {
+        self.dirs
+            .iter()
+            .map(|dir| LogDirState {
+                path: dir.path.clone(),
+                failure: dir.health.failure().map(str::to_string),
+            })
+            .collect()
+    }
+
+    /// The directory `tp`'s log lives in.
+    pub fn dir_of(&self, tp: &TopicPartition) -> Option<&Path> {
+        self.logs.get(tp).map(|hosted| self.dir_path(hosted.dir))
+    }
+
+    /// Takes a directory offline (a failure found outside its logs, e.g. writing a file
+    /// of the broker's own there). False if `path` is not one of the directories.
+    pub fn fail_dir(&self, path: &Path, reason: &str) -> bool {
+        match self.dirs.iter().find(|dir| dir.path == path) {
+            Some(dir) => {
+                if dir.health.fail(reason) {
+                    tracing::error!(log_dir = %path.display(), reason, "log directory offline");
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether no log directory is online (Kafka then stops the broker).
+    pub fn all_dirs_offline(&self) -> bool {
+        self.dirs.iter().all(|dir| !dir.health.is_online())
     }
 
     pub fn previous_shutdown_clean(&self) -> bool {
@@ -195,7 +329,7 @@ impl LogManager {
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Mutex<Log>>> {
-        self.logs.get(tp).cloned()
+        self.logs.get(tp).map(|hosted| hosted.log.clone())
     }
 
     /// The log of `tp`, created empty (with `config`, or the default) if it does not exist.
@@ -210,52 +344,79 @@ impl LogManager {
     }
 
     /// Like [`LogManager::get_or_create`], but a new log exists only in memory until its
-    /// first write or [`Log::materialize`] (see [`Log::create_deferred`]).
+    /// first write or [`Log::materialize`] (see [`Log::create_deferred`]). A new log goes
+    /// to the online directory with the fewest logs; with none online it is refused.
     pub fn get_or_create_deferred(
         &mut self,
         tp: &TopicPartition,
         config: Option<Arc<LogConfig>>,
     ) -> LogResult<Arc<Mutex<Log>>> {
-        if let Some(log) = self.logs.get(tp) {
-            return Ok(log.clone());
+        if let Some(hosted) = self.logs.get(tp) {
+            return Ok(hosted.log.clone());
         }
         if !is_valid_topic_name(&tp.topic) || tp.partition < 0 {
             return Err(LogError::InvalidRecordSet(format!(
                 "invalid topic partition {tp}"
             )));
         }
+        let Some(index) = self.placement() else {
+            return Err(LogError::Offline(
+                "every log directory is offline".to_string(),
+            ));
+        };
         let config = config.unwrap_or_else(|| self.options.default_config.clone());
-        let dir = self.data_dir.join(tp.to_string());
-        let log = Log::create_deferred(
-            &dir,
+        let dir = &self.dirs[index];
+        let mut log = Log::create_deferred(
+            &dir.path.join(tp.to_string()),
             config,
             self.cache.clone(),
             self.options.clock.clone(),
             0,
         );
+        log.set_dir_health(dir.health.clone());
         let log = Arc::new(Mutex::new(log));
-        self.logs.insert(tp.clone(), log.clone());
+        self.logs.insert(
+            tp.clone(),
+            HostedLog {
+                dir: index,
+                log: log.clone(),
+            },
+        );
         Ok(log)
     }
 
+    /// The online directory holding the fewest logs (the first of those tied).
+    fn placement(&self) -> Option<usize> {
+        let mut counts = vec![0usize; self.dirs.len()];
+        for hosted in self.logs.values() {
+            counts[hosted.dir] += 1;
+        }
+        (0..self.dirs.len())
+            .filter(|&index| self.dirs[index].health.is_online())
+            .min_by_key(|&index| (counts[index], index))
+    }
+
     /// Removes a partition's log: renamed aside first (so a crash mid-delete finishes the
-    /// delete at the next start), then removed.
+    /// delete at the next start), then removed. In an offline directory the files stay
+    /// (the next start finds them belonging to no topic).
     pub fn delete(&mut self, tp: &TopicPartition) -> LogResult<bool> {
-        let Some(log) = self.logs.remove(tp) else {
+        let Some(hosted) = self.logs.remove(tp) else {
             return Ok(false);
         };
-        let mut log = lock(&log);
+        let parent = self.dirs[hosted.dir].path.clone();
+        let mut log = lock(&hosted.log);
         for segment in log.segments.iter() {
             self.cache.invalidate(segment.id());
         }
         if !log.mark_deleted() {
             return Ok(true); // never written: no directory to remove
         }
-        let doomed = self
-            .data_dir
-            .join(format!("{tp}.{}{DELETE_SUFFIX}", std::process::id()));
+        if let Some(failure) = self.dirs[hosted.dir].health.failure() {
+            return Err(LogError::Offline(failure.to_string()));
+        }
+        let doomed = parent.join(format!("{tp}.{}{DELETE_SUFFIX}", std::process::id()));
         fs::rename(log.dir(), &doomed)?;
-        sync_dir(&self.data_dir)?;
+        sync_dir(&parent)?;
         fs::remove_dir_all(&doomed)?;
         Ok(true)
     }
@@ -263,17 +424,21 @@ impl LogManager {
     /// Runs periodic per-log work (producer expiry, flush.ms / flush.messages) and writes
     /// the checkpoints. Each flush's fsyncs run without that log's lock.
     pub fn maintenance(&self) -> LogResult<()> {
-        for log in self.logs.values() {
-            upkeep(log)?;
+        let mut first_error = None;
+        for hosted in self.logs.values() {
+            if let Err(error) = upkeep(&hosted.log) {
+                first_error.get_or_insert(error);
+            }
         }
-        self.checkpoint()
+        self.checkpoint()?;
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Retention for every log (cleanup.policy=delete). Returns segments deleted.
     pub fn apply_retention(&self, now_ms: i64) -> usize {
         let mut deleted = 0;
-        for (tp, log) in &self.logs {
-            match lock(log).apply_retention(now_ms) {
+        for (tp, hosted) in &self.logs {
+            match lock(&hosted.log).apply_retention(now_ms) {
                 Ok(outcome) => {
                     if outcome.segments_deleted > 0 {
                         tracing::info!(partition = %tp, segments = outcome.segments_deleted, bytes = outcome.bytes_deleted, "retention deleted segments");
@@ -290,70 +455,95 @@ impl LogManager {
     pub fn all_logs(&self) -> Vec<(TopicPartition, Arc<Mutex<Log>>)> {
         self.logs
             .iter()
-            .map(|(tp, log)| (tp.clone(), log.clone()))
+            .map(|(tp, hosted)| (tp.clone(), hosted.log.clone()))
             .collect()
     }
 
-    /// Flushes every log (advancing recovery points), then writes the checkpoints.
+    /// Flushes every log of the online directories (advancing recovery points), then
+    /// writes the checkpoints.
     pub fn flush_all(&self) -> LogResult<()> {
-        for log in self.logs.values() {
-            lock(log).flush()?;
+        for hosted in self.online_logs() {
+            lock(&hosted.log).flush()?;
         }
         self.checkpoint()
     }
 
-    /// Writes the recovery point, log start offset and high watermark checkpoints.
+    fn online_logs(&self) -> impl Iterator<Item = &HostedLog> {
+        self.logs
+            .values()
+            .filter(|hosted| self.dirs[hosted.dir].health.is_online())
+    }
+
+    /// Writes each online directory's recovery point, log start offset and high watermark
+    /// checkpoints. A directory whose checkpoint cannot be written goes offline (Kafka's
+    /// rule); the others are still written, and the first failure is returned.
     pub fn checkpoint(&self) -> LogResult<()> {
-        let mut recovery = Vec::with_capacity(self.logs.len());
-        let mut starts = Vec::with_capacity(self.logs.len());
-        let mut high_watermarks = Vec::with_capacity(self.logs.len());
-        for (tp, log) in &self.logs {
-            let log = lock(log);
-            recovery.push(format!(
-                "{} {} {}",
-                tp.topic,
-                tp.partition,
-                log.recovery_point()
-            ));
-            starts.push(format!(
-                "{} {} {}",
-                tp.topic,
-                tp.partition,
-                log.log_start_offset()
-            ));
-            high_watermarks.push(format!(
-                "{} {} {}",
-                tp.topic,
-                tp.partition,
-                log.high_watermark()
-            ));
+        let mut first_error = None;
+        for (index, dir) in self.dirs.iter().enumerate() {
+            if !dir.health.is_online() {
+                continue;
+            }
+            if let Err(error) = self.checkpoint_dir(index) {
+                // A full disk is not a failed one: the next checkpoint tries again once
+                // space is freed, as every write does.
+                if let LogError::Io(io_error) = &error {
+                    if io_error.kind() != io::ErrorKind::StorageFull {
+                        self.fail_dir(&dir.path, &format!("writing a checkpoint: {io_error}"));
+                    }
+                }
+                first_error.get_or_insert(error);
+            }
         }
-        write_checkpoint(
-            &self.data_dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
-            &recovery,
-        )?;
-        write_checkpoint(
-            &self.data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
-            &starts,
-        )?;
-        write_checkpoint(
-            &self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE),
-            &high_watermarks,
-        )?;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn checkpoint_dir(&self, index: usize) -> LogResult<()> {
+        let mut recovery = Vec::new();
+        let mut starts = Vec::new();
+        let mut high_watermarks = Vec::new();
+        for (tp, hosted) in self.logs.iter().filter(|(_, h)| h.dir == index) {
+            let log = lock(&hosted.log);
+            let line = |offset: i64| format!("{} {} {}", tp.topic, tp.partition, offset);
+            recovery.push(line(log.recovery_point()));
+            starts.push(line(log.log_start_offset()));
+            high_watermarks.push(line(log.high_watermark()));
+        }
+        let path = &self.dirs[index].path;
+        write_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT_FILE), &recovery)?;
+        write_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT_FILE), &starts)?;
+        write_checkpoint(&path.join(HIGH_WATERMARK_CHECKPOINT_FILE), &high_watermarks)?;
         Ok(())
     }
 
     /// Clean shutdown: flush and close every log, checkpoint, then write the marker that
-    /// lets the next start skip recovery.
+    /// lets the next start skip recovery, in each online directory. An offline directory
+    /// gets no marker: the next start recovers it.
     pub fn shutdown(&self) -> LogResult<()> {
-        for log in self.logs.values() {
-            lock(log).close()?;
+        for hosted in self.online_logs() {
+            lock(&hosted.log).close()?;
         }
         self.checkpoint()?;
-        File::create(self.data_dir.join(CLEAN_SHUTDOWN_FILE))?.sync_all()?;
-        sync_dir(&self.data_dir)?;
+        for dir in self.dirs.iter().filter(|dir| dir.health.is_online()) {
+            File::create(dir.path.join(CLEAN_SHUTDOWN_FILE))?.sync_all()?;
+            sync_dir(&dir.path)?;
+        }
         Ok(())
     }
+}
+
+/// Whether two paths name the same directory (compared as given when one does not exist
+/// yet).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// An error that says the disk failed (the directory cannot be made, read or locked),
+/// rather than that its contents are wrong or another process holds it.
+fn is_disk_failure(error: &LogError) -> bool {
+    matches!(error, LogError::Io(io_error) if io_error.kind() != io::ErrorKind::WouldBlock)
 }
 
 fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {

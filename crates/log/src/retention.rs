@@ -19,7 +19,7 @@ impl Log {
     /// Applies retention.ms and retention.bytes. Runs from the manager's maintenance.
     pub fn apply_retention(&mut self, now_ms: i64) -> LogResult<RetentionOutcome> {
         let config = self.config.clone();
-        if !config.cleanup_delete || self.offline.is_some() {
+        if !config.cleanup_delete || self.is_offline() {
             return Ok(RetentionOutcome::default());
         }
         let mut deletable = 0usize;

@@ -643,7 +643,7 @@ impl Segment {
     /// Writes buffered index entries, then fsyncs the log and both indexes.
     pub fn sync(&mut self, dir: &Path, cache: &FileCache) -> io::Result<()> {
         let files = self.prepare_sync(dir, cache)?;
-        crate::fault_injection::before_sync(dir);
+        crate::fault_injection::before_sync(dir)?;
         files.log.sync_data()?;
         files.offset_index.sync_data()?;
         files.time_index.sync_data()

@@ -7,7 +7,8 @@
 //!
 //! After a failed sync the gate refuses every later wait: the page cache may have dropped
 //! the dirty pages (fsyncgate), so nothing written since the last good sync can be
-//! promised. The log must be reopened (and recovered) to clear it.
+//! promised. The log must be reopened (and recovered) to clear it. The failure takes the
+//! log's directory offline too ([`DirHealth`]), as any failed fsync there does.
 //!
 //! The gate remembers dirty segments by id and base offset, not by open file: holding
 //! descriptors here would let a busy page-cache-mode broker exceed the file cache's bound.
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 
+use crate::dir_health::DirHealth;
 use crate::file_cache::{FileCache, SegmentId, SegmentPaths};
 
 #[derive(Debug)]
@@ -55,6 +57,8 @@ struct GateState {
     /// offset whose bytes were cut and rewritten meanwhile.
     truncations: u64,
     failure: Option<String>,
+    /// The health of the log directory the log lives in (set by its manager).
+    dir_health: Option<Arc<DirHealth>>,
     syncs_done: u64,
     /// Async waiters parked until the running sync finishes (one entry per poll; all
     /// woken, and the list emptied, by every sync).
@@ -121,11 +125,17 @@ impl SyncGate {
                 sync_in_progress: false,
                 truncations: 0,
                 failure: None,
+                dir_health: None,
                 syncs_done: 0,
                 wakers: Vec::new(),
             }),
             synced: Condvar::new(),
         })
+    }
+
+    /// The log directory whose health a failed sync here takes down.
+    pub fn set_dir_health(&self, health: Arc<DirHealth>) {
+        self.lock().dir_health = Some(health);
     }
 
     /// Records that segment `id` (at `base_offset`) now holds data up to `end_offset`.
@@ -287,6 +297,9 @@ impl SyncGate {
                 state.dirty_dir |= batch.dir_changed;
                 state.new_dir |= batch.new_dir;
                 state.failure = Some(error.to_string());
+                if let Some(health) = &state.dir_health {
+                    health.fail(format!("{}: {error}", self.dir.display()));
+                }
             }
         }
         self.synced.notify_all();
@@ -302,7 +315,7 @@ impl SyncGate {
         dir_changed: bool,
         new_dir: bool,
     ) -> io::Result<()> {
-        crate::fault_injection::before_sync(&self.dir);
+        crate::fault_injection::before_sync(&self.dir)?;
         for (id, base_offset, _) in batch {
             match self
                 .cache

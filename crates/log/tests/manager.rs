@@ -19,7 +19,7 @@ fn options() -> LogManagerOptions {
 #[test]
 fn clean_shutdown_writes_the_marker_and_reopen_skips_recovery() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let orders = TopicPartition::new("orders-eu", 3);
     let log = manager.get_or_create(&orders, None).unwrap();
     for n in 0..40 {
@@ -37,7 +37,7 @@ fn clean_shutdown_writes_the_marker_and_reopen_skips_recovery() {
         std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
     assert_eq!(checkpoint, "0\n1\norders-eu 3 80\n");
 
-    let (manager, reports) = LogManager::open(dir.path(), options()).unwrap();
+    let (manager, reports) = LogManager::open(&[dir.path()], options()).unwrap();
     assert!(manager.previous_shutdown_clean());
     assert!(reports.is_empty(), "{reports:?}");
     assert!(
@@ -53,7 +53,7 @@ fn clean_shutdown_writes_the_marker_and_reopen_skips_recovery() {
 #[test]
 fn unclean_stop_recovers_from_the_checkpointed_recovery_point() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let tp = TopicPartition::new("t", 0);
     let log = manager.get_or_create(&tp, None).unwrap();
     for n in 0..40 {
@@ -71,7 +71,7 @@ fn unclean_stop_recovers_from_the_checkpointed_recovery_point() {
     }
     drop(log);
     drop(manager); // crash: no shutdown
-    let (manager, reports) = LogManager::open(dir.path(), options()).unwrap();
+    let (manager, reports) = LogManager::open(&[dir.path()], options()).unwrap();
     assert!(!manager.previous_shutdown_clean());
     assert_eq!(reports.len(), 1);
     assert!(reports[0].1.segments_recovered >= 1);
@@ -84,15 +84,15 @@ fn unclean_stop_recovers_from_the_checkpointed_recovery_point() {
 #[test]
 fn a_data_directory_is_used_by_one_process_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (_manager, _) = LogManager::open(dir.path(), options()).unwrap();
-    let error = LogManager::open(dir.path(), options()).unwrap_err();
+    let (_manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
+    let error = LogManager::open(&[dir.path()], options()).unwrap_err();
     assert!(error.to_string().contains("in use"), "{error}");
 }
 
 #[test]
 fn delete_removes_the_partition_and_it_stays_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let tp = TopicPartition::new("gone", 0);
     manager
         .get_or_create(&tp, None)
@@ -105,14 +105,14 @@ fn delete_removes_the_partition_and_it_stays_gone() {
     assert!(!dir.path().join("gone-0").exists());
     manager.shutdown().unwrap();
     drop(manager);
-    let (manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     assert!(manager.get(&tp).is_none());
 }
 
 #[test]
 fn per_partition_config_is_used() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let strict = Arc::new(LogConfig {
         max_message_bytes: 100,
         ..LogConfig::default()
@@ -150,7 +150,7 @@ fn directory_names_parse_back_to_topic_partitions() {
 #[test]
 fn a_deferred_log_touches_the_disk_at_its_first_write() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let tp = TopicPartition::new("lazy", 0);
     let log = manager.get_or_create_deferred(&tp, None).unwrap();
     let partition_dir = dir.path().join("lazy-0");
@@ -179,7 +179,7 @@ fn a_deferred_log_touches_the_disk_at_its_first_write() {
 #[test]
 fn a_deferred_log_never_written_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let kept = TopicPartition::new("idle", 0);
     let doomed = TopicPartition::new("idle", 1);
     manager.get_or_create_deferred(&kept, None).unwrap();
@@ -192,7 +192,7 @@ fn a_deferred_log_never_written_leaves_nothing_behind() {
     manager.shutdown().unwrap();
     drop(manager);
     assert!(!dir.path().join("idle-0").exists(), "closing wrote nothing");
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     assert!(manager.get(&kept).is_none(), "nothing on disk to discover");
     // The owner (the broker's topic metadata) recreates it; materializing makes the files.
     let log = manager.get_or_create_deferred(&kept, None).unwrap();
@@ -207,7 +207,7 @@ fn a_deferred_log_never_written_leaves_nothing_behind() {
 #[test]
 fn a_follower_can_restart_a_deferred_log_at_the_leaders_start() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let tp = TopicPartition::new("follower", 0);
     let log = manager.get_or_create_deferred(&tp, None).unwrap();
     let mut log = log.lock().unwrap();
@@ -229,7 +229,7 @@ fn a_follower_can_restart_a_deferred_log_at_the_leaders_start() {
 #[test]
 fn maintenance_removes_the_files_of_deleted_segments() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     let tp = TopicPartition::new("t", 0);
     let log = manager.get_or_create(&tp, None).unwrap();
     {

@@ -37,7 +37,7 @@ fn ten_thousand_partitions_cost_little_memory_and_bounded_files() {
     let record = builder.build();
 
     let started = Instant::now();
-    let (mut manager, _) = LogManager::open(dir.path(), options()).unwrap();
+    let (mut manager, _) = LogManager::open(&[dir.path()], options()).unwrap();
     for partition in 0..PARTITIONS {
         let tp = TopicPartition::new(
             format!("topic{}", partition % 100),
@@ -56,7 +56,7 @@ fn ten_thousand_partitions_cost_little_memory_and_bounded_files() {
     let fds_before = open_fds();
     let rss_before = rss_kib();
     let started = Instant::now();
-    let (manager, reports) = LogManager::open(dir.path(), options()).unwrap();
+    let (manager, reports) = LogManager::open(&[dir.path()], options()).unwrap();
     let opened_in = started.elapsed();
     let rss_after = rss_kib();
     let fds_after = open_fds();

@@ -1,9 +1,11 @@
-//! DescribeLogDirs (35): the log directory with every partition hosted in it (or those
-//! asked for), each with its size on disk, and (v4+) the directory's total and usable
-//! bytes from statvfs. Strand keeps one log directory; the future-replica fields (used
-//! by AlterReplicaLogDirs) are always empty.
+//! DescribeLogDirs (35): each log directory (log.dirs) with every partition hosted in it
+//! (or those asked for), each with its size on disk, and (v4+) the directory's total and
+//! usable bytes from statvfs. An offline directory is answered KAFKA_STORAGE_ERROR with no
+//! partitions, as Kafka does. The future-replica fields (a move between directories by
+//! AlterReplicaLogDirs) are always empty.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kafka_protocol::messages::describe_log_dirs_response::{
@@ -15,6 +17,9 @@ use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
+
+/// A directory's partitions: topic -> partitions.
+type DirPartitions = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
 
 pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
     let body: DescribeLogDirsRequest = match decode(&request) {
@@ -32,7 +37,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             })
             .collect()
     });
-    let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+    let mut by_dir: HashMap<PathBuf, DirPartitions> = HashMap::new();
     for partition in broker.hosted_partitions() {
         let tp = &partition.tp;
         let asked = wanted.as_ref().is_none_or(|wanted| {
@@ -43,43 +48,74 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         if !asked {
             continue;
         }
-        let size = partition.log().size_bytes();
-        by_topic.entry(tp.topic.to_string()).or_default().push(
-            DescribeLogDirsPartition::default()
-                .with_partition_index(tp.partition)
-                .with_partition_size(size as i64)
-                .with_offset_lag(0)
-                .with_is_future_key(false),
-        );
+        let (dir, size) = {
+            let log = partition.log();
+            let dir = log
+                .dir()
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            (dir, log.size_bytes())
+        };
+        by_dir
+            .entry(dir)
+            .or_default()
+            .entry(tp.topic.to_string())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_partition_size(size as i64)
+                    .with_offset_lag(0)
+                    .with_is_future_key(false),
+            );
     }
-    let dir = &broker.config.data_dir;
-    let log_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-    let (total_bytes, usable_bytes) = match rustix::fs::statvfs(dir) {
+    let results = broker
+        .log_dir_states()
+        .into_iter()
+        .map(|dir| {
+            let shown = std::fs::canonicalize(&dir.path).unwrap_or_else(|_| dir.path.clone());
+            let result = DescribeLogDirsResult::default()
+                .with_log_dir(str_bytes(shown.display().to_string()))
+                .with_total_bytes(-1)
+                .with_usable_bytes(-1);
+            if dir.failure.is_some() {
+                return result.with_error_code(error_code::KAFKA_STORAGE_ERROR);
+            }
+            let (total_bytes, usable_bytes) = space(&dir.path);
+            let topics = by_dir
+                .remove(&dir.path)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, mut partitions)| {
+                    partitions.sort_by_key(|p| p.partition_index);
+                    DescribeLogDirsTopic::default()
+                        .with_name(topic_name(&name))
+                        .with_partitions(partitions)
+                })
+                .collect();
+            result
+                .with_error_code(error_code::NONE)
+                .with_topics(topics)
+                .with_total_bytes(total_bytes)
+                .with_usable_bytes(usable_bytes)
+        })
+        .collect();
+    respond(
+        &request,
+        &DescribeLogDirsResponse::default()
+            .with_error_code(error_code::NONE)
+            .with_results(results),
+    )
+}
+
+/// (total, usable) bytes of the file system holding `dir` (-1 when unknown).
+fn space(dir: &Path) -> (i64, i64) {
+    match rustix::fs::statvfs(dir) {
         Ok(stat) => (
             (stat.f_blocks * stat.f_frsize) as i64,
             (stat.f_bavail * stat.f_frsize) as i64,
         ),
         Err(_) => (-1, -1),
-    };
-    let topics = by_topic
-        .into_iter()
-        .map(|(name, mut partitions)| {
-            partitions.sort_by_key(|p| p.partition_index);
-            DescribeLogDirsTopic::default()
-                .with_name(topic_name(&name))
-                .with_partitions(partitions)
-        })
-        .collect();
-    let result = DescribeLogDirsResult::default()
-        .with_error_code(error_code::NONE)
-        .with_log_dir(str_bytes(log_dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(total_bytes)
-        .with_usable_bytes(usable_bytes);
-    respond(
-        &request,
-        &DescribeLogDirsResponse::default()
-            .with_error_code(error_code::NONE)
-            .with_results(vec![result]),
-    )
+    }
 }

@@ -30,6 +30,14 @@ pub(crate) fn partition_views(
     (first.max(0)..topic.partitions)
         .filter_map(|index| {
             let Some(image) = &image else {
+                // A log in an offline directory is an offline replica; it still leads,
+                // serving reads (docs/ARCHITECTURE.md, storage failures).
+                let tp = strand_log::TopicPartition::new(topic.name.clone(), index);
+                let offline = broker
+                    .partition(&tp)
+                    .filter(|partition| partition.log().is_offline())
+                    .map(|_| vec![node])
+                    .unwrap_or_default();
                 return Some(PartitionView {
                     index,
                     error_code: error_code::NONE,
@@ -37,7 +45,7 @@ pub(crate) fn partition_views(
                     leader_epoch: 0,
                     replicas: vec![node],
                     isr: vec![node],
-                    offline: Vec::new(),
+                    offline,
                 });
             };
             let state = image.partition(&topic.name, index)?;

@@ -603,7 +603,7 @@ mod tests {
     #[test]
     fn a_diverging_epoch_truncates_where_the_logs_part() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut logs, _) = LogManager::open(dir.path(), LogManagerOptions::default()).unwrap();
+        let (mut logs, _) = LogManager::open(&[dir.path()], LogManagerOptions::default()).unwrap();
         let log = logs
             .get_or_create(&TopicPartition::new("t", 0), None)
             .unwrap();

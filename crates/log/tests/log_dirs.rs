@@ -1,0 +1,168 @@
+//! Several log directories (Kafka's log.dirs): placement, reopening, refusing a partition
+//! found twice, and a directory going offline while the others serve.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use strand_log::log_manager::{CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE};
+use strand_log::{LogError, LogManager, LogManagerOptions, TopicPartition};
+
+fn options() -> LogManagerOptions {
+    LogManagerOptions {
+        default_config: Arc::new(small_config()),
+        ..LogManagerOptions::default()
+    }
+}
+
+fn append(manager: &LogManager, tp: &TopicPartition, n: i64) -> Result<(), LogError> {
+    let log = manager.get(tp).unwrap();
+    let mut log = log.lock().unwrap();
+    log.append_as_leader(&mut batch(2, 40, n), 0).map(|_| ())
+}
+
+#[test]
+fn partitions_spread_over_the_directories_and_stay_where_they_are() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs: Vec<_> = (0..3).map(|i| root.path().join(format!("d{i}"))).collect();
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    let tps: Vec<_> = (0..6).map(|p| TopicPartition::new("orders", p)).collect();
+    for tp in &tps {
+        manager.get_or_create(tp, None).unwrap();
+        append(&manager, tp, 0).unwrap();
+    }
+    let mut per_dir = [0; 3];
+    let mut placed = Vec::new();
+    for tp in &tps {
+        let dir = manager.dir_of(tp).unwrap().to_path_buf();
+        assert!(dir
+            .join(tp.to_string())
+            .join("00000000000000000000.log")
+            .exists());
+        per_dir[dirs.iter().position(|d| *d == dir).unwrap()] += 1;
+        placed.push(dir);
+    }
+    assert_eq!(
+        per_dir,
+        [2, 2, 2],
+        "the directory with the fewest logs is chosen"
+    );
+    manager.shutdown().unwrap();
+    drop(manager);
+    for dir in &dirs {
+        assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists());
+    }
+
+    let (manager, reports) = LogManager::open(&dirs, options()).unwrap();
+    assert!(manager.previous_shutdown_clean());
+    assert!(reports.is_empty(), "{reports:?}");
+    for (tp, dir) in tps.iter().zip(&placed) {
+        assert_eq!(manager.dir_of(tp), Some(dir.as_path()));
+        let log = manager.get(tp).unwrap();
+        assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 2);
+    }
+    let checkpoint = std::fs::read_to_string(dirs[0].join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
+    assert_eq!(
+        checkpoint.lines().count(),
+        2 + 2,
+        "a directory lists its own logs"
+    );
+}
+
+#[test]
+fn a_partition_found_in_two_directories_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    for dir in &dirs {
+        let (mut manager, _) = LogManager::open(&[dir], options()).unwrap();
+        manager
+            .get_or_create(&TopicPartition::new("t", 0), None)
+            .unwrap();
+        manager.shutdown().unwrap();
+    }
+    let error = LogManager::open(&dirs, options()).unwrap_err().to_string();
+    assert!(
+        error.contains("t-0") && error.contains("also in"),
+        "{error}"
+    );
+
+    let error = LogManager::open(&[&dirs[0], &dirs[0]], options())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("listed twice"), "{error}");
+}
+
+#[test]
+fn an_offline_directory_refuses_writes_while_the_others_serve() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    let (in_a, in_b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    for tp in [&in_a, &in_b] {
+        manager.get_or_create(tp, None).unwrap();
+        append(&manager, tp, 0).unwrap();
+    }
+    assert_eq!(manager.dir_of(&in_a), Some(dirs[0].as_path()));
+    assert_eq!(manager.dir_of(&in_b), Some(dirs[1].as_path()));
+    manager.checkpoint().unwrap();
+    std::fs::remove_file(dirs[1].join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
+
+    assert!(manager.fail_dir(&dirs[1], "the disk is gone"));
+    let states = manager.dirs();
+    assert_eq!(states[0].failure, None);
+    assert_eq!(states[1].failure.as_deref(), Some("the disk is gone"));
+    let error = append(&manager, &in_b, 1).unwrap_err();
+    assert!(matches!(error, LogError::Offline(_)), "{error:?}");
+    {
+        let log = manager.get(&in_b).unwrap();
+        let log = log.lock().unwrap();
+        assert!(log.is_offline());
+        assert!(log.failure().unwrap().contains("the disk is gone"));
+        assert_eq!(read_records(&log, 0).len(), 2, "reads go on");
+    }
+    append(&manager, &in_a, 1).unwrap();
+    let new = TopicPartition::new("t", 2);
+    manager.get_or_create(&new, None).unwrap();
+    assert_eq!(
+        manager.dir_of(&new),
+        Some(dirs[0].as_path()),
+        "nothing new goes to an offline directory"
+    );
+    manager.checkpoint().unwrap();
+    assert!(!dirs[1].join(RECOVERY_POINT_CHECKPOINT_FILE).exists());
+    manager.shutdown().unwrap();
+    assert!(dirs[0].join(CLEAN_SHUTDOWN_FILE).exists());
+    assert!(
+        !dirs[1].join(CLEAN_SHUTDOWN_FILE).exists(),
+        "the offline directory is recovered at the next start"
+    );
+    drop(manager);
+
+    let (manager, _) = LogManager::open(&dirs, options()).unwrap();
+    assert!(!manager.previous_shutdown_clean());
+    assert!(manager.dirs().iter().all(|dir| dir.failure.is_none()));
+    append(&manager, &in_b, 2).unwrap();
+    let log = manager.get(&in_b).unwrap();
+    assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 4);
+}
+
+#[test]
+fn a_directory_that_cannot_be_opened_starts_offline_unless_it_is_the_first() {
+    let root = tempfile::tempdir().unwrap();
+    let good = root.path().join("good");
+    let broken = root.path().join("broken");
+    std::fs::write(&broken, b"a file where a directory should be").unwrap();
+    let (mut manager, _) = LogManager::open(&[&good, &broken], options()).unwrap();
+    let states = manager.dirs();
+    assert_eq!(states[0].failure, None);
+    assert!(states[1].failure.is_some(), "{states:?}");
+    assert!(!manager.all_dirs_offline());
+    let tp = TopicPartition::new("t", 0);
+    manager.get_or_create(&tp, None).unwrap();
+    assert_eq!(manager.dir_of(&tp), Some(good.as_path()));
+
+    let error = LogManager::open(&[broken.as_path(), Path::new(&good)], options());
+    assert!(error.is_err(), "the first directory holds the metadata");
+}

@@ -26,11 +26,11 @@
 //! `.cleaned` leftovers and completes `.swap` ones, so a crash at any step leaves either
 //! the old segment or the cleaned one, each whole.
 
+use crate::throttle::Throttle;
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use strand_records::{
     rebuild_batch, walk_stored_records, BatchView, Header, KeptRecord, WalkLimits,
@@ -515,33 +515,4 @@ pub fn finish_interrupted_swaps(dir: &Path) -> io::Result<Vec<i64>> {
         sync_dir(dir)?;
     }
     Ok(rebuild)
-}
-
-/// Sleeps as needed to keep the pass under its byte rate.
-struct Throttle {
-    bytes_per_second: Option<u64>,
-    started: Instant,
-    bytes: u64,
-}
-
-impl Throttle {
-    fn new(bytes_per_second: Option<u64>) -> Throttle {
-        Throttle {
-            bytes_per_second,
-            started: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn consumed(&mut self, bytes: u64) {
-        let Some(rate) = self.bytes_per_second.filter(|r| *r > 0) else {
-            return;
-        };
-        self.bytes += bytes;
-        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
-        let elapsed = self.started.elapsed();
-        if due > elapsed {
-            std::thread::sleep(due - elapsed);
-        }
-    }
 }

@@ -12,6 +12,7 @@
 //! - [`log`]: one partition: segments, offsets, roll, read, truncate, delete_before, recovery.
 //! - [`dir_health`]: one log directory's health, shared by its logs (a failure in one
 //!   takes the directory offline).
+//! - [`log_move`]: moving a log to another of the directories while it serves.
 //! - [`log_manager`]: many partitions over one or more log directories (Kafka's
 //!   log.dirs), each with its checkpoints and clean-shutdown marker.
 //!
@@ -32,6 +33,7 @@ pub mod leader_epoch;
 pub mod log;
 pub mod log_loader;
 pub mod log_manager;
+pub mod log_move;
 pub mod offset_index;
 pub mod preallocation;
 pub mod producer_state;
@@ -42,6 +44,7 @@ pub mod segment;
 pub mod segment_list;
 pub mod sparse_index;
 pub mod sync_gate;
+pub(crate) mod throttle;
 pub mod time_index;
 
 pub use cleaner::{CleanOutcome, CleanerLimits, CleanerStep};

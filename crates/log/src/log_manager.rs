@@ -32,6 +32,7 @@ use crate::error::{LogError, LogResult};
 use crate::file_cache::{FileCache, FILE_CACHE_DEFAULT_SEGMENTS};
 use crate::log::Log;
 use crate::log_loader::{LogOpenState, RecoveryReport};
+use crate::log_move::{LogMove, MoveOutcome, MoveProgress, FUTURE_SUFFIX, MOVED_SUFFIX};
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".strand_clean_shutdown";
 pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
@@ -127,12 +128,43 @@ struct HostedLog {
     log: Arc<Mutex<Log>>,
 }
 
+/// Why a move between directories is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoveRefused {
+    /// The destination is not one of the log directories (LOG_DIR_NOT_FOUND).
+    UnknownDir,
+    /// The destination, or the log, is offline (KAFKA_STORAGE_ERROR).
+    Offline,
+    /// No log of this partition here (yet): it will be created in the destination.
+    NotHosted,
+}
+
+/// A move to run on a thread of its own ([`MoveJob::run`]), then to report back with
+/// [`LogManager::finish_move`].
+#[derive(Debug)]
+pub struct MoveJob {
+    pub log_move: Arc<LogMove>,
+    log: Arc<Mutex<Log>>,
+    health: Arc<DirHealth>,
+}
+
+impl MoveJob {
+    pub fn run(&self, bytes_per_second: Option<u64>) -> LogResult<MoveOutcome> {
+        self.log_move
+            .run(&self.log, self.health.clone(), bytes_per_second)
+    }
+}
+
 #[derive(Debug)]
 pub struct LogManager {
     dirs: Vec<LogDir>,
     options: LogManagerOptions,
     cache: Arc<FileCache>,
     logs: HashMap<TopicPartition, HostedLog>,
+    /// Moves between directories under way.
+    moves: HashMap<TopicPartition, Arc<LogMove>>,
+    /// Where partitions not here yet go when created (AlterReplicaLogDirs before them).
+    preferred: HashMap<TopicPartition, usize>,
     previous_shutdown_clean: bool,
 }
 
@@ -157,9 +189,12 @@ impl LogManager {
             options,
             cache,
             logs: HashMap::new(),
+            moves: HashMap::new(),
+            preferred: HashMap::new(),
             previous_shutdown_clean: true,
         };
         let mut reports = Vec::new();
+        let mut copies = Vec::new();
         for (index, path) in dirs.iter().enumerate() {
             let path = path.as_ref();
             if manager.dirs.iter().any(|dir| same_dir(&dir.path, path)) {
@@ -168,7 +203,7 @@ impl LogManager {
                     format!("log directory {} is listed twice", path.display()),
                 )));
             }
-            match manager.open_dir(index, path, &mut reports) {
+            match manager.open_dir(index, path, &mut reports, &mut copies) {
                 Ok(()) => {}
                 // Another process, duplicate partitions, damaged data: not a failed disk.
                 Err(error) if index == 0 || !is_disk_failure(&error) => return Err(error),
@@ -186,7 +221,44 @@ impl LogManager {
                 }
             }
         }
+        manager.settle_moves(copies, &mut reports)?;
         Ok((manager, reports))
+    }
+
+    /// Complete copies of moves a crash interrupted (see [`crate::log_move`]): dropped if
+    /// the partition is still in its old directory, put in place if not.
+    fn settle_moves(
+        &mut self,
+        copies: Vec<(usize, TopicPartition, PathBuf)>,
+        reports: &mut Vec<(TopicPartition, RecoveryReport)>,
+    ) -> LogResult<()> {
+        for (index, tp, copy) in copies {
+            if self.logs.contains_key(&tp) || !self.dirs[index].health.is_online() {
+                fs::remove_dir_all(&copy)?;
+                continue;
+            }
+            let target = self.dirs[index].path.join(tp.to_string());
+            fs::rename(&copy, &target)?;
+            sync_dir(&self.dirs[index].path)?;
+            tracing::info!(partition = %tp, log_dir = %self.dirs[index].path.display(), "finished a log move interrupted by a crash");
+            let (mut log, report) = Log::open(
+                &target,
+                self.options.default_config.clone(),
+                self.cache.clone(),
+                self.options.clock.clone(),
+                LogOpenState {
+                    recovery_point: 0,
+                    log_start_offset: 0,
+                    high_watermark: 0,
+                    clean_shutdown: true,
+                },
+            )?;
+            log.set_dir_health(self.dirs[index].health.clone());
+            reports.push((tp.clone(), report));
+            let log = Arc::new(Mutex::new(log));
+            self.logs.insert(tp, HostedLog { dir: index, log });
+        }
+        Ok(())
     }
 
     /// Opens one directory (pushed as `self.dirs[index]`) and the logs in it.
@@ -195,6 +267,7 @@ impl LogManager {
         index: usize,
         path: &Path,
         reports: &mut Vec<(TopicPartition, RecoveryReport)>,
+        copies: &mut Vec<(usize, TopicPartition, PathBuf)>,
     ) -> LogResult<()> {
         fs::create_dir_all(path)?;
         let lock_file = lock_data_dir(path)?;
@@ -216,8 +289,18 @@ impl LogManager {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(DELETE_SUFFIX) {
+            if name.ends_with(DELETE_SUFFIX) || name.ends_with(FUTURE_SUFFIX) {
                 fs::remove_dir_all(entry.path())?;
+                continue;
+            }
+            if let Some(moved) = name.strip_suffix(MOVED_SUFFIX) {
+                // `<topic>-<partition>.<tag>-moved`
+                if let Some(tp) = moved
+                    .rsplit_once('.')
+                    .and_then(|(tp, _)| TopicPartition::from_dir_name(tp))
+                {
+                    copies.push((index, tp, entry.path()));
+                }
                 continue;
             }
             let Some(tp) = TopicPartition::from_dir_name(&name) else {
@@ -359,7 +442,11 @@ impl LogManager {
                 "invalid topic partition {tp}"
             )));
         }
-        let Some(index) = self.placement() else {
+        let preferred = self
+            .preferred
+            .remove(tp)
+            .filter(|&index| self.dirs[index].health.is_online());
+        let Some(index) = preferred.or_else(|| self.placement()) else {
             return Err(LogError::Offline(
                 "every log directory is offline".to_string(),
             ));
@@ -385,6 +472,81 @@ impl LogManager {
         Ok(log)
     }
 
+    /// Starts moving `tp`'s log to the log directory `destination` (AlterReplicaLogDirs):
+    /// None if it is there already (a move elsewhere under way is cancelled, as Kafka
+    /// does) or on its way there; else the job to run. A partition not here yet is
+    /// remembered, to be created in the destination.
+    pub fn begin_move(
+        &mut self,
+        tp: &TopicPartition,
+        destination: &Path,
+    ) -> Result<Option<MoveJob>, MoveRefused> {
+        let index = self
+            .dirs
+            .iter()
+            .position(|dir| dir.path == destination || same_dir(&dir.path, destination))
+            .ok_or(MoveRefused::UnknownDir)?;
+        let dir = &self.dirs[index];
+        if !dir.health.is_online() {
+            return Err(MoveRefused::Offline);
+        }
+        let Some(hosted) = self.logs.get(tp) else {
+            self.preferred.insert(tp.clone(), index);
+            return Err(MoveRefused::NotHosted);
+        };
+        if lock(&hosted.log).is_offline() {
+            return Err(MoveRefused::Offline);
+        }
+        if let Some(running) = self.moves.get(tp) {
+            if running.destination == dir.path {
+                return Ok(None);
+            }
+            running.cancel();
+            self.moves.remove(tp);
+        }
+        if hosted.dir == index {
+            return Ok(None);
+        }
+        let log_move = LogMove::new(tp.clone(), dir.path.clone());
+        self.moves.insert(tp.clone(), log_move.clone());
+        Ok(Some(MoveJob {
+            log_move,
+            log: hosted.log.clone(),
+            health: dir.health.clone(),
+        }))
+    }
+
+    /// Records how a move's job ended: a moved log now counts in its new directory.
+    pub fn finish_move(&mut self, job: &MoveJob, outcome: &LogResult<MoveOutcome>) {
+        let log_move = &job.log_move;
+        if self
+            .moves
+            .get(&log_move.tp)
+            .is_some_and(|running| Arc::ptr_eq(running, log_move))
+        {
+            self.moves.remove(&log_move.tp);
+        }
+        let index = self
+            .dirs
+            .iter()
+            .position(|d| d.path == log_move.destination);
+        if let (Ok(MoveOutcome::Moved), Some(index), Some(hosted)) =
+            (outcome, index, self.logs.get_mut(&log_move.tp))
+        {
+            if Arc::ptr_eq(&hosted.log, &job.log) {
+                hosted.dir = index;
+            }
+        }
+    }
+
+    /// The moves under way: (partition, destination directory, progress).
+    pub fn moves(&self) -> Vec<(TopicPartition, PathBuf, MoveProgress)> {
+        self.moves
+            .values()
+            .map(|m| (m.tp.clone(), m.destination.clone(), m.progress()))
+            .collect()
+    }
+
     /// The online directory holding the fewest logs (the first of those tied).
     fn placement(&self) -> Option<usize> {
         let mut counts = vec![0usize; self.dirs.len()];
@@ -400,6 +562,10 @@ impl LogManager {
     /// delete at the next start), then removed. In an offline directory the files stay
     /// (the next start finds them belonging to no topic).
     pub fn delete(&mut self, tp: &TopicPartition) -> LogResult<bool> {
+        self.preferred.remove(tp);
+        if let Some(running) = self.moves.remove(tp) {
+            running.cancel();
+        }
         let Some(hosted) = self.logs.remove(tp) else {
             return Ok(false);
         };

@@ -23,6 +23,14 @@ fn append(manager: &LogManager, tp: &TopicPartition, n: i64) -> Result<(), LogEr
     log.append_as_leader(&mut batch(2, 40, n), 0).map(|_| ())
 }
 
+/// Directories in `dir` named after a partition (or a copy of one).
+fn partition_dirs(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .count()
+}
+
 #[test]
 fn partitions_spread_over_the_directories_and_stay_where_they_are() {
     let root = tempfile::tempdir().unwrap();
@@ -165,4 +173,156 @@ fn a_directory_that_cannot_be_opened_starts_offline_unless_it_is_the_first() {
 
     let error = LogManager::open(&[broken.as_path(), Path::new(&good)], options());
     assert!(error.is_err(), "the first directory holds the metadata");
+}
+
+#[test]
+fn a_log_moves_to_another_directory_while_it_is_written() {
+    use strand_log::log_move::MoveOutcome;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    let tp = TopicPartition::new("moving", 0);
+    manager.get_or_create(&tp, None).unwrap();
+    // Several segments (small_config rolls often), a producer snapshot, epochs.
+    for n in 0..200 {
+        append(&manager, &tp, n).unwrap();
+    }
+    let log = manager.get(&tp).unwrap();
+    let segments_before = log.lock().unwrap().segment_count();
+    assert!(segments_before > 2, "{segments_before}");
+    log.lock().unwrap().set_high_watermark(400);
+
+    let job = manager.begin_move(&tp, &dirs[1]).unwrap().expect("a move");
+    assert_eq!(manager.moves().len(), 1);
+    // Appends go on while the bulk is copied; the swap takes the lock.
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for n in 200..400 {
+                log.lock()
+                    .unwrap()
+                    .append_as_leader(&mut batch(2, 40, n), 0)
+                    .unwrap();
+            }
+        })
+    };
+    let outcome = job.run(None);
+    writer.join().unwrap();
+    manager.finish_move(&job, &outcome);
+    assert_eq!(outcome.unwrap(), MoveOutcome::Moved);
+    assert!(manager.moves().is_empty());
+    assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
+    assert!(
+        !dirs[0].join("moving-0").exists(),
+        "the old copy is removed"
+    );
+    {
+        let log = log.lock().unwrap();
+        assert!(log.dir().starts_with(&dirs[1]));
+        assert_eq!(log.log_end_offset(), 800);
+        assert_eq!(log.high_watermark(), 400);
+        let records = read_records(&log, 0);
+        assert_eq!(records.len(), 800);
+        assert!(records.windows(2).all(|w| w[1].0 == w[0].0 + 1), "no gap");
+    }
+    append(&manager, &tp, 400).unwrap();
+    manager.shutdown().unwrap();
+    drop((manager, log));
+
+    let (manager, reports) = LogManager::open(&dirs, options()).unwrap();
+    assert!(reports.is_empty(), "{reports:?}");
+    assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
+    let log = manager.get(&tp).unwrap();
+    assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 802);
+}
+
+#[test]
+fn moves_are_refused_cancelled_or_remembered_as_kafka_does() {
+    use strand_log::log_manager::MoveRefused;
+    use strand_log::log_move::MoveOutcome;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    manager.get_or_create(&tp, None).unwrap();
+    append(&manager, &tp, 0).unwrap();
+
+    let elsewhere = root.path().join("not-a-log-dir");
+    assert_eq!(
+        manager.begin_move(&tp, &elsewhere).unwrap_err(),
+        MoveRefused::UnknownDir
+    );
+    assert!(
+        manager.begin_move(&tp, &dirs[0]).unwrap().is_none(),
+        "already there"
+    );
+
+    // A move back to where the log is cancels the one under way.
+    let job = manager.begin_move(&tp, &dirs[1]).unwrap().unwrap();
+    assert!(
+        manager.begin_move(&tp, &dirs[1]).unwrap().is_none(),
+        "on its way"
+    );
+    assert!(manager.begin_move(&tp, &dirs[0]).unwrap().is_none());
+    let outcome = job.run(None);
+    manager.finish_move(&job, &outcome);
+    assert_eq!(outcome.unwrap(), MoveOutcome::Cancelled);
+    assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
+    assert_eq!(partition_dirs(&dirs[1]), 0, "no copy left behind");
+    append(&manager, &tp, 1).unwrap();
+
+    // A partition not here yet is created in the directory asked for.
+    let later = TopicPartition::new("t", 1);
+    assert_eq!(
+        manager.begin_move(&later, &dirs[0]).unwrap_err(),
+        MoveRefused::NotHosted
+    );
+    manager.get_or_create(&later, None).unwrap();
+    assert_eq!(manager.dir_of(&later), Some(dirs[0].as_path()));
+
+    manager.fail_dir(&dirs[1], "gone");
+    assert_eq!(
+        manager.begin_move(&tp, &dirs[1]).unwrap_err(),
+        MoveRefused::Offline
+    );
+}
+
+#[test]
+fn a_move_interrupted_by_a_crash_keeps_one_complete_copy() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let tp = TopicPartition::new("t", 0);
+    {
+        let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+        manager.get_or_create(&tp, None).unwrap();
+        for n in 0..10 {
+            append(&manager, &tp, n).unwrap();
+        }
+        manager.shutdown().unwrap();
+    }
+    let copy_into = |name: &str| {
+        let target = dirs[1].join(name);
+        std::fs::create_dir_all(&target).unwrap();
+        for entry in std::fs::read_dir(dirs[0].join("t-0")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), target.join(entry.file_name())).unwrap();
+        }
+    };
+    // Crashed before the old directory was renamed away: the copy is dropped.
+    copy_into("t-0.1x1-moved");
+    copy_into("t-0.1x2-future");
+    let (manager, _) = LogManager::open(&dirs, options()).unwrap();
+    assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
+    assert_eq!(partition_dirs(&dirs[1]), 0);
+    manager.shutdown().unwrap();
+    drop(manager);
+
+    // Crashed after it: the complete copy takes its place.
+    copy_into("t-0.1x3-moved");
+    std::fs::rename(dirs[0].join("t-0"), dirs[0].join("t-0.1x3-delete")).unwrap();
+    let (manager, _) = LogManager::open(&dirs, options()).unwrap();
+    assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
+    assert!(!dirs[0].join("t-0.1x3-delete").exists());
+    let log = manager.get(&tp).unwrap();
+    assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 20);
 }

@@ -65,6 +65,7 @@ pub struct Broker {
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Makes new partitions' directories after their creation has been answered.
     log_dirs: LogDirCreator,
+    log_mover: crate::log_mover::LogMover,
     /// Dynamic broker configs (kafka-configs --entity-type brokers) and the replication
     /// throttles they set.
     pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
@@ -199,6 +200,7 @@ impl Broker {
             shutting_down: tokio::sync::watch::Sender::new(false),
             cluster: std::sync::OnceLock::new(),
             log_dirs,
+            log_mover: crate::log_mover::LogMover::start()?,
         });
         broker.log_dirs.create_later(recreated);
         // A single node's stored features; a cluster member follows its image's later.
@@ -270,6 +272,47 @@ impl Broker {
     }
 
     /// Every partition hosted here.
+    /// Starts moving `tp`'s log to the log directory `dir` (AlterReplicaLogDirs): queued
+    /// for the mover thread; Ok if it is there or on its way already.
+    pub fn move_log(
+        self: &Arc<Self>,
+        tp: &TopicPartition,
+        dir: &Path,
+    ) -> Result<(), strand_log::log_manager::MoveRefused> {
+        let job = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .begin_move(tp, dir)?;
+        if let Some(job) = job {
+            self.log_mover.submit(job, Arc::downgrade(self));
+        }
+        Ok(())
+    }
+
+    /// Records how a move ended (the mover thread).
+    pub fn finish_log_move(
+        &self,
+        job: &strand_log::log_manager::MoveJob,
+        outcome: &strand_log::LogResult<strand_log::log_move::MoveOutcome>,
+    ) {
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .finish_move(job, outcome);
+    }
+
+    /// The moves between log directories under way: (partition, destination, progress).
+    pub fn log_moves(
+        &self,
+    ) -> Vec<(
+        TopicPartition,
+        std::path::PathBuf,
+        strand_log::log_move::MoveProgress,
+    )> {
+        self.logs.lock().unwrap_or_else(|p| p.into_inner()).moves()
+    }
+
     /// Every log directory (log.dirs) with its health.
     pub fn log_dir_states(&self) -> Vec<strand_log::log_manager::LogDirState> {
         self.logs.lock().unwrap_or_else(|p| p.into_inner()).dirs()

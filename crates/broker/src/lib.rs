@@ -20,6 +20,7 @@ pub mod group;
 pub mod group_configs;
 pub mod local_json;
 pub mod log_dirs;
+pub mod log_mover;
 pub mod partition;
 pub mod producer_ids;
 pub mod replication_throttle;

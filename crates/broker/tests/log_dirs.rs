@@ -1,6 +1,7 @@
 //! Several log directories (log.dirs): partitions spread over them, DescribeLogDirs
 //! reporting each, and a directory whose disk fails an fsync taken offline while the
-//! broker goes on serving the other (a fault-injection hook fails the fsyncs under it).
+//! broker goes on serving the other (a fault-injection hook fails the fsyncs under it);
+//! a replica moved to the other directory by AlterReplicaLogDirs while it is written.
 
 mod common;
 
@@ -18,7 +19,10 @@ use strand_log::TopicPartition;
 use tokio::net::TcpStream;
 
 const NONE: i16 = 0;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const KAFKA_STORAGE_ERROR: i16 = 56;
+const LOG_DIR_NOT_FOUND: i16 = 57;
 
 async fn describe_log_dirs(stream: &mut TcpStream) -> Vec<DescribeLogDirsResult> {
     let response: DescribeLogDirsResponse = call(
@@ -199,6 +203,193 @@ async fn a_failed_directory_goes_offline_and_the_other_serves() {
     }
     let tp = TopicPartition::new("spread", in_second[0]);
     assert!(!broker.partition(&tp).unwrap().log().is_offline());
+    drop(stream);
+    handle.shutdown();
+    server.await.unwrap().unwrap();
+}
+
+async fn alter_replica_log_dirs(
+    stream: &mut TcpStream,
+    moves: &[(&Path, &str, i32)],
+) -> Vec<(String, i32, i16)> {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let dirs = moves
+        .iter()
+        .map(|(path, topic, partition)| {
+            AlterReplicaLogDir::default()
+                .with_path(StrBytes::from_string(path.display().to_string()))
+                .with_topics(vec![AlterReplicaLogDirTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(vec![*partition])])
+        })
+        .collect();
+    let response: AlterReplicaLogDirsResponse = call(
+        stream,
+        ApiKey::AlterReplicaLogDirs,
+        2,
+        &AlterReplicaLogDirsRequest::default().with_dirs(dirs),
+    )
+    .await;
+    let mut codes: Vec<(String, i32, i16)> = response
+        .results
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.topic_name.to_string(), p.partition_index, p.error_code))
+        })
+        .collect();
+    codes.sort();
+    codes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_moves_between_directories_while_it_serves() {
+    let root = tempfile::tempdir().unwrap();
+    let (first, second) = (root.path().join("first"), root.path().join("second"));
+    let broker = {
+        let second = second.clone();
+        open_broker(&first, move |config| config.extra_log_dirs = vec![second])
+    };
+    broker
+        .create_topic("mv", 2, 1, Vec::new(), BTreeMap::new(), false)
+        .await
+        .unwrap();
+    // Copying at 256 KiB/s, the ~600 KB log takes a couple of seconds to move: long enough
+    // to see it as a future replica in its destination.
+    let rate = BTreeMap::from([(
+        "replica.alter.log.dirs.io.max.bytes.per.second".to_string(),
+        (256 * 1024).to_string(),
+    )]);
+    broker.set_dynamic_configs(None, rate, false).await.unwrap();
+    let (address, handle, server) = serve(broker.clone()).await.unwrap();
+    let server = tokio::spawn(server);
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let value = vec![7u8; 10_000];
+    for _ in 0..60 {
+        for partition in 0..2 {
+            let response: ProduceResponse = call(
+                &mut stream,
+                ApiKey::Produce,
+                9,
+                &produce_request("mv", partition, 1, &value),
+            )
+            .await;
+            assert_eq!(
+                response.responses[0].partition_responses[0].error_code,
+                NONE
+            );
+        }
+    }
+    let dirs = layout(&describe_log_dirs(&mut stream).await, "mv");
+    let (from, to, moving) = if dirs[0].2.contains(&0) {
+        (&first, &second, 0)
+    } else {
+        (&second, &first, 0)
+    };
+
+    // Kafka's per-partition refusals, in Kafka's order of checks.
+    let long = "x".repeat(230);
+    let nowhere = root.path().join("nowhere");
+    assert_eq!(
+        alter_replica_log_dirs(
+            &mut stream,
+            &[
+                (to, &long, 0),
+                (&nowhere, "mv", 1),
+                (to, "nosuch", 0),
+                (to, "mv", 9)
+            ],
+        )
+        .await,
+        vec![
+            ("mv".to_string(), 1, LOG_DIR_NOT_FOUND),
+            ("mv".to_string(), 9, UNKNOWN_TOPIC_OR_PARTITION),
+            ("nosuch".to_string(), 0, UNKNOWN_TOPIC_OR_PARTITION),
+            (long.clone(), 0, INVALID_TOPIC_EXCEPTION),
+        ]
+    );
+    assert_eq!(
+        alter_replica_log_dirs(&mut stream, &[(from, "mv", moving)]).await,
+        vec![("mv".to_string(), moving, NONE)],
+        "already there: nothing to do"
+    );
+
+    assert_eq!(
+        alter_replica_log_dirs(&mut stream, &[(to, "mv", moving)]).await,
+        vec![("mv".to_string(), moving, NONE)]
+    );
+    // While it copies: the future replica in the destination, and writes go on.
+    let results = describe_log_dirs(&mut stream).await;
+    let target = results
+        .iter()
+        .find(|r| Path::new(r.log_dir.as_str()) == canonical(to))
+        .unwrap();
+    let future: Vec<_> = target
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.is_future_key)
+        .collect();
+    assert_eq!(future.len(), 1, "{results:?}");
+    assert_eq!(future[0].partition_index, moving);
+    assert!(future[0].offset_lag > 0);
+    let response: ProduceResponse = call(
+        &mut stream,
+        ApiKey::Produce,
+        9,
+        &produce_request("mv", moving, 1, &value),
+    )
+    .await;
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code,
+        NONE
+    );
+
+    // Done within the hang guard: in the destination, no future replica left.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    loop {
+        let results = describe_log_dirs(&mut stream).await;
+        let dirs = layout(&results, "mv");
+        let futures = results
+            .iter()
+            .flat_map(|r| r.topics.iter().flat_map(|t| t.partitions.iter()))
+            .filter(|p| p.is_future_key)
+            .count();
+        let there = dirs
+            .iter()
+            .any(|d| d.0 == canonical(to) && d.2.contains(&moving));
+        if there && futures == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{results:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(records_in(&mut stream, "mv", moving).await, 61);
+    assert!(!from.join(format!("mv-{moving}")).exists());
+
+    // And it stays there across a restart.
+    drop(stream);
+    handle.shutdown();
+    server.await.unwrap().unwrap();
+    drop(broker);
+    let broker = {
+        let second = second.clone();
+        open_broker(&first, move |config| config.extra_log_dirs = vec![second])
+    };
+    let (address, handle, server) = serve(broker.clone()).await.unwrap();
+    let server = tokio::spawn(server);
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let dirs = layout(&describe_log_dirs(&mut stream).await, "mv");
+    assert!(dirs
+        .iter()
+        .any(|d| d.0 == canonical(to) && d.2.contains(&moving)));
+    assert_eq!(records_in(&mut stream, "mv", moving).await, 61);
     drop(stream);
     handle.shutdown();
     server.await.unwrap().unwrap();

@@ -764,6 +764,19 @@ async fn every_advertised_version_of_every_api_answers() {
                             .with_partitions(vec![0])]));
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::AlterReplicaLogDirs => {
+                    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+                        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+                    };
+                    // A path that is not a log directory: LOG_DIR_NOT_FOUND.
+                    let request = kafka_protocol::messages::AlterReplicaLogDirsRequest::default()
+                        .with_dirs(vec![AlterReplicaLogDir::default()
+                            .with_path(StrBytes::from_static_str("/nowhere"))
+                            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                                .with_name(name())
+                                .with_partitions(vec![0])])]);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 ApiKey::DescribeTopicPartitions => {
                     use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
                     let request =

@@ -685,6 +685,9 @@ impl LogManager {
     /// lets the next start skip recovery, in each online directory. An offline directory
     /// gets no marker: the next start recovers it.
     pub fn shutdown(&self) -> LogResult<()> {
+        for running in self.moves.values() {
+            running.cancel();
+        }
         for hosted in self.online_logs() {
             lock(&hosted.log).close()?;
         }

@@ -59,6 +59,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ListPartitionReassignments, 0, 0),
     // v5's is_cordoned: Strand has no cordoned directories.
     api(ApiKey::DescribeLogDirs, 1, 5),
+    // Moves between this broker's log directories (log.dirs).
+    api(ApiKey::AlterReplicaLogDirs, 1, 2),
     api(ApiKey::DescribeTopicPartitions, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),

@@ -19,7 +19,8 @@ Sections (--only takes a comma list of these):
   topic_validation   topic_config_validation.json  CreateTopics(validate_only) / IncrementalAlterConfigs errors
   broker_configs     broker_configs.json        DescribeConfigs BROKER "<id>" and "", IncrementalAlterConfigs tries
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
-  admin_apis         describe_log_dirs.json, describe_topic_partitions.json, describe_quorum.json,
+  admin_apis         describe_log_dirs.json, alter_replica_log_dirs.json,
+                     describe_topic_partitions.json, describe_quorum.json,
                      elect_leaders.json, list_partition_reassignments.json,
                      alter_partition_reassignments.json, update_features.json,
                      kafka44_versions.json
@@ -1208,6 +1209,31 @@ def collect_describe_log_dirs(c):
     return {'cases': run_cases(c, cases)}
 
 
+def collect_alter_replica_log_dirs(c):
+    """alter_replica_log_dirs.json: Kafka's per-partition checks with one log directory,
+    whose path DescribeLogDirs gives (moving a replica where it is already is a no-op)."""
+    listed = c.call('DescribeLogDirs', c.pick(35, 4), {'topics': None})
+    own = listed['response']['results'][0]['log_dir']
+    nowhere = '/strand-ref-no-such-log-dir'
+    long_topic = 'x' * 230
+
+    def move(path, topic, partitions):
+        return {'dirs': [{'path': path, 'topics': [{'name': topic, 'partitions': partitions}]}]}
+
+    cases = []
+    for v in (1, 2):
+        cases += [
+            (f'already_there_v{v}', 'AlterReplicaLogDirs', v, move(own, T_PARTS, [0, 1])),
+            (f'unknown_dir_v{v}', 'AlterReplicaLogDirs', v, move(nowhere, T_PARTS, [0])),
+            (f'unknown_topic_v{v}', 'AlterReplicaLogDirs', v, move(own, T_MISSING, [0])),
+            (f'partition_out_of_range_v{v}', 'AlterReplicaLogDirs', v, move(own, T_PARTS, [7])),
+            (f'topic_name_too_long_v{v}', 'AlterReplicaLogDirs', v, move(own, long_topic, [0])),
+            (f'unknown_topic_unknown_dir_v{v}', 'AlterReplicaLogDirs', v, move(nowhere, T_MISSING, [0])),
+            (f'empty_v{v}', 'AlterReplicaLogDirs', v, {'dirs': []}),
+        ]
+    return {'cases': run_cases(c, cases)}
+
+
 def collect_describe_topic_partitions(c):
     """describe_topic_partitions.json."""
     dtp = 75
@@ -1465,6 +1491,7 @@ def collect_kafka44_versions(c):
 # The admin_apis section: output file name -> collect function (c, schemas, controller).
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
+    ('alter_replica_log_dirs', lambda c, schemas, controller: collect_alter_replica_log_dirs(c)),
     ('describe_topic_partitions', lambda c, schemas, controller: collect_describe_topic_partitions(c)),
     ('describe_quorum', collect_describe_quorum),
     ('elect_leaders', lambda c, schemas, controller: collect_elect_leaders(c)),

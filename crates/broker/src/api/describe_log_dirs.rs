@@ -1,8 +1,9 @@
 //! DescribeLogDirs (35): each log directory (log.dirs) with every partition hosted in it
 //! (or those asked for), each with its size on disk, and (v4+) the directory's total and
 //! usable bytes from statvfs. An offline directory is answered KAFKA_STORAGE_ERROR with no
-//! partitions, as Kafka does. The future-replica fields (a move between directories by
-//! AlterReplicaLogDirs) are always empty.
+//! partitions, as Kafka does. A log being moved to another directory (AlterReplicaLogDirs)
+//! is listed there too, as Kafka's future replica: is_future_key, the bytes copied so far,
+//! and the offsets not copied yet as its lag.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -37,15 +38,17 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             })
             .collect()
     });
-    let mut by_dir: HashMap<PathBuf, DirPartitions> = HashMap::new();
-    for partition in broker.hosted_partitions() {
-        let tp = &partition.tp;
-        let asked = wanted.as_ref().is_none_or(|wanted| {
+    let asked = |tp: &strand_log::TopicPartition| {
+        wanted.as_ref().is_none_or(|wanted| {
             wanted
                 .get(tp.topic.as_str())
                 .is_some_and(|partitions| partitions.contains(&tp.partition))
-        });
-        if !asked {
+        })
+    };
+    let mut by_dir: HashMap<PathBuf, DirPartitions> = HashMap::new();
+    for partition in broker.hosted_partitions() {
+        let tp = &partition.tp;
+        if !asked(tp) {
             continue;
         }
         let (dir, size) = {
@@ -68,6 +71,26 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                     .with_partition_size(size as i64)
                     .with_offset_lag(0)
                     .with_is_future_key(false),
+            );
+    }
+    // A log on its way to another directory shows there as a future replica, lagging by
+    // the offsets not copied yet.
+    for (tp, destination, progress) in broker.log_moves() {
+        let Some(partition) = broker.partition(&tp).filter(|_| asked(&tp)) else {
+            continue;
+        };
+        let end = partition.log().log_end_offset();
+        by_dir
+            .entry(destination)
+            .or_default()
+            .entry(tp.topic.to_string())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_partition_size(progress.bytes as i64)
+                    .with_offset_lag((end - progress.end_offset).max(0))
+                    .with_is_future_key(true),
             );
     }
     let results = broker

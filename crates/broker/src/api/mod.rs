@@ -3,6 +3,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod authorized_operations;
 pub mod configs;

@@ -55,6 +55,10 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// Partitions the member must give up before it advances.
     pub revoking: Assignment,
+    /// The member epoch at which each partition it owns or is giving up was assigned to
+    /// it (Kafka 4.4's assignment epochs): an offset commit from an older member epoch
+    /// is accepted for partitions assigned at or before that epoch.
+    pub assigned_at: BTreeMap<(String, i32), i32>,
     pub session_deadline_ms: i64,
     pub revocation_deadline_ms: Option<i64>,
 }
@@ -345,6 +349,10 @@ impl ConsumerGroup {
                 .map(|m| m.assigned.clone())
                 .unwrap_or_default(),
             revoking: Assignment::new(),
+            assigned_at: existing
+                .as_ref()
+                .map(|m| m.assigned_at.clone())
+                .unwrap_or_default(),
             session_deadline_ms: now_ms + self.limits.session_timeout_ms as i64,
             revocation_deadline_ms: None,
         };
@@ -474,6 +482,7 @@ impl ConsumerGroup {
                     .any(|(t, p)| owned.get(&t).is_some_and(|ps| ps.contains(&p)))
             });
             if still_owned || owned.is_none() {
+                member.settle_assignment_epochs();
                 return Ok(result(member, self.limits.heartbeat_interval_ms));
             }
             member.revoking.clear();
@@ -485,6 +494,7 @@ impl ConsumerGroup {
             member.revoking = to_revoke;
             member.revocation_deadline_ms =
                 Some(now_ms + member.rebalance_timeout_ms.max(0) as i64);
+            member.settle_assignment_epochs();
             return Ok(result(member, self.limits.heartbeat_interval_ms));
         }
         if member.member_epoch != assignment_epoch {
@@ -502,6 +512,7 @@ impl ConsumerGroup {
                 }
             }
         }
+        member.settle_assignment_epochs();
         Ok(result(member, self.limits.heartbeat_interval_ms))
     }
 
@@ -547,15 +558,50 @@ impl ConsumerGroup {
             .min()
     }
 
-    /// Offset commits from members must carry their current epoch (Kafka 4.x).
-    pub fn check_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), i16> {
+    /// Kafka 4.4's rule for a member's offset commit (ConsumerGroup.validateOffsetCommit):
+    /// its current epoch commits anything; a newer one is STALE_MEMBER_EPOCH; an older one
+    /// (a commit sent before the member learned of its new epoch) is accepted only if
+    /// every partition it commits was assigned to the member at or before that epoch and
+    /// is still owned or being given up, else the whole commit is STALE_MEMBER_EPOCH.
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        partitions: &[(&str, i32)],
+    ) -> Result<(), i16> {
         let Some(member) = self.members.get(member_id) else {
             return Err(error_code::UNKNOWN_MEMBER_ID);
         };
-        if member_epoch != member.member_epoch {
+        if member_epoch == member.member_epoch {
+            return Ok(());
+        }
+        if member_epoch > member.member_epoch {
             return Err(error_code::STALE_MEMBER_EPOCH);
         }
-        Ok(())
+        let assigned_by_then = |&(topic, partition): &(&str, i32)| {
+            member
+                .assigned_at
+                .get(&(topic.to_string(), partition))
+                .is_some_and(|&assigned| member_epoch >= assigned)
+        };
+        if partitions.iter().all(assigned_by_then) {
+            Ok(())
+        } else {
+            Err(error_code::STALE_MEMBER_EPOCH)
+        }
+    }
+}
+
+impl ConsumerMember {
+    /// Keeps `assigned_at` to the partitions owned or being given up; those just
+    /// assigned take the member's current epoch.
+    pub(crate) fn settle_assignment_epochs(&mut self) {
+        let held: BTreeSet<(String, i32)> =
+            pairs(&self.assigned).chain(pairs(&self.revoking)).collect();
+        self.assigned_at.retain(|key, _| held.contains(key));
+        for key in held {
+            self.assigned_at.entry(key).or_insert(self.member_epoch);
+        }
     }
 }
 
@@ -845,6 +891,70 @@ mod tests {
             .heartbeat(beat("b", 2, &b_assigned), 50, &topics, &mut no_ids())
             .unwrap();
         assert_eq!(group.state(), ConsumerGroupState::Stable);
+    }
+
+    #[test]
+    fn an_older_epoch_commits_only_partitions_assigned_by_then_as_kafka_4_4() {
+        let topics = Topics(vec![("t", 6)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let a = group
+            .heartbeat(join("a", &["t"]), 0, &topics, &mut no_ids())
+            .unwrap();
+        let a_owned = a.assignment.unwrap();
+        group
+            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
+            .unwrap();
+        let kept = group
+            .heartbeat(beat("a", 1, &a_owned), 20, &topics, &mut no_ids())
+            .unwrap()
+            .assignment
+            .unwrap();
+        let a = group
+            .heartbeat(beat("a", 1, &kept), 30, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(a.member_epoch, 2);
+        let b = group
+            .heartbeat(beat("b", 2, &Assignment::new()), 40, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(b.member_epoch, 2);
+        let (a_kept, a_gave_up, b_got): (Vec<_>, Vec<_>, Vec<_>) = (
+            pairs(&kept).collect(),
+            pairs(&a_owned)
+                .filter(|tp| !pairs(&kept).any(|k| k == *tp))
+                .collect(),
+            pairs(b.assignment.as_ref().unwrap()).collect(),
+        );
+        let refs = |tps: &[(String, i32)]| -> Vec<(String, i32)> { tps.to_vec() };
+        let check = |member: &str, epoch: i32, tps: &[(String, i32)]| {
+            let tps: Vec<(&str, i32)> = tps.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+            group.check_commit(member, epoch, &tps)
+        };
+        // The current epoch commits anything; a newer one is stale.
+        assert_eq!(check("a", 2, &refs(&a_gave_up)), Ok(()));
+        assert_eq!(
+            check("a", 3, &refs(&a_kept)),
+            Err(error_code::STALE_MEMBER_EPOCH)
+        );
+        // An older epoch: partitions assigned at or before it, still owned, only.
+        assert_eq!(check("a", 1, &refs(&a_kept)), Ok(()));
+        assert_eq!(
+            check("a", 1, &refs(&a_gave_up)),
+            Err(error_code::STALE_MEMBER_EPOCH)
+        );
+        let mixed = [a_kept[0].clone(), a_gave_up[0].clone()];
+        assert_eq!(
+            check("a", 1, &mixed),
+            Err(error_code::STALE_MEMBER_EPOCH),
+            "all or nothing"
+        );
+        assert_eq!(
+            check("b", 1, &refs(&b_got)),
+            Err(error_code::STALE_MEMBER_EPOCH)
+        );
+        assert_eq!(check("b", 2, &refs(&b_got)), Ok(()));
+        assert_eq!(check("c", 2, &[]), Err(error_code::UNKNOWN_MEMBER_ID));
+        assert_eq!(group.members["a"].assigned_at[&a_kept[0]], 1);
+        assert_eq!(group.members["b"].assigned_at[&b_got[0]], 2);
     }
 
     #[test]

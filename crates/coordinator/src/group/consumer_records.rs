@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::consumer::{Assignment, ConsumerGroup, ConsumerMember, TopicView};
 use crate::codec::{
     put_compact_len, put_compact_nullable_string, put_compact_string, put_no_tags, put_string,
-    Reader,
+    put_uvarint, Reader,
 };
 use crate::runtime::Records;
 
@@ -59,6 +59,9 @@ pub struct StoredCurrent {
     pub state: i8,
     pub assigned: StoredPartitions,
     pub revoking: StoredPartitions,
+    /// The member epoch each of those partitions was assigned at (Kafka 4.4's tagged
+    /// AssignmentEpochs, tag 0 of each topic; empty in records written without them).
+    pub assigned_at: BTreeMap<(Uuid, i32), i32>,
 }
 
 /// A decoded consumer-group record (`None` values are tombstones).
@@ -119,7 +122,16 @@ fn epoch_value(epoch: i32) -> Vec<u8> {
     out.to_vec()
 }
 
-fn put_partitions(out: &mut BytesMut, partitions: &StoredPartitions) {
+/// Tag of a current assignment topic's AssignmentEpochs (Kafka 4.4).
+const ASSIGNMENT_EPOCHS_TAG: u32 = 0;
+
+/// Partitions by topic id; with `epochs` (a current assignment), each topic also carries
+/// its partitions' assignment epochs in tagged field 0, as Kafka 4.4 writes them.
+fn put_partitions(
+    out: &mut BytesMut,
+    partitions: &StoredPartitions,
+    epochs: Option<&BTreeMap<(Uuid, i32), i32>>,
+) {
     put_compact_len(out, partitions.len());
     for (topic_id, ids) in partitions {
         out.put_slice(topic_id.as_bytes());
@@ -127,7 +139,25 @@ fn put_partitions(out: &mut BytesMut, partitions: &StoredPartitions) {
         for id in ids {
             out.put_i32(*id);
         }
-        put_no_tags(out);
+        let known: Option<Vec<i32>> = epochs.and_then(|epochs| {
+            ids.iter()
+                .map(|id| epochs.get(&(*topic_id, *id)).copied())
+                .collect()
+        });
+        match known {
+            Some(known) => {
+                let mut field = BytesMut::new();
+                put_compact_len(&mut field, known.len());
+                for epoch in known {
+                    field.put_i32(epoch);
+                }
+                put_uvarint(out, 1);
+                put_uvarint(out, ASSIGNMENT_EPOCHS_TAG);
+                put_uvarint(out, field.len() as u32);
+                out.put_slice(&field);
+            }
+            None => put_no_tags(out),
+        }
     }
 }
 
@@ -152,7 +182,7 @@ fn member_value(member: &StoredMemberMetadata) -> Vec<u8> {
 fn target_value(partitions: &StoredPartitions) -> Vec<u8> {
     let mut out = BytesMut::new();
     out.put_i16(0);
-    put_partitions(&mut out, partitions);
+    put_partitions(&mut out, partitions, None);
     put_no_tags(&mut out);
     out.to_vec()
 }
@@ -163,13 +193,18 @@ fn current_value(current: &StoredCurrent) -> Vec<u8> {
     out.put_i32(current.member_epoch);
     out.put_i32(current.previous_member_epoch);
     out.put_i8(current.state);
-    put_partitions(&mut out, &current.assigned);
-    put_partitions(&mut out, &current.revoking);
+    put_partitions(&mut out, &current.assigned, Some(&current.assigned_at));
+    put_partitions(&mut out, &current.revoking, Some(&current.assigned_at));
     put_no_tags(&mut out);
     out.to_vec()
 }
 
-fn read_partitions(reader: &mut Reader) -> Option<StoredPartitions> {
+/// Reads partitions by topic id; a topic's assignment epochs (tag 0), where present and
+/// `epochs` asks for them, go there.
+fn read_partitions(
+    reader: &mut Reader,
+    mut epochs: Option<&mut BTreeMap<(Uuid, i32), i32>>,
+) -> Option<StoredPartitions> {
     let count = reader.compact_len()?;
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
@@ -179,7 +214,27 @@ fn read_partitions(reader: &mut Reader) -> Option<StoredPartitions> {
         for _ in 0..n {
             ids.push(reader.i32()?);
         }
-        reader.skip_tags()?;
+        for _ in 0..reader.uvarint()? {
+            let tag = reader.uvarint()?;
+            let size = reader.uvarint()? as usize;
+            let mut field = Reader::new(reader.take(size)?);
+            let Some(epochs) = epochs
+                .as_deref_mut()
+                .filter(|_| tag == ASSIGNMENT_EPOCHS_TAG)
+            else {
+                continue;
+            };
+            // Null (length 0) or of the same length as the partitions.
+            let Some(len) = field.uvarint()?.checked_sub(1) else {
+                continue;
+            };
+            if len as usize != ids.len() {
+                return None;
+            }
+            for id in &ids {
+                epochs.insert((topic_id, *id), field.i32()?);
+            }
+        }
         out.push((topic_id, ids));
     }
     Some(out)
@@ -252,7 +307,7 @@ pub(crate) fn decode(
         TARGET_MEMBER => {
             let member = key.string()?;
             let value = if present {
-                let partitions = read_partitions(&mut reader)?;
+                let partitions = read_partitions(&mut reader, None)?;
                 reader.skip_tags()?;
                 Some(partitions)
             } else {
@@ -270,8 +325,9 @@ pub(crate) fn decode(
                 let member_epoch = reader.i32()?;
                 let previous_member_epoch = reader.i32()?;
                 let state = reader.i8()?;
-                let assigned = read_partitions(&mut reader)?;
-                let revoking = read_partitions(&mut reader)?;
+                let mut assigned_at = BTreeMap::new();
+                let assigned = read_partitions(&mut reader, Some(&mut assigned_at))?;
+                let revoking = read_partitions(&mut reader, Some(&mut assigned_at))?;
                 reader.skip_tags()?;
                 Some(StoredCurrent {
                     member_epoch,
@@ -279,6 +335,7 @@ pub(crate) fn decode(
                     state,
                     assigned,
                     revoking,
+                    assigned_at,
                 })
             } else {
                 None
@@ -358,6 +415,13 @@ fn current_of(
         state,
         assigned: by_id(&member.assigned, topics),
         revoking: by_id(&member.revoking, topics),
+        assigned_at: member
+            .assigned_at
+            .iter()
+            .filter_map(|((topic, partition), epoch)| {
+                Some(((topics.id(topic)?, *partition), *epoch))
+            })
+            .collect(),
     }
 }
 
@@ -514,7 +578,7 @@ impl Loading {
             let revoking = current
                 .map(|c| by_name(&c.revoking, topics))
                 .unwrap_or_default();
-            let member = ConsumerMember {
+            let mut member = ConsumerMember {
                 member_id: id.clone(),
                 instance_id: metadata.instance_id,
                 rack_id: metadata.rack_id,
@@ -532,8 +596,20 @@ impl Loading {
                 revocation_deadline_ms: (!revoking.is_empty())
                     .then(|| now_ms + metadata.rebalance_timeout_ms.max(0) as i64),
                 revoking,
+                // Written before Kafka 4.4 (or by Strand before): the member's epoch.
+                assigned_at: current
+                    .map(|c| {
+                        c.assigned_at
+                            .iter()
+                            .filter_map(|((id, partition), epoch)| {
+                                Some(((topics.name_of(*id)?, *partition), *epoch))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 session_deadline_ms: 0,
             };
+            member.settle_assignment_epochs();
             if let Some(instance) = &member.instance_id {
                 static_members.insert(instance.clone(), id.clone());
             }
@@ -649,6 +725,10 @@ mod tests {
                     &n.revoking
                 ),
                 "member {id}"
+            );
+            assert_eq!(
+                m.assigned_at, n.assigned_at,
+                "member {id}'s assignment epochs"
             );
             assert_eq!(
                 (
@@ -771,7 +851,11 @@ mod tests {
             .unwrap();
         let mut expected = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, STATE_STABLE as u8, 2];
         expected.extend_from_slice(CLICKS.as_bytes());
-        expected.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0]);
+        // Partitions 0 and 1, then tag 0 (9 bytes): their assignment epochs, 1 and 1.
+        expected.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 1]);
+        expected.extend_from_slice(&[1, 0, 9, 3, 0, 0, 0, 1, 0, 0, 0, 1]);
+        // No partitions being revoked; no tagged fields.
+        expected.extend_from_slice(&[1, 0]);
         assert_eq!(current.1.as_deref(), Some(&expected[..]));
     }
 

@@ -703,12 +703,15 @@ impl GroupShard {
         if !self.room_for(group_id) {
             return answer_now(all(error_code::COORDINATOR_NOT_AVAILABLE));
         }
+        let partitions: Vec<(&str, i32)> =
+            offsets.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
         if let Err(code) = self.may_commit(
             group_id,
             generation_id,
             member_id,
             group_instance_id,
             CommitKind::Offsets { api_version },
+            &partitions,
         ) {
             return answer_now(all(code));
         }
@@ -778,6 +781,7 @@ impl GroupShard {
         member_id: &str,
         group_instance_id: Option<&str>,
         commit: CommitKind,
+        partitions: &[(&str, i32)],
     ) -> Result<(), i16> {
         let transactional = matches!(commit, CommitKind::Transactional { .. });
         let anonymous = generation_id < 0 && member_id.is_empty() && group_instance_id.is_none();
@@ -823,7 +827,7 @@ impl GroupShard {
                 // member epoch with ILLEGAL_GENERATION: those producers know that one (an
                 // abortable CommitFailedException), not STALE_MEMBER_EPOCH.
                 group
-                    .check_commit(member_id, generation_id)
+                    .check_commit(member_id, generation_id, partitions)
                     .map_err(|code| match code {
                         error_code::STALE_MEMBER_EPOCH
                             if transactional && !commit.knows_kip848_errors() =>

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{BufMut, BytesMut};
 
 use super::state::TxnState;
-use crate::codec::{put_string, Reader};
+use crate::codec::{put_string, put_uvarint, Reader};
 
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 /// transaction.state.log.num.partitions
@@ -132,7 +132,7 @@ pub fn decode_value(value: &[u8]) -> Option<StoredTxn> {
     if let Some(topics) = read_len(&mut reader, flexible)? {
         for _ in 0..topics {
             let topic = if flexible {
-                let length = read_uvarint(&mut reader)?.checked_sub(1)? as usize;
+                let length = reader.uvarint()?.checked_sub(1)? as usize;
                 String::from_utf8(reader.take(length)?.to_vec()).ok()?
             } else {
                 reader.string()?
@@ -143,7 +143,7 @@ pub fn decode_value(value: &[u8]) -> Option<StoredTxn> {
                 set.insert(reader.i32()?);
             }
             if flexible {
-                skip_tags(&mut reader)?;
+                reader.skip_tags()?;
             }
             partitions
                 .entry(topic)
@@ -171,9 +171,9 @@ pub fn decode_value(value: &[u8]) -> Option<StoredTxn> {
         client_transaction_version: 0,
     };
     if flexible {
-        for _ in 0..read_uvarint(&mut reader)? {
-            let tag = read_uvarint(&mut reader)?;
-            let size = read_uvarint(&mut reader)? as usize;
+        for _ in 0..reader.uvarint()? {
+            let tag = reader.uvarint()?;
+            let size = reader.uvarint()? as usize;
             let data = reader.take(size)?;
             match tag {
                 TAG_PREVIOUS_PRODUCER_ID => {
@@ -204,40 +204,11 @@ fn put_len(out: &mut BytesMut, len: Option<usize>, flexible: bool) {
 
 fn read_len(reader: &mut Reader<'_>, flexible: bool) -> Option<Option<u32>> {
     if flexible {
-        let raw = read_uvarint(reader)?;
+        let raw = reader.uvarint()?;
         return Some(raw.checked_sub(1));
     }
     let len = reader.i32()?;
     Some(u32::try_from(len).ok())
-}
-
-fn skip_tags(reader: &mut Reader<'_>) -> Option<()> {
-    for _ in 0..read_uvarint(reader)? {
-        read_uvarint(reader)?;
-        let size = read_uvarint(reader)? as usize;
-        reader.take(size)?;
-    }
-    Some(())
-}
-
-fn put_uvarint(out: &mut BytesMut, mut value: u32) {
-    while value >= 0x80 {
-        out.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
-}
-
-fn read_uvarint(reader: &mut Reader<'_>) -> Option<u32> {
-    let mut value = 0u32;
-    for shift in (0..35).step_by(7) {
-        let byte = reader.take(1)?[0];
-        value |= ((byte & 0x7f) as u32).checked_shl(shift)?;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -48,6 +48,8 @@ impl GroupShard {
         if !self.room_for(group_id) {
             return refuse(error_code::COORDINATOR_NOT_AVAILABLE);
         }
+        let partitions: Vec<(&str, i32)> =
+            offsets.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
         if let Err(code) = self.may_commit(
             group_id,
             committer.generation_id,
@@ -56,6 +58,7 @@ impl GroupShard {
             CommitKind::Transactional {
                 api_version: committer.api_version,
             },
+            &partitions,
         ) {
             return refuse(code);
         }

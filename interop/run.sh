@@ -91,7 +91,7 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # Kafka metadata records, dynamic voters, share or streams groups, or KIP-966: ARCHITECTURE).
 # kafka44_versions: the versions Kafka 4.4 added over 4.1.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features \
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' \
   --allow 'update_features .*(metadata|kraft|share|streams|eligible\.leader\.replicas)\.version'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi

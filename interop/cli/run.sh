@@ -15,6 +15,8 @@
 #   kafka-log-dirs  --describe (DescribeLogDirs): the topic's partitions and sizes
 #   kafka-leader-election  PREFERRED for a partition and UNCLEAN for all: nothing to do
 #                   on one broker
+#   kafka-cluster   unregister --id of a broker never registered (UnregisterBroker): refused
+#                   with Kafka's BrokerIdNotRegisteredException
 #   kafka-dump-log  --print-data-log --deep-iteration on Strand's segment files
 #   kafka-delete-records  --offset-json-file: the low watermark moves
 #   kcat            -L metadata, -P with keys, headers and every codec (auto-creating
@@ -386,6 +388,10 @@ verify "kafka-leader-election --election-type PREFERRED on one broker: already e
 kafka kafka-leader-election --election-type UNCLEAN --all-topic-partitions
 verify "kafka-leader-election --election-type UNCLEAN --all-topic-partitions: nothing to do, exit 0" \
   '! has "Error completing"'
+
+run "$KAFKA_CLI" kafka-cluster unregister --bootstrap-server "$B" --id 99
+verify "kafka-cluster unregister --id 99 (never registered): exit 1, BrokerIdNotRegisteredException" \
+  '[ "$last_status" -eq 1 ] && grep -qF "BrokerIdNotRegisteredException: Broker ID 99 is not currently registered" "$work/err"'
 
 # Strand's segment files are Kafka's format: Kafka's own dump tool reads them.
 kafka kafka-log-dirs --describe --topic-list "$T"

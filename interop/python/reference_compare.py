@@ -120,7 +120,7 @@ REF_DIR = os.path.normpath(os.path.join(HERE, '..', 'kafka', 'reference-4.4'))
 sys.path.insert(0, REF_DIR)
 import capture as cap  # noqa: E402  (interop/kafka/reference-4.4/capture.py)
 
-ADMIN = ['describe_log_dirs', 'alter_replica_log_dirs', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
+ADMIN = ['describe_log_dirs', 'alter_replica_log_dirs', 'unregister_broker', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
          'list_partition_reassignments', 'alter_partition_reassignments', 'update_features',
          'kafka44_versions']
 SECTIONS = ['api_versions', 'topic_configs', 'topic_config_validation', 'broker_configs',
@@ -130,7 +130,7 @@ DEFAULT_REQUIRE = 'topic_configs,topic_config_validation'
 # The APIs each section is about (for "not served").
 SECTION_APIS = {
     'api_versions': [18], 'topic_configs': [19, 32], 'topic_config_validation': [19, 44],
-    'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35], 'alter_replica_log_dirs': [34],
+    'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35], 'alter_replica_log_dirs': [34], 'unregister_broker': [64],
     'describe_topic_partitions': [75], 'describe_quorum': [55], 'elect_leaders': [43],
     'list_partition_reassignments': [46], 'alter_partition_reassignments': [45],
     'update_features': [57],

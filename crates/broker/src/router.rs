@@ -101,6 +101,7 @@ pub async fn route(
         ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
         ApiKey::DescribeLogDirs => api::describe_log_dirs::handle(broker, request),
         ApiKey::AlterReplicaLogDirs => api::alter_replica_log_dirs::handle(broker, request),
+        ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request).await,
         ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),

@@ -764,6 +764,12 @@ async fn every_advertised_version_of_every_api_answers() {
                             .with_partitions(vec![0])]));
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::UnregisterBroker => {
+                    // An id never registered: BROKER_ID_NOT_REGISTERED.
+                    let request = kafka_protocol::messages::UnregisterBrokerRequest::default()
+                        .with_broker_id(kafka_protocol::messages::BrokerId(99));
+                    encode_request(api.key, version, correlation, &request)
+                }
                 ApiKey::AlterReplicaLogDirs => {
                     use kafka_protocol::messages::alter_replica_log_dirs_request::{
                         AlterReplicaLogDir, AlterReplicaLogDirTopic,

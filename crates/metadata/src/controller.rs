@@ -55,6 +55,14 @@ pub enum ControllerCommand {
         id: BrokerId,
         incarnation: Uuid,
     },
+    /// UnregisterBroker (API 64, kafka-cluster unregister): forgets a broker's
+    /// registration, its leaderships and ISR places moved away first as for a fenced
+    /// broker (Kafka's handleBrokerUnregistered). Meant for brokers gone for good; one
+    /// still running registers again at its next heartbeat (Kafka 4.4's stays out of
+    /// Metadata until restarted: deliberately friendlier, docs/ARCHITECTURE.md).
+    UnregisterBroker {
+        id: BrokerId,
+    },
     CreateTopics {
         topics: Vec<NewTopic>,
     },
@@ -250,6 +258,18 @@ pub fn decide(
                 _ => {}
             }
             ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::UnregisterBroker { id } => {
+            if image.brokers.contains_key(id) {
+                move_away(image, *id, &mut records);
+                records.push(MetadataRecord::UnregisterBroker { id: *id });
+                ControllerReply::single(ItemResult::ok())
+            } else {
+                ControllerReply::single(ItemResult::error(
+                    error_code::BROKER_ID_NOT_REGISTERED,
+                    format!("Broker ID {id} is not currently registered"),
+                ))
+            }
         }
         ControllerCommand::UnfenceBroker { id, incarnation } => match image.brokers.get(id) {
             Some(broker) if broker.incarnation == *incarnation => {

@@ -24,13 +24,20 @@ use crate::records::MetadataRecord;
 
 /// The newest records format this build writes and reads; a newer one is refused, not
 /// misread. Version 2 added reassignments (a partition's adding and removing replicas)
-/// and the dynamic broker and group config records; an entry holding none of them is
-/// still written as version 1, so a cluster not using them stays readable by a build that
-/// predates them, and one that does is refused there rather than misread.
-pub const RECORDS_VERSION: u16 = 2;
+/// and the dynamic broker and group config records; version 3 the unregistration of a
+/// broker. An entry holding none of what a version added is still written at the older
+/// version, so a cluster not using it stays readable by a build that predates it, and
+/// one that does is refused there rather than misread.
+pub const RECORDS_VERSION: u16 = 3;
 
-/// The records version `records` need: 2 if any uses what version 2 added, else 1.
+/// The records version `records` need: the newest version whose additions any uses.
 pub fn records_version(records: &[MetadataRecord]) -> u16 {
+    if records
+        .iter()
+        .any(|record| matches!(record, MetadataRecord::UnregisterBroker { .. }))
+    {
+        return 3;
+    }
     let reassigning =
         |partitions: &[crate::image::PartitionState]| partitions.iter().any(|p| p.is_reassigning());
     let needs_2 = records.iter().any(|record| match record {
@@ -258,7 +265,9 @@ mod tests {
         let features = MetadataRecord::SetFeatures {
             levels: BTreeMap::from([("group.version".to_string(), 0)]),
         };
-        assert_eq!(records_version(&[features]), 2);
+        assert_eq!(records_version(std::slice::from_ref(&features)), 2);
+        let unregister = MetadataRecord::UnregisterBroker { id: 2 };
+        assert_eq!(records_version(&[features, unregister]), 3);
         let plain = serde_json::to_string(&PartitionState::new(vec![1])).unwrap();
         assert!(
             !plain.contains("adding"),

@@ -172,6 +172,9 @@ impl MetadataImage {
                     broker.in_controlled_shutdown = true;
                 }
             }
+            MetadataRecord::UnregisterBroker { id } => {
+                self.brokers.remove(id);
+            }
             MetadataRecord::CreateTopic {
                 name,
                 id,

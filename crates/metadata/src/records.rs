@@ -25,6 +25,10 @@ pub enum MetadataRecord {
     ControlledShutdown {
         id: BrokerId,
     },
+    /// The broker's registration is forgotten (UnregisterBroker); records version 3.
+    UnregisterBroker {
+        id: BrokerId,
+    },
     CreateTopic {
         name: String,
         id: Uuid,

@@ -55,6 +55,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::UpdateFeatures, 0, 2),
+    api(ApiKey::UnregisterBroker, 0, 0),
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
     // v5's is_cordoned: Strand has no cordoned directories.

@@ -19,7 +19,7 @@ Sections (--only takes a comma list of these):
   topic_validation   topic_config_validation.json  CreateTopics(validate_only) / IncrementalAlterConfigs errors
   broker_configs     broker_configs.json        DescribeConfigs BROKER "<id>" and "", IncrementalAlterConfigs tries
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
-  admin_apis         describe_log_dirs.json, alter_replica_log_dirs.json,
+  admin_apis         describe_log_dirs.json, alter_replica_log_dirs.json, unregister_broker.json,
                      describe_topic_partitions.json, describe_quorum.json,
                      elect_leaders.json, list_partition_reassignments.json,
                      alter_partition_reassignments.json, update_features.json,
@@ -1234,6 +1234,17 @@ def collect_alter_replica_log_dirs(c):
     return {'cases': run_cases(c, cases)}
 
 
+def collect_unregister_broker(c):
+    """unregister_broker.json: ids never registered. (Unregistering the node itself answers
+    NONE with an empty message, but takes it out of Metadata until its next heartbeat,
+    which would upset the sections after this one.)"""
+    cases = [
+        ('never_registered', 'UnregisterBroker', 0, {'broker_id': 99}),
+        ('negative_id', 'UnregisterBroker', 0, {'broker_id': -1}),
+    ]
+    return {'cases': run_cases(c, cases)}
+
+
 def collect_describe_topic_partitions(c):
     """describe_topic_partitions.json."""
     dtp = 75
@@ -1492,6 +1503,7 @@ def collect_kafka44_versions(c):
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
     ('alter_replica_log_dirs', lambda c, schemas, controller: collect_alter_replica_log_dirs(c)),
+    ('unregister_broker', lambda c, schemas, controller: collect_unregister_broker(c)),
     ('describe_topic_partitions', lambda c, schemas, controller: collect_describe_topic_partitions(c)),
     ('describe_quorum', collect_describe_quorum),
     ('elect_leaders', lambda c, schemas, controller: collect_elect_leaders(c)),

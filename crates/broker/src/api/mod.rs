@@ -43,6 +43,7 @@ pub mod produce;
 pub mod sync_group;
 pub mod topic_ids;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod update_features;
 pub mod write_txn_markers;
 

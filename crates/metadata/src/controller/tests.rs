@@ -1088,3 +1088,44 @@ fn feature_levels_set_by_the_controller_reach_the_image_with_a_new_epoch() {
     let decoded: MetadataImage = serde_json::from_str(&encoded).unwrap();
     assert_eq!(decoded.features, image.features);
 }
+
+#[test]
+fn an_unregistered_broker_leads_nothing_and_is_forgotten_as_on_kafka() {
+    let mut image = cluster(&[1, 2, 3]);
+    assert!(create(&mut image, new_topic("orders", 3, 3)).is_ok());
+    let unregister = |image: &mut MetadataImage, id| match apply(
+        image,
+        &ControllerCommand::UnregisterBroker { id },
+    )
+    .0
+    {
+        ControllerReply::Results(mut results) => results.remove(0),
+        other => panic!("{other:?}"),
+    };
+    let missing = unregister(&mut image, 9);
+    assert_eq!(missing.code, error_code::BROKER_ID_NOT_REGISTERED);
+    assert_eq!(
+        missing.message.as_deref(),
+        Some("Broker ID 9 is not currently registered")
+    );
+
+    assert!(unregister(&mut image, 1).is_ok());
+    assert!(!image.brokers.contains_key(&1));
+    for state in &image.topic("orders").unwrap().partitions {
+        assert_ne!(state.leader, 1, "{state:?}");
+        assert!(!state.isr.contains(&1), "{state:?}");
+        assert!(
+            state.replicas.contains(&1),
+            "still a replica: reassign to move it"
+        );
+    }
+    // New topics are placed on the registered brokers only.
+    assert!(create(&mut image, new_topic("later", 4, 2)).is_ok());
+    for state in &image.topic("later").unwrap().partitions {
+        assert!(!state.replicas.contains(&1), "{state:?}");
+    }
+    assert_eq!(
+        unregister(&mut image, 1).code,
+        error_code::BROKER_ID_NOT_REGISTERED
+    );
+}

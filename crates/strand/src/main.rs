@@ -53,7 +53,8 @@ struct ServeArgs {
     /// Command-line options override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Directory for logs and metadata (log.dirs) [default: ./strand-data].
+    /// Directory for logs and metadata: the first of log.dirs (list more in --config)
+    /// [default: ./strand-data].
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Address to listen on (listeners) [default: 127.0.0.1:9092].

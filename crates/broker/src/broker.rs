@@ -66,6 +66,8 @@ pub struct Broker {
     /// Makes new partitions' directories after their creation has been answered.
     log_dirs: LogDirCreator,
     log_mover: crate::log_mover::LogMover,
+    /// The log directories and their health, as opened (they never change after).
+    log_dir_states: Vec<strand_log::log_manager::LogDirState>,
     /// Dynamic broker configs (kafka-configs --entity-type brokers) and the replication
     /// throttles they set.
     pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
@@ -154,6 +156,7 @@ impl Broker {
             }
         }
         let (advertised_host, advertised_port) = config.advertised().map_err(anyhow::Error::msg)?;
+        let log_dir_states = logs.dirs();
         let topics = Arc::new(Mutex::new(topics));
         let group_settings = strand_coordinator::group::shard::GroupSettings {
             classic: crate::group::classic::GroupLimits {
@@ -201,6 +204,7 @@ impl Broker {
             cluster: std::sync::OnceLock::new(),
             log_dirs,
             log_mover: crate::log_mover::LogMover::start()?,
+            log_dir_states,
         });
         broker.log_dirs.create_later(recreated);
         // A single node's stored features; a cluster member follows its image's later.
@@ -279,15 +283,29 @@ impl Broker {
         tp: &TopicPartition,
         dir: &Path,
     ) -> Result<(), strand_log::log_manager::MoveRefused> {
-        let job = self
-            .logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .begin_move(tp, dir)?;
-        if let Some(job) = job {
-            self.log_mover.submit(job, Arc::downgrade(self));
+        let queued = self.logs().begin_move(tp, dir)?;
+        if queued {
+            self.log_mover.wake(Arc::downgrade(self));
         }
         Ok(())
+    }
+
+    /// Remembers the log directory for a partition of a known topic not hosted here yet.
+    pub fn prefer_log_dir(
+        &self,
+        tp: &TopicPartition,
+        dir: &Path,
+    ) -> Result<(), strand_log::log_manager::MoveRefused> {
+        self.logs().prefer_dir(tp, dir)
+    }
+
+    /// The next queued move between log directories (the mover thread).
+    pub fn next_log_move(&self) -> Option<strand_log::log_manager::MoveJob> {
+        self.logs().next_move()
+    }
+
+    fn logs(&self) -> std::sync::MutexGuard<'_, LogManager> {
+        self.logs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records how a move ended (the mover thread).
@@ -296,10 +314,7 @@ impl Broker {
         job: &strand_log::log_manager::MoveJob,
         outcome: &strand_log::LogResult<strand_log::log_move::MoveOutcome>,
     ) {
-        self.logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .finish_move(job, outcome);
+        self.logs().finish_move(job, outcome);
     }
 
     /// The moves between log directories under way: (partition, destination, progress).
@@ -310,12 +325,20 @@ impl Broker {
         std::path::PathBuf,
         strand_log::log_move::MoveProgress,
     )> {
-        self.logs.lock().unwrap_or_else(|p| p.into_inner()).moves()
+        self.logs().moves()
     }
 
     /// Every log directory (log.dirs) with its health.
-    pub fn log_dir_states(&self) -> Vec<strand_log::log_manager::LogDirState> {
-        self.logs.lock().unwrap_or_else(|p| p.into_inner()).dirs()
+    pub fn log_dir_states(&self) -> &[strand_log::log_manager::LogDirState] {
+        &self.log_dir_states
+    }
+
+    /// Whether a log directory is offline (read without any lock: the Metadata path
+    /// asks it for every topic).
+    pub fn any_log_dir_offline(&self) -> bool {
+        self.log_dir_states
+            .iter()
+            .any(|dir| dir.failure().is_some())
     }
 
     pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
@@ -730,7 +753,7 @@ impl Broker {
     fn open_partitions(&self, topic: &TopicInfo, from: i32) -> anyhow::Result<()> {
         let log_config: Arc<LogConfig> =
             Arc::new(log_config_for(&self.topic_defaults(), &topic.configs));
-        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut logs = self.logs();
         let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
         let mut created = Vec::new();
         for index in from..topic.partitions {
@@ -886,7 +909,7 @@ impl Broker {
                 message: None,
             });
         };
-        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut logs = self.logs();
         let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
         for index in 0..topic.partitions {
             let tp = TopicPartition::new(topic.name.clone(), index);
@@ -928,10 +951,7 @@ impl Broker {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        self.logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .apply_retention(now);
+        self.logs().apply_retention(now);
     }
 
     /// One compaction pass over the compacted topics. The log manager is locked only to
@@ -954,20 +974,13 @@ impl Broker {
 
     /// Flushes and closes every log and writes the clean-shutdown marker.
     pub fn shutdown(&self) -> anyhow::Result<()> {
-        self.logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .shutdown()?;
+        self.logs().shutdown()?;
         Ok(())
     }
 
     /// The shared open-file cache (for diagnostics).
     pub fn file_cache(&self) -> Arc<FileCache> {
-        self.logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .file_cache()
-            .clone()
+        self.logs().file_cache().clone()
     }
 }
 
@@ -1017,7 +1030,7 @@ fn collision_key(name: &str) -> String {
 /// whose file cannot be read or written goes offline.
 fn claim_log_dirs(logs: &LogManager, cluster_id: &str, node_id: i32) -> anyhow::Result<()> {
     for dir in logs.dirs().into_iter().skip(1) {
-        if dir.failure.is_some() {
+        if dir.failure().is_some() {
             continue;
         }
         let path = dir.path.join(META_PROPERTIES_FILE);

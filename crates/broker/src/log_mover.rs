@@ -3,14 +3,14 @@
 //! directory by default. The request is answered at once; clients follow the move with
 //! DescribeLogDirs (the future replica, then the replica in its new directory).
 //!
-//! The queue holds at most one move per hosted partition (the log manager refuses a
-//! second move of a partition to where it is already going), so it is bounded by the
-//! partitions. A queued move holds the broker weakly: dropping the broker ends the thread.
+//! The moves wait in the log manager's queue (one per partition at most: a cancelled move
+//! leaves it), not here: this thread is only woken, through a channel of one slot, and
+//! then takes moves until none is left. A wake-up holds the broker weakly, so dropping
+//! the broker ends the thread.
 
 use std::sync::mpsc;
 use std::sync::{Mutex, Weak};
 
-use strand_log::log_manager::MoveJob;
 use strand_log::log_move::MoveOutcome;
 
 use crate::broker::Broker;
@@ -19,70 +19,58 @@ use crate::broker::Broker;
 /// (Kafka's default, Long.MAX_VALUE, is no limit).
 pub const MOVE_RATE_CONFIG: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
-struct MoveTask {
-    job: MoveJob,
-    broker: Weak<Broker>,
-}
-
 #[derive(Debug)]
 pub struct LogMover {
-    sender: Mutex<mpsc::Sender<MoveTask>>,
-}
-
-impl std::fmt::Debug for MoveTask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MoveTask").field("job", &self.job).finish()
-    }
+    wake: Mutex<mpsc::SyncSender<Weak<Broker>>>,
 }
 
 impl LogMover {
     pub fn start() -> std::io::Result<LogMover> {
-        let (sender, queue) = mpsc::channel::<MoveTask>();
+        let (wake, woken) = mpsc::sync_channel::<Weak<Broker>>(1);
         std::thread::Builder::new()
             .name("strand-log-mover".into())
             .spawn(move || {
-                for task in queue {
-                    run(task);
+                for broker in woken {
+                    if let Some(broker) = broker.upgrade() {
+                        run_queued(&broker);
+                    }
                 }
             })?;
         Ok(LogMover {
-            sender: Mutex::new(sender),
+            wake: Mutex::new(wake),
         })
     }
 
-    pub fn submit(&self, job: MoveJob, broker: Weak<Broker>) {
-        let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(mpsc::SendError(task)) = sender.send(MoveTask { job, broker }) {
-            if let Some(broker) = task.broker.upgrade() {
-                broker.finish_log_move(&task.job, &Ok(MoveOutcome::Cancelled));
-            }
-        }
+    /// Makes the thread take the queued moves. A wake-up already pending covers this one
+    /// (the thread drains the queue after taking it).
+    pub fn wake(&self, broker: Weak<Broker>) {
+        let wake = self.wake.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = wake.try_send(broker);
     }
 }
 
-fn run(task: MoveTask) {
-    let Some(broker) = task.broker.upgrade() else {
-        return;
-    };
-    let rate = broker
-        .dynamic
-        .get(MOVE_RATE_CONFIG)
-        .and_then(|value| value.trim().parse::<i64>().ok())
-        .filter(|rate| *rate > 0 && *rate < i64::MAX)
-        .map(|rate| rate as u64);
-    let log_move = &task.job.log_move;
-    tracing::info!(partition = %log_move.tp, to = %log_move.destination.display(), ?rate, "moving a log to another log directory");
-    let outcome = task.job.run(rate);
-    match &outcome {
-        Ok(MoveOutcome::Moved) => {
-            tracing::info!(partition = %log_move.tp, to = %log_move.destination.display(), "log moved")
+fn run_queued(broker: &Broker) {
+    while let Some(job) = broker.next_log_move() {
+        let rate = broker
+            .dynamic
+            .get(MOVE_RATE_CONFIG)
+            .and_then(|value| value.trim().parse::<i64>().ok())
+            .filter(|rate| *rate > 0 && *rate < i64::MAX)
+            .map(|rate| rate as u64);
+        let log_move = &job.log_move;
+        tracing::info!(partition = %log_move.tp, to = %log_move.destination.display(), ?rate, "moving a log to another log directory");
+        let outcome = job.run(rate);
+        match &outcome {
+            Ok(MoveOutcome::Moved) => {
+                tracing::info!(partition = %log_move.tp, to = %log_move.destination.display(), "log moved")
+            }
+            Ok(MoveOutcome::Cancelled) => {
+                tracing::info!(partition = %log_move.tp, "log move cancelled")
+            }
+            Err(error) => {
+                tracing::error!(partition = %log_move.tp, to = %log_move.destination.display(), %error, "log move failed; the log stays where it was")
+            }
         }
-        Ok(MoveOutcome::Cancelled) => {
-            tracing::info!(partition = %log_move.tp, "log move cancelled")
-        }
-        Err(error) => {
-            tracing::error!(partition = %log_move.tp, to = %log_move.destination.display(), %error, "log move failed; the log stays where it was")
-        }
+        broker.finish_log_move(&job, &outcome);
     }
-    broker.finish_log_move(&task.job, &outcome);
 }

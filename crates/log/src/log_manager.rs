@@ -16,7 +16,7 @@
 //! Thread-safety: the map of logs is behind `&mut self` for creation and deletion; each log
 //! is an `Arc<Mutex<Log>>` the broker locks per operation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -113,12 +113,19 @@ struct LogDir {
     _lock_file: Option<File>,
 }
 
-/// What a caller sees of a log directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a caller sees of a log directory: its path and its health, which the caller may
+/// keep and read without the manager's lock (a directory's health only ever worsens).
+#[derive(Debug, Clone)]
 pub struct LogDirState {
     pub path: PathBuf,
+    pub health: Arc<DirHealth>,
+}
+
+impl LogDirState {
     /// Why the directory is offline, if it is.
-    pub failure: Option<String>,
+    pub fn failure(&self) -> Option<&str> {
+        self.health.failure()
+    }
 }
 
 #[derive(Debug)]
@@ -161,8 +168,10 @@ pub struct LogManager {
     options: LogManagerOptions,
     cache: Arc<FileCache>,
     logs: HashMap<TopicPartition, HostedLog>,
-    /// Moves between directories under way.
+    /// Moves between directories under way (queued or running).
     moves: HashMap<TopicPartition, Arc<LogMove>>,
+    /// The queued ones, in order: one per partition at most.
+    pending: VecDeque<MoveJob>,
     /// Where partitions not here yet go when created (AlterReplicaLogDirs before them).
     preferred: HashMap<TopicPartition, usize>,
     previous_shutdown_clean: bool,
@@ -190,6 +199,7 @@ impl LogManager {
             cache,
             logs: HashMap::new(),
             moves: HashMap::new(),
+            pending: VecDeque::new(),
             preferred: HashMap::new(),
             previous_shutdown_clean: true,
         };
@@ -351,18 +361,13 @@ impl LogManager {
             .map_or(Path::new("(being opened)"), |dir| &dir.path)
     }
 
-    /// The first log directory (where the broker keeps its metadata).
-    pub fn data_dir(&self) -> &Path {
-        &self.dirs[0].path
-    }
-
     /// Every log directory, in the order given, with its health.
     pub fn dirs(&self) -> Vec<LogDirState> {
         self.dirs
             .iter()
             .map(|dir| LogDirState {
                 path: dir.path.clone(),
-                failure: dir.health.failure().map(str::to_string),
+                health: dir.health.clone(),
             })
             .collect()
     }
@@ -384,11 +389,6 @@ impl LogManager {
             }
             None => false,
         }
-    }
-
-    /// Whether no log directory is online (Kafka then stops the broker).
-    pub fn all_dirs_offline(&self) -> bool {
-        self.dirs.iter().all(|dir| !dir.health.is_online())
     }
 
     pub fn previous_shutdown_clean(&self) -> bool {
@@ -473,47 +473,81 @@ impl LogManager {
     }
 
     /// Starts moving `tp`'s log to the log directory `destination` (AlterReplicaLogDirs):
-    /// None if it is there already (a move elsewhere under way is cancelled, as Kafka
-    /// does) or on its way there; else the job to run. A partition not here yet is
-    /// remembered, to be created in the destination.
+    /// true if a move was queued ([`LogManager::next_move`] hands it out); false if the log
+    /// is there already (a move elsewhere under way is cancelled, as Kafka does) or on its
+    /// way there.
     pub fn begin_move(
         &mut self,
         tp: &TopicPartition,
         destination: &Path,
-    ) -> Result<Option<MoveJob>, MoveRefused> {
-        let index = self
-            .dirs
-            .iter()
-            .position(|dir| dir.path == destination || same_dir(&dir.path, destination))
-            .ok_or(MoveRefused::UnknownDir)?;
+    ) -> Result<bool, MoveRefused> {
+        let index = self.dir_index(destination)?;
         let dir = &self.dirs[index];
-        if !dir.health.is_online() {
-            return Err(MoveRefused::Offline);
-        }
-        let Some(hosted) = self.logs.get(tp) else {
-            self.preferred.insert(tp.clone(), index);
-            return Err(MoveRefused::NotHosted);
-        };
+        let hosted = self.logs.get(tp).ok_or(MoveRefused::NotHosted)?;
         if lock(&hosted.log).is_offline() {
             return Err(MoveRefused::Offline);
         }
         if let Some(running) = self.moves.get(tp) {
             if running.destination == dir.path {
-                return Ok(None);
+                return Ok(false);
             }
-            running.cancel();
-            self.moves.remove(tp);
+            self.cancel_move(tp);
         }
+        let hosted = &self.logs[tp];
+        let dir = &self.dirs[index];
         if hosted.dir == index {
-            return Ok(None);
+            return Ok(false);
         }
         let log_move = LogMove::new(tp.clone(), dir.path.clone());
         self.moves.insert(tp.clone(), log_move.clone());
-        Ok(Some(MoveJob {
+        self.pending.push_back(MoveJob {
             log_move,
             log: hosted.log.clone(),
             health: dir.health.clone(),
-        }))
+        });
+        Ok(true)
+    }
+
+    /// The next queued move, for the thread that runs them. At most one per partition is
+    /// queued: a cancelled move leaves the queue with its cancel.
+    pub fn next_move(&mut self) -> Option<MoveJob> {
+        self.pending.pop_front()
+    }
+
+    /// Remembers `destination` for `tp`, not here yet: created here later, it goes there
+    /// (AlterReplicaLogDirs before the replica exists). The caller remembers only
+    /// partitions of known topics, so this stays bounded by the cluster's partitions.
+    pub fn prefer_dir(
+        &mut self,
+        tp: &TopicPartition,
+        destination: &Path,
+    ) -> Result<(), MoveRefused> {
+        let index = self.dir_index(destination)?;
+        self.preferred.insert(tp.clone(), index);
+        Ok(())
+    }
+
+    /// The online log directory `path` names (as configured, or the same directory).
+    fn dir_index(&self, path: &Path) -> Result<usize, MoveRefused> {
+        let index = self
+            .dirs
+            .iter()
+            .position(|dir| dir.path == path || same_dir(&dir.path, path))
+            .ok_or(MoveRefused::UnknownDir)?;
+        if self.dirs[index].health.is_online() {
+            Ok(index)
+        } else {
+            Err(MoveRefused::Offline)
+        }
+    }
+
+    /// Stops `tp`'s move, queued or running.
+    fn cancel_move(&mut self, tp: &TopicPartition) {
+        if let Some(running) = self.moves.remove(tp) {
+            running.cancel();
+            self.pending
+                .retain(|job| !Arc::ptr_eq(&job.log_move, &running));
+        }
     }
 
     /// Records how a move's job ended: a moved log now counts in its new directory.
@@ -563,9 +597,7 @@ impl LogManager {
     /// (the next start finds them belonging to no topic).
     pub fn delete(&mut self, tp: &TopicPartition) -> LogResult<bool> {
         self.preferred.remove(tp);
-        if let Some(running) = self.moves.remove(tp) {
-            running.cancel();
-        }
+        self.cancel_move(tp);
         let Some(hosted) = self.logs.remove(tp) else {
             return Ok(false);
         };
@@ -688,6 +720,7 @@ impl LogManager {
         for running in self.moves.values() {
             running.cancel();
         }
+        // Shutdown takes `&self`: the queued jobs stay, cancelled, and do nothing if run.
         for hosted in self.online_logs() {
             lock(&hosted.log).close()?;
         }

@@ -117,6 +117,9 @@ impl LogMove {
         health: Arc<DirHealth>,
         bytes_per_second: Option<u64>,
     ) -> LogResult<MoveOutcome> {
+        if self.is_cancelled() {
+            return Ok(MoveOutcome::Cancelled);
+        }
         // No '.' or '-' in the tag: the partition is what precedes its '.'.
         let tag = format!("{}x{}", std::process::id(), unique_tag());
         let future = self

@@ -119,8 +119,8 @@ fn an_offline_directory_refuses_writes_while_the_others_serve() {
 
     assert!(manager.fail_dir(&dirs[1], "the disk is gone"));
     let states = manager.dirs();
-    assert_eq!(states[0].failure, None);
-    assert_eq!(states[1].failure.as_deref(), Some("the disk is gone"));
+    assert_eq!(states[0].failure(), None);
+    assert_eq!(states[1].failure(), Some("the disk is gone"));
     let error = append(&manager, &in_b, 1).unwrap_err();
     assert!(matches!(error, LogError::Offline(_)), "{error:?}");
     {
@@ -150,7 +150,7 @@ fn an_offline_directory_refuses_writes_while_the_others_serve() {
 
     let (manager, _) = LogManager::open(&dirs, options()).unwrap();
     assert!(!manager.previous_shutdown_clean());
-    assert!(manager.dirs().iter().all(|dir| dir.failure.is_none()));
+    assert!(manager.dirs().iter().all(|dir| dir.failure().is_none()));
     append(&manager, &in_b, 2).unwrap();
     let log = manager.get(&in_b).unwrap();
     assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 4);
@@ -164,9 +164,9 @@ fn a_directory_that_cannot_be_opened_starts_offline_unless_it_is_the_first() {
     std::fs::write(&broken, b"a file where a directory should be").unwrap();
     let (mut manager, _) = LogManager::open(&[&good, &broken], options()).unwrap();
     let states = manager.dirs();
-    assert_eq!(states[0].failure, None);
-    assert!(states[1].failure.is_some(), "{states:?}");
-    assert!(!manager.all_dirs_offline());
+    assert_eq!(states[0].failure(), None);
+    assert!(states[1].failure().is_some(), "{states:?}");
+    assert!(manager.dirs().iter().any(|dir| dir.failure().is_none()));
     let tp = TopicPartition::new("t", 0);
     manager.get_or_create(&tp, None).unwrap();
     assert_eq!(manager.dir_of(&tp), Some(good.as_path()));
@@ -192,22 +192,35 @@ fn a_log_moves_to_another_directory_while_it_is_written() {
     assert!(segments_before > 2, "{segments_before}");
     log.lock().unwrap().set_high_watermark(400);
 
-    let job = manager.begin_move(&tp, &dirs[1]).unwrap().expect("a move");
+    assert!(
+        manager.begin_move(&tp, &dirs[1]).unwrap(),
+        "a move is queued"
+    );
+    let job = manager.next_move().expect("the queued move");
+    assert!(manager.next_move().is_none());
     assert_eq!(manager.moves().len(), 1);
-    // Appends go on while the bulk is copied; the swap takes the lock.
-    let writer = {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for n in 200..400 {
-                log.lock()
-                    .unwrap()
-                    .append_as_leader(&mut batch(2, 40, n), 0)
-                    .unwrap();
-            }
-        })
-    };
-    let outcome = job.run(None);
-    writer.join().unwrap();
+    // Appends go on while the bulk is copied (throttled to take about a second, so they
+    // land between the first copy and the swap, which must bring them along).
+    let size = log.lock().unwrap().size_bytes().max(1);
+    let mover = std::thread::spawn(move || {
+        let outcome = job.run(Some(size));
+        (job, outcome)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while manager.moves()[0].2.bytes == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    for n in 200..400 {
+        log.lock()
+            .unwrap()
+            .append_as_leader(&mut batch(2, 40, n), 0)
+            .unwrap();
+    }
+    let (job, outcome) = mover.join().unwrap();
     manager.finish_move(&job, &outcome);
     assert_eq!(outcome.unwrap(), MoveOutcome::Moved);
     assert!(manager.moves().is_empty());
@@ -252,24 +265,28 @@ fn moves_are_refused_cancelled_or_remembered_as_kafka_does() {
         manager.begin_move(&tp, &elsewhere).unwrap_err(),
         MoveRefused::UnknownDir
     );
-    assert!(
-        manager.begin_move(&tp, &dirs[0]).unwrap().is_none(),
-        "already there"
-    );
+    assert!(!manager.begin_move(&tp, &dirs[0]).unwrap(), "already there");
 
     // A move back to where the log is cancels the one under way.
-    let job = manager.begin_move(&tp, &dirs[1]).unwrap().unwrap();
-    assert!(
-        manager.begin_move(&tp, &dirs[1]).unwrap().is_none(),
-        "on its way"
-    );
-    assert!(manager.begin_move(&tp, &dirs[0]).unwrap().is_none());
+    assert!(manager.begin_move(&tp, &dirs[1]).unwrap());
+    let job = manager.next_move().unwrap();
+    assert!(!manager.begin_move(&tp, &dirs[1]).unwrap(), "on its way");
+    assert!(!manager.begin_move(&tp, &dirs[0]).unwrap());
     let outcome = job.run(None);
     manager.finish_move(&job, &outcome);
     assert_eq!(outcome.unwrap(), MoveOutcome::Cancelled);
     assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
     assert_eq!(partition_dirs(&dirs[1]), 0, "no copy left behind");
     append(&manager, &tp, 1).unwrap();
+    // A move cancelled before it ran leaves the queue: asked back and forth, at most one.
+    for _ in 0..100 {
+        manager.begin_move(&tp, &dirs[1]).unwrap();
+        manager.begin_move(&tp, &dirs[0]).unwrap();
+    }
+    assert!(
+        manager.next_move().is_none(),
+        "cancelled moves leave the queue"
+    );
 
     // A partition not here yet is created in the directory asked for.
     let later = TopicPartition::new("t", 1);
@@ -277,6 +294,7 @@ fn moves_are_refused_cancelled_or_remembered_as_kafka_does() {
         manager.begin_move(&later, &dirs[0]).unwrap_err(),
         MoveRefused::NotHosted
     );
+    manager.prefer_dir(&later, &dirs[0]).unwrap();
     manager.get_or_create(&later, None).unwrap();
     assert_eq!(manager.dir_of(&later), Some(dirs[0].as_path()));
 

@@ -85,6 +85,10 @@ fn alter_one(broker: &Arc<Broker>, tp: &TopicPartition, path: &str) -> i16 {
                 .topic(&tp.topic)
                 .is_some_and(|topic| (0..topic.partitions).contains(&tp.partition));
             if known {
+                // Remembered: created here later, the replica goes to that directory.
+                if broker.prefer_log_dir(tp, Path::new(path)).is_err() {
+                    return error_code::KAFKA_STORAGE_ERROR;
+                }
                 error_code::REPLICA_NOT_AVAILABLE
             } else {
                 error_code::UNKNOWN_TOPIC_OR_PARTITION

@@ -15,6 +15,8 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 
 use super::{str_bytes, topic_name};
+use strand_log::TopicPartition;
+
 use crate::broker::Broker;
 use crate::error_code;
 use crate::router::{decode, respond, Outcome};
@@ -38,7 +40,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             })
             .collect()
     });
-    let asked = |tp: &strand_log::TopicPartition| {
+    let asked = |tp: &TopicPartition| {
         wanted.as_ref().is_none_or(|wanted| {
             wanted
                 .get(tp.topic.as_str())
@@ -60,18 +62,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 .unwrap_or_default();
             (dir, log.size_bytes())
         };
-        by_dir
-            .entry(dir)
-            .or_default()
-            .entry(tp.topic.to_string())
-            .or_default()
-            .push(
-                DescribeLogDirsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_partition_size(size as i64)
-                    .with_offset_lag(0)
-                    .with_is_future_key(false),
-            );
+        list_in(&mut by_dir, dir, tp, size as i64, 0, false);
     }
     // A log on its way to another directory shows there as a future replica, lagging by
     // the offsets not copied yet.
@@ -80,29 +71,26 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             continue;
         };
         let end = partition.log().log_end_offset();
-        by_dir
-            .entry(destination)
-            .or_default()
-            .entry(tp.topic.to_string())
-            .or_default()
-            .push(
-                DescribeLogDirsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_partition_size(progress.bytes as i64)
-                    .with_offset_lag((end - progress.end_offset).max(0))
-                    .with_is_future_key(true),
-            );
+        let lag = (end - progress.end_offset).max(0);
+        list_in(
+            &mut by_dir,
+            destination,
+            &tp,
+            progress.bytes as i64,
+            lag,
+            true,
+        );
     }
     let results = broker
         .log_dir_states()
-        .into_iter()
+        .iter()
         .map(|dir| {
             let shown = std::fs::canonicalize(&dir.path).unwrap_or_else(|_| dir.path.clone());
             let result = DescribeLogDirsResult::default()
                 .with_log_dir(str_bytes(shown.display().to_string()))
                 .with_total_bytes(-1)
                 .with_usable_bytes(-1);
-            if dir.failure.is_some() {
+            if dir.failure().is_some() {
                 return result.with_error_code(error_code::KAFKA_STORAGE_ERROR);
             }
             let (total_bytes, usable_bytes) = space(&dir.path);
@@ -130,6 +118,29 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
             .with_error_code(error_code::NONE)
             .with_results(results),
     )
+}
+
+/// Lists a replica (the current one, or a future one being moved there) under `dir`.
+fn list_in(
+    by_dir: &mut HashMap<PathBuf, DirPartitions>,
+    dir: PathBuf,
+    tp: &TopicPartition,
+    size: i64,
+    offset_lag: i64,
+    is_future: bool,
+) {
+    by_dir
+        .entry(dir)
+        .or_default()
+        .entry(tp.topic.to_string())
+        .or_default()
+        .push(
+            DescribeLogDirsPartition::default()
+                .with_partition_index(tp.partition)
+                .with_partition_size(size)
+                .with_offset_lag(offset_lag)
+                .with_is_future_key(is_future),
+        );
 }
 
 /// (total, usable) bytes of the file system holding `dir` (-1 when unknown).

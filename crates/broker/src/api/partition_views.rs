@@ -32,9 +32,10 @@ pub(crate) fn partition_views(
             let Some(image) = &image else {
                 // A log in an offline directory is an offline replica; it still leads,
                 // serving reads (docs/ARCHITECTURE.md, storage failures).
-                let tp = strand_log::TopicPartition::new(topic.name.clone(), index);
                 let offline = broker
-                    .partition(&tp)
+                    .any_log_dir_offline()
+                    .then(|| strand_log::TopicPartition::new(topic.name.clone(), index))
+                    .and_then(|tp| broker.partition(&tp))
                     .filter(|partition| partition.log().is_offline())
                     .map(|_| vec![node])
                     .unwrap_or_default();

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::config::{BrokerConfig, FlushMode};
+use crate::config::{BrokerConfig, ExtraListener, FlushMode};
 use crate::topic_config::ConfigType;
 
 /// The properties of a server.properties file, by name.
@@ -183,24 +183,31 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         toml_key: "listen",
         config_type: ConfigType::List,
         set: set_listeners,
-        get: |c| Some(format!("PLAINTEXT://{}", c.listen)),
+        get: |c| {
+            let listeners = c.listeners().ok()?;
+            Some(
+                listeners
+                    .iter()
+                    .map(|l| format!("{}://{}", l.name, l.listen))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        },
     },
     BrokerConfigDef {
         name: "advertised.listeners",
         toml_key: "advertise",
         config_type: ConfigType::List,
-        set: |c, v, props| {
-            let plaintext = listeners(v)?
-                .into_iter()
-                .find(|(name, _)| protocol_of(name, props) == "PLAINTEXT");
-            if let Some((_, address)) = plaintext {
-                c.advertise = Some(address);
-            }
-            Ok(())
-        },
+        set: set_advertised_listeners,
         get: |c| {
-            let (host, port) = c.advertised().ok()?;
-            Some(format!("PLAINTEXT://{host}:{port}"))
+            let listeners = c.listeners().ok()?;
+            Some(
+                listeners
+                    .iter()
+                    .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
         },
     },
     BrokerConfigDef {
@@ -435,7 +442,22 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
 const READ_WITH_LISTENERS: &[&str] = &[
     "controller.listener.names",
     "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
 ];
+
+/// Security settings, kept by their Kafka names and read per listener (TLS stores, SASL
+/// mechanisms and their JAAS entries, re-authentication).
+fn is_security_setting(name: &str) -> bool {
+    ["ssl.", "sasl.", "listener.name."]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        || [
+            "connections.max.reauth.ms",
+            "connection.failed.authentication.delay.ms",
+        ]
+        .contains(&name)
+}
 
 /// The definition of a Kafka broker config Strand implements.
 pub fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
@@ -443,7 +465,7 @@ pub fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
 }
 
 /// `NAME://HOST:PORT,...` as (listener name, host:port) pairs.
-fn listeners(value: &str) -> Result<Vec<(String, String)>, String> {
+fn endpoints(value: &str) -> Result<Vec<(String, String)>, String> {
     value
         .split(',')
         .map(str::trim)
@@ -455,20 +477,6 @@ fn listeners(value: &str) -> Result<Vec<(String, String)>, String> {
                 .ok_or_else(|| format!("Unable to parse {entry} to a broker endpoint"))
         })
         .collect()
-}
-
-/// The security protocol of a listener name: listener.security.protocol.map, else the
-/// name itself (PLAINTEXT://, SSL://, ...), as Kafka reads it.
-fn protocol_of(name: &str, props: &Properties) -> String {
-    props
-        .get("listener.security.protocol.map")
-        .and_then(|map| {
-            map.split(',').find_map(|pair| {
-                let (listener, protocol) = pair.split_once(':')?;
-                (listener.trim() == name).then(|| protocol.trim().to_string())
-            })
-        })
-        .unwrap_or_else(|| name.to_string())
 }
 
 /// An empty host is every interface, as in Kafka.
@@ -484,26 +492,69 @@ fn socket_address(address: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve the listener address {address}"))
 }
 
-/// `listeners`: the PLAINTEXT listener is where clients connect; the controller
-/// listener (controller.listener.names) is this node's quorum address. Other protocols
-/// wait for the security issue (#17).
+/// `listeners`: the controller listener (controller.listener.names) is this node's
+/// quorum address; of the others, the inter-broker one (inter.broker.listener.name, else
+/// the one named as security.inter.broker.protocol, PLAINTEXT by default, else the
+/// first) is `listen` and the rest are extra listeners, each served on its own port
+/// with its own protocol (listener.security.protocol.map).
 fn set_listeners(config: &mut BrokerConfig, value: &str, props: &Properties) -> Result<(), String> {
     let controller_names: Vec<&str> = props
         .get("controller.listener.names")
         .map(|names| names.split(',').map(str::trim).collect())
         .unwrap_or_default();
-    for (name, address) in listeners(value)? {
+    config.listener_security_protocol_map = props.get("listener.security.protocol.map").cloned();
+    let mut listeners: Vec<ExtraListener> = Vec::new();
+    for (name, address) in endpoints(value)? {
         if controller_names.contains(&name.as_str()) {
             config.quorum_listen = Some(socket_address(&address)?);
             continue;
         }
-        let protocol = protocol_of(&name, props);
-        if protocol != "PLAINTEXT" {
+        config.protocol_of(&name)?;
+        if listeners.iter().any(|l| l.name == name) {
             return Err(format!(
-                "listener {name} uses {protocol}, which Strand does not serve yet (PLAINTEXT only)"
+                "Each listener must have a different name, listeners: {value}"
             ));
         }
-        config.listen = socket_address(&address)?;
+        listeners.push(ExtraListener {
+            name,
+            listen: socket_address(&address)?,
+            advertise: None,
+        });
+    }
+    if listeners.is_empty() {
+        return Ok(());
+    }
+    let inter_broker = props
+        .get("inter.broker.listener.name")
+        .or_else(|| props.get("security.inter.broker.protocol"))
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|| "PLAINTEXT".into());
+    let first = listeners
+        .iter()
+        .position(|l| l.name == inter_broker)
+        .unwrap_or(0);
+    let primary = listeners.remove(first);
+    config.listen = primary.listen;
+    config.listener_name = primary.name;
+    config.extra_listeners = listeners;
+    Ok(())
+}
+
+/// `advertised.listeners`: what each listener of `listeners` tells its clients.
+fn set_advertised_listeners(
+    config: &mut BrokerConfig,
+    value: &str,
+    _: &Properties,
+) -> Result<(), String> {
+    for (name, address) in endpoints(value)? {
+        if name == config.listener_name {
+            config.advertise = Some(address);
+        } else if let Some(extra) = config.extra_listeners.iter_mut().find(|l| l.name == name) {
+            extra.advertise = Some(address);
+        } else if config.protocol_of(&name).is_err() {
+            return Err(format!("No security protocol defined for listener {name}"));
+        }
+        // A controller listener advertises nothing to clients.
     }
     Ok(())
 }
@@ -571,10 +622,15 @@ pub fn apply_properties(
             config.explicit.insert(def.name.to_string());
         }
     }
+    for (name, value) in props.iter().filter(|(name, _)| is_security_setting(name)) {
+        config.security.insert(name.clone(), value.clone());
+    }
     Ok(props
         .keys()
         .filter(|name| {
-            broker_config(name).is_none() && !READ_WITH_LISTENERS.contains(&name.as_str())
+            broker_config(name).is_none()
+                && !READ_WITH_LISTENERS.contains(&name.as_str())
+                && !is_security_setting(name)
         })
         .cloned()
         .collect())
@@ -592,6 +648,105 @@ pub fn explicit_from_toml(keys: &BTreeSet<String>) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strand_security::SecurityProtocol;
+
+    #[test]
+    fn several_listeners_each_with_its_protocol_and_advertised_address() {
+        let mut config = BrokerConfig::default();
+        let unknown = apply_properties(
+            &mut config,
+            &props(&[
+                (
+                    "listeners",
+                    "CLIENT://127.0.0.1:19092,INTERNAL://127.0.0.1:19093,SECURE://127.0.0.1:19094,CONTROLLER://127.0.0.1:19095",
+                ),
+                (
+                    "advertised.listeners",
+                    "CLIENT://kafka.example:9092,INTERNAL://10.0.0.1:19093,SECURE://kafka.example:9094",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "CLIENT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT",
+                ),
+                ("controller.listener.names", "CONTROLLER"),
+                ("inter.broker.listener.name", "INTERNAL"),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                (
+                    "listener.name.client.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required;",
+                ),
+                ("ssl.keystore.type", "PEM"),
+            ]),
+        )
+        .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        let listeners = config.listeners().unwrap();
+        let summary: Vec<(&str, SecurityProtocol, String, u16)> = listeners
+            .iter()
+            .map(|l| {
+                (
+                    l.name.as_str(),
+                    l.protocol,
+                    l.advertised_host.clone(),
+                    l.advertised_port,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "INTERNAL",
+                    SecurityProtocol::Plaintext,
+                    "10.0.0.1".into(),
+                    19093
+                ),
+                (
+                    "CLIENT",
+                    SecurityProtocol::SaslPlaintext,
+                    "kafka.example".into(),
+                    9092
+                ),
+                (
+                    "SECURE",
+                    SecurityProtocol::SaslSsl,
+                    "kafka.example".into(),
+                    9094
+                ),
+            ]
+        );
+        assert_eq!(
+            config.quorum_listen,
+            Some("127.0.0.1:19095".parse().unwrap())
+        );
+        assert_eq!(
+            config
+                .security_setting("CLIENT", "plain.sasl.jaas.config")
+                .as_deref(),
+            Some("org.apache.kafka.common.security.plain.PlainLoginModule required;")
+        );
+        assert_eq!(
+            config.security_setting("SECURE", "plain.sasl.jaas.config"),
+            None
+        );
+        assert_eq!(
+            config
+                .security_setting("SECURE", "ssl.keystore.type")
+                .as_deref(),
+            Some("PEM")
+        );
+        let def = broker_config("listeners").unwrap();
+        assert_eq!(
+            def.value(&config).unwrap(),
+            "INTERNAL://127.0.0.1:19093,CLIENT://127.0.0.1:19092,SECURE://127.0.0.1:19094"
+        );
+        let error = apply_properties(
+            &mut BrokerConfig::default(),
+            &props(&[("listeners", "PLAINTEXT://:1,PLAINTEXT://:2")]),
+        )
+        .unwrap_err();
+        assert!(error.contains("different name"), "{error}");
+    }
 
     fn props(pairs: &[(&str, &str)]) -> Properties {
         pairs
@@ -665,8 +820,11 @@ mod tests {
         let error = apply_properties(&mut config, &props(&[("num.partitions", "0")])).unwrap_err();
         assert!(error.ends_with("Value must be at least 1"), "{error}");
         let error =
-            apply_properties(&mut config, &props(&[("listeners", "SSL://:9093")])).unwrap_err();
-        assert!(error.contains("SSL"), "{error}");
+            apply_properties(&mut config, &props(&[("listeners", "SECURE://:9093")])).unwrap_err();
+        assert!(
+            error.contains("No security protocol defined for listener SECURE"),
+            "{error}"
+        );
         let error = apply_properties(&mut config, &props(&[("log.dirs", "/a,/b,/a")])).unwrap_err();
         assert!(error.contains("/a is listed twice"), "{error}");
         apply_properties(&mut config, &props(&[("log.dirs", "/a, /b,/c")])).unwrap();

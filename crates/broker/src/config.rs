@@ -6,6 +6,28 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use strand_protocol::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
+use strand_security::SecurityProtocol;
+
+/// A listener besides the first (`listen`): its name, address and what it advertises.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraListener {
+    pub name: String,
+    pub listen: SocketAddr,
+    /// host:port clients of this listener are told to connect to; defaults to `listen`.
+    #[serde(default)]
+    pub advertise: Option<String>,
+}
+
+/// One listener as the broker serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+}
 
 /// How appended data reaches the disk by default (topics can override with flush.messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -24,6 +46,18 @@ pub struct BrokerConfig {
     pub listen: SocketAddr,
     /// host:port clients are told to connect to; defaults to `listen`.
     pub advertise: Option<String>,
+    /// The name of the `listen` listener (listeners): the inter-broker listener
+    /// (inter.broker.listener.name), PLAINTEXT unless named otherwise.
+    pub listener_name: String,
+    /// The other listeners of `listeners`, each on its own port.
+    pub extra_listeners: Vec<ExtraListener>,
+    /// listener.security.protocol.map, `NAME:PROTOCOL,...` (unset: PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT and SASL_SSL each name their own protocol, as Kafka's default).
+    pub listener_security_protocol_map: Option<String>,
+    /// The security settings by their Kafka names (ssl.*, sasl.*, listener.name.*,
+    /// connections.max.reauth.ms, connection.failed.authentication.delay.ms), read per
+    /// listener by [`BrokerConfig::security_setting`].
+    pub security: std::collections::BTreeMap<String, String>,
     /// The first log directory (log.dirs), which also holds the broker's metadata.
     pub data_dir: PathBuf,
     /// The other log directories of log.dirs: partitions spread over all of them.
@@ -138,6 +172,10 @@ impl Default for BrokerConfig {
             node_id: 1,
             listen: "127.0.0.1:9092".parse().expect("static address"),
             advertise: None,
+            listener_name: "PLAINTEXT".into(),
+            extra_listeners: Vec::new(),
+            listener_security_protocol_map: None,
+            security: Default::default(),
             data_dir: PathBuf::from("strand-data"),
             extra_log_dirs: Vec::new(),
             auto_create_topics: true,
@@ -239,8 +277,22 @@ impl BrokerConfig {
         if self.default_replication_factor < 1 {
             return Err("default_replication_factor must be >= 1".into());
         }
+        let listeners = self.listeners()?;
         if self.controllers.is_some() {
             self.cluster_config()?;
+            // Brokers replicate and register over their first listener in the clear;
+            // authenticated inter-broker traffic and the registration of every
+            // listener's addresses in the metadata log are still to come.
+            if listeners.len() > 1 || listeners[0].protocol != SecurityProtocol::Plaintext {
+                return Err(format!(
+                    "a cluster member serves one PLAINTEXT listener today (listeners: {})",
+                    listeners
+                        .iter()
+                        .map(|l| format!("{}:{}", l.name, l.protocol))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
+            }
         } else if let Some(roles) = &self.process_roles {
             // A single node is broker and controller at once; other roles need a quorum.
             let (broker, controller) = parse_process_roles(roles)?;
@@ -387,20 +439,84 @@ impl BrokerConfig {
 
     /// (host, port) clients are told to use.
     pub fn advertised(&self) -> Result<(String, u16), String> {
-        match &self.advertise {
-            None => Ok((self.listen.ip().to_string(), self.listen.port())),
-            Some(address) => {
-                let (host, port) = address
-                    .rsplit_once(':')
-                    .ok_or_else(|| format!("advertise must be HOST:PORT, got {address:?}"))?;
-                let port = port
-                    .parse()
-                    .map_err(|_| format!("bad port in advertise {address:?}"))?;
-                if host.is_empty() {
-                    return Err(format!("advertise must be HOST:PORT, got {address:?}"));
-                }
-                Ok((host.to_string(), port))
+        advertised_address(self.listen, self.advertise.as_deref())
+    }
+
+    /// The security protocol of a listener name: listener.security.protocol.map, else
+    /// Kafka's default map (each protocol's name stands for itself).
+    pub fn protocol_of(&self, listener: &str) -> Result<SecurityProtocol, String> {
+        let mapped = match &self.listener_security_protocol_map {
+            Some(map) => map
+                .split(',')
+                .filter_map(|pair| pair.split_once(':'))
+                .find(|(name, _)| name.trim() == listener)
+                .map(|(_, protocol)| protocol.trim().to_string()),
+            None => Some(listener.to_string()),
+        };
+        mapped
+            .as_deref()
+            .and_then(SecurityProtocol::parse)
+            .ok_or_else(|| format!("No security protocol defined for listener {listener}"))
+    }
+
+    /// Every listener clients (and brokers) connect to, the inter-broker one first.
+    pub fn listeners(&self) -> Result<Vec<ListenerSpec>, String> {
+        let first = ExtraListener {
+            name: self.listener_name.clone(),
+            listen: self.listen,
+            advertise: self.advertise.clone(),
+        };
+        let mut specs: Vec<ListenerSpec> = Vec::new();
+        for listener in std::iter::once(&first).chain(&self.extra_listeners) {
+            if specs.iter().any(|s| s.name == listener.name) {
+                return Err(format!(
+                    "Each listener must have a different name: {} is given twice",
+                    listener.name
+                ));
             }
+            let (advertised_host, advertised_port) =
+                advertised_address(listener.listen, listener.advertise.as_deref())?;
+            specs.push(ListenerSpec {
+                name: listener.name.clone(),
+                protocol: self.protocol_of(&listener.name)?,
+                listen: listener.listen,
+                advertised_host,
+                advertised_port,
+            });
+        }
+        Ok(specs)
+    }
+
+    /// A security setting for one listener: `listener.name.LISTENER.NAME` (the listener
+    /// in lower case, as Kafka prefixes it) before the plain `NAME`.
+    pub fn security_setting(&self, listener: &str, name: &str) -> Option<String> {
+        let prefixed = format!("listener.name.{}.{name}", listener.to_lowercase());
+        self.security
+            .get(&prefixed)
+            .or_else(|| self.security.get(name))
+            .cloned()
+    }
+}
+
+/// (host, port) a listener on `listen` advertises: `advertise` (HOST:PORT) or its own
+/// address.
+fn advertised_address(
+    listen: SocketAddr,
+    advertise: Option<&str>,
+) -> Result<(String, u16), String> {
+    match advertise {
+        None => Ok((listen.ip().to_string(), listen.port())),
+        Some(address) => {
+            let (host, port) = address
+                .rsplit_once(':')
+                .ok_or_else(|| format!("advertise must be HOST:PORT, got {address:?}"))?;
+            let port = port
+                .parse()
+                .map_err(|_| format!("bad port in advertise {address:?}"))?;
+            if host.is_empty() {
+                return Err(format!("advertise must be HOST:PORT, got {address:?}"));
+            }
+            Ok((host.to_string(), port))
         }
     }
 }

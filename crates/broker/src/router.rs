@@ -14,6 +14,7 @@ use strand_protocol::{
 
 use crate::api;
 use crate::broker::Broker;
+use crate::net::RequestContext;
 
 /// What the connection does after a request.
 pub enum Outcome {
@@ -27,12 +28,14 @@ pub enum Outcome {
     Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>),
     /// Close the connection, logging why.
     Close(String),
+    /// Send this answer, then close the connection (a failed authentication).
+    RespondAndClose(Bytes),
 }
 
 pub async fn route(
     broker: &Arc<Broker>,
     parsed: Result<ParsedRequest, HeaderError>,
-    peer: std::net::SocketAddr,
+    context: &RequestContext,
 ) -> Outcome {
     let request = match parsed {
         Ok(request) => request,
@@ -55,7 +58,7 @@ pub async fn route(
         ApiKey::Produce => api::produce::handle(broker, request).await,
         ApiKey::Fetch => api::fetch::handle(broker, request).await,
         ApiKey::ListOffsets => api::list_offsets::handle(broker, request).await,
-        ApiKey::Metadata => api::metadata::handle(broker, request).await,
+        ApiKey::Metadata => api::metadata::handle(broker, request, context).await,
         ApiKey::CreateTopics => api::create_topics::handle(broker, request).await,
         ApiKey::DeleteTopics => api::delete_topics::handle(broker, request).await,
         ApiKey::CreatePartitions => api::create_partitions::handle(broker, request).await,
@@ -63,8 +66,8 @@ pub async fn route(
         ApiKey::AlterConfigs => api::configs::alter(broker, request).await,
         ApiKey::IncrementalAlterConfigs => api::configs::incremental_alter(broker, request).await,
         ApiKey::InitProducerId => api::init_producer_id::handle(broker, request).await,
-        ApiKey::FindCoordinator => api::find_coordinator::handle(broker, request).await,
-        ApiKey::JoinGroup => api::join_group::handle(broker, request, peer).await,
+        ApiKey::FindCoordinator => api::find_coordinator::handle(broker, request, context).await,
+        ApiKey::JoinGroup => api::join_group::handle(broker, request, context.peer).await,
         ApiKey::SyncGroup => api::sync_group::handle(broker, request).await,
         ApiKey::Heartbeat => api::heartbeat::handle(broker, request).await,
         ApiKey::LeaveGroup => api::leave_group::handle(broker, request).await,
@@ -75,12 +78,12 @@ pub async fn route(
         ApiKey::DeleteGroups => api::delete_groups::handle(broker, request).await,
         ApiKey::OffsetDelete => api::offset_delete::handle(broker, request).await,
         ApiKey::ConsumerGroupHeartbeat => {
-            api::consumer_group_heartbeat::handle(broker, request, peer).await
+            api::consumer_group_heartbeat::handle(broker, request, context.peer).await
         }
         ApiKey::ConsumerGroupDescribe => {
             api::consumer_group_describe::handle(broker, request).await
         }
-        ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request).await,
+        ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request, context).await,
         ApiKey::AddPartitionsToTxn => api::add_partitions_to_txn::handle(broker, request).await,
         ApiKey::AddOffsetsToTxn => api::add_offsets_to_txn::handle(broker, request).await,
         ApiKey::EndTxn => api::end_txn::handle(broker, request).await,
@@ -104,6 +107,8 @@ pub async fn route(
         ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request).await,
         ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
+        ApiKey::SaslHandshake => api::sasl::handshake_out_of_place(request),
+        ApiKey::SaslAuthenticate => api::sasl::authenticate_out_of_place(request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),
     }
 }
@@ -116,6 +121,7 @@ impl std::fmt::Debug for Outcome {
             Outcome::NoResponse => write!(f, "NoResponse"),
             Outcome::Deferred(_) => write!(f, "Deferred"),
             Outcome::Close(reason) => write!(f, "Close({reason})"),
+            Outcome::RespondAndClose(bytes) => write!(f, "RespondAndClose({} bytes)", bytes.len()),
         }
     }
 }

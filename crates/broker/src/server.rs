@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::connection::serve_connection;
+use crate::net::connection::serve_connection;
+use crate::net::Listener;
 
 /// How often group session and rebalance deadlines are checked.
 const GROUP_TICK: Duration = Duration::from_millis(100);
@@ -47,8 +48,9 @@ impl ServerHandle {
     }
 }
 
-/// Binds the listener (so the caller learns of a taken port at once) and returns the
-/// server future and a handle to stop it.
+/// Binds every listener of the broker's configuration (so the caller learns of a taken
+/// port at once) and returns the first one's address, the server future and a handle
+/// to stop it.
 pub async fn serve(
     broker: Arc<Broker>,
 ) -> anyhow::Result<(
@@ -56,8 +58,14 @@ pub async fn serve(
     ServerHandle,
     impl std::future::Future<Output = anyhow::Result<()>>,
 )> {
-    let socket = bind(broker.config.listen)?;
-    serve_on(broker, socket)
+    let listeners = Listener::all_from_config(&broker.config).map_err(anyhow::Error::msg)?;
+    let mut bound = Vec::with_capacity(listeners.len());
+    for listener in listeners {
+        let socket = bind(listener.spec.listen)?;
+        bound.push((listener, socket));
+    }
+    let (addresses, handle, run) = serve_listeners(broker, bound)?;
+    Ok((addresses[0], handle, run))
 }
 
 /// Pending connections the kernel queues for the listener (std's default).
@@ -82,8 +90,28 @@ pub fn bind(address: std::net::SocketAddr) -> anyhow::Result<TcpSocket> {
     Ok(socket)
 }
 
-/// Listens on a bound socket and serves clients: its address, a handle to stop it, and
-/// the server future.
+/// Binds every listener of `config` (a taken port is an error at once) and loads what
+/// each needs (TLS stores, SASL users: a listener that cannot be served is an error
+/// too). A port of 0 in `config` is replaced by the one the OS picked, so the broker
+/// advertises it, as Kafka does.
+pub fn bind_listeners(
+    config: &mut crate::config::BrokerConfig,
+) -> anyhow::Result<Vec<(Arc<Listener>, TcpSocket)>> {
+    let specs = config.listeners().map_err(anyhow::Error::msg)?;
+    let mut sockets = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        sockets.push(bind(spec.listen)?);
+    }
+    config.listen = sockets[0].local_addr()?;
+    for (extra, socket) in config.extra_listeners.iter_mut().zip(&sockets[1..]) {
+        extra.listen = socket.local_addr()?;
+    }
+    let listeners = Listener::all_from_config(config).map_err(anyhow::Error::msg)?;
+    Ok(listeners.into_iter().zip(sockets).collect())
+}
+
+/// Listens on a bound socket as the broker's first listener and serves clients: its
+/// address, a handle to stop it, and the server future.
 pub fn serve_on(
     broker: Arc<Broker>,
     socket: TcpSocket,
@@ -92,19 +120,63 @@ pub fn serve_on(
     ServerHandle,
     impl std::future::Future<Output = anyhow::Result<()>>,
 )> {
-    let listener = socket.listen(LISTEN_BACKLOG)?;
-    let local = listener.local_addr()?;
+    let spec = broker
+        .config
+        .listeners()
+        .map_err(anyhow::Error::msg)?
+        .remove(0);
+    let listener = Listener::from_config(&broker.config, spec).map_err(anyhow::Error::msg)?;
+    let (addresses, handle, run) = serve_listeners(broker, vec![(Arc::new(listener), socket)])?;
+    Ok((addresses[0], handle, run))
+}
+
+/// Listens on bound sockets, one per listener, and serves clients on all of them: their
+/// addresses (in the order given), a handle to stop them, and the server future.
+pub fn serve_listeners(
+    broker: Arc<Broker>,
+    bound: Vec<(Arc<Listener>, TcpSocket)>,
+) -> anyhow::Result<(
+    Vec<std::net::SocketAddr>,
+    ServerHandle,
+    impl std::future::Future<Output = anyhow::Result<()>>,
+)> {
+    anyhow::ensure!(!bound.is_empty(), "no listener to serve");
+    let mut listening = Vec::with_capacity(bound.len());
+    let mut addresses = Vec::with_capacity(bound.len());
+    for (listener, socket) in bound {
+        let socket = socket.listen(LISTEN_BACKLOG)?;
+        addresses.push(socket.local_addr()?);
+        listening.push((listener, socket));
+    }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let handle = ServerHandle {
         shutdown: shutdown_tx,
     };
-    let run = run(broker, listener, shutdown_rx);
-    Ok((local, handle, run))
+    let run = run(broker, listening, shutdown_rx);
+    Ok((addresses, handle, run))
+}
+
+/// The next connection on any of the listeners.
+async fn accept_any(
+    listeners: &[(Arc<Listener>, TcpListener)],
+) -> (
+    &Arc<Listener>,
+    std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>,
+) {
+    std::future::poll_fn(|cx| {
+        for (listener, socket) in listeners {
+            if let std::task::Poll::Ready(accepted) = socket.poll_accept(cx) {
+                return std::task::Poll::Ready((listener, accepted));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 async fn run(
     broker: Arc<Broker>,
-    listener: TcpListener,
+    listeners: Vec<(Arc<Listener>, TcpListener)>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let limits = ConnectionLimits::new(broker.connection_limits.clone());
@@ -180,9 +252,9 @@ async fn run(
         })
     };
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+        let (listener, stream, peer) = tokio::select! {
+            (listener, accepted) = accept_any(&listeners) => match accepted {
+                Ok((stream, peer)) => (listener.clone(), stream, peer),
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -201,11 +273,11 @@ async fn run(
         };
         let (broker, memory, shutdown) = (broker.clone(), request_memory.clone(), shutdown.clone());
         tasks.spawn(serve_connection(
-            broker, stream, peer, slot, memory, shutdown,
+            broker, listener, stream, peer, slot, memory, shutdown,
         ));
         while tasks.try_join_next().is_some() {}
     }
-    drop(listener);
+    drop(listeners);
     broker.begin_shutdown();
     maintenance.abort();
     group_timers.abort();

@@ -924,7 +924,12 @@ async fn a_deferred_produce_syncs_before_its_answer_is_awaited() {
             &produce_request("durable", partition, 1, b"v"),
         );
         let parsed = strand_protocol::parse_request_header(frame.slice(4..));
-        let outcome = strand_broker::router::route(&broker, parsed, peer).await;
+        let outcome = strand_broker::router::route(
+            &broker,
+            parsed,
+            &strand_broker::net::RequestContext::plaintext("PLAINTEXT", peer),
+        )
+        .await;
         assert!(matches!(
             outcome,
             strand_broker::router::Outcome::Deferred(_)
@@ -972,7 +977,12 @@ async fn a_deferred_produce_does_not_keep_its_request() {
     let body = Bytes::copy_from_slice(&frame[4..]);
     let parsed = strand_protocol::parse_request_header(body.clone());
     let peer: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let outcome = strand_broker::router::route(&broker, parsed, peer).await;
+    let outcome = strand_broker::router::route(
+        &broker,
+        parsed,
+        &strand_broker::net::RequestContext::plaintext("PLAINTEXT", peer),
+    )
+    .await;
     let strand_broker::router::Outcome::Deferred(answer) = outcome else {
         panic!("a flush-before-ack produce answers later");
     };

@@ -38,6 +38,10 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeGroups, 0, 6),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::ApiVersions, 0, 5),
+    // Advertised on every listener, as Kafka does; outside a SASL listener's
+    // authentication they answer ILLEGAL_SASL_STATE.
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::DeleteRecords, 0, 2),

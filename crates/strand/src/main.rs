@@ -11,7 +11,7 @@ mod shutdown_signal;
 
 use clap::{Parser, Subcommand};
 use strand_broker::cluster::Cluster;
-use strand_broker::{serve_on, Broker, BrokerConfig, FlushMode};
+use strand_broker::{serve_listeners, Broker, BrokerConfig, FlushMode};
 use strand_protocol::alloc_guard::HugeAllocationGuard;
 
 use crate::shutdown_signal::ShutdownSignal;
@@ -264,8 +264,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         // Bound now and listening once the broker is ready, so that a port of 0 is
         // replaced by the one the OS picked before the broker advertises it.
-        let listener = strand_broker::bind(config.listen)?;
-        config.listen = listener.local_addr()?;
+        let listeners = strand_broker::server::bind_listeners(&mut config)?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         let cluster = match cluster_config {
             Some(cluster_config) => {
@@ -289,15 +288,36 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             None => None,
         };
-        let (address, handle, server) = serve_on(broker.clone(), listener)?;
+        // The first line keeps its form (scripts read the port from it); each further
+        // listener gets its own.
+        let others: Vec<String> = listeners[1..]
+            .iter()
+            .map(|(listener, _)| {
+                let spec = &listener.spec;
+                format!(
+                    "strand node {} also listening on {} as {} ({}, advertised {}:{})",
+                    broker.node_id(),
+                    spec.listen,
+                    spec.name,
+                    spec.protocol,
+                    spec.advertised_host,
+                    spec.advertised_port
+                )
+            })
+            .collect();
+        let (addresses, handle, server) = serve_listeners(broker.clone(), listeners)?;
         println!(
-            "strand {} node {} listening on {address} (advertised {}:{}), data in {}",
+            "strand {} node {} listening on {} (advertised {}:{}), data in {}",
             env!("CARGO_PKG_VERSION"),
             broker.node_id(),
+            addresses[0],
             broker.advertised_host,
             broker.advertised_port,
             data_dir.display()
         );
+        for line in others {
+            println!("{line}");
+        }
         let server = tokio::spawn(server);
         shutdown.recv().await;
         tracing::info!("shutting down");

@@ -9,16 +9,21 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 const ENDPOINT_TYPE_BROKER: i8 = 1;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeClusterRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
-    let (live, controller_id) = super::live_brokers(broker).await;
+    let (live, controller_id) = super::live_brokers(broker, context).await;
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(body.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id()))

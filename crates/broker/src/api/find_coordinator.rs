@@ -12,13 +12,18 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::txn::{TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: FindCoordinatorRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -28,40 +33,43 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         let mut coordinators = Vec::with_capacity(body.coordinator_keys.len());
         for key in &body.coordinator_keys {
             let entry = Coordinator::default().with_key(key.clone());
-            coordinators.push(match lookup(broker, body.key_type, key.as_str()).await {
-                Ok((node, host, port)) => entry
-                    .with_node_id(BrokerId(node))
-                    .with_host(str_bytes(host))
-                    .with_port(port)
-                    .with_error_code(error_code::NONE),
-                Err((code, message)) => entry
-                    .with_node_id(BrokerId(-1))
-                    .with_host(str_bytes(String::new()))
-                    .with_port(-1)
-                    .with_error_code(code)
-                    .with_error_message(message.map(str_bytes)),
-            });
+            coordinators.push(
+                match lookup(broker, context, body.key_type, key.as_str()).await {
+                    Ok((node, host, port)) => entry
+                        .with_node_id(BrokerId(node))
+                        .with_host(str_bytes(host))
+                        .with_port(port)
+                        .with_error_code(error_code::NONE),
+                    Err((code, message)) => entry
+                        .with_node_id(BrokerId(-1))
+                        .with_host(str_bytes(String::new()))
+                        .with_port(-1)
+                        .with_error_code(code)
+                        .with_error_message(message.map(str_bytes)),
+                },
+            );
         }
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        let (response, message) = match lookup(broker, body.key_type, body.key.as_str()).await {
-            Ok((node, host, port)) => (
-                FindCoordinatorResponse::default()
-                    .with_error_code(error_code::NONE)
-                    .with_node_id(BrokerId(node))
-                    .with_host(str_bytes(host))
-                    .with_port(port),
-                None,
-            ),
-            Err((code, message)) => (
-                FindCoordinatorResponse::default()
-                    .with_error_code(code)
-                    .with_node_id(BrokerId(-1))
-                    .with_host(str_bytes(String::new()))
-                    .with_port(-1),
-                message,
-            ),
-        };
+        let (response, message) =
+            match lookup(broker, context, body.key_type, body.key.as_str()).await {
+                Ok((node, host, port)) => (
+                    FindCoordinatorResponse::default()
+                        .with_error_code(error_code::NONE)
+                        .with_node_id(BrokerId(node))
+                        .with_host(str_bytes(host))
+                        .with_port(port),
+                    None,
+                ),
+                Err((code, message)) => (
+                    FindCoordinatorResponse::default()
+                        .with_error_code(code)
+                        .with_node_id(BrokerId(-1))
+                        .with_host(str_bytes(String::new()))
+                        .with_port(-1),
+                    message,
+                ),
+            };
         if version >= 1 {
             response.with_error_message(message.map(str_bytes))
         } else {
@@ -74,6 +82,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
 /// (node id, host, port) of the coordinator for `key`.
 async fn lookup(
     broker: &Arc<Broker>,
+    context: &RequestContext,
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), (i16, Option<String>)> {
@@ -105,11 +114,8 @@ async fn lookup(
         }
     };
     let Some(cluster) = broker.cluster() else {
-        return Ok((
-            broker.node_id(),
-            broker.advertised_host.clone(),
-            broker.advertised_port as i32,
-        ));
+        let (host, port) = super::own_endpoint(broker, context);
+        return Ok((broker.node_id(), host, port as i32));
     };
     // A broker without the leadership lease may hold an image from before a failover
     // (cluster/lease.rs): it would name a coordinator that is no longer one.

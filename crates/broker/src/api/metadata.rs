@@ -17,10 +17,15 @@ use super::partition_views::partition_views;
 use super::{str_bytes, topic_name};
 use crate::broker::{validate_topic_name, Broker};
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::topics::TopicInfo;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: MetadataRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -61,7 +66,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             topic.topic_authorized_operations = super::authorized_operations::topic(true);
         }
     }
-    let (live, controller_id) = super::live_brokers(broker).await;
+    let (live, controller_id) = super::live_brokers(broker, context).await;
     let brokers = live
         .into_iter()
         .map(|(id, host, port, rack)| {

@@ -40,6 +40,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub(crate) mod partition_views;
 pub mod produce;
+pub mod sasl;
 pub mod sync_group;
 pub mod topic_ids;
 pub mod txn_offset_commit;
@@ -64,14 +65,16 @@ pub(crate) type LiveBroker = (i32, String, u16, Option<String>);
 /// The brokers clients are told about and the controller id they see: this node on a
 /// single node; in a cluster the unfenced brokers of the image, and (clients cannot reach
 /// KRaft controllers) the active controller if it is one of them, else a live broker.
-pub(crate) async fn live_brokers(broker: &crate::broker::Broker) -> (Vec<LiveBroker>, i32) {
+///
+/// Addresses are those of the listener the request came on (a cluster serves only its
+/// inter-broker listener today: `cluster::start` refuses others).
+pub(crate) async fn live_brokers(
+    broker: &crate::broker::Broker,
+    context: &crate::net::RequestContext,
+) -> (Vec<LiveBroker>, i32) {
     let Some(cluster) = broker.cluster() else {
-        let me = (
-            broker.node_id(),
-            broker.advertised_host.clone(),
-            broker.advertised_port,
-            None,
-        );
+        let (host, port) = own_endpoint(broker, context);
+        let me = (broker.node_id(), host, port, None);
         return (vec![me], broker.node_id());
     };
     let image = cluster.image();
@@ -86,4 +89,19 @@ pub(crate) async fn live_brokers(broker: &crate::broker::Broker) -> (Vec<LiveBro
         _ => live.first().map_or(-1, |b| b.0),
     };
     (live, controller)
+}
+
+/// The (host, port) this broker advertises on the listener `context` came in on.
+pub(crate) fn own_endpoint(
+    broker: &crate::broker::Broker,
+    context: &crate::net::RequestContext,
+) -> (String, u16) {
+    let spec = &context.listener.spec;
+    if spec.name == broker.config.listener_name {
+        // The primary listener: the broker's own advertised address (its port is the
+        // one bound when the configuration said 0).
+        (broker.advertised_host.clone(), broker.advertised_port)
+    } else {
+        (spec.advertised_host.clone(), spec.advertised_port)
+    }
 }

@@ -11,17 +11,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::io;
-use std::os::fd::BorrowedFd;
 use strand_protocol::connection_limits::{Activity, ConnectionSlot};
 use strand_protocol::{parse_request_header, read_frame_size, RequestMemory};
-
-use strand_protocol::ResponsePart;
-use tokio::io::{AsyncWriteExt, BufReader, Interest};
-use tokio::net::tcp::OwnedWriteHalf;
+use strand_security::KafkaPrincipal;
+use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 
+use super::authenticator::{Authenticator, Gate};
+use super::context::RequestContext;
+use super::listener::Listener;
+use super::transport::{self, Reader, Writer};
 use crate::broker::Broker;
 use crate::router::{route, Outcome};
 
@@ -32,6 +33,7 @@ const RESPONSES_IN_FLIGHT_MAX: usize = 8;
 
 pub async fn serve_connection(
     broker: Arc<Broker>,
+    listener: Arc<Listener>,
     stream: TcpStream,
     peer: SocketAddr,
     slot: ConnectionSlot,
@@ -44,11 +46,23 @@ pub async fn serve_connection(
             tracing::debug!(%peer, %error, "setting SO_SNDBUF failed");
         }
     }
-    let (reader, writer) = stream.into_split();
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
-    let limit = broker.config.socket_request_max_bytes;
-    let idle_max = broker.config.connections_max_idle();
     let read_timeout = Duration::from_millis(broker.config.request_read_timeout_ms);
+    let (reader, writer, principal) = match open(&listener, stream, peer, read_timeout).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            tracing::info!(%peer, listener = %listener.spec.name, %error, "closing connection");
+            return;
+        }
+    };
+    let mut authenticator = listener.sasl.clone().map(Authenticator::new);
+    let mut context = RequestContext {
+        listener: listener.clone(),
+        peer,
+        principal,
+    };
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let request_max_bytes = broker.config.socket_request_max_bytes;
+    let idle_max = broker.config.connections_max_idle();
     let activity = slot.activity.clone();
     let pending = Arc::new(PendingAnswers::default());
     // Responses leave in request order from their own task, so a response that waits
@@ -63,6 +77,15 @@ pub async fn serve_connection(
     ));
     let mut idle_closed = false;
     loop {
+        // Until it authenticates, a client may send only small frames
+        // (sasl.server.max.receive.size), as on Kafka.
+        let limit = match &authenticator {
+            Some(gate) if gate.principal().is_none() => listener
+                .sasl
+                .as_ref()
+                .map_or(request_max_bytes, |sasl| sasl.max_receive_size),
+            _ => request_max_bytes,
+        };
         let size = tokio::select! {
             size = read_frame_size(&mut reader, limit) => size,
             _ = idle_expired(&activity, &pending, idle_max) => {
@@ -90,9 +113,21 @@ pub async fn serve_connection(
             }
         };
         activity.touch();
-        let outcome = route(&broker, parse_request_header(body), peer).await;
+        let outcome = match &mut authenticator {
+            None => route(&broker, parse_request_header(body), &context).await,
+            Some(gate) => match gate.on_frame(body, std::time::Instant::now()) {
+                Gate::Route(request) => route(&broker, Ok(request), &context).await,
+                Gate::Answer(outcome) => {
+                    if let Some(principal) = gate.principal() {
+                        context.principal = principal.clone();
+                    }
+                    outcome
+                }
+            },
+        };
         drop(reserved);
-        let closing = matches!(outcome, Outcome::Close(_));
+        let closing = matches!(outcome, Outcome::Close(_) | Outcome::RespondAndClose(_))
+            || authenticator.as_ref().is_some_and(|gate| gate.failed());
         pending.unanswered.fetch_add(1, Ordering::AcqRel);
         // The queue is full while the writer waits on a peer that does not read its
         // answers; that peer is idle too, and is closed like any idle one.
@@ -129,6 +164,33 @@ pub async fn serve_connection(
     drop(slot);
 }
 
+/// Opens the connection's transport: the TLS handshake on SSL and SASL_SSL listeners
+/// (within request.read.timeout.ms, so a peer that never finishes it holds nothing for
+/// long), and the principal its certificate proves.
+async fn open(
+    listener: &Listener,
+    stream: TcpStream,
+    peer: SocketAddr,
+    handshake_timeout: Duration,
+) -> Result<(Reader, Writer, KafkaPrincipal), String> {
+    let Some(tls) = &listener.tls else {
+        let (reader, writer) = transport::plain(stream);
+        return Ok((reader, writer, KafkaPrincipal::anonymous()));
+    };
+    let acceptor = TlsAcceptor::from(tls.current());
+    let stream = tokio::time::timeout(handshake_timeout, acceptor.accept(stream))
+        .await
+        .map_err(|_| "the TLS handshake did not finish in time".to_string())?
+        .map_err(|error| format!("TLS handshake failed: {error}"))?;
+    let principal = tls
+        .settings()
+        .principal_of(stream.get_ref().1.peer_certificates())
+        .map_err(|error| format!("no principal for the client certificate: {error}"))?;
+    tracing::debug!(%peer, %principal, "TLS connection");
+    let (reader, writer) = transport::tls(stream);
+    Ok((reader, writer, principal))
+}
+
 /// How long a closing connection's writer may take to send what was already answered.
 const WRITER_DRAIN_MAX: Duration = Duration::from_secs(30);
 
@@ -163,7 +225,7 @@ async fn idle_expired(activity: &Activity, pending: &PendingAnswers, idle_max: O
 
 /// Writes responses in the order their requests arrived, waiting for deferred ones.
 async fn write_responses(
-    mut writer: OwnedWriteHalf,
+    mut writer: Writer,
     mut queue: mpsc::Receiver<Outcome>,
     peer: SocketAddr,
     activity: Arc<Activity>,
@@ -177,7 +239,13 @@ async fn write_responses(
         pending.writing.store(true, Ordering::Release);
         let written = match outcome {
             Outcome::Respond(bytes) => writer.write_all(&bytes).await,
-            Outcome::RespondParts(parts) => write_parts(&mut writer, &parts).await,
+            Outcome::RespondParts(parts) => writer.write_parts(&parts).await,
+            Outcome::RespondAndClose(bytes) => {
+                if let Err(error) = writer.write_all(&bytes).await {
+                    tracing::debug!(%peer, %error, "write failed");
+                }
+                return;
+            }
             Outcome::NoResponse => Ok(()),
             Outcome::Deferred(_) => Ok(()), // a deferred outcome resolves to a final one
             Outcome::Close(reason) => {
@@ -193,77 +261,4 @@ async fn write_responses(
         activity.touch();
         pending.unanswered.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Writes a response made of byte parts and file regions; file regions go from the page
-/// cache to the socket with sendfile, never through user space.
-async fn write_parts(writer: &mut OwnedWriteHalf, parts: &[ResponsePart]) -> io::Result<()> {
-    // Cork the socket so the header bytes and the file regions leave as full segments,
-    // not one small packet per part (the socket runs with TCP_NODELAY).
-    let corked =
-        parts.len() > 1 && rustix::net::sockopt::set_tcp_cork(writer.as_ref(), true).is_ok();
-    let written = write_each(writer, parts).await;
-    if corked {
-        let _ = rustix::net::sockopt::set_tcp_cork(writer.as_ref(), false);
-    }
-    written
-}
-
-async fn write_each(writer: &mut OwnedWriteHalf, parts: &[ResponsePart]) -> io::Result<()> {
-    for part in parts {
-        match part {
-            ResponsePart::Bytes(bytes) => writer.write_all(bytes).await?,
-            ResponsePart::File {
-                file,
-                position,
-                length,
-            } => {
-                writer.flush().await?;
-                send_file(writer, file.as_raw_fd(), *position, *length).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn send_file(
-    writer: &OwnedWriteHalf,
-    file_fd: std::os::fd::RawFd,
-    position: u64,
-    length: u64,
-) -> io::Result<()> {
-    let socket = writer.as_ref();
-    let (mut position, mut remaining) = (position, length);
-    while remaining > 0 {
-        socket.writable().await?;
-        let sent = socket.try_io(Interest::WRITABLE, || {
-            // SAFETY: the descriptor belongs to a file kept open by the response part we
-            // are iterating over, which outlives this call.
-            let file = unsafe { BorrowedFd::borrow_raw(file_fd) };
-            let mut offset = position;
-            rustix::fs::sendfile(
-                socket,
-                file,
-                Some(&mut offset),
-                remaining.min(1 << 30) as usize,
-            )
-            .map_err(io::Error::from)
-        });
-        match sent {
-            // The file ended early (truncated meanwhile): the frame cannot be completed.
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shorter than the response promised",
-                ))
-            }
-            Ok(count) => {
-                position += count as u64;
-                remaining -= count as u64;
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
 }

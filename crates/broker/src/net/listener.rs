@@ -1,0 +1,163 @@
+//! One listener as the broker serves it: its address and protocol, and what its
+//! protocol needs, loaded once at start so a broker never starts with a listener it
+//! cannot serve: the TLS configuration (SSL, SASL_SSL) and the SASL mechanisms with
+//! their users (SASL_PLAINTEXT, SASL_SSL).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand_security::jaas;
+use strand_security::sasl::plain::{self, PlainExchange, PlainUsers};
+use strand_security::sasl::SaslExchange;
+use strand_security::tls::{ReloadingServerConfig, TlsSettings};
+use strand_security::SecurityProtocol;
+
+use crate::config::{BrokerConfig, ListenerSpec};
+
+pub struct Listener {
+    pub spec: ListenerSpec,
+    pub tls: Option<ReloadingServerConfig>,
+    pub sasl: Option<Arc<SaslSettings>>,
+}
+
+/// The SASL side of a listener.
+pub struct SaslSettings {
+    /// sasl.enabled.mechanisms, in the order given.
+    pub mechanisms: Vec<String>,
+    plain_users: Option<Arc<PlainUsers>>,
+    /// connections.max.reauth.ms: the session lifetime told to clients (None: sessions
+    /// do not expire, Kafka's default 0).
+    pub reauthentication: Option<Duration>,
+    /// connection.failed.authentication.delay.ms: how long a connection that failed to
+    /// authenticate stays open before it is closed, slowing password guessing.
+    pub failed_authentication_delay: Duration,
+    /// sasl.server.max.receive.size: the largest frame a client may send before it has
+    /// authenticated.
+    pub max_receive_size: usize,
+}
+
+impl SaslSettings {
+    /// A new exchange for `mechanism`, if this listener enables it.
+    pub fn exchange(&self, mechanism: &str) -> Option<Box<dyn SaslExchange>> {
+        if !self.mechanisms.iter().any(|m| m == mechanism) {
+            return None;
+        }
+        match mechanism {
+            plain::MECHANISM => self
+                .plain_users
+                .clone()
+                .map(|users| Box::new(PlainExchange::new(users)) as Box<dyn SaslExchange>),
+            _ => None,
+        }
+    }
+}
+
+/// Mechanisms Strand can serve.
+const SERVED_MECHANISMS: &[&str] = &[plain::MECHANISM];
+
+impl Listener {
+    pub fn from_config(config: &BrokerConfig, spec: ListenerSpec) -> Result<Listener, String> {
+        let name = spec.name.clone();
+        let setting = |key: &str| config.security_setting(&name, key);
+        let tls = if spec.protocol.uses_tls() {
+            let settings =
+                TlsSettings::from_config(&setting).map_err(|e| format!("listener {name}: {e}"))?;
+            Some(
+                ReloadingServerConfig::new(settings)
+                    .map_err(|e| format!("listener {name}: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let sasl = if spec.protocol.uses_sasl() {
+            Some(Arc::new(
+                sasl_settings(config, &name).map_err(|e| format!("listener {name}: {e}"))?,
+            ))
+        } else {
+            None
+        };
+        Ok(Listener { spec, tls, sasl })
+    }
+
+    /// Every listener of `config`, the inter-broker one first.
+    pub fn all_from_config(config: &BrokerConfig) -> Result<Vec<Arc<Listener>>, String> {
+        config
+            .listeners()?
+            .into_iter()
+            .map(|spec| Listener::from_config(config, spec).map(Arc::new))
+            .collect()
+    }
+
+    pub fn plaintext(name: &str, address: SocketAddr) -> Listener {
+        Listener {
+            spec: ListenerSpec {
+                name: name.to_string(),
+                protocol: SecurityProtocol::Plaintext,
+                listen: address,
+                advertised_host: address.ip().to_string(),
+                advertised_port: address.port(),
+            },
+            tls: None,
+            sasl: None,
+        }
+    }
+}
+
+fn sasl_settings(config: &BrokerConfig, listener: &str) -> Result<SaslSettings, String> {
+    let setting = |key: &str| config.security_setting(listener, key);
+    // Kafka's default is GSSAPI (Kerberos), which Strand does not serve.
+    let mechanisms: Vec<String> = setting("sasl.enabled.mechanisms")
+        .unwrap_or_else(|| "GSSAPI".into())
+        .split(',')
+        .map(|m| m.trim().to_uppercase())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if mechanisms.is_empty() {
+        return Err("sasl.enabled.mechanisms is empty".into());
+    }
+    if let Some(unserved) = mechanisms
+        .iter()
+        .find(|m| !SERVED_MECHANISMS.contains(&m.as_str()))
+    {
+        return Err(format!(
+            "sasl.enabled.mechanisms: {unserved} is not served (Strand serves {})",
+            SERVED_MECHANISMS.join(", ")
+        ));
+    }
+    let mut plain_users = None;
+    if mechanisms.iter().any(|m| m == plain::MECHANISM) {
+        let key = format!("{}.sasl.jaas.config", plain::MECHANISM.to_lowercase());
+        let entry = setting(&key).ok_or_else(|| {
+            format!(
+                "PLAIN needs listener.name.{}.{key} (with user_NAME=\"password\" entries; Strand reads no JAAS file)",
+                listener.to_lowercase()
+            )
+        })?;
+        let module = jaas::parse_single(&entry)?;
+        plain_users = Some(Arc::new(PlainUsers::from_login_module(&module)?));
+    }
+    let millis = |key: &str, default: i64| -> Result<i64, String> {
+        match setting(key) {
+            None => Ok(default),
+            Some(value) => value.trim().parse::<i64>().map_err(|_| {
+                format!("Invalid value {value} for configuration {key}: Not a number of type LONG")
+            }),
+        }
+    };
+    let reauth = millis("connections.max.reauth.ms", 0)?;
+    let max_receive_size = millis("sasl.server.max.receive.size", 524_288)?;
+    if max_receive_size <= 0 || max_receive_size > i32::MAX as i64 {
+        return Err(format!(
+            "Invalid value {max_receive_size} for configuration sasl.server.max.receive.size"
+        ));
+    }
+    let delay = millis("connection.failed.authentication.delay.ms", 100)?;
+    Ok(SaslSettings {
+        mechanisms,
+        plain_users,
+        reauthentication: (reauth > 0).then(|| Duration::from_millis(reauth as u64)),
+        failed_authentication_delay: Duration::from_millis(delay.max(0) as u64),
+        max_receive_size: max_receive_size as usize,
+    })
+}

@@ -556,6 +556,7 @@ impl Broker {
                 incarnation: Uuid::nil(),
                 fenced: false,
                 in_controlled_shutdown: false,
+                listeners: Vec::new(),
             },
         );
         for topic in self.topics() {

@@ -280,17 +280,12 @@ impl BrokerConfig {
         let listeners = self.listeners()?;
         if self.controllers.is_some() {
             self.cluster_config()?;
-            // Brokers replicate and register over their first listener in the clear;
-            // authenticated inter-broker traffic and the registration of every
-            // listener's addresses in the metadata log are still to come.
-            if listeners.len() > 1 || listeners[0].protocol != SecurityProtocol::Plaintext {
+            // Brokers replicate from each other over the inter-broker listener in the
+            // clear: authenticated inter-broker traffic is still to come.
+            if listeners[0].protocol != SecurityProtocol::Plaintext {
                 return Err(format!(
-                    "a cluster member serves one PLAINTEXT listener today (listeners: {})",
-                    listeners
-                        .iter()
-                        .map(|l| format!("{}:{}", l.name, l.protocol))
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    "the inter-broker listener {} is {}: brokers of a Strand cluster replicate over PLAINTEXT today",
+                    listeners[0].name, listeners[0].protocol
                 ));
             }
         } else if let Some(roles) = &self.process_roles {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error_code;
-use crate::image::{BrokerInfo, MetadataImage, PartitionState};
+use crate::image::{BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState};
 use crate::placement::{assign_replicas, rack_alternated};
 use crate::reassignment::{self, check_replica_list};
 use crate::records::MetadataRecord;
@@ -40,6 +40,9 @@ pub enum ControllerCommand {
         port: u16,
         rack: Option<String>,
         incarnation: Uuid,
+        /// Every listener of the broker (older brokers send none).
+        #[serde(default)]
+        listeners: Vec<BrokerEndpoint>,
     },
     /// Proposed by the active controller when a broker's session expired.
     FenceBroker {
@@ -226,6 +229,7 @@ pub fn decide(
             port,
             rack,
             incarnation,
+            listeners,
         } => {
             match image.brokers.get(id) {
                 Some(existing) if existing.incarnation == *incarnation => {}
@@ -244,6 +248,7 @@ pub fn decide(
                         incarnation: *incarnation,
                         fenced: true,
                         in_controlled_shutdown: false,
+                        listeners: listeners.clone(),
                     }));
                 }
             }

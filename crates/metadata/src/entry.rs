@@ -228,6 +228,7 @@ mod tests {
             incarnation: Uuid::from_u128(id as u128),
             fenced: false,
             in_controlled_shutdown: false,
+            listeners: Vec::new(),
         })
     }
 

@@ -21,9 +21,34 @@ pub struct BrokerInfo {
     pub incarnation: Uuid,
     pub fenced: bool,
     pub in_controlled_shutdown: bool,
+    /// Every listener clients may reach it on (Kafka's broker registration endpoints);
+    /// `host`/`port` are the inter-broker one's. Empty in registrations written before
+    /// brokers had several listeners: then only the inter-broker listener is known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<BrokerEndpoint>,
+}
+
+/// One named listener of a broker, as clients of that listener reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
 }
 
 impl BrokerInfo {
+    /// (host, port) of the listener `name`; the inter-broker address when the
+    /// registration names no listeners and `name` is `inter_broker`.
+    pub fn endpoint(&self, name: &str, inter_broker: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return (name == inter_broker).then_some((self.host.as_str(), self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|listener| listener.name == name)
+            .map(|listener| (listener.host.as_str(), listener.port))
+    }
+
     /// May lead partitions and join ISRs.
     pub fn is_eligible(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown

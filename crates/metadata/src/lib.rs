@@ -22,7 +22,7 @@ pub use entry::{
     replay_entry, DecisionId, MetadataEntry, ReplayState, Replayed, UnknownRecordsVersion,
     RECORDS_VERSION,
 };
-pub use image::{BrokerInfo, MetadataImage, PartitionState, TopicImage};
+pub use image::{BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, TopicImage};
 pub use proposer::{DecisionTooLarge, Proposer};
 pub use records::MetadataRecord;
 

@@ -232,6 +232,7 @@ mod tests {
             port: 9092,
             rack: None,
             incarnation: Uuid::from_u128(id as u128),
+            listeners: Vec::new(),
         }
     }
 

@@ -563,6 +563,7 @@ mod tests {
                     port: 9092,
                     rack: Some("a-rack-with-a-long-name".into()),
                     incarnation,
+                    listeners: Vec::new(),
                 },
                 ControllerCommand::UnfenceBroker { id, incarnation },
             ] {

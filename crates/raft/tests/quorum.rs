@@ -186,6 +186,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
             port: 9092,
             rack: None,
             incarnation: Uuid::new_v4(),
+            listeners: Vec::new(),
         },
         raft_address: address.clone(),
     };
@@ -276,6 +277,7 @@ async fn register(
                     port: 9000 + id as u16,
                     rack: None,
                     incarnation,
+                    listeners: Vec::new(),
                 },
                 raft_address: voters[&(id as u64)].clone(),
             },

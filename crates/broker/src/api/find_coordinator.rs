@@ -131,7 +131,10 @@ async fn lookup(
         .partition(topic, index)
         .and_then(|p| image.brokers.get(&p.leader))
         .filter(|b| !b.fenced)
-        .map(|b| (b.id, b.host.clone(), b.port as i32))
+        .and_then(|b| {
+            let (host, port) = b.endpoint(context.listener_name(), &broker.config.listener_name)?;
+            Some((b.id, host.to_string(), port as i32))
+        })
         .ok_or((
             error_code::COORDINATOR_NOT_AVAILABLE,
             Some("The coordinator is not available.".into()),

@@ -66,8 +66,7 @@ pub(crate) type LiveBroker = (i32, String, u16, Option<String>);
 /// single node; in a cluster the unfenced brokers of the image, and (clients cannot reach
 /// KRaft controllers) the active controller if it is one of them, else a live broker.
 ///
-/// Addresses are those of the listener the request came on (a cluster serves only its
-/// inter-broker listener today: `cluster::start` refuses others).
+/// Addresses are those of the listener the request came on.
 pub(crate) async fn live_brokers(
     broker: &crate::broker::Broker,
     context: &crate::net::RequestContext,
@@ -78,11 +77,17 @@ pub(crate) async fn live_brokers(
         return (vec![me], broker.node_id());
     };
     let image = cluster.image();
+    let listener = context.listener_name();
+    let inter_broker = &broker.config.listener_name;
+    // A broker without this listener is left out, as Kafka leaves it out.
     let live: Vec<LiveBroker> = image
         .brokers
         .values()
         .filter(|b| !b.fenced)
-        .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener, inter_broker)?;
+            Some((b.id, host.to_string(), port, b.rack.clone()))
+        })
         .collect();
     let controller = match cluster.controller_id().await {
         Some(id) if live.iter().any(|b| b.0 == id) => id,

@@ -266,6 +266,17 @@ impl Cluster {
             port: broker.advertised_port,
             rack: self.config.rack.clone(),
             incarnation: self.incarnation,
+            listeners: broker
+                .config
+                .listeners()
+                .map_err(anyhow::Error::msg)?
+                .into_iter()
+                .map(|spec| strand_metadata::BrokerEndpoint {
+                    name: spec.name,
+                    host: spec.advertised_host,
+                    port: spec.advertised_port,
+                })
+                .collect(),
         };
         let response = self
             .client

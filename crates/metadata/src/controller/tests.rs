@@ -19,6 +19,7 @@ fn cluster(brokers: &[BrokerId]) -> MetadataImage {
                 port: 9000 + id as u16,
                 rack: None,
                 incarnation: incarnation(id),
+                listeners: Vec::new(),
             },
         );
         assert!(
@@ -257,6 +258,7 @@ fn a_new_incarnation_loses_its_leaderships_until_unfenced() {
             port: 9001,
             rack: None,
             incarnation: Uuid::from_u128(77),
+            listeners: Vec::new(),
         },
     );
     assert!(image.brokers[&1].fenced);
@@ -429,6 +431,7 @@ proptest! {
                     apply(&mut image, &ControllerCommand::RegisterBroker {
                         id, host: "h".into(), port: 1, rack: None,
                         incarnation: Uuid::from_u128(restarts),
+                        listeners: Vec::new(),
                     });
                 }
                 Step::Shrink(index) | Step::Expand(index) => {
@@ -1127,5 +1130,58 @@ fn an_unregistered_broker_leads_nothing_and_is_forgotten_as_on_kafka() {
     assert_eq!(
         unregister(&mut image, 1).code,
         error_code::BROKER_ID_NOT_REGISTERED
+    );
+}
+
+#[test]
+fn a_registration_keeps_every_listener_for_metadata_per_listener() {
+    let mut image = MetadataImage::default();
+    let endpoint = |name: &str, port| BrokerEndpoint {
+        name: name.into(),
+        host: "kafka.example".into(),
+        port,
+    };
+    apply(
+        &mut image,
+        &ControllerCommand::RegisterBroker {
+            id: 1,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            incarnation: incarnation(1),
+            listeners: vec![endpoint("INTERNAL", 9092), endpoint("SASL_SSL", 9094)],
+        },
+    );
+    let broker = &image.brokers[&1];
+    assert_eq!(
+        broker.endpoint("SASL_SSL", "INTERNAL"),
+        Some(("kafka.example", 9094))
+    );
+    assert_eq!(broker.endpoint("SSL", "INTERNAL"), None, "no such listener");
+    // A registration from before brokers named their listeners: only the inter-broker one.
+    apply(
+        &mut image,
+        &ControllerCommand::RegisterBroker {
+            id: 2,
+            host: "10.0.0.2".into(),
+            port: 9092,
+            rack: None,
+            incarnation: incarnation(2),
+            listeners: Vec::new(),
+        },
+    );
+    let old = &image.brokers[&2];
+    assert_eq!(
+        old.endpoint("INTERNAL", "INTERNAL"),
+        Some(("10.0.0.2", 9092))
+    );
+    assert_eq!(old.endpoint("SASL_SSL", "INTERNAL"), None);
+    // Written before the field existed, a command still reads.
+    let command: ControllerCommand = serde_json::from_str(
+        r#"{"RegisterBroker":{"id":3,"host":"h","port":1,"rack":null,"incarnation":"00000000-0000-0000-0000-000000000003"}}"#,
+    )
+    .unwrap();
+    assert!(
+        matches!(command, ControllerCommand::RegisterBroker { listeners, .. } if listeners.is_empty())
     );
 }

@@ -28,8 +28,9 @@ pub enum Outcome {
     Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>),
     /// Close the connection, logging why.
     Close(String),
-    /// Send this answer, then close the connection (a failed authentication).
-    RespondAndClose(Bytes),
+    /// Send this answer, then close the connection after the delay (a failed
+    /// authentication: connection.failed.authentication.delay.ms).
+    RespondAndClose(Bytes, std::time::Duration),
 }
 
 pub async fn route(
@@ -121,7 +122,9 @@ impl std::fmt::Debug for Outcome {
             Outcome::NoResponse => write!(f, "NoResponse"),
             Outcome::Deferred(_) => write!(f, "Deferred"),
             Outcome::Close(reason) => write!(f, "Close({reason})"),
-            Outcome::RespondAndClose(bytes) => write!(f, "RespondAndClose({} bytes)", bytes.len()),
+            Outcome::RespondAndClose(bytes, linger) => {
+                write!(f, "RespondAndClose({} bytes, then {linger:?})", bytes.len())
+            }
         }
     }
 }

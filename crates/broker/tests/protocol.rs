@@ -842,6 +842,16 @@ async fn every_advertised_version_of_every_api_answers() {
                             .with_max_version_level(2)]);
                     encode_request(api.key, version, correlation, &request)
                 }
+                // On a PLAINTEXT listener both answer ILLEGAL_SASL_STATE, as Kafka's do.
+                ApiKey::SaslHandshake => {
+                    let request = kafka_protocol::messages::SaslHandshakeRequest::default()
+                        .with_mechanism(StrBytes::from_static_str("PLAIN"));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::SaslAuthenticate => {
+                    let request = kafka_protocol::messages::SaslAuthenticateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -10,7 +10,7 @@
 //! - A mechanism the listener does not enable gets UNSUPPORTED_SASL_MECHANISM with the
 //!   list it does enable, and the connection closes.
 //! - A failed exchange answers SASL_AUTHENTICATION_FAILED with the mechanism's message
-//!   after connection.failed.authentication.delay.ms, then closes.
+//!   at once and closes the connection connection.failed.authentication.delay.ms later.
 //! - With connections.max.reauth.ms the client is told its session lifetime
 //!   (SaslAuthenticate v1+); it re-authenticates with a new SaslHandshake on the same
 //!   connection (KIP-368), as the same principal with the same mechanism. A request after
@@ -168,7 +168,7 @@ impl Authenticator {
                     .with_error_code(error_code::UNSUPPORTED_SASL_MECHANISM)
                     .with_mechanisms(enabled),
             );
-            return respond_and_close(answer, Duration::ZERO);
+            return respond_and_close(answer, self.settings.failed_authentication_delay);
         };
         self.state = State::Exchanging {
             exchange,
@@ -297,13 +297,10 @@ enum Evaluated {
     },
 }
 
-/// Sends `answer` after `delay`, then closes the connection.
+/// Sends `answer` at once and closes the connection `delay` later, as Kafka does.
 fn respond_and_close(answer: Outcome, delay: Duration) -> Outcome {
-    let Outcome::Respond(bytes) = answer else {
-        return answer;
-    };
-    Outcome::Deferred(Box::pin(async move {
-        tokio::time::sleep(delay).await;
-        Outcome::RespondAndClose(bytes)
-    }))
+    match answer {
+        Outcome::Respond(bytes) => Outcome::RespondAndClose(bytes, delay),
+        other => other,
+    }
 }

@@ -126,7 +126,7 @@ pub async fn serve_connection(
             },
         };
         drop(reserved);
-        let closing = matches!(outcome, Outcome::Close(_) | Outcome::RespondAndClose(_))
+        let closing = matches!(outcome, Outcome::Close(_) | Outcome::RespondAndClose(..))
             || authenticator.as_ref().is_some_and(|gate| gate.failed());
         pending.unanswered.fetch_add(1, Ordering::AcqRel);
         // The queue is full while the writer waits on a peer that does not read its
@@ -240,10 +240,11 @@ async fn write_responses(
         let written = match outcome {
             Outcome::Respond(bytes) => writer.write_all(&bytes).await,
             Outcome::RespondParts(parts) => writer.write_parts(&parts).await,
-            Outcome::RespondAndClose(bytes) => {
+            Outcome::RespondAndClose(bytes, linger) => {
                 if let Err(error) = writer.write_all(&bytes).await {
                     tracing::debug!(%peer, %error, "write failed");
                 }
+                tokio::time::sleep(linger).await;
                 return;
             }
             Outcome::NoResponse => Ok(()),

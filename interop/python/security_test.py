@@ -6,7 +6,10 @@ produce and consume, and Metadata names the listener's own port (a client that b
 on a SASL port and is sent to another listener's port cannot authenticate there). Kafka's
 own Java tools (kafka-topics, console producer and consumer with --command-config) do the
 same over SASL_SSL and SSL. A wrong password fails with Kafka's message; a client without
-a certificate is refused on the SSL listener.
+a certificate is refused on the SSL listener. SCRAM-SHA-256 and SCRAM-SHA-512: users are
+created with AlterUserScramCredentials (librdkafka's admin client, and Kafka's
+kafka-configs --entity-type users), described, refused below 4096 iterations, and
+authenticate librdkafka, kafka-python and the Java tools.
 
 Runs its own broker (STRAND_BIN, default target/release/strand); the Java part needs the
 jars of interop/kafka/fetch.sh.
@@ -73,7 +76,10 @@ def jaas(users):
             f'username="admin" password="admin-secret" {entries};')
 
 
-def client_settings(protocol, d, user="alice", password=None, certificate=True):
+SCRAM_USERS = {"carol": "carol-secret", "dave": "dave-secret"}
+
+
+def client_settings(protocol, d, user="alice", password=None, certificate=True, mechanism="PLAIN"):
     """librdkafka settings for a listener's protocol."""
     settings = {"security.protocol": protocol}
     if "SSL" in protocol:
@@ -83,12 +89,13 @@ def client_settings(protocol, d, user="alice", password=None, certificate=True):
             settings["ssl.key.location"] = os.path.join(d, "client.key")
             settings["ssl.key.password"] = KEY_PASSWORD
     if "SASL" in protocol:
-        settings.update({"sasl.mechanisms": "PLAIN", "sasl.username": user,
-                         "sasl.password": password if password is not None else USERS[user]})
+        known = {**USERS, **SCRAM_USERS}
+        settings.update({"sasl.mechanisms": mechanism, "sasl.username": user,
+                         "sasl.password": password if password is not None else known[user]})
     return settings
 
 
-def kafka_python_settings(protocol, d):
+def kafka_python_settings(protocol, d, mechanism="PLAIN", user="alice"):
     settings = {"security_protocol": protocol}
     if "SSL" in protocol:
         settings["ssl_cafile"] = os.path.join(d, "ca.pem")
@@ -96,19 +103,20 @@ def kafka_python_settings(protocol, d):
             settings.update({"ssl_certfile": os.path.join(d, "client.pem"),
                              "ssl_keyfile": os.path.join(d, "client.key"), "ssl_password": KEY_PASSWORD})
     if "SASL" in protocol:
-        settings.update({"sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
-                         "sasl_plain_password": USERS["alice"]})
+        known = {**USERS, **SCRAM_USERS}
+        settings.update({"sasl_mechanism": mechanism, "sasl_plain_username": user,
+                         "sasl_plain_password": known[user]})
     return settings
 
 
-def librdkafka_round_trip(name, port, protocol, d):
+def librdkafka_round_trip(name, port, protocol, d, **credentials):
     bootstrap = f"127.0.0.1:{port}"
-    settings = client_settings(protocol, d)
+    settings = client_settings(protocol, d, **credentials)
     admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
     brokers = admin.list_topics(timeout=15).brokers
     check([b.port for b in brokers.values()] == [port],
           f"librdkafka on {name}: Metadata names the {name} port ({[str(b) for b in brokers.values()]})")
-    topic = f"sec-rdkafka-{name.lower()}"
+    topic = f"sec-rdkafka-{name.lower()}-{credentials.get('mechanism', 'default').lower()}"
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **settings})
     for i in range(20):
         producer.produce(topic, key=str(i).encode(), value=f"{name}-{i}".encode())
@@ -131,11 +139,11 @@ def librdkafka_round_trip(name, port, protocol, d):
           f"librdkafka on {name}: the 20 records consumed in a group ({len(got)})")
 
 
-def kafka_python_round_trip(name, port, protocol, d):
+def kafka_python_round_trip(name, port, protocol, d, **credentials):
     from kafka import KafkaConsumer, KafkaProducer
     bootstrap = f"127.0.0.1:{port}"
-    settings = kafka_python_settings(protocol, d)
-    topic = f"sec-kpy-{name.lower()}"
+    settings = kafka_python_settings(protocol, d, **credentials)
+    topic = f"sec-kpy-{name.lower()}-{credentials.get('mechanism', 'default').lower()}"
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **settings)
     for i in range(10):
         producer.send(topic, value=f"{name}-{i}".encode())
@@ -143,26 +151,35 @@ def kafka_python_round_trip(name, port, protocol, d):
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              group_id=f"g-{topic}", consumer_timeout_ms=15000, **settings)
-    got = [m.value.decode() for m in consumer]
+    got = []
+    for message in consumer:  # ends after consumer_timeout_ms without records
+        got.append(message.value.decode())
+        if len(got) == 10:
+            break
     consumer.close()
     check(sorted(got) == sorted(f"{name}-{i}" for i in range(10)),
           f"kafka-python on {name}: 10 records produced and consumed ({len(got)})")
 
 
-def wrong_password_fails(port, d):
+def librdkafka_authentication_error(port, d, **credentials):
+    """The error librdkafka reports for a client that cannot authenticate."""
     errors = []
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
-                         **client_settings("SASL_PLAINTEXT", d, password="guess"),
+                         **client_settings("SASL_PLAINTEXT", d, **credentials),
                          "error_cb": lambda e: errors.append(e)})
     try:
         admin.list_topics(timeout=5)
-        fail("a wrong password still lists topics")
+        fail(f"a wrong password still lists topics ({credentials})")
     except KafkaException:
         pass
     deadline = time.time() + 10
     while not errors and time.time() < deadline:
         admin.poll(0.2)
-    text = " ".join(str(e) for e in errors)
+    return " ".join(str(e) for e in errors)
+
+
+def wrong_password_fails(port, d):
+    text = librdkafka_authentication_error(port, d, password="guess")
     check("Authentication failed: Invalid username or password" in text,
           f"librdkafka, wrong password: Kafka's message ({text[:300]})")
 
@@ -175,6 +192,56 @@ def wrong_password_fails(port, d):
         fail("kafka-python with a wrong password connected")
     except KafkaError as error:
         ok(f"kafka-python, wrong password: refused ({type(error).__name__})")
+
+
+def scram_users(port, d):
+    """Creates carol (both mechanisms) and dave (SCRAM-SHA-512) through the PLAINTEXT
+    listener, checks Kafka's answers, then SCRAM authenticates."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    upserts = [
+        UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                     b"carol-secret"),
+        UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                     b"dave-secret"),
+    ]
+    for user, future in admin.alter_user_scram_credentials(upserts).items():
+        future.result(15)
+    ok("AlterUserScramCredentials: carol (SCRAM-SHA-256, 8192) and dave (SCRAM-SHA-512, 4096)")
+    future = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret")])["carol"]
+    future.result(15)
+    described = admin.describe_user_scram_credentials().result(15)
+    infos = {user: sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
+             for user, d in described.items()}
+    check(infos == {"carol": [("SCRAM_SHA_256", 8192), ("SCRAM_SHA_512", 8192)],
+                    "dave": [("SCRAM_SHA_512", 4096)]},
+          f"DescribeUserScramCredentials lists each user's mechanisms and iterations ({infos})")
+    try:
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"x")])["erin"].result(15)
+        fail("1000 iterations were accepted")
+    except KafkaException as error:
+        check("Too few iterations" in str(error), f"below 4096 iterations: Kafka's refusal ({error})")
+    try:
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+            "erin", ScramMechanism.SCRAM_SHA_256)])["erin"].result(15)
+        fail("deleting a credential that does not exist succeeded")
+    except KafkaException as error:
+        check("does not exist" in str(error), f"deleting what does not exist: Kafka's refusal ({error})")
+    try:
+        admin.describe_user_scram_credentials(["erin"])["erin"].result(15)
+        fail("describing a user without credentials succeeded")
+    except KafkaException as error:
+        check("Attempt to describe a user credential that does not exist: erin" in str(error),
+              f"describing a user without credentials ({error})")
+
+
+def scram_wrong_password_fails(port, d):
+    text = librdkafka_authentication_error(port, d, user="carol", password="guess", mechanism="SCRAM-SHA-256")
+    check("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+          in text, f"librdkafka, wrong SCRAM password: Kafka's message ({text[:300]})")
 
 
 def ssl_needs_a_certificate(port, d):
@@ -210,6 +277,33 @@ def java_tools(ports, d):
             f"ssl.key.password={KEY_PASSWORD}",
         ],
     }
+    # kafka-configs: one mechanism per command. Both in one command is one request
+    # altering the user twice, which Kafka 4.4 refuses (DUPLICATE_RESOURCE), and so does
+    # Strand.
+    def configs_tool(*args):
+        return subprocess.run([KAFKA_CLI, "kafka-configs", "--bootstrap-server", f"127.0.0.1:{ports['PLAINTEXT']}",
+                               *args], capture_output=True, text=True, timeout=120)
+
+    both = configs_tool("--alter", "--add-config",
+                        "SCRAM-SHA-256=[iterations=8192,password=frank-secret],SCRAM-SHA-512=[password=frank-secret]",
+                        "--entity-type", "users", "--entity-name", "frank")
+    check(both.returncode != 0 and "A user credential cannot be altered twice in the same request" in both.stderr,
+          "kafka-configs with two mechanisms in one command: refused as Kafka 4.4 refuses it")
+    for config in ("SCRAM-SHA-256=[iterations=8192,password=frank-secret]", "SCRAM-SHA-512=[password=frank-secret]"):
+        result = configs_tool("--alter", "--add-config", config, "--entity-type", "users", "--entity-name", "frank")
+        check(result.returncode == 0, f"kafka-configs --alter --add-config {config.split('=')[0]}=[...] "
+                                      f"({result.stdout.strip()} {result.stderr.strip()[-500:]})")
+    # (kafka-configs --describe --entity-type users also asks DescribeClientQuotas, which
+    # comes with quotas; the credentials are described through librdkafka above.)
+    configs["SASL_SSL-SCRAM"] = [
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=SCRAM-SHA-512",
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="frank" password="frank-secret";',
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={d}/ca.pem",
+    ]
+    ports = {**ports, "SASL_SSL-SCRAM": ports["SASL_SSL"]}
     for name, lines in configs.items():
         path = os.path.join(d, f"java-{name}.properties")
         with open(path, "w") as f:
@@ -260,7 +354,7 @@ def main():
                 "ssl.truststore.type=PEM",
                 f"ssl.truststore.location={d}/ca.pem",
                 "listener.name.ssl.ssl.client.auth=required",
-                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas(USERS)}",
                 f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas(USERS)}",
             ]) + "\n")
@@ -279,6 +373,12 @@ def main():
             for name, port in ports.items():
                 kafka_python_round_trip(name, port, name, d)
             wrong_password_fails(ports["SASL_PLAINTEXT"], d)
+            scram_users(ports["PLAINTEXT"], d)
+            for mechanism, user in (("SCRAM-SHA-256", "carol"), ("SCRAM-SHA-512", "carol"), ("SCRAM-SHA-512", "dave")):
+                librdkafka_round_trip("SASL_SSL", ports["SASL_SSL"], "SASL_SSL", d, mechanism=mechanism, user=user)
+            kafka_python_round_trip("SASL_PLAINTEXT", ports["SASL_PLAINTEXT"], "SASL_PLAINTEXT", d,
+                                    mechanism="SCRAM-SHA-256", user="carol")
+            scram_wrong_password_fails(ports["SASL_PLAINTEXT"], d)
             ssl_needs_a_certificate(ports["SSL"], d)
             if "--no-java" not in sys.argv:
                 java_tools(ports, d)

@@ -73,6 +73,8 @@ pub struct Broker {
     pub dynamic: crate::dynamic_broker_configs::DynamicConfigs,
     /// A single node's group configs (a cluster's are in its image).
     pub group_configs: crate::group_configs::LocalGroupConfigs,
+    /// A single node's SCRAM credentials (a cluster's are in its image).
+    pub scram: crate::scram_credentials::LocalScramCredentials,
     /// A single node's finalized features (a cluster's are in its image).
     pub features: crate::features::LocalFeatures,
 }
@@ -178,10 +180,12 @@ impl Broker {
             transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
+        let scram = crate::scram_credentials::LocalScramCredentials::load(&data_dir)?;
         let features = crate::features::LocalFeatures::load(&data_dir)?;
         let broker = Arc::new(Broker {
             dynamic,
             group_configs,
+            scram,
             features,
             config,
             connection_limits,

@@ -25,6 +25,7 @@ pub mod partition;
 pub mod producer_ids;
 pub mod replication_throttle;
 pub mod router;
+pub mod scram_credentials;
 pub mod server;
 pub mod shard_log;
 pub mod topic_config;

@@ -108,6 +108,12 @@ pub async fn route(
         ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request).await,
         ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),
         ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
+        ApiKey::AlterUserScramCredentials => {
+            api::user_scram_credentials::alter(broker, request).await
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            api::user_scram_credentials::describe(broker, request)
+        }
         ApiKey::SaslHandshake => api::sasl::handshake_out_of_place(request),
         ApiKey::SaslAuthenticate => api::sasl::authenticate_out_of_place(request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),

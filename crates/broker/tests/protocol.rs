@@ -852,6 +852,16 @@ async fn every_advertised_version_of_every_api_answers() {
                     let request = kafka_protocol::messages::SaslAuthenticateRequest::default();
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::DescribeUserScramCredentials => {
+                    let request =
+                        kafka_protocol::messages::DescribeUserScramCredentialsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    let request =
+                        kafka_protocol::messages::AlterUserScramCredentialsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -616,3 +616,187 @@ mod tls {
         receive(&mut stream, ApiKey::ApiVersions, 3).await.is_none()
     }
 }
+
+mod scram {
+    use super::*;
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    };
+
+    const SHA_256: i8 = 1;
+    const SHA_512: i8 = 2;
+
+    fn upsert(user: &str, mechanism: i8, iterations: i32) -> ScramCredentialUpsertion {
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_string(user.into()))
+            .with_mechanism(mechanism)
+            .with_iterations(iterations)
+            .with_salt(Bytes::from_static(b"salt"))
+            .with_salted_password(Bytes::from_static(&[1u8; 32]))
+    }
+
+    fn delete(user: &str, mechanism: i8) -> ScramCredentialDeletion {
+        ScramCredentialDeletion::default()
+            .with_name(StrBytes::from_string(user.into()))
+            .with_mechanism(mechanism)
+    }
+
+    /// (user, error code, error message) of one result.
+    fn outcome(
+        user: &StrBytes,
+        code: i16,
+        message: &Option<StrBytes>,
+    ) -> (String, i16, Option<String>) {
+        (
+            user.to_string(),
+            code,
+            message.as_ref().map(|m| m.to_string()),
+        )
+    }
+
+    async fn alter(
+        stream: &mut TcpStream,
+        deletions: Vec<ScramCredentialDeletion>,
+        upsertions: Vec<ScramCredentialUpsertion>,
+    ) -> Vec<(String, i16, Option<String>)> {
+        let response: AlterUserScramCredentialsResponse = call(
+            stream,
+            ApiKey::AlterUserScramCredentials,
+            0,
+            &AlterUserScramCredentialsRequest::default()
+                .with_deletions(deletions)
+                .with_upsertions(upsertions),
+        )
+        .await;
+        let mut results: Vec<_> = response
+            .results
+            .iter()
+            .map(|r| outcome(&r.user, r.error_code, &r.error_message))
+            .collect();
+        results.sort();
+        results
+    }
+
+    async fn describe(
+        stream: &mut TcpStream,
+        users: Option<&[&str]>,
+    ) -> DescribeUserScramCredentialsResponse {
+        call(
+            stream,
+            ApiKey::DescribeUserScramCredentials,
+            0,
+            &DescribeUserScramCredentialsRequest::default().with_users(users.map(|users| {
+                users
+                    .iter()
+                    .map(|u| UserName::default().with_name(StrBytes::from_string(u.to_string())))
+                    .collect()
+            })),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn credentials_are_altered_and_described_with_kafkas_checks() {
+        let cluster = start(&sasl_properties()).await;
+        let mut stream = TcpStream::connect(cluster.address("PLAINTEXT"))
+            .await
+            .unwrap();
+        let ok = |user: &str| (user.to_string(), 0i16, None);
+        let refused = |user: &str, code: i16, message: &str| {
+            (user.to_string(), code, Some(message.to_string()))
+        };
+        assert_eq!(
+            alter(
+                &mut stream,
+                vec![],
+                vec![
+                    upsert("carol", SHA_256, 8192),
+                    upsert("dave", SHA_512, 4096)
+                ]
+            )
+            .await,
+            vec![ok("carol"), ok("dave")]
+        );
+        assert_eq!(
+            alter(
+                &mut stream,
+                vec![delete("nobody", SHA_256), delete("", SHA_256)],
+                vec![
+                    upsert("erin", SHA_256, 4095),
+                    upsert("frank", SHA_256, 16385),
+                    upsert("gina", 0, 8192),
+                    upsert("carol", SHA_512, 8192),
+                    upsert("carol", SHA_256, 8192),
+                ]
+            )
+            .await,
+            vec![
+                refused("", 93, "Username must not be empty"),
+                refused(
+                    "carol",
+                    92,
+                    "A user credential cannot be altered twice in the same request"
+                ),
+                refused("erin", 93, "Too few iterations"),
+                refused("frank", 93, "Too many iterations"),
+                refused("gina", 33, "Unknown SCRAM mechanism"),
+                refused(
+                    "nobody",
+                    91,
+                    "Attempt to delete a user credential that does not exist"
+                ),
+            ]
+        );
+        let all = describe(&mut stream, None).await;
+        let listed: Vec<(String, Vec<(i8, i32)>)> = all
+            .results
+            .iter()
+            .map(|r| {
+                (
+                    r.user.to_string(),
+                    r.credential_infos
+                        .iter()
+                        .map(|c| (c.mechanism, c.iterations))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("carol".to_string(), vec![(SHA_256, 8192)]),
+                ("dave".to_string(), vec![(SHA_512, 4096)])
+            ]
+        );
+        let named = describe(&mut stream, Some(&["dave", "zed", "dave"])).await;
+        let answers: Vec<(String, i16, Option<String>)> = named
+            .results
+            .iter()
+            .map(|r| outcome(&r.user, r.error_code, &r.error_message))
+            .collect();
+        assert_eq!(
+            answers,
+            vec![
+                refused(
+                    "dave",
+                    92,
+                    "Cannot describe SCRAM credentials for the same user twice in a single request: dave"
+                ),
+                refused("zed", 91, "Attempt to describe a user credential that does not exist: zed"),
+            ]
+        );
+        // Deleting the last mechanism forgets the user.
+        assert_eq!(
+            alter(&mut stream, vec![delete("dave", SHA_512)], vec![]).await,
+            vec![ok("dave")]
+        );
+        let all = describe(&mut stream, None).await;
+        assert_eq!(all.results.len(), 1);
+        assert_eq!(all.results[0].user.as_str(), "carol");
+    }
+}

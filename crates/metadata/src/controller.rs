@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error_code;
-use crate::image::{BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState};
+use crate::image::{
+    BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, ScramCredentialRecord,
+};
 use crate::placement::{assign_replicas, rack_alternated};
 use crate::reassignment::{self, check_replica_list};
 use crate::records::MetadataRecord;
@@ -90,6 +92,15 @@ pub enum ControllerCommand {
     SetGroupConfigs {
         group: String,
         configs: BTreeMap<String, String>,
+    },
+    /// AlterUserScramCredentials, its per-user checks that need no state (names,
+    /// mechanisms, iterations, one alteration per user) done by the broker that took the
+    /// request: the controller refuses deleting what does not exist. One result per
+    /// user, in the order of `users`.
+    AlterScramCredentials {
+        users: Vec<String>,
+        deletions: Vec<(String, String)>,
+        upsertions: Vec<(String, String, ScramCredentialRecord)>,
     },
     /// Dynamic broker configs (IncrementalAlterConfigs on a BROKER resource), checked by
     /// the broker that took the request; None: the cluster-wide default.
@@ -373,6 +384,46 @@ pub fn decide(
                 configs: configs.clone(),
             });
             ControllerReply::single(ItemResult::ok())
+        }
+        ControllerCommand::AlterScramCredentials {
+            users,
+            deletions,
+            upsertions,
+        } => {
+            let mut results = Vec::with_capacity(users.len());
+            for user in users {
+                let deleting: Vec<&(String, String)> =
+                    deletions.iter().filter(|(u, _)| u == user).collect();
+                let missing = deleting.iter().any(|(u, mechanism)| {
+                    !image
+                        .scram_credentials
+                        .get(u)
+                        .is_some_and(|m| m.contains_key(mechanism))
+                });
+                if missing {
+                    results.push(ItemResult::error(
+                        error_code::RESOURCE_NOT_FOUND,
+                        "Attempt to delete a user credential that does not exist",
+                    ));
+                    continue;
+                }
+                for (user, mechanism) in deleting {
+                    records.push(MetadataRecord::SetUserScramCredential {
+                        user: user.clone(),
+                        mechanism: mechanism.clone(),
+                        credential: None,
+                    });
+                }
+                for (user, mechanism, credential) in upsertions.iter().filter(|(u, ..)| u == user) {
+                    records.push(MetadataRecord::SetUserScramCredential {
+                        user: user.clone(),
+                        mechanism: mechanism.clone(),
+                        credential: Some(credential.clone()),
+                    });
+                }
+                results.push(ItemResult::ok());
+            }
+            ControllerReply::Results(results)
         }
         ControllerCommand::SetBrokerConfigs { broker, configs } => {
             records.push(MetadataRecord::SetBrokerConfigs {

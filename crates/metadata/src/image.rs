@@ -126,6 +126,28 @@ pub struct MetadataImage {
     /// Finalized feature levels (kafka-features), and the epoch of their last change.
     #[serde(default, skip_serializing_if = "is_default")]
     pub features: FinalizedFeatures,
+    /// SCRAM credentials: user -> mechanism name (SCRAM-SHA-256, SCRAM-SHA-512) ->
+    /// credential (kafka-configs --entity-type users).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredentialRecord>>,
+}
+
+/// What is kept of a user's password for one SCRAM mechanism: the salt, the iterations
+/// and the two keys RFC 5802 derives, never the password.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredentialRecord {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+impl std::fmt::Debug for ScramCredentialRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredentialRecord")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -253,6 +275,26 @@ impl MetadataImage {
                     self.group_configs.insert(group.clone(), configs.clone());
                 }
             }
+            MetadataRecord::SetUserScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => match credential {
+                Some(credential) => {
+                    self.scram_credentials
+                        .entry(user.clone())
+                        .or_default()
+                        .insert(mechanism.clone(), credential.clone());
+                }
+                None => {
+                    if let Some(mechanisms) = self.scram_credentials.get_mut(user) {
+                        mechanisms.remove(mechanism);
+                        if mechanisms.is_empty() {
+                            self.scram_credentials.remove(user);
+                        }
+                    }
+                }
+            },
             MetadataRecord::SetBrokerConfigs { broker, configs } => {
                 let slot = match broker {
                     None => &mut self.default_broker_configs,

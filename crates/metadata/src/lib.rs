@@ -22,7 +22,9 @@ pub use entry::{
     replay_entry, DecisionId, MetadataEntry, ReplayState, Replayed, UnknownRecordsVersion,
     RECORDS_VERSION,
 };
-pub use image::{BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, TopicImage};
+pub use image::{
+    BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, ScramCredentialRecord, TopicImage,
+};
 pub use proposer::{DecisionTooLarge, Proposer};
 pub use records::MetadataRecord;
 
@@ -53,4 +55,5 @@ pub mod error_code {
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
     pub const ELECTION_NOT_NEEDED: i16 = 84;
     pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+    pub const RESOURCE_NOT_FOUND: i16 = 91;
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::image::{BrokerInfo, PartitionState};
+use crate::image::{BrokerInfo, PartitionState, ScramCredentialRecord};
 use crate::BrokerId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +62,13 @@ pub enum MetadataRecord {
     SetBrokerConfigs {
         broker: Option<BrokerId>,
         configs: BTreeMap<String, String>,
+    },
+    /// A user's SCRAM credential for one mechanism set, or removed (None); records
+    /// version 4.
+    SetUserScramCredential {
+        user: String,
+        mechanism: String,
+        credential: Option<ScramCredentialRecord>,
     },
     /// Finalized feature levels UpdateFeatures set (the others keep theirs).
     SetFeatures {

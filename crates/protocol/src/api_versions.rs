@@ -42,6 +42,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // authentication they answer ILLEGAL_SASL_STATE.
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::DeleteRecords, 0, 2),

@@ -46,6 +46,7 @@ pub mod topic_ids;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
 pub mod update_features;
+pub mod user_scram_credentials;
 pub mod write_txn_markers;
 
 use kafka_protocol::messages::TopicName;

@@ -26,6 +26,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_protocol::{parse_request_header, ParsedRequest};
+use strand_security::sasl::scram::ScramCredentials;
 use strand_security::sasl::{SaslExchange, SaslStep};
 use strand_security::KafkaPrincipal;
 
@@ -59,6 +60,7 @@ enum State {
 
 pub struct Authenticator {
     settings: Arc<SaslSettings>,
+    scram: Arc<dyn ScramCredentials>,
     state: State,
     /// Who the connection is, once authenticated, and with which mechanism.
     session: Option<Session>,
@@ -73,9 +75,10 @@ struct Session {
 }
 
 impl Authenticator {
-    pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
+    pub fn new(settings: Arc<SaslSettings>, scram: Arc<dyn ScramCredentials>) -> Authenticator {
         Authenticator {
             settings,
+            scram,
             state: State::Handshake,
             session: None,
         }
@@ -160,7 +163,10 @@ impl Authenticator {
                 ));
             }
         }
-        let Some(exchange) = self.settings.exchange(&mechanism) else {
+        let Some(exchange) = self
+            .settings
+            .exchange(&mechanism, &self.scram, reauthenticating)
+        else {
             self.state = State::Failed;
             let answer = respond(
                 request,

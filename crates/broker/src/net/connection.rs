@@ -54,7 +54,10 @@ pub async fn serve_connection(
             return;
         }
     };
-    let mut authenticator = listener.sasl.clone().map(Authenticator::new);
+    let mut authenticator = listener.sasl.clone().map(|settings| {
+        let scram: Arc<dyn strand_security::sasl::scram::ScramCredentials> = broker.clone();
+        Authenticator::new(settings, scram)
+    });
     let mut context = RequestContext {
         listener: listener.clone(),
         peer,

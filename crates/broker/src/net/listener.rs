@@ -1,7 +1,8 @@
 //! One listener as the broker serves it: its address and protocol, and what its
 //! protocol needs, loaded once at start so a broker never starts with a listener it
 //! cannot serve: the TLS configuration (SSL, SASL_SSL) and the SASL mechanisms with
-//! their users (SASL_PLAINTEXT, SASL_SSL).
+//! their users (SASL_PLAINTEXT, SASL_SSL): PLAIN's from the listener's JAAS entry,
+//! SCRAM's from the credentials AlterUserScramCredentials stores.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use strand_security::jaas;
 use strand_security::sasl::plain::{self, PlainExchange, PlainUsers};
+use strand_security::sasl::scram::{ScramCredentials, ScramExchange, ScramMechanism};
 use strand_security::sasl::SaslExchange;
 use strand_security::tls::{ReloadingServerConfig, TlsSettings};
 use strand_security::SecurityProtocol;
@@ -38,10 +40,23 @@ pub struct SaslSettings {
 }
 
 impl SaslSettings {
-    /// A new exchange for `mechanism`, if this listener enables it.
-    pub fn exchange(&self, mechanism: &str) -> Option<Box<dyn SaslExchange>> {
+    /// A new exchange for `mechanism`, if this listener enables it; SCRAM reads the
+    /// users' credentials from `scram`.
+    pub fn exchange(
+        &self,
+        mechanism: &str,
+        scram: &Arc<dyn ScramCredentials>,
+        reauthentication: bool,
+    ) -> Option<Box<dyn SaslExchange>> {
         if !self.mechanisms.iter().any(|m| m == mechanism) {
             return None;
+        }
+        if let Some(scram_mechanism) = ScramMechanism::from_name(mechanism) {
+            return Some(Box::new(ScramExchange::new(
+                scram_mechanism,
+                scram.clone(),
+                reauthentication,
+            )));
         }
         match mechanism {
             plain::MECHANISM => self
@@ -54,7 +69,7 @@ impl SaslSettings {
 }
 
 /// Mechanisms Strand can serve.
-const SERVED_MECHANISMS: &[&str] = &[plain::MECHANISM];
+const SERVED_MECHANISMS: &[&str] = &[plain::MECHANISM, "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 impl Listener {
     pub fn from_config(config: &BrokerConfig, spec: ListenerSpec) -> Result<Listener, String> {

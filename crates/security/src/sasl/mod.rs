@@ -3,6 +3,7 @@
 //! success with the authenticated user, or a failure with the message Kafka sends.
 
 pub mod plain;
+pub mod scram;
 
 /// What one client token leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]

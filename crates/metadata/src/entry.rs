@@ -274,7 +274,13 @@ mod tests {
         };
         assert_eq!(records_version(std::slice::from_ref(&features)), 2);
         let unregister = MetadataRecord::UnregisterBroker { id: 2 };
-        assert_eq!(records_version(&[features, unregister]), 3);
+        assert_eq!(records_version(&[features, unregister.clone()]), 3);
+        let credential = MetadataRecord::SetUserScramCredential {
+            user: "alice".into(),
+            mechanism: "SCRAM-SHA-256".into(),
+            credential: None,
+        };
+        assert_eq!(records_version(&[unregister, credential]), 4);
         let plain = serde_json::to_string(&PartitionState::new(vec![1])).unwrap();
         assert!(
             !plain.contains("adding"),

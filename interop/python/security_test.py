@@ -24,6 +24,7 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+import certificates
 from dataset import check, fail, ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,37 +38,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_certificates(d):
-    """A CA, the broker's certificate (localhost and 127.0.0.1) and a client's (CN=alice),
-    keys as encrypted PKCS#8 as Kafka's PEM stores hold them."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-            "-days", "2", "-subj", "/CN=Strand Interop CA", cwd=d)
-    # X.509 v3 certificates (extensions make them v3): rustls, as browsers, refuses v1.
-    with open(os.path.join(d, "server.ext"), "w") as f:
-        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    with open(os.path.join(d, "client.ext"), "w") as f:
-        f.write("extendedKeyUsage=clientAuth\n")
-    for name, subject in (("server", "/CN=localhost"), ("client", "/O=Strand/CN=alice")):
-        extension = ["-extfile", f"{name}.ext"]
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.plain.key", "-out", f"{name}.csr",
-                "-subj", subject, cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.pem", "-days", "2", *extension, cwd=d)
-        # The broker's key with PBES2 (AES-256); the client's with PKCS#12's 3DES, the one
-        # Java 17's PEM stores can decrypt (its JCE has no PBES2 key factory).
-        cipher = ["-v2", "aes-256-cbc"] if name == "server" else ["-v1", "PBE-SHA1-3DES"]
-        openssl("pkcs8", "-topk8", *cipher, "-in", f"{name}.plain.key", "-out", f"{name}.key",
-                "-passout", f"pass:{KEY_PASSWORD}", cwd=d)
-        # Kafka's PEM key store: the key, then the certificate chain, in one file.
-        with open(os.path.join(d, f"{name}-keystore.pem"), "w") as out:
-            out.write(open(os.path.join(d, f"{name}.key")).read())
-            out.write(open(os.path.join(d, f"{name}.pem")).read())
 
 
 def jaas(users):
@@ -331,7 +301,7 @@ def java_tools(ports, d):
 
 def main():
     with tempfile.TemporaryDirectory() as d:
-        make_certificates(d)
+        certificates.make_certificates(d, KEY_PASSWORD)
         ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
         controller = free_port()
         listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())

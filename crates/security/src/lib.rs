@@ -9,9 +9,13 @@
 //! - [`principal`] and [`principal_mapping`]: the `User:name` a connection acts as, from
 //!   its SASL user or its certificate's subject through `ssl.principal.mapping.rules`.
 //!
+//! - [`authorizer`]: ACLs and StandardAuthorizer's decision over them, a pure function
+//!   (the broker's wiring of it into every API is still to come).
+//!
 //! Nothing here touches sockets: the broker's connection code feeds these and acts on
 //! their answers.
 
+pub mod authorizer;
 pub mod distinguished_name;
 pub mod jaas;
 pub mod principal;

@@ -34,3 +34,14 @@ def make_certificates(d, password):
         with open(os.path.join(d, f"{name}-plain-keystore.pem"), "w") as out:
             out.write(open(os.path.join(d, f"{name}.plain.key")).read())
             out.write(open(os.path.join(d, f"{name}.pem")).read())
+
+
+def make_keytool_keystore(d, password):
+    """`server.keystore.jks` as operators make it for Kafka: the broker's key and
+    certificate imported with keytool, whose default store type since Java 9 is PKCS12
+    whatever the file is called (Kafka's ssl.keystore.type=JKS reads it)."""
+    _openssl("pkcs12", "-export", "-in", "server.pem", "-inkey", "server.plain.key", "-name", "broker",
+             "-out", "server.p12", "-passout", f"pass:{password}", cwd=d)
+    subprocess.run(["keytool", "-importkeystore", "-noprompt", "-srckeystore", "server.p12", "-srcstoretype", "PKCS12",
+                    "-srcstorepass", password, "-destkeystore", "server.keystore.jks", "-deststorepass", password],
+                   cwd=d, check=True, capture_output=True)

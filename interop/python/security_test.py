@@ -1,7 +1,8 @@
 """Security as Kafka configures it, with real clients: one broker from a server.properties
 with four listeners (PLAINTEXT, SSL with required client certificates, SASL_PLAINTEXT and
 SASL_SSL with PLAIN), PEM stores made with openssl (the server key encrypted, with
-ssl.key.password). On every listener librdkafka (confluent-kafka) and kafka-python
+ssl.key.password), and on SASL_SSL a keytool-made "JKS" key store (PKCS12 inside, as
+keytool writes since Java 9), per listener. On every listener librdkafka (confluent-kafka) and kafka-python
 produce and consume, and Metadata names the listener's own port (a client that bootstraps
 on a SASL port and is sent to another listener's port cannot authenticate there). Kafka's
 own Java tools (kafka-topics, console producer and consumer with --command-config) do the
@@ -302,6 +303,8 @@ def java_tools(ports, d):
 def main():
     with tempfile.TemporaryDirectory() as d:
         certificates.make_certificates(d, KEY_PASSWORD)
+        # The SASL_SSL listener serves a keytool-made key store, as Kafka operators have them.
+        certificates.make_keytool_keystore(d, KEY_PASSWORD)
         ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
         controller = free_port()
         listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
@@ -324,6 +327,9 @@ def main():
                 "ssl.truststore.type=PEM",
                 f"ssl.truststore.location={d}/ca.pem",
                 "listener.name.ssl.ssl.client.auth=required",
+                "listener.name.sasl_ssl.ssl.keystore.type=JKS",
+                f"listener.name.sasl_ssl.ssl.keystore.location={d}/server.keystore.jks",
+                f"listener.name.sasl_ssl.ssl.keystore.password={KEY_PASSWORD}",
                 "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas(USERS)}",
                 f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas(USERS)}",

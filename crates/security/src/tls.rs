@@ -4,8 +4,12 @@
 //! and `ssl.truststore.type=PEM`: a file (`ssl.keystore.location`: the private key,
 //! PKCS#8 and encrypted when `ssl.key.password` is set, followed by the certificate
 //! chain; `ssl.truststore.location`: CA certificates) or the same PEM inline
-//! (`ssl.keystore.key` with `ssl.keystore.certificate.chain`, `ssl.truststore.certificates`).
-//! JKS and PKCS12 stores are refused at start with a message saying so.
+//! (`ssl.keystore.key` with `ssl.keystore.certificate.chain`, `ssl.truststore.certificates`);
+//! or PKCS12 files (`ssl.keystore.type=PKCS12` with ssl.keystore.password,
+//! `ssl.truststore.type=PKCS12` with ssl.truststore.password). A store of type JKS (Kafka's
+//! default) is read when the file is PKCS12, which is what keytool writes since Java 9
+//! whatever the file is called, as Java reads it; a file in the old JKS format is refused
+//! with the keytool command that converts it.
 //!
 //! `ssl.client.auth` is `required`, `requested` or `none` (Kafka's default);
 //! `ssl.enabled.protocols` chooses among TLSv1.2 and TLSv1.3. When a store's file
@@ -48,6 +52,15 @@ impl PemSource {
         }
     }
 
+    fn read_bytes(&self) -> Result<Vec<u8>, String> {
+        match self {
+            PemSource::Inline(text) => Ok(text.clone().into_bytes()),
+            PemSource::File(path) => {
+                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+            }
+        }
+    }
+
     fn modified(&self) -> Option<SystemTime> {
         match self {
             PemSource::File(path) => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
@@ -56,13 +69,75 @@ impl PemSource {
     }
 }
 
+/// How a store's bytes are laid out.
+#[derive(Clone)]
+enum StoreFormat {
+    Pem,
+    /// PKCS12 (also what a "JKS" store written by keytool since Java 9 holds), opened
+    /// with the store's password.
+    Pkcs12 {
+        password: String,
+    },
+}
+
+impl std::fmt::Debug for StoreFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreFormat::Pem => "PEM",
+            StoreFormat::Pkcs12 { .. } => "PKCS12",
+        })
+    }
+}
+
+/// The store format a `ssl.keystore.type` / `ssl.truststore.type` names.
+fn store_format(
+    get: &dyn Fn(&str) -> Option<String>,
+    store: &str,
+    type_name: &str,
+) -> Result<StoreFormat, String> {
+    match type_name.trim().to_ascii_uppercase().as_str() {
+        "PEM" => Ok(StoreFormat::Pem),
+        "PKCS12" | "JKS" => {
+            let key = format!("ssl.{store}.password");
+            let password = get(&key).ok_or_else(|| {
+                format!("ssl.{store}.type={type_name} needs {key} (Strand opens PKCS12 stores with their password)")
+            })?;
+            Ok(StoreFormat::Pkcs12 { password })
+        }
+        other => Err(format!(
+            "ssl.{store}.type {other} is not supported: Strand reads PEM and PKCS12 stores"
+        )),
+    }
+}
+
+/// The first bytes of a store in the old JKS format.
+const JKS_MAGIC: [u8; 4] = [0xFE, 0xED, 0xFE, 0xED];
+
+/// Opens a PKCS12 store, or says how to convert an old-format JKS one.
+fn open_pkcs12(
+    bytes: &[u8],
+    password: &str,
+    setting: &str,
+) -> Result<p12_keystore::KeyStore, String> {
+    if bytes.starts_with(&JKS_MAGIC) {
+        return Err(format!(
+            "{setting} is in the old JKS format, which Strand does not read: convert it with \
+             keytool -importkeystore -srckeystore FILE -destkeystore FILE.p12 -deststoretype PKCS12"
+        ));
+    }
+    p12_keystore::KeyStore::from_pkcs12(bytes, password, p12_keystore::Pkcs12ImportPolicy::Relaxed)
+        .map_err(|e| format!("cannot open {setting} as PKCS12 with its password: {e}"))
+}
+
 /// The TLS settings of one listener.
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
     /// Key (first) and certificate chain; for inline settings the two texts joined.
     keystore: PemSource,
+    keystore_format: StoreFormat,
     key_password: Option<String>,
     truststore: Option<PemSource>,
+    truststore_format: StoreFormat,
     pub client_auth: ClientAuth,
     tls12: bool,
     tls13: bool,
@@ -83,17 +158,14 @@ impl TlsSettings {
             (_, Some(_), None) | (_, None, Some(_)) => {
                 return Err("ssl.keystore.key and ssl.keystore.certificate.chain go together".into())
             }
-            (Some(location), None, None) => {
-                if !keystore_type.eq_ignore_ascii_case("PEM") {
-                    return Err(format!(
-                        "ssl.keystore.type {keystore_type} is not supported: Strand reads PEM key stores (ssl.keystore.type=PEM)"
-                    ));
-                }
-                PemSource::File(PathBuf::from(location))
-            }
+            (Some(location), None, None) => PemSource::File(PathBuf::from(location)),
             (None, None, None) => {
-                return Err("a TLS listener needs ssl.keystore.location (PEM) or ssl.keystore.key with ssl.keystore.certificate.chain".into())
+                return Err("a TLS listener needs ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain".into())
             }
+        };
+        let keystore_format = match keystore {
+            PemSource::Inline(_) => StoreFormat::Pem,
+            PemSource::File(_) => store_format(get, "keystore", &keystore_type)?,
         };
         let truststore_type = get("ssl.truststore.type").unwrap_or_else(|| "JKS".into());
         let truststore = match (
@@ -101,15 +173,12 @@ impl TlsSettings {
             get("ssl.truststore.certificates"),
         ) {
             (_, Some(inline)) => Some(PemSource::Inline(inline)),
-            (Some(location), None) => {
-                if !truststore_type.eq_ignore_ascii_case("PEM") {
-                    return Err(format!(
-                        "ssl.truststore.type {truststore_type} is not supported: Strand reads PEM trust stores (ssl.truststore.type=PEM)"
-                    ));
-                }
-                Some(PemSource::File(PathBuf::from(location)))
-            }
+            (Some(location), None) => Some(PemSource::File(PathBuf::from(location))),
             (None, None) => None,
+        };
+        let truststore_format = match truststore {
+            Some(PemSource::File(_)) => store_format(get, "truststore", &truststore_type)?,
+            _ => StoreFormat::Pem,
         };
         let client_auth = match get("ssl.client.auth").as_deref().map(str::trim) {
             None | Some("none") => ClientAuth::None,
@@ -123,7 +192,7 @@ impl TlsSettings {
         };
         if client_auth != ClientAuth::None && truststore.is_none() {
             return Err(format!(
-                "ssl.client.auth={} needs a trust store (ssl.truststore.location, PEM) to check client certificates against",
+                "ssl.client.auth={} needs a trust store (ssl.truststore.location) to check client certificates against",
                 if client_auth == ClientAuth::Required { "required" } else { "requested" }
             ));
         }
@@ -149,8 +218,10 @@ impl TlsSettings {
         };
         Ok(TlsSettings {
             keystore,
+            keystore_format,
             key_password: get("ssl.key.password").filter(|p| !p.is_empty()),
             truststore,
+            truststore_format,
             client_auth,
             tls12,
             tls13,
@@ -169,12 +240,7 @@ impl TlsSettings {
     /// A rustls server configuration from the stores as they are now.
     pub fn build(&self) -> Result<Arc<ServerConfig>, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let keystore = self.keystore.read()?;
-        let key = private_key(&keystore, self.key_password.as_deref())?;
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(keystore.as_bytes())
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("cannot read the key store's certificates: {e}"))?;
+        let (key, chain) = self.key_and_chain()?;
         if chain.is_empty() {
             return Err("the key store holds no certificate".into());
         }
@@ -190,7 +256,7 @@ impl TlsSettings {
             .map_err(|e| format!("TLS protocol versions: {e}"))?;
         let builder = match (&self.truststore, self.client_auth) {
             (Some(truststore), ClientAuth::Required | ClientAuth::Requested) => {
-                let roots = Arc::new(trust_roots(&truststore.read()?)?);
+                let roots = Arc::new(self.trust_roots(truststore)?);
                 let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
                 let verifier = if self.client_auth == ClientAuth::Requested {
                     verifier.allow_unauthenticated()
@@ -209,6 +275,77 @@ impl TlsSettings {
             .with_single_cert(chain, key)
             .map_err(|e| format!("the key store's key and certificate do not go together: {e}"))?;
         Ok(Arc::new(config))
+    }
+
+    /// The key store's private key and certificate chain.
+    fn key_and_chain(
+        &self,
+    ) -> Result<(PrivateKeyDer<'static>, Vec<CertificateDer<'static>>), String> {
+        match &self.keystore_format {
+            StoreFormat::Pem => {
+                let keystore = self.keystore.read()?;
+                let key = private_key(&keystore, self.key_password.as_deref())?;
+                let chain = CertificateDer::pem_slice_iter(keystore.as_bytes())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("cannot read the key store's certificates: {e}"))?;
+                Ok((key, chain))
+            }
+            StoreFormat::Pkcs12 { password } => {
+                let store = open_pkcs12(
+                    &self.keystore.read_bytes()?,
+                    password,
+                    "ssl.keystore.location",
+                )?;
+                let (_, chain) = store
+                    .private_key_chain()
+                    .ok_or("the key store (PKCS12) holds no private key")?;
+                let key =
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
+                let certificates = chain
+                    .certs()
+                    .iter()
+                    .map(|c| CertificateDer::from(c.as_der().to_vec()))
+                    .collect();
+                Ok((key, certificates))
+            }
+        }
+    }
+
+    /// The certificates client certificates are checked against.
+    fn trust_roots(&self, truststore: &PemSource) -> Result<RootCertStore, String> {
+        let certificates: Vec<CertificateDer<'static>> = match &self.truststore_format {
+            StoreFormat::Pem => CertificateDer::pem_slice_iter(truststore.read()?.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("cannot read the trust store: {e}"))?,
+            StoreFormat::Pkcs12 { password } => {
+                let store = open_pkcs12(
+                    &truststore.read_bytes()?,
+                    password,
+                    "ssl.truststore.location",
+                )?;
+                store
+                    .entries()
+                    .flat_map(|(_, entry)| match entry {
+                        p12_keystore::KeyStoreEntry::Certificate(c) => vec![c.as_der().to_vec()],
+                        p12_keystore::KeyStoreEntry::PrivateKeyChain(chain) => {
+                            chain.certs().iter().map(|c| c.as_der().to_vec()).collect()
+                        }
+                        _ => Vec::new(),
+                    })
+                    .map(CertificateDer::from)
+                    .collect()
+            }
+        };
+        let mut roots = RootCertStore::empty();
+        for certificate in certificates {
+            roots
+                .add(certificate)
+                .map_err(|e| format!("cannot trust a trust store certificate: {e}"))?;
+        }
+        if roots.is_empty() {
+            return Err("the trust store holds no certificate".into());
+        }
+        Ok(roots)
     }
 
     /// The principal of a peer that finished the handshake: its certificate's subject
@@ -254,20 +391,6 @@ fn private_key(pem: &str, password: Option<&str>) -> Result<PrivateKeyDer<'stati
     }
     PrivateKeyDer::from_pem_slice(pem.as_bytes())
         .map_err(|e| format!("the key store holds no private key the broker can read: {e}"))
-}
-
-fn trust_roots(pem: &str) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-        let certificate = certificate.map_err(|e| format!("cannot read the trust store: {e}"))?;
-        roots
-            .add(certificate)
-            .map_err(|e| format!("cannot trust a trust store certificate: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("the trust store holds no certificate".into());
-    }
-    Ok(roots)
 }
 
 /// How often a connection may trigger a look at the stores' files.
@@ -376,7 +499,19 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_serve_with_the_setting_named() {
         let error = settings(&[("ssl.keystore.location", "/x.jks")]).unwrap_err();
-        assert!(error.contains("ssl.keystore.type JKS"), "{error}");
+        assert!(
+            error.contains("ssl.keystore.type=JKS needs ssl.keystore.password"),
+            "{error}"
+        );
+        let error = settings(&[
+            ("ssl.keystore.type", "BCFKS"),
+            ("ssl.keystore.location", "/x.bcfks"),
+        ])
+        .unwrap_err();
+        assert!(
+            error.contains("ssl.keystore.type BCFKS is not supported"),
+            "{error}"
+        );
         let error = settings(&[]).unwrap_err();
         assert!(error.contains("ssl.keystore.location"), "{error}");
         let error = settings(&[
@@ -433,5 +568,86 @@ mod tests {
         assert!(private_key(&pem, None)
             .unwrap_err()
             .contains("ssl.key.password"));
+    }
+
+    /// A PKCS12 store holding a key with its certificate, and one holding only the
+    /// certificate as a trusted entry, as keytool writes them.
+    fn pkcs12_stores(password: &str) -> (Vec<u8>, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let certificate = p12_keystore::Certificate::from_der(cert.der()).unwrap();
+        let private_key = p12_keystore::PrivateKey::from_der(&key.serialize_der()).unwrap();
+        let mut keystore = p12_keystore::KeyStore::new();
+        keystore.add_entry(
+            "broker",
+            p12_keystore::KeyStoreEntry::PrivateKeyChain(p12_keystore::PrivateKeyChain::new(
+                b"id".to_vec(),
+                private_key,
+                [certificate.clone()],
+            )),
+        );
+        let mut truststore = p12_keystore::KeyStore::new();
+        truststore.add_entry("ca", p12_keystore::KeyStoreEntry::Certificate(certificate));
+        (
+            keystore.writer(password).write().unwrap(),
+            truststore.writer(password).write().unwrap(),
+        )
+    }
+
+    #[test]
+    fn pkcs12_stores_and_keytools_jks_named_ones_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keystore, truststore) = pkcs12_stores("store-secret");
+        let keystore_path = dir.path().join("broker.keystore.jks");
+        let truststore_path = dir.path().join("broker.truststore.p12");
+        std::fs::write(&keystore_path, keystore).unwrap();
+        std::fs::write(&truststore_path, truststore).unwrap();
+        for store_type in ["PKCS12", "JKS"] {
+            settings(&[
+                ("ssl.keystore.type", store_type),
+                ("ssl.keystore.location", keystore_path.to_str().unwrap()),
+                ("ssl.keystore.password", "store-secret"),
+                ("ssl.truststore.type", "PKCS12"),
+                ("ssl.truststore.location", truststore_path.to_str().unwrap()),
+                ("ssl.truststore.password", "store-secret"),
+                ("ssl.client.auth", "required"),
+            ])
+            .unwrap()
+            .build()
+            .unwrap_or_else(|e| panic!("{store_type}: {e}"));
+        }
+        let wrong = settings(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", keystore_path.to_str().unwrap()),
+            ("ssl.keystore.password", "guess"),
+        ])
+        .unwrap()
+        .build()
+        .unwrap_err();
+        assert!(
+            wrong.contains("cannot open ssl.keystore.location as PKCS12"),
+            "{wrong}"
+        );
+        let missing = settings(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", keystore_path.to_str().unwrap()),
+        ])
+        .unwrap_err();
+        assert!(missing.contains("needs ssl.keystore.password"), "{missing}");
+        // A store in the old JKS format: refused with the way out.
+        let old = dir.path().join("old.jks");
+        std::fs::write(&old, [0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2]).unwrap();
+        let refused = settings(&[
+            ("ssl.keystore.location", old.to_str().unwrap()),
+            ("ssl.keystore.password", "store-secret"),
+        ])
+        .unwrap()
+        .build()
+        .unwrap_err();
+        assert!(
+            refused.contains("old JKS format") && refused.contains("keytool -importkeystore"),
+            "{refused}"
+        );
     }
 }

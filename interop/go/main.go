@@ -12,6 +12,7 @@
 //
 //	STRAND_BOOTSTRAP  broker address (default 127.0.0.1:9092)
 //	STRAND_KEEP_TOPIC if non-empty, a failed run leaves its topic in place
+//	STRAND_SECURITY_PROTOCOL and the rest of security.go: TLS and SASL
 package main
 
 import (
@@ -113,6 +114,7 @@ func baseOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.RequestRetries(3),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
+	opts = append(opts, securityOpts()...)
 	return append(opts, extra...)
 }
 

@@ -3,7 +3,7 @@ with four listeners (PLAINTEXT, SSL with required client certificates, SASL_PLAI
 SASL_SSL with PLAIN), PEM stores made with openssl (the server key encrypted, with
 ssl.key.password), and on SASL_SSL a keytool-made "JKS" key store (PKCS12 inside, as
 keytool writes since Java 9), per listener. On every listener librdkafka (confluent-kafka) and kafka-python
-produce and consume, and Metadata names the listener's own port (a client that bootstraps
+produce and consume (franz-go's driver on SSL, SASL_PLAINTEXT and SASL_SSL with SCRAM), and Metadata names the listener's own port (a client that bootstraps
 on a SASL port and is sent to another listener's port cannot authenticate there). Kafka's
 own Java tools (kafka-topics, console producer and consumer with --command-config) do the
 same over SASL_SSL and SSL. A wrong password fails with Kafka's message; a client without
@@ -227,6 +227,19 @@ def ssl_needs_a_certificate(port, d):
         ok(f"librdkafka without a client certificate: refused ({' '.join(str(e) for e in errors)[:200]})")
 
 
+def franz_go(name, port, d, **env):
+    """interop/go's whole franz-go driver (admin, every codec, fetches, offsets) over a
+    listener."""
+    driver = os.path.join(HERE, "../go/run.sh")
+    result = subprocess.run([driver], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "STRAND_BOOTSTRAP": f"127.0.0.1:{port}",
+                                 "STRAND_SECURITY_PROTOCOL": name, "STRAND_SSL_CA": os.path.join(d, "ca.pem"),
+                                 **env})
+    check(result.returncode == 0 and "all checks passed" in result.stdout,
+          f"franz-go driver over {name} {env.get('STRAND_SASL_MECHANISM', '')} "
+          f"({(result.stdout + result.stderr).strip().splitlines()[-1:]})")
+
+
 def java_tools(ports, d):
     if not os.path.exists(os.path.join(os.path.expanduser("~"), ".cache/strand")):
         fail("Kafka's jars are missing (interop/kafka/fetch.sh)")
@@ -355,6 +368,13 @@ def main():
             kafka_python_round_trip("SASL_PLAINTEXT", ports["SASL_PLAINTEXT"], "SASL_PLAINTEXT", d,
                                     mechanism="SCRAM-SHA-256", user="carol")
             scram_wrong_password_fails(ports["SASL_PLAINTEXT"], d)
+            if "--no-go" not in sys.argv:
+                franz_go("SASL_SSL", ports["SASL_SSL"], d, STRAND_SASL_MECHANISM="SCRAM-SHA-512",
+                         STRAND_SASL_USER="carol", STRAND_SASL_PASSWORD=SCRAM_USERS["carol"])
+                franz_go("SASL_PLAINTEXT", ports["SASL_PLAINTEXT"], d, STRAND_SASL_MECHANISM="PLAIN",
+                         STRAND_SASL_USER="alice", STRAND_SASL_PASSWORD=USERS["alice"])
+                franz_go("SSL", ports["SSL"], d, STRAND_SSL_CERT=os.path.join(d, "client.pem"),
+                         STRAND_SSL_KEY=os.path.join(d, "client.plain.key"))
             ssl_needs_a_certificate(ports["SSL"], d)
             if "--no-java" not in sys.argv:
                 java_tools(ports, d)

@@ -27,6 +27,7 @@
 //
 //   STRAND_BOOTSTRAP   broker address (default 127.0.0.1:9092)
 //   STRAND_KAFKAJS_LOG KafkaJS log level: nothing, error (default), warn, info, debug
+//   STRAND_SECURITY_PROTOCOL and the rest of security.js: TLS and SASL
 'use strict'
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
@@ -40,6 +41,7 @@ const {
   AssignerProtocol,
 } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
+const { securityOptions } = require('./security')
 
 const bootstrap = process.env.STRAND_BOOTSTRAP || '127.0.0.1:9092'
 const STEP_MS = 30000
@@ -155,6 +157,7 @@ const kafka = new Kafka({
     const { message, ...extra } = log
     process.stderr.write(`kafkajs ${label} [${namespace}] ${message} ${JSON.stringify(extra)}\n`)
   },
+  ...securityOptions(),
 })
 
 let admin

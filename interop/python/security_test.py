@@ -3,7 +3,8 @@ with four listeners (PLAINTEXT, SSL with required client certificates, SASL_PLAI
 SASL_SSL with PLAIN), PEM stores made with openssl (the server key encrypted, with
 ssl.key.password), and on SASL_SSL a keytool-made "JKS" key store (PKCS12 inside, as
 keytool writes since Java 9), per listener. On every listener librdkafka (confluent-kafka) and kafka-python
-produce and consume (franz-go's driver on SSL, SASL_PLAINTEXT and SASL_SSL with SCRAM), and Metadata names the listener's own port (a client that bootstraps
+produce and consume (franz-go's and KafkaJS's whole drivers on SSL and SASL listeners,
+PLAIN and SCRAM), and Metadata names the listener's own port (a client that bootstraps
 on a SASL port and is sent to another listener's port cannot authenticate there). Kafka's
 own Java tools (kafka-topics, console producer and consumer with --command-config) do the
 same over SASL_SSL and SSL. A wrong password fails with Kafka's message; a client without
@@ -230,14 +231,23 @@ def ssl_needs_a_certificate(port, d):
 def franz_go(name, port, d, **env):
     """interop/go's whole franz-go driver (admin, every codec, fetches, offsets) over a
     listener."""
-    driver = os.path.join(HERE, "../go/run.sh")
+    driver_over(os.path.join(HERE, "../go/run.sh"), "franz-go", "all checks passed", name, port, d, **env)
+
+
+def kafkajs(name, port, d, **env):
+    """interop/js's whole KafkaJS driver (admin, codecs, groups, transactions) over a
+    listener."""
+    driver_over(os.path.join(HERE, "../js/run.sh"), "KafkaJS", "all checks passed", name, port, d, **env)
+
+
+def driver_over(driver, client, passed, name, port, d, **env):
     result = subprocess.run([driver], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "STRAND_BOOTSTRAP": f"127.0.0.1:{port}",
                                  "STRAND_SECURITY_PROTOCOL": name, "STRAND_SSL_CA": os.path.join(d, "ca.pem"),
                                  **env})
-    check(result.returncode == 0 and "all checks passed" in result.stdout,
-          f"franz-go driver over {name} {env.get('STRAND_SASL_MECHANISM', '')} "
-          f"({(result.stdout + result.stderr).strip().splitlines()[-1:]})")
+    check(result.returncode == 0 and passed in result.stdout,
+          f"{client} driver over {name} {env.get('STRAND_SASL_MECHANISM', '')} "
+          f"({(result.stdout.strip().splitlines() or ['no output'])[-1]} {result.stderr.strip()[-300:] if result.returncode else ''})")
 
 
 def java_tools(ports, d):
@@ -375,6 +385,11 @@ def main():
                          STRAND_SASL_USER="alice", STRAND_SASL_PASSWORD=USERS["alice"])
                 franz_go("SSL", ports["SSL"], d, STRAND_SSL_CERT=os.path.join(d, "client.pem"),
                          STRAND_SSL_KEY=os.path.join(d, "client.plain.key"))
+            if "--no-js" not in sys.argv:
+                kafkajs("SASL_SSL", ports["SASL_SSL"], d, STRAND_SASL_MECHANISM="SCRAM-SHA-256",
+                        STRAND_SASL_USER="carol", STRAND_SASL_PASSWORD=SCRAM_USERS["carol"])
+                kafkajs("SSL", ports["SSL"], d, STRAND_SSL_CERT=os.path.join(d, "client.pem"),
+                        STRAND_SSL_KEY=os.path.join(d, "client.plain.key"))
             ssl_needs_a_certificate(ports["SSL"], d)
             if "--no-java" not in sys.argv:
                 java_tools(ports, d)

@@ -72,7 +72,7 @@ if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
 want native-cli && run_driver native-cli python3 interop/python/native_cli_test.py
 if want native-cli-kafka; then echo "=== native-cli-kafka (strand topic/produce/consume/group/cluster against Apache Kafka 4.4.0)"; timeout 900 python3 interop/python/native_cli_test.py --against-kafka; fi
-if want security; then echo "=== security (PLAINTEXT, SSL with client certificates, SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM, from one server.properties: librdkafka, kafka-python, franz-go, KafkaJS, Kafka's Java tools)"; (cd interop/python && STRAND_BIN="$BIN" timeout 600 python3 security_test.py); fi
+if want security; then echo "=== security (PLAINTEXT, SSL with client certificates, SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM, from one server.properties: librdkafka, kafka-python, franz-go, KafkaJS, Sarama, Kafka's Java tools)"; (cd interop/python && STRAND_BIN="$BIN" timeout 600 python3 security_test.py); fi
 if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want log-dirs; then echo "=== log-dirs (two log.dirs: kafka-log-dirs, kafka-reassign-partitions moving replicas between them)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 log_dirs_test.py); fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi

@@ -3,8 +3,8 @@ with four listeners (PLAINTEXT, SSL with required client certificates, SASL_PLAI
 SASL_SSL with PLAIN), PEM stores made with openssl (the server key encrypted, with
 ssl.key.password), and on SASL_SSL a keytool-made "JKS" key store (PKCS12 inside, as
 keytool writes since Java 9), per listener. On every listener librdkafka (confluent-kafka) and kafka-python
-produce and consume (franz-go's and KafkaJS's whole drivers on SSL and SASL listeners,
-PLAIN and SCRAM), and Metadata names the listener's own port (a client that bootstraps
+produce and consume (franz-go's, KafkaJS's and Sarama's whole drivers on SSL and SASL
+listeners, PLAIN and SCRAM; Sarama also with SaslHandshake v0's bare tokens), and Metadata names the listener's own port (a client that bootstraps
 on a SASL port and is sent to another listener's port cannot authenticate there). Kafka's
 own Java tools (kafka-topics, console producer and consumer with --command-config) do the
 same over SASL_SSL and SSL. A wrong password fails with Kafka's message; a client without
@@ -240,6 +240,11 @@ def kafkajs(name, port, d, **env):
     driver_over(os.path.join(HERE, "../js/run.sh"), "KafkaJS", "all checks passed", name, port, d, **env)
 
 
+def sarama(name, port, d, **env):
+    """interop/sarama's whole Sarama driver (at its newest Kafka version) over a listener."""
+    driver_over(os.path.join(HERE, "../sarama/run.sh"), "Sarama", "all checks passed", name, port, d, **env)
+
+
 def driver_over(driver, client, passed, name, port, d, **env):
     result = subprocess.run([driver], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "STRAND_BOOTSTRAP": f"127.0.0.1:{port}",
@@ -390,6 +395,11 @@ def main():
                         STRAND_SASL_USER="carol", STRAND_SASL_PASSWORD=SCRAM_USERS["carol"])
                 kafkajs("SSL", ports["SSL"], d, STRAND_SSL_CERT=os.path.join(d, "client.pem"),
                         STRAND_SSL_KEY=os.path.join(d, "client.plain.key"))
+            if "--no-sarama" not in sys.argv:
+                sarama("SASL_SSL", ports["SASL_SSL"], d, STRAND_SASL_USER="alice", STRAND_SASL_PASSWORD=USERS["alice"])
+                # Sarama's older framing: bare tokens after SaslHandshake v0.
+                sarama("SASL_PLAINTEXT", ports["SASL_PLAINTEXT"], d, STRAND_SASL_USER="alice",
+                       STRAND_SASL_PASSWORD=USERS["alice"], STRAND_SASL_HANDSHAKE="0")
             ssl_needs_a_certificate(ports["SSL"], d)
             if "--no-java" not in sys.argv:
                 java_tools(ports, d)

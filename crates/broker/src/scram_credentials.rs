@@ -148,7 +148,7 @@ impl Broker {
     ) -> Vec<(String, Result<(), ApiError>)> {
         let mut order: Vec<String> = Vec::new();
         let mut errors: BTreeMap<String, ApiError> = BTreeMap::new();
-        let mut accepted: BTreeMap<String, Alteration> = BTreeMap::new();
+        let mut accepted: BTreeMap<String, (Alteration, ScramMechanism)> = BTreeMap::new();
         for alteration in alterations {
             let user = alteration.user().to_string();
             if !order.contains(&user) {
@@ -168,8 +168,8 @@ impl Broker {
                 continue;
             }
             match alteration.check() {
-                Ok(_) => {
-                    accepted.insert(user, alteration);
+                Ok(mechanism) => {
+                    accepted.insert(user, (alteration, mechanism));
                 }
                 Err(error) => {
                     errors.insert(user, error);
@@ -184,19 +184,18 @@ impl Broker {
         let mut deletions = Vec::new();
         let mut upsertions = Vec::new();
         for user in &users {
-            match &accepted[user] {
-                Alteration::Delete { mechanism, .. } => {
-                    let mechanism = ScramMechanism::from_code(*mechanism).expect("checked");
+            let (alteration, mechanism) = &accepted[user];
+            match alteration {
+                Alteration::Delete { .. } => {
                     deletions.push((user.clone(), mechanism.name().to_string()));
                 }
                 Alteration::Upsert {
-                    mechanism,
                     iterations,
                     salt,
                     salted_password,
                     ..
                 } => {
-                    let mechanism = ScramMechanism::from_code(*mechanism).expect("checked");
+                    let mechanism = *mechanism;
                     let credential = ScramCredential::from_salted_password(
                         mechanism,
                         salt.clone(),

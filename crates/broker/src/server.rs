@@ -156,16 +156,22 @@ pub fn serve_listeners(
     Ok((addresses, handle, run))
 }
 
-/// The next connection on any of the listeners.
-async fn accept_any(
-    listeners: &[(Arc<Listener>, TcpListener)],
+/// The next connection on any of the listeners, looking first at the one after the
+/// listener that gave the last (`turn`), so a flood of connections on one listener
+/// never keeps another's waiting.
+async fn accept_any<'a>(
+    listeners: &'a [(Arc<Listener>, TcpListener)],
+    turn: &mut usize,
 ) -> (
-    &Arc<Listener>,
+    &'a Arc<Listener>,
     std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>,
 ) {
     std::future::poll_fn(|cx| {
-        for (listener, socket) in listeners {
+        for step in 0..listeners.len() {
+            let index = (*turn + step) % listeners.len();
+            let (listener, socket) = &listeners[index];
             if let std::task::Poll::Ready(accepted) = socket.poll_accept(cx) {
+                *turn = index + 1;
                 return std::task::Poll::Ready((listener, accepted));
             }
         }
@@ -251,9 +257,10 @@ async fn run(
             }
         })
     };
+    let mut turn = 0;
     loop {
         let (listener, stream, peer) = tokio::select! {
-            (listener, accepted) = accept_any(&listeners) => match accepted {
+            (listener, accepted) = accept_any(&listeners, &mut turn) => match accepted {
                 Ok((stream, peer)) => (listener.clone(), stream, peer),
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");

@@ -279,30 +279,21 @@ async fn plain_authenticates_and_metadata_names_the_listener_it_came_on() {
 #[tokio::test]
 async fn a_wrong_password_fails_with_kafkas_message_and_closes_the_connection() {
     let cluster = start(&sasl_properties()).await;
-    let mut stream = TcpStream::connect(cluster.address("SASL_PLAINTEXT"))
-        .await
-        .unwrap();
-    assert_eq!(handshake(&mut stream, 1, "PLAIN").await.error_code, 0);
-    let answer = authenticate(&mut stream, "alice", "guess").await;
-    assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
-    assert_eq!(
-        answer.error_message.as_deref(),
-        Some("Authentication failed: Invalid username or password")
-    );
-    assert_closed(&mut stream).await;
-
-    // An unknown user fails the same way (nothing tells users apart).
-    let mut stream = TcpStream::connect(cluster.address("SASL_PLAINTEXT"))
-        .await
-        .unwrap();
-    assert_eq!(handshake(&mut stream, 1, "PLAIN").await.error_code, 0);
-    let answer = authenticate(&mut stream, "mallory", "alice-secret").await;
-    assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
-    assert_eq!(
-        answer.error_message.as_deref(),
-        Some("Authentication failed: Invalid username or password")
-    );
-    assert_closed(&mut stream).await;
+    // A wrong password, and an unknown user failing the same way (nothing tells users
+    // apart).
+    for (user, password) in [("alice", "guess"), ("mallory", "alice-secret")] {
+        let mut stream = TcpStream::connect(cluster.address("SASL_PLAINTEXT"))
+            .await
+            .unwrap();
+        assert_eq!(handshake(&mut stream, 1, "PLAIN").await.error_code, 0);
+        let answer = authenticate(&mut stream, user, password).await;
+        assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_eq!(
+            answer.error_message.as_deref(),
+            Some("Authentication failed: Invalid username or password")
+        );
+        assert_closed(&mut stream).await;
+    }
 }
 
 #[tokio::test]
@@ -349,6 +340,14 @@ async fn nothing_but_the_handshake_is_served_before_authentication() {
     assert_closed(&mut stream).await;
 }
 
+/// A SASL token in SaslHandshake v0's framing: size-prefixed, no request header.
+fn bare_frame(token: &[u8]) -> Bytes {
+    let mut frame = BytesMut::new();
+    frame.put_i32(token.len() as i32);
+    frame.put_slice(token);
+    frame.freeze()
+}
+
 #[tokio::test]
 async fn the_older_framing_sends_bare_tokens_after_handshake_v0() {
     let cluster = start(&sasl_properties()).await;
@@ -356,11 +355,10 @@ async fn the_older_framing_sends_bare_tokens_after_handshake_v0() {
         .await
         .unwrap();
     assert_eq!(handshake(&mut stream, 0, "PLAIN").await.error_code, 0);
-    let token = b"\0alice\0alice-secret";
-    let mut frame = BytesMut::new();
-    frame.put_i32(token.len() as i32);
-    frame.put_slice(token);
-    stream.write_all(&frame).await.unwrap();
+    stream
+        .write_all(&bare_frame(b"\0alice\0alice-secret"))
+        .await
+        .unwrap();
     // PLAIN's final message is empty: a bare frame of size 0.
     let size = tokio::time::timeout(HANG_GUARD, stream.read_i32())
         .await
@@ -375,11 +373,10 @@ async fn the_older_framing_sends_bare_tokens_after_handshake_v0() {
         .await
         .unwrap();
     assert_eq!(handshake(&mut stream, 0, "PLAIN").await.error_code, 0);
-    let token = b"\0alice\0wrong";
-    let mut frame = BytesMut::new();
-    frame.put_i32(token.len() as i32);
-    frame.put_slice(token);
-    stream.write_all(&frame).await.unwrap();
+    stream
+        .write_all(&bare_frame(b"\0alice\0wrong"))
+        .await
+        .unwrap();
     assert_closed(&mut stream).await;
 }
 

@@ -114,7 +114,7 @@ async fn lookup(
         }
     };
     let Some(cluster) = broker.cluster() else {
-        let (host, port) = super::own_endpoint(broker, context);
+        let (host, port) = super::own_endpoint(context);
         return Ok((broker.node_id(), host, port as i32));
     };
     // A broker without the leadership lease may hold an image from before a failover

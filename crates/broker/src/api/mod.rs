@@ -73,7 +73,7 @@ pub(crate) async fn live_brokers(
     context: &crate::net::RequestContext,
 ) -> (Vec<LiveBroker>, i32) {
     let Some(cluster) = broker.cluster() else {
-        let (host, port) = own_endpoint(broker, context);
+        let (host, port) = own_endpoint(context);
         let me = (broker.node_id(), host, port, None);
         return (vec![me], broker.node_id());
     };
@@ -98,16 +98,7 @@ pub(crate) async fn live_brokers(
 }
 
 /// The (host, port) this broker advertises on the listener `context` came in on.
-pub(crate) fn own_endpoint(
-    broker: &crate::broker::Broker,
-    context: &crate::net::RequestContext,
-) -> (String, u16) {
+pub(crate) fn own_endpoint(context: &crate::net::RequestContext) -> (String, u16) {
     let spec = &context.listener.spec;
-    if spec.name == broker.config.listener_name {
-        // The primary listener: the broker's own advertised address (its port is the
-        // one bound when the configuration said 0).
-        (broker.advertised_host.clone(), broker.advertised_port)
-    } else {
-        (spec.advertised_host.clone(), spec.advertised_port)
-    }
+    (spec.advertised_host.clone(), spec.advertised_port)
 }

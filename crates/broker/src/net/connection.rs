@@ -47,7 +47,12 @@ pub async fn serve_connection(
         }
     }
     let read_timeout = Duration::from_millis(broker.config.request_read_timeout_ms);
-    let (reader, writer, principal) = match open(&listener, stream, peer, read_timeout).await {
+    // A shutdown does not wait for a handshake in progress.
+    let opened = tokio::select! {
+        opened = open(&listener, stream, peer, read_timeout) => opened,
+        _ = shutdown.changed() => return,
+    };
+    let (reader, writer, principal) = match opened {
         Ok(opened) => opened,
         Err(error) => {
             tracing::info!(%peer, listener = %listener.spec.name, %error, "closing connection");

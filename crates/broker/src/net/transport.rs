@@ -36,6 +36,8 @@ pub fn tls(stream: TlsStream<TcpStream>) -> (Reader, Writer) {
 
 /// Bytes of a file region read and encrypted at a time under TLS.
 const TLS_FILE_CHUNK_BYTES: usize = 256 * 1024;
+/// Byte parts gathered into one TLS write at most.
+const TLS_GATHER_MAX_BYTES: usize = 64 * 1024;
 
 impl Writer {
     pub async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -53,16 +55,33 @@ impl Writer {
         match self {
             Writer::Plain(writer) => write_parts_plain(writer, parts).await,
             Writer::Tls(writer) => {
+                // Each write to a TLS stream is its own record and socket write: the small
+                // byte parts between file regions (a fetch's per-partition headers) are
+                // gathered first, up to a bound.
+                let mut gathered: Vec<u8> = Vec::new();
                 for part in parts {
                     match part {
-                        ResponsePart::Bytes(bytes) => writer.write_all(bytes).await?,
+                        ResponsePart::Bytes(bytes) => {
+                            gathered.extend_from_slice(bytes);
+                            if gathered.len() >= TLS_GATHER_MAX_BYTES {
+                                writer.write_all(&gathered).await?;
+                                gathered.clear();
+                            }
+                        }
                         ResponsePart::File {
                             file,
                             position,
                             length,
-                        } => write_file_region_tls(writer, file, *position, *length).await?,
+                        } => {
+                            if !gathered.is_empty() {
+                                writer.write_all(&gathered).await?;
+                                gathered.clear();
+                            }
+                            write_file_region_tls(writer, file, *position, *length).await?
+                        }
                     }
                 }
+                writer.write_all(&gathered).await?;
                 writer.flush().await
             }
         }

@@ -77,6 +77,11 @@ pub struct Broker {
     pub scram: crate::scram_credentials::LocalScramCredentials,
     /// A single node's finalized features (a cluster's are in its image).
     pub features: crate::features::LocalFeatures,
+    /// A single node's ACLs (a cluster's are in its image).
+    pub local_acls: crate::acls::LocalAcls,
+    /// authorizer.class.name with super.users and allow.everyone.if.no.acl.found; None:
+    /// ACLs are off and every request is allowed.
+    pub authorizer: Option<strand_security::authorizer::Authorizer>,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -182,7 +187,11 @@ impl Broker {
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
         let scram = crate::scram_credentials::LocalScramCredentials::load(&data_dir)?;
         let features = crate::features::LocalFeatures::load(&data_dir)?;
+        let local_acls = crate::acls::LocalAcls::load(&data_dir)?;
+        let authorizer = config.authorizer();
         let broker = Arc::new(Broker {
+            local_acls,
+            authorizer,
             dynamic,
             group_configs,
             scram,

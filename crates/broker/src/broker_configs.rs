@@ -154,8 +154,27 @@ macro_rules! scaled_ms {
 
 const HOUR_MS: i64 = 3_600_000;
 
+/// The authorizer Kafka's authorizer.class.name names to turn ACLs on.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
 /// The Kafka broker configs Strand implements, in the order a file is applied.
 pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
+    BrokerConfigDef {
+        name: "authorizer.class.name",
+        toml_key: "authorizer_class_name",
+        config_type: ConfigType::String,
+        set: |c, v, _| {
+            let v = v.trim();
+            if !v.is_empty() && v != STANDARD_AUTHORIZER {
+                return Err(format!(
+                    "Class {v} cannot be found (Strand's authorizer is {STANDARD_AUTHORIZER})"
+                ));
+            }
+            c.authorizer_class_name = v.to_string();
+            Ok(())
+        },
+        get: |c| Some(c.authorizer_class_name.clone()),
+    },
     field!("node.id", node_id, Int, 0),
     field!("broker.id", node_id, Int, 0),
     BrokerConfigDef {
@@ -455,6 +474,8 @@ fn is_security_setting(name: &str) -> bool {
         || [
             "connections.max.reauth.ms",
             "connection.failed.authentication.delay.ms",
+            "super.users",
+            "allow.everyone.if.no.acl.found",
         ]
         .contains(&name)
 }

@@ -58,6 +58,9 @@ pub struct BrokerConfig {
     /// connections.max.reauth.ms, connection.failed.authentication.delay.ms), read per
     /// listener by [`BrokerConfig::security_setting`].
     pub security: std::collections::BTreeMap<String, String>,
+    /// authorizer.class.name: Kafka's StandardAuthorizer turns ACLs on (empty: off, every
+    /// request allowed, as on Kafka).
+    pub authorizer_class_name: String,
     /// The first log directory (log.dirs), which also holds the broker's metadata.
     pub data_dir: PathBuf,
     /// The other log directories of log.dirs: partitions spread over all of them.
@@ -176,6 +179,7 @@ impl Default for BrokerConfig {
             extra_listeners: Vec::new(),
             listener_security_protocol_map: None,
             security: Default::default(),
+            authorizer_class_name: String::new(),
             data_dir: PathBuf::from("strand-data"),
             extra_log_dirs: Vec::new(),
             auto_create_topics: true,
@@ -480,6 +484,22 @@ impl BrokerConfig {
             });
         }
         Ok(specs)
+    }
+
+    /// The authorizer (authorizer.class.name, super.users, allow.everyone.if.no.acl.found),
+    /// or None when ACLs are off.
+    pub fn authorizer(&self) -> Option<strand_security::authorizer::Authorizer> {
+        if self.authorizer_class_name.is_empty() {
+            return None;
+        }
+        let setting = |name: &str| self.security.get(name).map(|v| v.trim().to_string());
+        Some(strand_security::authorizer::Authorizer {
+            super_users: strand_security::authorizer::Authorizer::parse_super_users(
+                &setting("super.users").unwrap_or_default(),
+            ),
+            allow_everyone_if_no_acl_found: setting("allow.everyone.if.no.acl.found")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        })
     }
 
     /// A security setting for one listener: `listener.name.LISTENER.NAME` (the listener

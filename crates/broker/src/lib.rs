@@ -5,7 +5,9 @@
 //! `api::<name>` decodes, acts on `Broker` / `Partition`, encodes the response.
 //! Requests on one connection are handled one at a time, so responses keep their order.
 
+pub mod acls;
 pub mod api;
+pub mod authorization;
 pub mod broker;
 pub mod broker_configs;
 pub mod cluster;

@@ -56,64 +56,81 @@ pub async fn route(
         ));
     }
     match request.api_key {
-        ApiKey::Produce => api::produce::handle(broker, request).await,
-        ApiKey::Fetch => api::fetch::handle(broker, request).await,
-        ApiKey::ListOffsets => api::list_offsets::handle(broker, request).await,
+        ApiKey::Produce => api::produce::handle(broker, request, context).await,
+        ApiKey::Fetch => api::fetch::handle(broker, request, context).await,
+        ApiKey::ListOffsets => api::list_offsets::handle(broker, request, context).await,
         ApiKey::Metadata => api::metadata::handle(broker, request, context).await,
-        ApiKey::CreateTopics => api::create_topics::handle(broker, request).await,
-        ApiKey::DeleteTopics => api::delete_topics::handle(broker, request).await,
-        ApiKey::CreatePartitions => api::create_partitions::handle(broker, request).await,
-        ApiKey::DescribeConfigs => api::configs::describe(broker, request),
-        ApiKey::AlterConfigs => api::configs::alter(broker, request).await,
-        ApiKey::IncrementalAlterConfigs => api::configs::incremental_alter(broker, request).await,
-        ApiKey::InitProducerId => api::init_producer_id::handle(broker, request).await,
+        ApiKey::CreateTopics => api::create_topics::handle(broker, request, context).await,
+        ApiKey::DeleteTopics => api::delete_topics::handle(broker, request, context).await,
+        ApiKey::CreatePartitions => api::create_partitions::handle(broker, request, context).await,
+        ApiKey::DescribeConfigs => api::configs::describe(broker, request, context),
+        ApiKey::AlterConfigs => api::configs::alter(broker, request, context).await,
+        ApiKey::IncrementalAlterConfigs => {
+            api::configs::incremental_alter(broker, request, context).await
+        }
+        ApiKey::InitProducerId => api::init_producer_id::handle(broker, request, context).await,
         ApiKey::FindCoordinator => api::find_coordinator::handle(broker, request, context).await,
-        ApiKey::JoinGroup => api::join_group::handle(broker, request, context.peer).await,
-        ApiKey::SyncGroup => api::sync_group::handle(broker, request).await,
-        ApiKey::Heartbeat => api::heartbeat::handle(broker, request).await,
-        ApiKey::LeaveGroup => api::leave_group::handle(broker, request).await,
-        ApiKey::OffsetCommit => api::offset_commit::handle(broker, request).await,
-        ApiKey::OffsetFetch => api::offset_fetch::handle(broker, request).await,
-        ApiKey::ListGroups => api::list_groups::handle(broker, request).await,
-        ApiKey::DescribeGroups => api::describe_groups::handle(broker, request).await,
-        ApiKey::DeleteGroups => api::delete_groups::handle(broker, request).await,
-        ApiKey::OffsetDelete => api::offset_delete::handle(broker, request).await,
+        ApiKey::JoinGroup => api::join_group::handle(broker, request, context).await,
+        ApiKey::SyncGroup => api::sync_group::handle(broker, request, context).await,
+        ApiKey::Heartbeat => api::heartbeat::handle(broker, request, context).await,
+        ApiKey::LeaveGroup => api::leave_group::handle(broker, request, context).await,
+        ApiKey::OffsetCommit => api::offset_commit::handle(broker, request, context).await,
+        ApiKey::OffsetFetch => api::offset_fetch::handle(broker, request, context).await,
+        ApiKey::ListGroups => api::list_groups::handle(broker, request, context).await,
+        ApiKey::DescribeGroups => api::describe_groups::handle(broker, request, context).await,
+        ApiKey::DeleteGroups => api::delete_groups::handle(broker, request, context).await,
+        ApiKey::OffsetDelete => api::offset_delete::handle(broker, request, context).await,
         ApiKey::ConsumerGroupHeartbeat => {
-            api::consumer_group_heartbeat::handle(broker, request, context.peer).await
+            api::consumer_group_heartbeat::handle(broker, request, context).await
         }
         ApiKey::ConsumerGroupDescribe => {
-            api::consumer_group_describe::handle(broker, request).await
+            api::consumer_group_describe::handle(broker, request, context).await
         }
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request, context).await,
-        ApiKey::AddPartitionsToTxn => api::add_partitions_to_txn::handle(broker, request).await,
-        ApiKey::AddOffsetsToTxn => api::add_offsets_to_txn::handle(broker, request).await,
-        ApiKey::EndTxn => api::end_txn::handle(broker, request).await,
-        ApiKey::WriteTxnMarkers => api::write_txn_markers::handle(broker, request).await,
-        ApiKey::TxnOffsetCommit => api::txn_offset_commit::handle(broker, request).await,
-        ApiKey::DescribeTransactions => api::describe_transactions::handle(broker, request).await,
-        ApiKey::ListTransactions => api::list_transactions::handle(broker, request).await,
-        ApiKey::DescribeProducers => api::describe_producers::handle(broker, request).await,
-        ApiKey::ElectLeaders => api::elect_leaders::handle(broker, request).await,
-        ApiKey::DescribeQuorum => api::describe_quorum::handle(broker, request).await,
-        ApiKey::UpdateFeatures => api::update_features::handle(broker, request).await,
+        ApiKey::AddPartitionsToTxn => {
+            api::add_partitions_to_txn::handle(broker, request, context).await
+        }
+        ApiKey::AddOffsetsToTxn => api::add_offsets_to_txn::handle(broker, request, context).await,
+        ApiKey::EndTxn => api::end_txn::handle(broker, request, context).await,
+        ApiKey::WriteTxnMarkers => api::write_txn_markers::handle(broker, request, context).await,
+        ApiKey::TxnOffsetCommit => api::txn_offset_commit::handle(broker, request, context).await,
+        ApiKey::DescribeTransactions => {
+            api::describe_transactions::handle(broker, request, context).await
+        }
+        ApiKey::ListTransactions => api::list_transactions::handle(broker, request, context).await,
+        ApiKey::DescribeProducers => {
+            api::describe_producers::handle(broker, request, context).await
+        }
+        ApiKey::ElectLeaders => api::elect_leaders::handle(broker, request, context).await,
+        ApiKey::DescribeQuorum => api::describe_quorum::handle(broker, request, context).await,
+        ApiKey::UpdateFeatures => api::update_features::handle(broker, request, context).await,
         ApiKey::AlterPartitionReassignments => {
-            api::alter_partition_reassignments::handle(broker, request).await
+            api::alter_partition_reassignments::handle(broker, request, context).await
         }
         ApiKey::ListPartitionReassignments => {
-            api::list_partition_reassignments::handle(broker, request)
+            api::list_partition_reassignments::handle(broker, request, context)
         }
-        ApiKey::DeleteRecords => api::delete_records::handle(broker, request),
-        ApiKey::DescribeLogDirs => api::describe_log_dirs::handle(broker, request),
-        ApiKey::AlterReplicaLogDirs => api::alter_replica_log_dirs::handle(broker, request),
-        ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request).await,
-        ApiKey::DescribeTopicPartitions => api::describe_topic_partitions::handle(broker, request),
-        ApiKey::OffsetForLeaderEpoch => api::offset_for_leader_epoch::handle(broker, request),
+        ApiKey::DeleteRecords => api::delete_records::handle(broker, request, context),
+        ApiKey::DescribeLogDirs => api::describe_log_dirs::handle(broker, request, context),
+        ApiKey::AlterReplicaLogDirs => {
+            api::alter_replica_log_dirs::handle(broker, request, context)
+        }
+        ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request, context).await,
+        ApiKey::DescribeTopicPartitions => {
+            api::describe_topic_partitions::handle(broker, request, context)
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            api::offset_for_leader_epoch::handle(broker, request, context)
+        }
         ApiKey::AlterUserScramCredentials => {
-            api::user_scram_credentials::alter(broker, request).await
+            api::user_scram_credentials::alter(broker, request, context).await
         }
         ApiKey::DescribeUserScramCredentials => {
-            api::user_scram_credentials::describe(broker, request)
+            api::user_scram_credentials::describe(broker, request, context)
         }
+        ApiKey::DescribeAcls => api::acls::describe(broker, request, context),
+        ApiKey::CreateAcls => api::acls::create(broker, request, context).await,
+        ApiKey::DeleteAcls => api::acls::delete(broker, request, context).await,
         ApiKey::SaslHandshake => api::sasl::handshake_out_of_place(request),
         ApiKey::SaslAuthenticate => api::sasl::authenticate_out_of_place(request),
         other => Outcome::Close(format!("API {other:?} is advertised but has no handler")),

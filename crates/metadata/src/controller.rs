@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use strand_security::authorizer::{AclBinding, AclFilter};
 use uuid::Uuid;
 
 use crate::error_code;
@@ -101,6 +102,15 @@ pub enum ControllerCommand {
         users: Vec<String>,
         deletions: Vec<(String, String)>,
         upsertions: Vec<(String, String, ScramCredentialRecord)>,
+    },
+    /// CreateAcls, each ACL checked by the broker that took the request: one result per
+    /// ACL. An ACL that exists already succeeds and adds nothing, as on Kafka.
+    CreateAcls {
+        acls: Vec<AclBinding>,
+    },
+    /// DeleteAcls: every ACL a filter matches is removed; the reply lists them per filter.
+    DeleteAcls {
+        filters: Vec<AclFilter>,
     },
     /// Dynamic broker configs (IncrementalAlterConfigs on a BROKER resource), checked by
     /// the broker that took the request; None: the cluster-wide default.
@@ -218,6 +228,8 @@ pub enum ControllerReply {
     /// (every partition: every topic, with only the partitions where an election was
     /// needed, as Kafka answers).
     Elections(Vec<TopicElections>),
+    /// DeleteAcls: per filter, the ACLs it matched (all of them removed).
+    DeletedAcls(Vec<Vec<AclBinding>>),
 }
 
 impl ControllerReply {
@@ -424,6 +436,31 @@ pub fn decide(
                 results.push(ItemResult::ok());
             }
             ControllerReply::Results(results)
+        }
+        ControllerCommand::CreateAcls { acls } => {
+            let mut added = std::collections::BTreeSet::new();
+            for acl in acls {
+                if !image.acls.contains(acl) && added.insert(acl) {
+                    records.push(MetadataRecord::CreateAcl(acl.clone()));
+                }
+            }
+            ControllerReply::Results(acls.iter().map(|_| ItemResult::ok()).collect())
+        }
+        ControllerCommand::DeleteAcls { filters } => {
+            let mut removed = std::collections::BTreeSet::new();
+            let matched = filters
+                .iter()
+                .map(|filter| {
+                    let acls: Vec<AclBinding> = image.acls.matching(filter).cloned().collect();
+                    for acl in &acls {
+                        if removed.insert(acl.clone()) {
+                            records.push(MetadataRecord::DeleteAcl(acl.clone()));
+                        }
+                    }
+                    acls
+                })
+                .collect();
+            ControllerReply::DeletedAcls(matched)
         }
         ControllerCommand::SetBrokerConfigs { broker, configs } => {
             records.push(MetadataRecord::SetBrokerConfigs {

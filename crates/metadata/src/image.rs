@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::features::FinalizedFeatures;
 use serde::{Deserialize, Serialize};
+use strand_security::authorizer::Acls;
 use uuid::Uuid;
 
 use crate::records::MetadataRecord;
@@ -130,6 +131,9 @@ pub struct MetadataImage {
     /// credential (kafka-configs --entity-type users).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredentialRecord>>,
+    /// ACLs (kafka-acls), enforced by every broker when authorizer.class.name is set.
+    #[serde(default, skip_serializing_if = "Acls::is_empty")]
+    pub acls: Acls,
 }
 
 /// What is kept of a user's password for one SCRAM mechanism: the salt, the iterations
@@ -295,6 +299,10 @@ impl MetadataImage {
                     }
                 }
             },
+            MetadataRecord::CreateAcl(binding) => self.acls.add(binding.clone()),
+            MetadataRecord::DeleteAcl(binding) => {
+                self.acls.remove(binding);
+            }
             MetadataRecord::SetBrokerConfigs { broker, configs } => {
                 let slot = match broker {
                     None => &mut self.default_broker_configs,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use strand_security::authorizer::AclBinding;
 use uuid::Uuid;
 
 use crate::image::{BrokerInfo, PartitionState, ScramCredentialRecord};
@@ -70,6 +71,10 @@ pub enum MetadataRecord {
         mechanism: String,
         credential: Option<ScramCredentialRecord>,
     },
+    /// An ACL added (CreateAcls); records version 5.
+    CreateAcl(AclBinding),
+    /// An ACL removed (DeleteAcls); records version 5.
+    DeleteAcl(AclBinding),
     /// Finalized feature levels UpdateFeatures set (the others keep theirs).
     SetFeatures {
         levels: BTreeMap<String, i16>,

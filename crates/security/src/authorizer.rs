@@ -15,10 +15,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::KafkaPrincipal;
 
 /// Kafka's ResourceType codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ResourceType {
     Topic,
     Group,
@@ -86,7 +88,7 @@ impl ResourceType {
 }
 
 /// Kafka's PatternType codes for stored ACLs (MATCH and ANY only filter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum PatternType {
     Literal,
     Prefixed,
@@ -110,7 +112,7 @@ impl PatternType {
 }
 
 /// Kafka's AclOperation codes (ALL applies to every operation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum AclOperation {
     All,
     Read,
@@ -183,7 +185,7 @@ impl AclOperation {
 }
 
 /// Kafka's AclPermissionType codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Permission {
     Deny,
     Allow,
@@ -207,7 +209,7 @@ impl Permission {
 }
 
 /// One ACL as CreateAcls states it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AclBinding {
     pub resource_type: ResourceType,
     pub resource_name: String,
@@ -225,8 +227,10 @@ pub const WILDCARD: &str = "*";
 /// The principal that means every principal.
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
 
-/// The ACLs of a cluster, indexed by the resource pattern they name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The ACLs of a cluster, indexed by the resource pattern they name (stored as a plain
+/// list).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<AclBinding>", into = "Vec<AclBinding>")]
 pub struct Acls {
     by_pattern: BTreeMap<(ResourceType, PatternType), BTreeMap<String, BTreeSet<AclBinding>>>,
 }
@@ -278,6 +282,18 @@ impl Acls {
         self.iter().count()
     }
 
+    pub fn contains(&self, binding: &AclBinding) -> bool {
+        self.by_pattern
+            .get(&(binding.resource_type, binding.pattern_type))
+            .and_then(|names| names.get(&binding.resource_name))
+            .is_some_and(|set| set.contains(binding))
+    }
+
+    /// The ACLs a DescribeAcls or DeleteAcls filter matches.
+    pub fn matching<'a>(&'a self, filter: &'a AclFilter) -> impl Iterator<Item = &'a AclBinding> {
+        self.iter().filter(move |binding| filter.matches(binding))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_pattern.is_empty()
     }
@@ -308,18 +324,132 @@ impl Acls {
     }
 }
 
-/// Who may do what: the ACLs, super.users and allow.everyone.if.no.acl.found.
+impl From<Vec<AclBinding>> for Acls {
+    fn from(bindings: Vec<AclBinding>) -> Acls {
+        Acls::new(bindings)
+    }
+}
+
+impl From<Acls> for Vec<AclBinding> {
+    fn from(acls: Acls) -> Vec<AclBinding> {
+        acls.iter().cloned().collect()
+    }
+}
+
+/// Which stored patterns a filter's pattern type selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PatternFilter {
+    /// ANY: every pattern type, the name compared as it is.
+    Any,
+    /// MATCH: the patterns that would apply to a resource of that name (LITERAL of it or
+    /// of `*`, PREFIXED of a prefix of it).
+    Match,
+    /// Only this pattern type, the name compared as it is.
+    Exactly(PatternType),
+}
+
+impl PatternFilter {
+    /// Kafka's PatternType code in a filter (ANY 1, MATCH 2, LITERAL 3, PREFIXED 4).
+    pub fn from_code(code: i8) -> Option<PatternFilter> {
+        match code {
+            1 => Some(PatternFilter::Any),
+            2 => Some(PatternFilter::Match),
+            _ => PatternType::from_code(code).map(PatternFilter::Exactly),
+        }
+    }
+}
+
+/// A DescribeAcls or DeleteAcls filter (Kafka's AclBindingFilter): None matches anything.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AclFilter {
+    pub resource_type: Option<ResourceType>,
+    pub resource_name: Option<String>,
+    pub pattern: PatternFilter,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: Option<AclOperation>,
+    pub permission: Option<Permission>,
+}
+
+impl AclFilter {
+    /// A filter matching every ACL.
+    pub fn any() -> AclFilter {
+        AclFilter {
+            resource_type: None,
+            resource_name: None,
+            pattern: PatternFilter::Any,
+            principal: None,
+            host: None,
+            operation: None,
+            permission: None,
+        }
+    }
+
+    /// Kafka's ResourcePatternFilter.matches and AccessControlEntryFilter.matches.
+    pub fn matches(&self, binding: &AclBinding) -> bool {
+        let entry_matches = self
+            .principal
+            .as_ref()
+            .is_none_or(|p| *p == binding.principal)
+            && self.host.as_ref().is_none_or(|h| *h == binding.host)
+            && self.operation.is_none_or(|o| o == binding.operation)
+            && self.permission.is_none_or(|p| p == binding.permission);
+        entry_matches && self.pattern_matches(binding)
+    }
+
+    fn pattern_matches(&self, binding: &AclBinding) -> bool {
+        if self
+            .resource_type
+            .is_some_and(|t| t != binding.resource_type)
+        {
+            return false;
+        }
+        if let PatternFilter::Exactly(pattern_type) = self.pattern {
+            if pattern_type != binding.pattern_type {
+                return false;
+            }
+        }
+        let Some(name) = &self.resource_name else {
+            return true;
+        };
+        match self.pattern {
+            PatternFilter::Any | PatternFilter::Exactly(_) => *name == binding.resource_name,
+            PatternFilter::Match => match binding.pattern_type {
+                PatternType::Literal => {
+                    *name == binding.resource_name || binding.resource_name == WILDCARD
+                }
+                PatternType::Prefixed => name.starts_with(&binding.resource_name),
+            },
+        }
+    }
+}
+
+/// The name of the one CLUSTER resource.
+pub const CLUSTER_NAME: &str = "kafka-cluster";
+
+/// Who may do what, given the ACLs: super.users and allow.everyone.if.no.acl.found (the
+/// ACLs themselves live in the cluster's metadata and are passed to each decision).
 #[derive(Debug, Clone, Default)]
 pub struct Authorizer {
-    pub acls: Acls,
     pub super_users: BTreeSet<String>,
     pub allow_everyone_if_no_acl_found: bool,
 }
 
 impl Authorizer {
+    /// Kafka's super.users: principals separated by `;`.
+    pub fn parse_super_users(value: &str) -> BTreeSet<String> {
+        value
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
     /// May `principal`, connected from `host`, do `operation` on the resource?
     pub fn authorize(
         &self,
+        acls: &Acls,
         principal: &KafkaPrincipal,
         host: &str,
         operation: AclOperation,
@@ -332,7 +462,7 @@ impl Authorizer {
         }
         let mut concerned = false;
         let mut allowed = false;
-        for acl in self.acls.concerning(resource_type, name) {
+        for acl in acls.concerning(resource_type, name) {
             concerned = true;
             let applies = (acl.principal == principal || acl.principal == WILDCARD_PRINCIPAL)
                 && (acl.host == host || acl.host == WILDCARD);
@@ -358,10 +488,70 @@ impl Authorizer {
         allowed
     }
 
+    /// Kafka's authorizeByResourceType: may the principal do `operation` on some resource
+    /// of the type? (InitProducerId lets an idempotent producer in with WRITE on any
+    /// topic.) A super user or the no-ACL default on an unnamed resource says yes; a DENY
+    /// on `*` says no; else yes if some ALLOW names a resource no DENY covers.
+    pub fn authorize_by_resource_type(
+        &self,
+        acls: &Acls,
+        principal: &KafkaPrincipal,
+        host: &str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        // Kafka asks about a made-up name first, so super users (and the no-ACL default)
+        // are allowed whatever DENYs exist.
+        if self.authorize(acls, principal, host, operation, resource_type, "hardcode") {
+            return true;
+        }
+        let who = principal.to_string();
+        let mut denied: BTreeMap<PatternType, BTreeSet<&str>> = BTreeMap::new();
+        let mut allowed: Vec<&AclBinding> = Vec::new();
+        let applying = acls.iter().filter(|acl| {
+            acl.resource_type == resource_type
+                && (acl.host == host || acl.host == WILDCARD)
+                && (acl.principal == who || acl.principal == WILDCARD_PRINCIPAL)
+                && (acl.operation == operation || acl.operation == AclOperation::All)
+        });
+        for acl in applying {
+            match acl.permission {
+                Permission::Deny => {
+                    if acl.pattern_type == PatternType::Literal && acl.resource_name == WILDCARD {
+                        return false;
+                    }
+                    denied
+                        .entry(acl.pattern_type)
+                        .or_default()
+                        .insert(&acl.resource_name);
+                }
+                Permission::Allow => {
+                    if acl.pattern_type == PatternType::Literal && acl.resource_name == WILDCARD {
+                        return true;
+                    }
+                    allowed.push(acl);
+                }
+            }
+        }
+        let no_names = BTreeSet::new();
+        let denied_literal = denied.get(&PatternType::Literal).unwrap_or(&no_names);
+        let denied_prefixes = denied.get(&PatternType::Prefixed).unwrap_or(&no_names);
+        allowed.iter().any(|acl| {
+            let name = acl.resource_name.as_str();
+            if acl.pattern_type == PatternType::Literal && denied_literal.contains(name) {
+                return false;
+            }
+            !name
+                .char_indices()
+                .any(|(at, c)| denied_prefixes.contains(&name[..at + c.len_utf8()]))
+        })
+    }
+
     /// KIP-430's authorized-operations bitfield: bit n set for each operation (code n)
     /// of the resource type the principal may do.
     pub fn authorized_operations(
         &self,
+        acls: &Acls,
         principal: &KafkaPrincipal,
         host: &str,
         resource_type: ResourceType,
@@ -370,7 +560,7 @@ impl Authorizer {
         resource_type
             .operations()
             .iter()
-            .filter(|op| self.authorize(principal, host, **op, resource_type, name))
+            .filter(|op| self.authorize(acls, principal, host, **op, resource_type, name))
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
 }
@@ -409,19 +599,19 @@ mod tests {
         use PatternType::*;
         use Permission::*;
         use ResourceType::*;
+        let acls = Acls::new([
+            acl(Topic, "orders", Literal, "User:alice", Read, Allow),
+            acl(Topic, "pay-", Prefixed, "User:*", Write, Allow),
+            acl(Topic, "pay-secret", Literal, "User:alice", All, Deny),
+            acl(Topic, "*", Literal, "User:bob", Describe, Allow),
+            acl(Group, "g", Literal, "User:alice", AlterConfigs, Allow),
+        ]);
         let authorizer = Authorizer {
-            acls: Acls::new([
-                acl(Topic, "orders", Literal, "User:alice", Read, Allow),
-                acl(Topic, "pay-", Prefixed, "User:*", Write, Allow),
-                acl(Topic, "pay-secret", Literal, "User:alice", All, Deny),
-                acl(Topic, "*", Literal, "User:bob", Describe, Allow),
-                acl(Group, "g", Literal, "User:alice", AlterConfigs, Allow),
-            ]),
-            super_users: BTreeSet::from(["User:admin".to_string()]),
+            super_users: Authorizer::parse_super_users("User:admin; User:root"),
             allow_everyone_if_no_acl_found: false,
         };
         let may = |who: &str, op, ty, name: &str| {
-            authorizer.authorize(&KafkaPrincipal::user(who), "10.0.0.1", op, ty, name)
+            authorizer.authorize(&acls, &KafkaPrincipal::user(who), "10.0.0.1", op, ty, name)
         };
         assert!(may("alice", Read, Topic, "orders"));
         assert!(
@@ -453,13 +643,13 @@ mod tests {
             allow_everyone_if_no_acl_found: true,
             ..authorizer.clone()
         };
-        assert!(open.authorize(&alice(), "h", Read, Group, "other"));
+        assert!(open.authorize(&acls, &alice(), "h", Read, Group, "other"));
         assert!(
-            !open.authorize(&alice(), "h", Read, Topic, "orders-2"),
+            !open.authorize(&acls, &alice(), "h", Read, Topic, "orders-2"),
             "bob's wildcard ACL concerns every topic"
         );
         assert_eq!(
-            authorizer.authorized_operations(&alice(), "h", Topic, "orders"),
+            authorizer.authorized_operations(&acls, &alice(), "h", Topic, "orders"),
             (1 << Read.code()) | (1 << Describe.code())
         );
     }
@@ -476,26 +666,129 @@ mod tests {
             Permission::Deny,
         );
         deny_read.host = "10.0.0.9".into();
-        let authorizer = Authorizer {
-            acls: Acls::new([
-                acl(
-                    ResourceType::Topic,
-                    "t",
-                    PatternType::Literal,
-                    "User:alice",
-                    All,
-                    Permission::Allow,
-                ),
-                deny_read,
-            ]),
-            ..Authorizer::default()
+        let acls = Acls::new([
+            acl(
+                ResourceType::Topic,
+                "t",
+                PatternType::Literal,
+                "User:alice",
+                All,
+                Permission::Allow,
+            ),
+            deny_read,
+        ]);
+        let authorizer = Authorizer::default();
+        let may = |host, operation| {
+            authorizer.authorize(&acls, &alice(), host, operation, ResourceType::Topic, "t")
         };
-        assert!(!authorizer.authorize(&alice(), "10.0.0.9", Read, ResourceType::Topic, "t"));
-        assert!(authorizer.authorize(&alice(), "10.0.0.8", Read, ResourceType::Topic, "t"));
+        assert!(!may("10.0.0.9", Read));
+        assert!(may("10.0.0.8", Read));
         assert!(
-            authorizer.authorize(&alice(), "10.0.0.9", Describe, ResourceType::Topic, "t"),
+            may("10.0.0.9", Describe),
             "a DENY of READ does not deny DESCRIBE"
         );
+    }
+
+    #[test]
+    fn by_resource_type_an_allow_not_covered_by_a_deny_is_enough() {
+        use AclOperation::*;
+        use PatternType::*;
+        use Permission::*;
+        let topic = ResourceType::Topic;
+        let authorizer = Authorizer {
+            super_users: Authorizer::parse_super_users("User:admin"),
+            allow_everyone_if_no_acl_found: false,
+        };
+        let may = |acls: &[AclBinding], who: &str| {
+            let acls = Acls::new(acls.iter().cloned());
+            authorizer.authorize_by_resource_type(
+                &acls,
+                &KafkaPrincipal::user(who),
+                "h",
+                Write,
+                topic,
+            )
+        };
+        let allow_orders = acl(topic, "orders", Literal, "User:alice", Write, Allow);
+        assert!(may(std::slice::from_ref(&allow_orders), "alice"));
+        assert!(!may(std::slice::from_ref(&allow_orders), "bob"));
+        assert!(!may(&[], "alice"), "no ACL at all: denied by default");
+        assert!(may(&[], "admin"), "super users");
+        let deny_prefix = acl(topic, "ord", Prefixed, "User:*", All, Deny);
+        assert!(!may(&[allow_orders.clone(), deny_prefix], "alice"));
+        let deny_other = acl(topic, "other", Literal, "User:alice", Write, Deny);
+        assert!(may(&[allow_orders.clone(), deny_other], "alice"));
+        let deny_all = acl(topic, "*", Literal, "User:alice", Write, Deny);
+        assert!(!may(&[allow_orders.clone(), deny_all], "alice"));
+        let read_only = acl(topic, "orders", Literal, "User:alice", Read, Allow);
+        assert!(!may(&[read_only], "alice"), "another operation");
+    }
+
+    #[test]
+    fn filters_compare_names_as_kafka_does() {
+        use AclOperation::*;
+        let literal = acl(
+            ResourceType::Topic,
+            "orders",
+            PatternType::Literal,
+            "User:a",
+            Read,
+            Permission::Allow,
+        );
+        let wildcard = acl(
+            ResourceType::Topic,
+            "*",
+            PatternType::Literal,
+            "User:a",
+            Read,
+            Permission::Allow,
+        );
+        let prefixed = acl(
+            ResourceType::Topic,
+            "ord",
+            PatternType::Prefixed,
+            "User:b",
+            Write,
+            Permission::Deny,
+        );
+        let acls = Acls::new([literal.clone(), wildcard.clone(), prefixed.clone()]);
+        let find = |filter: AclFilter| acls.matching(&filter).cloned().collect::<Vec<_>>();
+        let named = |pattern| AclFilter {
+            resource_name: Some("orders".into()),
+            pattern,
+            ..AclFilter::any()
+        };
+        assert_eq!(find(named(PatternFilter::Any)), vec![literal.clone()]);
+        assert_eq!(
+            find(named(PatternFilter::Exactly(PatternType::Prefixed))),
+            vec![]
+        );
+        assert_eq!(find(named(PatternFilter::Match)).len(), 3);
+        assert_eq!(
+            find(AclFilter {
+                principal: Some("User:b".into()),
+                ..AclFilter::any()
+            }),
+            vec![prefixed.clone()]
+        );
+        assert_eq!(
+            find(AclFilter {
+                operation: Some(Read),
+                permission: Some(Permission::Allow),
+                ..AclFilter::any()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            find(AclFilter {
+                host: Some("10.0.0.1".into()),
+                ..AclFilter::any()
+            }),
+            vec![]
+        );
+        let json = serde_json::to_string(&acls).unwrap();
+        assert_eq!(serde_json::from_str::<Acls>(&json).unwrap(), acls);
     }
 
     /// The rules as the documentation states them, over a plain list.
@@ -603,14 +896,14 @@ mod tests {
         ) {
             let super_users: BTreeSet<String> =
                 if super_user { BTreeSet::from(["User:bob".to_string()]) } else { BTreeSet::new() };
+            let acls = Acls::new(bindings.clone());
             let authorizer = Authorizer {
-                acls: Acls::new(bindings.clone()),
                 super_users: super_users.clone(),
                 allow_everyone_if_no_acl_found: allow_if_none,
             };
             let principal = KafkaPrincipal::user(who);
             prop_assert_eq!(
-                authorizer.authorize(&principal, host, operation, resource_type, name),
+                authorizer.authorize(&acls, &principal, host, operation, resource_type, name),
                 model(&bindings, &super_users, allow_if_none, &Query {
                     principal: &principal.to_string(),
                     host,
@@ -619,6 +912,25 @@ mod tests {
                     name,
                 })
             );
+        }
+
+        #[test]
+        fn a_match_filter_finds_exactly_the_acls_that_concern_a_resource(
+            bindings in prop::collection::vec(binding(), 0..12),
+            resource_type in prop::sample::select(vec![ResourceType::Topic, ResourceType::Group]),
+            name in prop::sample::select(vec!["a", "ab", "abc", "abd", "b", "c"]),
+        ) {
+            let acls = Acls::new(bindings.clone());
+            let filter = AclFilter {
+                resource_type: Some(resource_type),
+                resource_name: Some(name.to_string()),
+                pattern: PatternFilter::Match,
+                ..AclFilter::any()
+            };
+            let matched: BTreeSet<&AclBinding> = acls.matching(&filter).collect();
+            let concerning: BTreeSet<&AclBinding> = acls.concerning(resource_type, name).collect();
+            prop_assert_eq!(matched, concerning);
+            prop_assert_eq!(acls.matching(&AclFilter::any()).count(), acls.len());
         }
 
         #[test]

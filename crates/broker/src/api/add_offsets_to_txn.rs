@@ -6,18 +6,44 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: AddOffsetsToTxnRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
-    let code = match broker.groups.ensure_offsets_topic(broker).await {
+    // Kafka's checks: WRITE on the transactional id, READ on the group.
+    let refused = {
+        let authorization = broker.authorization(context);
+        if !authorization
+            .allows_transactional_id(AclOperation::Write, body.transactional_id.as_str())
+        {
+            Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        } else if !authorization.allows_group(AclOperation::Read, body.group_id.as_str()) {
+            Some(error_code::GROUP_AUTHORIZATION_FAILED)
+        } else {
+            None
+        }
+    };
+    let ensured = match refused {
+        Some(code) => Err(crate::broker::ApiError {
+            code,
+            message: None,
+        }),
+        None => broker.groups.ensure_offsets_topic(broker).await,
+    };
+    let code = match ensured {
         Err(error) => error.code,
         Ok(()) => {
             let partition = partition_for(body.group_id.as_str(), OFFSETS_TOPIC_PARTITIONS);

@@ -14,19 +14,41 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use super::topic_name;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: AddPartitionsToTxnRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
+    let authorization = broker.authorization(context);
     if version <= 3 {
+        // Kafka's checks: WRITE on the transactional id (else every partition
+        // TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic.
         let partitions = flatten(&body.v3_and_below_topics);
-        let codes = match known(broker, &partitions, true) {
+        let id_allowed = authorization.allows_transactional_id(
+            AclOperation::Write,
+            body.v3_and_below_transactional_id.as_str(),
+        );
+        let may_write = |topic: &str| authorization.allows_topic(AclOperation::Write, topic);
+        let checked = if id_allowed {
+            known(broker, &partitions, Some(&may_write))
+        } else {
+            Some(vec![
+                error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+                partitions.len()
+            ])
+        };
+        let codes = match checked {
             Some(codes) => codes,
             None => {
                 let code = broker
@@ -53,13 +75,22 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .with_results_by_topic_v3_and_below(results(&partitions, &codes));
         return respond(&request, &response);
     }
+    // A broker's request: Kafka's check is CLUSTER_ACTION on the cluster.
+    if !authorization.allows_cluster(AclOperation::ClusterAction) {
+        return respond(
+            &request,
+            &AddPartitionsToTxnResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
+    drop(authorization);
     let mut answers = Vec::with_capacity(body.transactions.len());
     for transaction in &body.transactions {
         let partitions = flatten(&transaction.topics);
         let id = transaction.transactional_id.as_str();
         // A broker's request: no topic authorization, internal topics included (a
         // TxnOffsetCommit verifies its `__consumer_offsets` partition this way).
-        let codes = match known(broker, &partitions, false) {
+        let codes = match known(broker, &partitions, None) {
             Some(codes) => codes,
             None if transaction.verify_only => match broker
                 .txns
@@ -129,11 +160,18 @@ fn flatten(topics: &[AddPartitionsToTxnTopic]) -> Vec<(String, i32)> {
 /// UNKNOWN_TOPIC_OR_PARTITION, internal topics TOPIC_AUTHORIZATION_FAILED when a client
 /// names them (`from_client`: v0-3), and then every other one OPERATION_NOT_ATTEMPTED
 /// (nothing is added). None when all are fine.
-fn known(broker: &Broker, partitions: &[(String, i32)], from_client: bool) -> Option<Vec<i16>> {
+fn known(
+    broker: &Broker,
+    partitions: &[(String, i32)],
+    client_may_write: Option<&dyn Fn(&str) -> bool>,
+) -> Option<Vec<i16>> {
     let codes: Vec<i16> = partitions
         .iter()
         .map(|(topic, index)| {
-            if from_client && crate::topics::INTERNAL_TOPICS.contains(&topic.as_str()) {
+            let refused = client_may_write.is_some_and(|may_write| {
+                crate::topics::INTERNAL_TOPICS.contains(&topic.as_str()) || !may_write(topic)
+            });
+            if refused {
                 error_code::TOPIC_AUTHORIZATION_FAILED
             } else if broker
                 .topic(topic)

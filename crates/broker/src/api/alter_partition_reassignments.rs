@@ -24,15 +24,32 @@ use strand_metadata::{
 };
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: AlterPartitionReassignmentsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: ALTER on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter)
+    {
+        return respond(
+            &request,
+            &AlterPartitionReassignmentsResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let reassignments: Vec<Reassignment> = body
         .topics
         .iter()

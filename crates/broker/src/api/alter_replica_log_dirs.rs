@@ -21,15 +21,21 @@ use strand_log::log_manager::MoveRefused;
 use strand_log::TopicPartition;
 
 use super::topic_name;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 /// Kafka's limit on the future log's directory name, `<topic>-<partition>.<32 hex
 /// digits>-future` (KAFKA-4893).
 const FUTURE_DIR_NAME_MAX: usize = 255;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: AlterReplicaLogDirsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -46,12 +52,21 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         }
     }
     let mut by_topic: BTreeMap<String, Vec<AlterReplicaLogDirPartitionResult>> = BTreeMap::new();
+    // Kafka's check: ALTER on the cluster (else every partition
+    // CLUSTER_AUTHORIZATION_FAILED).
+    let allowed = broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter);
     for ((topic, partition), path) in wanted {
-        let code = alter_one(
-            broker,
-            &TopicPartition::new(topic.clone(), partition),
-            &path,
-        );
+        let code = if allowed {
+            alter_one(
+                broker,
+                &TopicPartition::new(topic.clone(), partition),
+                &path,
+            )
+        } else {
+            error_code::CLUSTER_AUTHORIZATION_FAILED
+        };
         by_topic.entry(topic).or_default().push(
             AlterReplicaLogDirPartitionResult::default()
                 .with_partition_index(partition)

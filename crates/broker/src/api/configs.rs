@@ -18,6 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
+use crate::authorization::{AclOperation, Authorization};
 use crate::broker::{ApiError, Broker};
 use crate::broker_configs::{broker_config, BROKER_CONFIGS};
 use crate::config::BrokerConfig;
@@ -27,12 +28,14 @@ use crate::dynamic_broker_configs::{
 };
 use crate::error_code;
 use crate::group_configs::{group_config, GROUP_CONFIGS};
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::{effective_topic_configs, topic_config_type, topic_config_value};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_GROUP: i8 = 32;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// Kafka's ConfigSource values.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
@@ -45,11 +48,50 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub fn describe(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+/// Kafka's check of a config resource: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+/// the cluster for a broker or broker logger, on the topic or group otherwise, refused
+/// with the type's authorization error and no message.
+fn authorize_resource(
+    authorization: &Authorization<'_>,
+    operation: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), ApiError> {
+    let (allowed, code) = match resource_type {
+        RESOURCE_TOPIC => (
+            authorization.allows_topic(operation, name),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+        ),
+        RESOURCE_GROUP => (
+            authorization.allows_group(operation, name),
+            error_code::GROUP_AUTHORIZATION_FAILED,
+        ),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => (
+            authorization.allows_cluster(operation),
+            error_code::CLUSTER_AUTHORIZATION_FAILED,
+        ),
+        _ => (true, error_code::NONE),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError {
+            code,
+            message: None,
+        })
+    }
+}
+
+pub fn describe(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeConfigsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    let authorization = broker.authorization(context);
     let results = body
         .resources
         .iter()
@@ -61,11 +103,15 @@ pub fn describe(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match entries(
-                broker,
+            let name = resource.resource_name.as_str();
+            let described = authorize_resource(
+                &authorization,
+                AclOperation::DescribeConfigs,
                 resource.resource_type,
-                resource.resource_name.as_str(),
-            ) {
+                name,
+            )
+            .and_then(|()| entries(broker, resource.resource_type, name));
+            match described {
                 Ok(entries) => {
                     let configs = entries
                         .into_iter()
@@ -470,11 +516,16 @@ fn duplicates<'a>(resources: impl Iterator<Item = (i8, &'a StrBytes)>) -> HashSe
         .collect()
 }
 
-pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn alter(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: AlterConfigsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    let authorization = broker.authorization(context);
     let duplicated = duplicates(
         body.resources
             .iter()
@@ -483,12 +534,20 @@ pub async fn alter(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest
     let mut responses = Vec::with_capacity(body.resources.len());
     for resource in &body.resources {
         let name = resource.resource_name.as_str();
-        let prepared = precheck(
-            broker,
+        let prepared = authorize_resource(
+            &authorization,
+            AclOperation::AlterConfigs,
             resource.resource_type,
             name,
-            duplicated.contains(&(resource.resource_type, name.to_string())),
         )
+        .and_then(|()| {
+            precheck(
+                broker,
+                resource.resource_type,
+                name,
+                duplicated.contains(&(resource.resource_type, name.to_string())),
+            )
+        })
         .and_then(|()| {
             refuse_duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
             let mut configs = BTreeMap::new();
@@ -562,11 +621,13 @@ fn broker_entity(name: &str) -> Option<i32> {
 pub async fn incremental_alter(
     broker: &Arc<Broker>,
     request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
 ) -> Outcome {
     let body: IncrementalAlterConfigsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    let authorization = broker.authorization(context);
     let duplicated = duplicates(
         body.resources
             .iter()
@@ -575,12 +636,20 @@ pub async fn incremental_alter(
     let mut responses = Vec::with_capacity(body.resources.len());
     for resource in &body.resources {
         let name = resource.resource_name.as_str();
-        let prepared = precheck(
-            broker,
+        let prepared = authorize_resource(
+            &authorization,
+            AclOperation::AlterConfigs,
             resource.resource_type,
             name,
-            duplicated.contains(&(resource.resource_type, name.to_string())),
         )
+        .and_then(|()| {
+            precheck(
+                broker,
+                resource.resource_type,
+                name,
+                duplicated.contains(&(resource.resource_type, name.to_string())),
+            )
+        })
         .and_then(|()| {
             refuse_duplicate_keys(resource.configs.iter().map(|op| op.name.as_str()))?;
             let mut configs = if resource.resource_type == RESOURCE_BROKER {

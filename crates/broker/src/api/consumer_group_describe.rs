@@ -9,15 +9,21 @@ use kafka_protocol::messages::consumer_group_describe_response::{
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
 
 use super::{str_bytes, topic_name};
+use crate::authorization::{AclOperation, ResourceType, OMITTED};
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::consumer;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 /// member_type (v1): 1 = a member speaking the consumer protocol.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ConsumerGroupDescribeRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -39,11 +45,24 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         )
     };
     let mut groups = Vec::with_capacity(body.group_ids.len());
+    // Kafka's check: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
     for group_id in &body.group_ids {
+        if !authorization.allows_group(AclOperation::Describe, group_id.as_str()) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id.clone())
+                    .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED)
+                    .with_authorized_operations(OMITTED),
+            );
+            continue;
+        }
         let described = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(super::authorized_operations::group(
+            .with_authorized_operations(authorization.operations(
                 body.include_authorized_operations,
+                ResourceType::Group,
+                group_id.as_str(),
             ));
         groups.push(
             match broker

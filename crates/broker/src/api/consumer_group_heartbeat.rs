@@ -8,16 +8,19 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, To
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::consumer::{self, Heartbeat};
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: strand_protocol::ParsedRequest,
-    peer: std::net::SocketAddr,
+    context: &RequestContext,
 ) -> Outcome {
+    let peer = context.peer;
     let body: ConsumerGroupHeartbeatRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -28,6 +31,17 @@ pub async fn handle(
             &request,
             &ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(error_code::UNSUPPORTED_VERSION),
+        );
+    }
+    // Kafka's check: READ on the group.
+    if !broker
+        .authorization(context)
+        .allows_group(AclOperation::Read, body.group_id.as_str())
+    {
+        return respond(
+            &request,
+            &ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED),
         );
     }
     let owned = body.topic_partitions.as_ref().map(|list| {

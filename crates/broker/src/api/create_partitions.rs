@@ -7,14 +7,28 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: CreatePartitionsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's check: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let alterable: Vec<bool> = {
+        let authorization = broker.authorization(context);
+        body.topics
+            .iter()
+            .map(|t| authorization.allows_topic(AclOperation::Alter, t.name.as_str()))
+            .collect()
     };
     let mut seen = HashSet::new();
     let duplicated: HashSet<String> = body
@@ -24,13 +38,18 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .map(|t| t.name.as_str().to_string())
         .collect();
     let mut results = Vec::with_capacity(body.topics.len());
-    for topic in &body.topics {
+    for (topic, alterable) in body.topics.iter().zip(alterable) {
         let name = topic.name.as_str();
         let result = if duplicated.contains(name) {
             Err(ApiError::new(
                 error_code::INVALID_REQUEST,
                 "Duplicate topic in request.",
             ))
+        } else if !alterable {
+            Err(ApiError {
+                code: error_code::TOPIC_AUTHORIZATION_FAILED,
+                message: None,
+            })
         } else {
             match check_assignments(broker, topic) {
                 Ok(()) => {

@@ -11,8 +11,10 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::{str_bytes, topic_name};
+use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::effective_topic_configs;
 
@@ -20,10 +22,30 @@ use crate::topic_config::effective_topic_configs;
 const SOURCE_TOPIC_CONFIG: i8 = 1;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: CreateTopicsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's checks: CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED
+    // "Authorization failed."); the configs of the answer need DESCRIBE_CONFIGS on it.
+    let (creatable, describable): (Vec<bool>, Vec<bool>) = {
+        let authorization = broker.authorization(context);
+        let on_cluster = authorization.allows_cluster(AclOperation::Create);
+        body.topics
+            .iter()
+            .map(|t| {
+                let name = t.name.as_str();
+                (
+                    on_cluster || authorization.allows_topic(AclOperation::Create, name),
+                    authorization.allows_topic(AclOperation::DescribeConfigs, name),
+                )
+            })
+            .unzip()
     };
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = body
@@ -33,7 +55,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .map(|t| t.name.as_str().to_string())
         .collect();
     let mut results = Vec::with_capacity(body.topics.len());
-    for topic in body.topics {
+    for (index, topic) in body.topics.into_iter().enumerate() {
         let name = topic.name.as_str().to_string();
         let result = if duplicates.contains(&name) {
             Err(ApiError::new(
@@ -42,10 +64,24 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     "Create topics request from client contains multiple requests for topic {name}"
                 ),
             ))
+        } else if !creatable[index] {
+            Err(ApiError::new(
+                error_code::TOPIC_AUTHORIZATION_FAILED,
+                "Authorization failed.",
+            ))
         } else {
             create_one(broker, &topic, body.validate_only).await
         };
         results.push(match result {
+            Ok(created) if !describable[index] => CreatableTopicResult::default()
+                .with_name(topic_name(&name))
+                .with_topic_id(created.id)
+                .with_error_code(error_code::NONE)
+                .with_error_message(None)
+                .with_topic_config_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                .with_num_partitions(created.partitions)
+                .with_replication_factor(1)
+                .with_configs(Some(Vec::new())),
             Ok(created) => {
                 let configs = effective_topic_configs(&broker.topic_defaults(), &created.configs)
                     .into_iter()

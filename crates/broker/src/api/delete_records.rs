@@ -10,25 +10,38 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DeleteRecordsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
     let topics = body
         .topics
         .iter()
         .map(|topic| {
+            let deletable = authorization.allows_topic(AclOperation::Delete, topic.name.as_str());
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let tp = TopicPartition::new(topic.name.as_str(), p.partition_index);
-                    let (code, low_watermark) = delete(broker, &tp, p.offset);
+                    let (code, low_watermark) = if deletable {
+                        delete(broker, &tp, p.offset)
+                    } else {
+                        (error_code::TOPIC_AUTHORIZATION_FAILED, -1)
+                    };
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)

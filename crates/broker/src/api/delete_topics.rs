@@ -7,15 +7,27 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DeleteTopicsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's checks (ControllerApis): DELETE on the cluster allows every topic; else a
+    // topic needs DESCRIBE (or its name is not even looked up) and DELETE. A topic named
+    // by id the principal may not describe is refused without its name.
+    let authorization = broker.authorization(context);
+    let on_cluster = authorization.allows_cluster(AclOperation::Delete);
+    let may = |operation, name: &str| on_cluster || authorization.allows_topic(operation, name);
     let mut targets: Vec<(Option<String>, Uuid)> = body
         .topic_names
         .iter()
@@ -28,17 +40,34 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     );
     let mut results = Vec::with_capacity(targets.len());
     for (name, id) in targets {
+        let mut name = name;
         let resolved = match (&name, id.is_nil()) {
-            (Some(name), _) => broker
-                .topic(name)
+            (Some(named), _) if !may(AclOperation::Describe, named) => {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
+            (Some(named), _) => broker
+                .topic(named)
                 .map(|t| t.name)
                 .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION),
-            (None, false) => broker
-                .topic_by_id(&id)
-                .map(|t| t.name)
-                .ok_or(error_code::UNKNOWN_TOPIC_ID),
+            (None, false) => match broker.topic_by_id(&id) {
+                Some(topic) if !may(AclOperation::Describe, &topic.name) => {
+                    Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+                }
+                Some(topic) => {
+                    name = Some(topic.name.clone());
+                    Ok(topic.name)
+                }
+                None => Err(error_code::UNKNOWN_TOPIC_ID),
+            },
             (None, true) => Err(error_code::INVALID_REQUEST),
         };
+        let resolved = resolved.and_then(|resolved| {
+            if may(AclOperation::Delete, &resolved) {
+                Ok(resolved)
+            } else {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
+        });
         let result = match resolved {
             Ok(resolved) => broker
                 .delete_topic(&resolved)

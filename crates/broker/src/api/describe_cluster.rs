@@ -7,12 +7,23 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::str_bytes;
+use crate::authorization::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::error_code;
 use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
+use strand_security::authorizer::CLUSTER_NAME;
 
 const ENDPOINT_TYPE_BROKER: i8 = 1;
+
+/// As Kafka: what the principal may do to the cluster if it may describe it, else 0.
+fn cluster_operations(broker: &Broker, context: &RequestContext, requested: bool) -> i32 {
+    let authorization = broker.authorization(context);
+    if requested && !authorization.allows_cluster(AclOperation::Describe) {
+        return 0;
+    }
+    authorization.operations(requested, ResourceType::Cluster, CLUSTER_NAME)
+}
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -28,7 +39,9 @@ pub async fn handle(
         .with_endpoint_type(body.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id()))
         .with_controller_id(BrokerId(controller_id))
-        .with_cluster_authorized_operations(super::authorized_operations::cluster(
+        .with_cluster_authorized_operations(cluster_operations(
+            broker,
+            context,
             body.include_cluster_authorized_operations,
         ));
     let response = if body.endpoint_type != ENDPOINT_TYPE_BROKER {

@@ -7,23 +7,41 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
 use super::str_bytes;
+use crate::authorization::{AclOperation, ResourceType, OMITTED};
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeGroupsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
     let mut groups = Vec::with_capacity(body.groups.len());
+    // Kafka's check: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
     for group_id in &body.groups {
         let described = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(super::authorized_operations::group(
+            .with_authorized_operations(authorization.operations(
                 version >= 3 && body.include_authorized_operations,
+                ResourceType::Group,
+                group_id.as_str(),
             ));
+        if !authorization.allows_group(AclOperation::Describe, group_id.as_str()) {
+            groups.push(
+                described
+                    .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED)
+                    .with_authorized_operations(OMITTED),
+            );
+            continue;
+        }
         if !broker.groups.coordinates(broker, group_id.as_str()) {
             groups.push(described.with_error_code(error_code::NOT_COORDINATOR));
             continue;

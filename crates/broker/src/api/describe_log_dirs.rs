@@ -17,18 +17,35 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use super::{str_bytes, topic_name};
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 /// A directory's partitions: topic -> partitions.
 type DirPartitions = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeLogDirsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: DESCRIBE on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Describe)
+    {
+        return respond(
+            &request,
+            &DescribeLogDirsResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let wanted: Option<HashMap<String, HashSet<i32>>> = body.topics.as_ref().map(|topics| {
         topics
             .iter()

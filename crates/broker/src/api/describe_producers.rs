@@ -10,20 +10,29 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeProducersRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
     let topics = body
         .topics
         .iter()
         .map(|topic| {
             let name = topic.name.as_str();
+            let readable = authorization.allows_topic(AclOperation::Read, name);
             let known = broker.topic(name);
             let partitions = topic
                 .partition_indexes
@@ -31,6 +40,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 .map(|&index| {
                     let answer = PartitionResponse::default().with_partition_index(index);
                     let tp = TopicPartition::new(name, index);
+                    if !readable {
+                        return answer.with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     match broker.partition(&tp) {
                         Some(partition) => {
                             let log = partition.log();

@@ -17,18 +17,35 @@ use kafka_protocol::protocol::StrBytes;
 use strand_raft::quorum_state::{QuorumDescription, QuorumReplica};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 const CONTROLLER_LISTENER: &str = "CONTROLLER";
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeQuorumRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: DESCRIBE on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Describe)
+    {
+        return respond(
+            &request,
+            &DescribeQuorumResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     // Fields by version: the timestamps from v1, messages and endpoints from v2.
     let version = request.header.request_api_version;
     let asks_for_metadata_log = body.topics.len() == 1

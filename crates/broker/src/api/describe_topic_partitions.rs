@@ -18,14 +18,20 @@ use uuid::Uuid;
 
 use super::partition_views::partition_views;
 use super::topic_name;
+use crate::authorization::{AclOperation, ResourceType, OMITTED};
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 /// Kafka's max.request.partition.size.limit default.
 const PARTITIONS_PER_RESPONSE_MAX: i32 = 2000;
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeTopicPartitionsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -40,6 +46,12 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
     };
     names.sort_unstable();
     names.dedup();
+    // Kafka's check: DESCRIBE on each topic; listing every topic leaves out the others,
+    // a topic named answers TOPIC_AUTHORIZATION_FAILED.
+    let authorization = broker.authorization(context);
+    if body.topics.is_empty() {
+        names.retain(|name| authorization.allows_topic(AclOperation::Describe, name));
+    }
     let cursor = body
         .cursor
         .as_ref()
@@ -50,7 +62,7 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 .iter()
                 .map(|name| {
                     error_topic(name, error_code::INVALID_REQUEST)
-                        .with_topic_authorized_operations(super::authorized_operations::OMITTED)
+                        .with_topic_authorized_operations(OMITTED)
                 })
                 .collect();
             return respond(
@@ -69,6 +81,10 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
         if remaining == 0 {
             next_cursor = Some((name.clone(), 0));
             break;
+        }
+        if !authorization.allows_topic(AclOperation::Describe, name) {
+            topics.push(error_topic(name, error_code::TOPIC_AUTHORIZATION_FAILED));
+            continue;
         }
         let Some(topic) = broker.topic(name) else {
             topics.push(error_topic(name, error_code::UNKNOWN_TOPIC_OR_PARTITION));
@@ -106,7 +122,11 @@ pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> 
                 .with_topic_id(topic.id)
                 .with_is_internal(topic.is_internal())
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(super::authorized_operations::topic(true)),
+                .with_topic_authorized_operations(authorization.operations(
+                    true,
+                    ResourceType::Topic,
+                    name,
+                )),
         );
         if next_cursor.is_some() {
             break;
@@ -127,5 +147,10 @@ fn error_topic(name: &str, code: i16) -> DescribeTopicPartitionsResponseTopic {
         .with_error_code(code)
         .with_name(Some(topic_name(name)))
         .with_topic_id(Uuid::nil())
-        .with_topic_authorized_operations(super::authorized_operations::topic(true))
+        .with_topic_authorized_operations(
+            ResourceType::Topic
+                .operations()
+                .iter()
+                .fold(0, |bits, op| bits | (1 << op.code())),
+        )
 }

@@ -10,19 +10,34 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, topic_name};
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: DescribeTransactionsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let mut states = Vec::with_capacity(body.transactional_ids.len());
+    // Kafka's checks: DESCRIBE on each transactional id (else
+    // TRANSACTIONAL_ID_AUTHORIZATION_FAILED); topics the principal may not describe are
+    // left out of the answer.
+    let authorization = broker.authorization(context);
     for id in &body.transactional_ids {
         let entry = TransactionState::default().with_transactional_id(id.clone());
-        states.push(match broker.txns.describe(broker, id.as_str()).await {
+        let described = if authorization.allows_transactional_id(AclOperation::Describe, id) {
+            broker.txns.describe(broker, id.as_str()).await
+        } else {
+            Err(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        };
+        states.push(match described {
             Err(code) => entry
                 .with_error_code(code)
                 .with_transaction_state(str_bytes(""))
@@ -31,7 +46,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                 .with_transaction_start_time_ms(-1),
             Ok(described) => {
                 let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-                for (topic, partition) in described.partitions {
+                for (topic, partition) in described
+                    .partitions
+                    .into_iter()
+                    .filter(|(topic, _)| authorization.allows_topic(AclOperation::Describe, topic))
+                {
                     by_topic.entry(topic).or_default().push(partition);
                 }
                 entry

@@ -13,11 +13,17 @@ use strand_metadata::{
 };
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ElectLeadersRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -32,6 +38,14 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             })
             .collect()
     });
+    // Kafka's check: ALTER on the cluster (every partition asked for answers the error).
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter)
+    {
+        let code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        return answer(&request, code, failed(&partitions, code, ""));
+    }
     // v0 has no election type: preferred.
     let election = match body.election_type {
         0 => Election::Preferred,

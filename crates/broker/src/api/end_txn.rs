@@ -7,17 +7,36 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: EndTxnRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
     let client_tv = if version >= 5 { 2 } else { 0 };
+    // Kafka's check: WRITE on the transactional id.
+    if !broker
+        .authorization(context)
+        .allows_transactional_id(AclOperation::Write, body.transactional_id.as_str())
+    {
+        return respond(
+            &request,
+            &EndTxnResponse::default()
+                .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+    }
     let reply = broker
         .txns
         .end_txn(

@@ -26,9 +26,11 @@ use strand_protocol::{
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::fetch_session::{FetchKey, SessionPlan, Wanted};
+use crate::net::RequestContext;
 use crate::partition::{IsrProposal, Partition};
 use crate::replication_throttle::{names_replica, ReplicationThrottle};
 use crate::router::{decode, Outcome};
@@ -89,7 +91,11 @@ struct Target {
     tp: Option<TopicPartition>,
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: FetchRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -135,7 +141,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         SessionPlan::Incremental { id, partitions } => (id, partitions),
     };
     let incremental = session_id != 0 && body.session_epoch > 0;
-    let targets = resolve(broker, &partitions, version);
+    // Kafka's checks: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
+    // each topic; a partition refused answers TOPIC_AUTHORIZATION_FAILED.
+    let authorization = broker.authorization(context);
+    let follower_allowed =
+        follower.is_none() || authorization.allows_cluster(AclOperation::ClusterAction);
+    let may_read = |topic: &str| match follower {
+        Some(_) => follower_allowed,
+        None => authorization.allows_topic(AclOperation::Read, topic),
+    };
+    let targets = resolve(broker, &partitions, version, &may_read);
+    drop(authorization);
     let wait = Duration::from_millis(body.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = tokio::time::Instant::now() + wait;
     let read_committed = body.isolation_level == 1;
@@ -285,7 +301,12 @@ fn wanted_partitions(body: &FetchRequest, version: i16) -> Vec<(FetchKey, Wanted
         .collect()
 }
 
-fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16) -> Vec<Target> {
+fn resolve(
+    broker: &Arc<Broker>,
+    partitions: &[(FetchKey, Wanted)],
+    version: i16,
+    may_read: &dyn Fn(&str) -> bool,
+) -> Vec<Target> {
     partitions
         .iter()
         .map(|(key, wanted)| {
@@ -302,6 +323,7 @@ fn resolve(broker: &Arc<Broker>, partitions: &[(FetchKey, Wanted)], version: i16
             };
             let resolved = match &name {
                 None => Err(unknown),
+                Some(name) if !may_read(name) => Err(error_code::TOPIC_AUTHORIZATION_FAILED),
                 Some(name) => broker
                     .partition(&TopicPartition::new(name.clone(), key.partition))
                     .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION),

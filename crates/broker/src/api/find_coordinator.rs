@@ -9,6 +9,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
@@ -86,6 +87,17 @@ async fn lookup(
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), (i16, Option<String>)> {
+    // Kafka's checks: DESCRIBE on the group or the transactional id.
+    let authorization = broker.authorization(context);
+    if key_type == KEY_TYPE_GROUP && !authorization.allows_group(AclOperation::Describe, key) {
+        return Err((error_code::GROUP_AUTHORIZATION_FAILED, None));
+    }
+    if key_type == KEY_TYPE_TRANSACTION
+        && !authorization.allows_transactional_id(AclOperation::Describe, key)
+    {
+        return Err((error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None));
+    }
+    drop(authorization);
     let (topic, partitions) = match key_type {
         KEY_TYPE_GROUP => {
             broker

@@ -4,14 +4,31 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
+use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: HeartbeatRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: READ on the group.
+    if !broker
+        .authorization(context)
+        .allows_group(AclOperation::Read, body.group_id.as_str())
+    {
+        return respond(
+            &request,
+            &HeartbeatResponse::default().with_error_code(error_code::GROUP_AUTHORIZATION_FAILED),
+        );
+    }
     let code = broker
         .groups
         .heartbeat(

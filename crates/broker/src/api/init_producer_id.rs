@@ -7,14 +7,36 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use crate::authorization::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: InitProducerIdRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's checks: WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the
+    // cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
+    let refused = {
+        let authorization = broker.authorization(context);
+        match body.transactional_id.as_ref() {
+            Some(id) if !authorization.allows_transactional_id(AclOperation::Write, id) => {
+                Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            }
+            None if !authorization.allows_cluster(AclOperation::IdempotentWrite)
+                && !authorization.allows_some(AclOperation::Write, ResourceType::Topic) =>
+            {
+                Some(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            }
+            _ => None,
+        }
     };
     let version = request.header.request_api_version;
     let answer = |code: i16, producer_id: i64, producer_epoch: i16| {
@@ -35,6 +57,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .with_producer_epoch(producer_epoch)
     };
     let response = match body.transactional_id.as_ref() {
+        _ if refused.is_some() => answer(refused.unwrap_or_default(), -1, -1),
         Some(transactional_id) => {
             let expected = match (body.producer_id.0, body.producer_epoch) {
                 (-1, -1) => Ok(None),

@@ -8,15 +8,20 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
+use crate::error_code;
 use crate::group::classic::JoinRequest;
+use crate::group::classic::JoinResult;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: strand_protocol::ParsedRequest,
-    peer: std::net::SocketAddr,
+    context: &RequestContext,
 ) -> Outcome {
+    let peer = context.peer;
     let body: JoinGroupRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -50,10 +55,16 @@ pub async fn handle(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let result = broker
-        .groups
-        .join(broker, body.group_id.as_str(), join)
-        .await;
+    // Kafka's check: READ on the group.
+    let group = body.group_id.as_str();
+    let result = if broker
+        .authorization(context)
+        .allows_group(AclOperation::Read, group)
+    {
+        broker.groups.join(broker, group, join).await
+    } else {
+        JoinResult::error(error_code::GROUP_AUTHORIZATION_FAILED, "")
+    };
     let members = result
         .members
         .into_iter()

@@ -5,11 +5,17 @@ use std::sync::Arc;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: LeaveGroupRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -28,11 +34,19 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     } else {
         vec![(body.member_id.as_str().to_string(), None)]
     };
-    let response = match broker
-        .groups
-        .leave(broker, body.group_id.as_str(), &members)
-        .await
-    {
+    // Kafka's check: READ on the group.
+    let allowed = broker
+        .authorization(context)
+        .allows_group(AclOperation::Read, body.group_id.as_str());
+    let left = if allowed {
+        broker
+            .groups
+            .leave(broker, body.group_id.as_str(), &members)
+            .await
+    } else {
+        Err(error_code::GROUP_AUTHORIZATION_FAILED)
+    };
+    let response = match left {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),
         Ok(codes) if version >= 3 => LeaveGroupResponse::default()
             .with_error_code(error_code::NONE)

@@ -6,11 +6,17 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ListGroupsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -26,11 +32,14 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .iter()
         .map(|t| t.as_str().to_lowercase())
         .collect();
-    let groups = broker
-        .groups
-        .list(broker)
-        .await
+    // Kafka's check: DESCRIBE on the cluster lists every group, else the groups the
+    // principal may describe.
+    let listed = broker.groups.list(broker).await;
+    let authorization = broker.authorization(context);
+    let every_group = authorization.allows_cluster(AclOperation::Describe);
+    let groups = listed
         .into_iter()
+        .filter(|g| every_group || authorization.allows_group(AclOperation::Describe, &g.group_id))
         .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
         .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {

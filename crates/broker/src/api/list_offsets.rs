@@ -20,8 +20,10 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use strand_log::read_mode::Miss;
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::partition::Partition;
 use crate::router::{decode, respond, Outcome};
 
@@ -45,10 +47,22 @@ fn timestamp_supported(timestamp: i64, version: i16) -> bool {
     }
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ListOffsetsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's check: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let described: Vec<bool> = {
+        let authorization = broker.authorization(context);
+        body.topics
+            .iter()
+            .map(|t| authorization.allows_topic(AclOperation::Describe, t.name.as_str()))
+            .collect()
     };
     // leader_epoch exists from v4; kafka-protocol refuses to encode it set below that.
     let version = request.header.request_api_version;
@@ -56,13 +70,15 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let deadline = tokio::time::Instant::now() + WARM_WAIT_MAX;
     let read_committed = body.isolation_level == 1;
     let mut topics = Vec::with_capacity(body.topics.len());
-    for topic in body.topics {
+    for (topic, described) in body.topics.into_iter().zip(described) {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for partition in &topic.partitions {
             let tp = TopicPartition::new(topic.name.as_str(), partition.partition_index);
             let response = ListOffsetsPartitionResponse::default()
                 .with_partition_index(partition.partition_index);
-            let found = if timestamp_supported(partition.timestamp, version) {
+            let found = if !described {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            } else if timestamp_supported(partition.timestamp, version) {
                 lookup_without_waiting(
                     broker,
                     &tp,

@@ -15,14 +15,32 @@ use kafka_protocol::messages::{
 use strand_metadata::TopicImage;
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
+use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ListPartitionReassignmentsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: DESCRIBE on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Describe)
+    {
+        return respond(
+            &request,
+            &ListPartitionReassignmentsResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let image = broker.metadata_image();
     let topics: Vec<OngoingTopicReassignment> = match &body.topics {
         None => image

@@ -12,11 +12,17 @@ use strand_coordinator::txn::shard::ListFilter;
 use strand_coordinator::txn::state::TxnState;
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ListTransactionsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -62,6 +68,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     if let Some(pattern) = &pattern {
         listed.retain(|(id, _, _)| pattern.is_match(id));
     }
+    // Kafka's check: only the transactional ids the principal may describe are listed.
+    let authorization = broker.authorization(context);
+    listed.retain(|(id, _, _)| authorization.allows_transactional_id(AclOperation::Describe, id));
     let response = ListTransactionsResponse::default()
         .with_error_code(error_code::NONE)
         .with_unknown_state_filters(unknown)

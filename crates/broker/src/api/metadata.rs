@@ -15,11 +15,13 @@ use uuid::Uuid;
 
 use super::partition_views::partition_views;
 use super::{str_bytes, topic_name};
+use crate::authorization::{AclOperation, ResourceType, OMITTED};
 use crate::broker::{validate_topic_name, Broker};
 use crate::error_code;
 use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::topics::TopicInfo;
+use strand_security::authorizer::CLUSTER_NAME;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -36,10 +38,20 @@ pub async fn handle(
         body.topics.is_none() || (version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
     let allow_auto_create =
         (version < 4 || body.allow_auto_topic_creation) && broker.config.auto_create_topics;
+    // Kafka's checks: DESCRIBE on each topic (all topics: the others are left out; named
+    // ones: TOPIC_AUTHORIZATION_FAILED), and CREATE on the cluster or the topic to create
+    // one that does not exist.
+    let authorization = broker.authorization(context);
+    let may_create = |name: &str| {
+        authorization.allows_cluster(AclOperation::Create)
+            || authorization.allows_topic(AclOperation::Create, name)
+    };
     let mut topics = Vec::new();
     if all_topics {
         for topic in broker.topics() {
-            topics.push(describe(broker, &topic));
+            if authorization.allows_topic(AclOperation::Describe, &topic.name) {
+                topics.push(describe(broker, &topic));
+            }
         }
     } else {
         for requested in body.topics.unwrap_or_default() {
@@ -47,25 +59,65 @@ pub async fn handle(
             // as Kafka does; by name otherwise.
             topics.push(if !requested.topic_id.is_nil() {
                 match broker.topic_by_id(&requested.topic_id) {
+                    Some(topic)
+                        if !authorization.allows_topic(AclOperation::Describe, &topic.name) =>
+                    {
+                        // Ids are not secret: the refusal names the id, not the topic.
+                        error_topic(
+                            None,
+                            requested.topic_id,
+                            error_code::TOPIC_AUTHORIZATION_FAILED,
+                        )
+                    }
                     Some(topic) => describe(broker, &topic),
                     None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
                 }
             } else {
                 match requested.name {
-                    Some(name) => describe_by_name(broker, name.as_str(), allow_auto_create).await,
+                    Some(name)
+                        if !authorization.allows_topic(AclOperation::Describe, name.as_str()) =>
+                    {
+                        error_topic(
+                            Some(name.as_str()),
+                            Uuid::nil(),
+                            error_code::TOPIC_AUTHORIZATION_FAILED,
+                        )
+                    }
+                    Some(name) => {
+                        let create = allow_auto_create && may_create(name.as_str());
+                        let refused = allow_auto_create && !create;
+                        let mut topic = describe_by_name(broker, name.as_str(), create).await;
+                        if refused && topic.error_code == error_code::UNKNOWN_TOPIC_OR_PARTITION {
+                            topic.error_code = error_code::TOPIC_AUTHORIZATION_FAILED;
+                        }
+                        topic
+                    }
                     None => error_topic(None, requested.topic_id, error_code::UNKNOWN_TOPIC_ID),
                 }
             });
         }
     }
     if version >= 8 && body.include_topic_authorized_operations {
-        for topic in topics
-            .iter_mut()
-            .filter(|t| t.error_code == error_code::NONE)
-        {
-            topic.topic_authorized_operations = super::authorized_operations::topic(true);
+        for topic in topics.iter_mut().filter(|t| {
+            t.error_code != error_code::TOPIC_AUTHORIZATION_FAILED
+                && t.error_code != error_code::UNKNOWN_TOPIC_ID
+        }) {
+            let name = topic.name.as_ref().map_or("", |n| n.as_str());
+            topic.topic_authorized_operations =
+                authorization.operations(true, ResourceType::Topic, name);
         }
     }
+    let cluster_authorized_operations =
+        if (8..=10).contains(&version) && body.include_cluster_authorized_operations {
+            if authorization.allows_cluster(AclOperation::Describe) {
+                authorization.operations(true, ResourceType::Cluster, CLUSTER_NAME)
+            } else {
+                0
+            }
+        } else {
+            OMITTED
+        };
+    drop(authorization);
     let (live, controller_id) = super::live_brokers(broker, context).await;
     let brokers = live
         .into_iter()
@@ -82,11 +134,7 @@ pub async fn handle(
         .with_cluster_id(Some(str_bytes(broker.cluster_id())))
         .with_controller_id(BrokerId(controller_id))
         .with_topics(topics)
-        .with_cluster_authorized_operations(if (8..=10).contains(&version) {
-            super::authorized_operations::cluster(body.include_cluster_authorized_operations)
-        } else {
-            super::authorized_operations::OMITTED
-        });
+        .with_cluster_authorized_operations(cluster_authorized_operations);
     respond(&request, &response)
 }
 
@@ -150,7 +198,7 @@ fn describe(broker: &Arc<Broker>, topic: &TopicInfo) -> MetadataResponseTopic {
         .with_topic_id(topic.id)
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
-        .with_topic_authorized_operations(super::authorized_operations::OMITTED)
+        .with_topic_authorized_operations(OMITTED)
 }
 
 fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic {
@@ -158,5 +206,5 @@ fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic
         .with_error_code(code)
         .with_name(name.map(topic_name))
         .with_topic_id(id)
-        .with_topic_authorized_operations(super::authorized_operations::OMITTED)
+        .with_topic_authorized_operations(OMITTED)
 }

@@ -1,11 +1,11 @@
 //! One module per Kafka API. Each decodes its request, acts, and encodes its response.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
-pub mod authorized_operations;
 pub mod configs;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

@@ -8,18 +8,46 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: OffsetDeleteRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's checks: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each
+    // topic (else its partitions TOPIC_AUTHORIZATION_FAILED, their offsets kept).
+    let (group_allowed, readable): (bool, Vec<bool>) = {
+        let authorization = broker.authorization(context);
+        (
+            authorization.allows_group(AclOperation::Delete, body.group_id.as_str()),
+            body.topics
+                .iter()
+                .map(|t| authorization.allows_topic(AclOperation::Read, t.name.as_str()))
+                .collect(),
+        )
+    };
+    if !group_allowed {
+        return respond(
+            &request,
+            &OffsetDeleteResponse::default()
+                .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED),
+        );
+    }
     let partitions: Vec<(String, i32)> = body
         .topics
         .iter()
+        .zip(&readable)
+        .filter(|(_, readable)| **readable)
+        .map(|(t, _)| t)
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -37,7 +65,8 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             let topics = body
                 .topics
                 .iter()
-                .map(|t| {
+                .zip(readable)
+                .map(|(t, readable)| {
                     OffsetDeleteResponseTopic::default()
                         .with_name(t.name.clone())
                         .with_partitions(
@@ -46,7 +75,11 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                                 .map(|p| {
                                     OffsetDeleteResponsePartition::default()
                                         .with_partition_index(p.partition_index)
-                                        .with_error_code(codes.next().unwrap_or_default())
+                                        .with_error_code(if readable {
+                                            codes.next().unwrap_or_default()
+                                        } else {
+                                            error_code::TOPIC_AUTHORIZATION_FAILED
+                                        })
                                 })
                                 .collect(),
                         )

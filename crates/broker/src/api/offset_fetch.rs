@@ -12,20 +12,51 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
 use super::{str_bytes, topic_ids, topic_name};
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::coordinator::FetchedOffsets as Fetched;
 use crate::group::records::CommittedOffset;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
 type Unstable = std::collections::BTreeSet<(String, i32)>;
 /// Per topic: (partition, committed offset) rows.
 type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: OffsetFetchRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) and on each
+    // topic: a named one refused answers TOPIC_AUTHORIZATION_FAILED, and "all topics"
+    // leaves out the ones the principal may not describe.
+    let authorization = broker.authorization(context);
+    let may_describe_group =
+        |group: &str| authorization.allows_group(AclOperation::Describe, group);
+    let may_describe_topic =
+        |topic: &str| authorization.allows_topic(AclOperation::Describe, topic);
+    // The partitions of named topics refused, and the offsets kept of the rest.
+    let authorize = |wanted: Option<Vec<(String, i32)>>| -> (Option<Vec<(String, i32)>>, Unstable) {
+        let Some(wanted) = wanted else {
+            return (None, Unstable::new());
+        };
+        let (allowed, refused): (Vec<_>, Vec<_>) =
+            wanted.into_iter().partition(|(t, _)| may_describe_topic(t));
+        (Some(allowed), refused.into_iter().collect())
+    };
+    let visible = |fetched: Fetched, refused: &Unstable| -> Fetched {
+        let mut rows: Fetched = fetched
+            .into_iter()
+            .filter(|(topic, _, _)| may_describe_topic(topic))
+            .collect();
+        rows.extend(refused.iter().map(|(t, p)| (t.clone(), *p, None)));
+        rows
     };
     let version = request.header.request_api_version;
     let wanted = |topics: Option<Vec<(TopicName, Vec<i32>)>>| -> Option<Vec<(String, i32)>> {
@@ -49,6 +80,14 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     if version >= 8 {
         let mut groups = Vec::with_capacity(body.groups.len());
         for group in &body.groups {
+            if !may_describe_group(group.group_id.as_str()) {
+                groups.push(
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(group.group_id.clone())
+                        .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED),
+                );
+                continue;
+            }
             if !broker.groups.coordinates(broker, group.group_id.as_str()) {
                 groups.push(
                     OffsetFetchResponseGroup::default()
@@ -72,14 +111,10 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     )
                     .collect()
             });
+            let (wanted, refused) = authorize(wanted(topics));
             let (fetched, unstable): (Fetched, Unstable) = match broker
                 .groups
-                .fetch_stable_offsets(
-                    broker,
-                    group.group_id.as_str(),
-                    wanted(topics),
-                    body.require_stable,
-                )
+                .fetch_stable_offsets(broker, group.group_id.as_str(), wanted, body.require_stable)
                 .await
             {
                 Ok(answer) => answer,
@@ -92,6 +127,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     continue;
                 }
             };
+            let fetched = visible(fetched, &refused);
             let known = grouped(stable(fetched, &unstable)).into_iter().filter_map(
                 |(topic, partitions)| {
                     let answer = if by_id {
@@ -108,7 +144,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                             partitions
                                 .into_iter()
                                 .map(|(partition, offset)| {
-                                    let code = error_of(&unstable, &topic, partition);
+                                    let code = error_of(&unstable, &refused, &topic, partition);
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(partition)
                                         .with_committed_offset(
@@ -155,6 +191,12 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             &OffsetFetchResponse::default().with_groups(groups),
         );
     }
+    if !may_describe_group(body.group_id.as_str()) {
+        return respond(
+            &request,
+            &OffsetFetchResponse::default().with_error_code(error_code::GROUP_AUTHORIZATION_FAILED),
+        );
+    }
     if !broker.groups.coordinates(broker, body.group_id.as_str()) {
         return respond(
             &request,
@@ -167,14 +209,10 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             .collect()
     });
     let require_stable = version >= 7 && body.require_stable;
+    let (wanted, refused) = authorize(wanted(topics));
     let (fetched, unstable) = match broker
         .groups
-        .fetch_stable_offsets(
-            broker,
-            body.group_id.as_str(),
-            wanted(topics),
-            require_stable,
-        )
+        .fetch_stable_offsets(broker, body.group_id.as_str(), wanted, require_stable)
         .await
     {
         Ok(answer) => answer,
@@ -185,6 +223,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             )
         }
     };
+    let fetched = visible(fetched, &refused);
     let topics = grouped(stable(fetched, &unstable))
         .into_iter()
         .map(|(topic, partitions)| {
@@ -194,7 +233,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
                     partitions
                         .into_iter()
                         .map(|(partition, offset)| {
-                            let code = error_of(&unstable, &topic, partition);
+                            let code = error_of(&unstable, &refused, &topic, partition);
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(partition)
                                 .with_committed_offset(offset.as_ref().map_or(-1, |o| o.offset))
@@ -230,8 +269,11 @@ fn stable(fetched: Fetched, unstable: &Unstable) -> Fetched {
         .collect()
 }
 
-fn error_of(unstable: &Unstable, topic: &str, partition: i32) -> i16 {
-    if unstable.contains(&(topic.to_string(), partition)) {
+fn error_of(unstable: &Unstable, refused: &Unstable, topic: &str, partition: i32) -> i16 {
+    let key = (topic.to_string(), partition);
+    if refused.contains(&key) {
+        error_code::TOPIC_AUTHORIZATION_FAILED
+    } else if unstable.contains(&key) {
         error_code::UNSTABLE_OFFSET_COMMIT
     } else {
         error_code::NONE

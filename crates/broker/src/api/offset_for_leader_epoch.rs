@@ -10,25 +10,43 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: OffsetForLeaderEpochRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: CLUSTER_ACTION on the cluster (a follower), else DESCRIBE on each
+    // topic (else TOPIC_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
+    let every_topic = authorization.allows_cluster(AclOperation::ClusterAction);
     let topics = body
         .topics
         .iter()
         .map(|topic| {
+            let described = every_topic
+                || authorization.allows_topic(AclOperation::Describe, topic.topic.as_str());
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
                     let tp = TopicPartition::new(topic.topic.as_str(), p.partition);
+                    if !described {
+                        return result
+                            .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1);
+                    }
                     let Some(partition) = broker.partition(&tp) else {
                         return result
                             .with_error_code(error_code::UNKNOWN_TOPIC_OR_PARTITION)

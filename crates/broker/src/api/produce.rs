@@ -20,13 +20,19 @@ use strand_log::TopicPartition;
 use strand_records::BatchHeader;
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::partition::{Durable, DurableWait, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
 use crate::txn::verification::{Guard, Operation};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: ProduceRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -37,11 +43,17 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .transactional_id
         .as_ref()
         .map(|id| id.as_str().to_string());
+    // Kafka's checks: WRITE on the transactional id (else every partition fails with
+    // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic.
+    let authorization = broker.authorization(context);
+    let refused_id = transactional_id
+        .as_ref()
+        .is_some_and(|id| !authorization.allows_transactional_id(AclOperation::Write, id));
     // KIP-890: a transactional batch that would open its producer's transaction on a
     // partition is appended only once the coordinator confirms the partition is in it.
     let verdicts = match &transactional_id {
-        Some(id) => verify_transactional(broker, &body, id, version).await,
-        None => Vec::new(),
+        Some(id) if !refused_id => verify_transactional(broker, &body, id, version).await,
+        _ => Vec::new(),
     };
     // Append everything first; then wait for every flush-before-ack partition's sync at
     // once, so partitions' syncs overlap instead of queueing one behind another.
@@ -55,6 +67,15 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         } else {
             Ok(topic.name.as_str().to_string())
         };
+        let resolved = resolved.and_then(|name| {
+            if refused_id {
+                Err(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            } else if !authorization.allows_topic(AclOperation::Write, &name) {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            } else {
+                Ok(name)
+            }
+        });
         for data in &topic.partition_data {
             let (result, pending) = match &resolved {
                 Err(code) => (Err(Refusal::new(*code, None)), Pending::default()),

@@ -5,11 +5,19 @@ use std::sync::Arc;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
+use crate::error_code;
+use crate::group::classic::SyncResult;
 use crate::group::coordinator::SyncRequest;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: SyncGroupRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -28,10 +36,16 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         protocol_name: body.protocol_name.as_ref().map(|n| n.as_str()),
         assignments,
     };
-    let result = broker
-        .groups
-        .sync(broker, body.group_id.as_str(), sync)
-        .await;
+    // Kafka's check: READ on the group.
+    let group = body.group_id.as_str();
+    let result = if broker
+        .authorization(context)
+        .allows_group(AclOperation::Read, group)
+    {
+        broker.groups.sync(broker, group, sync).await
+    } else {
+        SyncResult::error(error_code::GROUP_AUTHORIZATION_FAILED)
+    };
     let response = SyncGroupResponse::default()
         .with_error_code(result.error_code)
         .with_assignment(result.assignment);

@@ -13,14 +13,20 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use strand_log::TopicPartition;
 
 use super::topic_ids;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::coordinator::TxnCommitter;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::txn::verification::Operation;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: TxnOffsetCommitRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
@@ -32,11 +38,35 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         by_id,
         body.topics.iter().map(|t| (&t.name, &t.topic_id)),
     );
+    // Kafka's checks: WRITE on the transactional id, READ on the group (either refused
+    // fails every partition), READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let authorization = broker.authorization(context);
+    let refused = if !authorization
+        .allows_transactional_id(AclOperation::Write, body.transactional_id.as_str())
+    {
+        Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !authorization.allows_group(AclOperation::Read, body.group_id.as_str()) {
+        Some(error_code::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    let status: Vec<Result<String, i16>> = names
+        .iter()
+        .map(|name| match (refused, name) {
+            (Some(code), _) => Err(code),
+            (None, None) => Err(error_code::UNKNOWN_TOPIC_ID),
+            (None, Some(name)) if !authorization.allows_topic(AclOperation::Read, name) => {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
+            (None, Some(name)) => Ok(name.clone()),
+        })
+        .collect();
+    drop(authorization);
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
         .topics
         .iter()
-        .zip(&names)
-        .filter_map(|(topic, name)| Some((topic, name.clone()?)))
+        .zip(&status)
+        .filter_map(|(topic, name)| Some((topic, name.clone().ok()?)))
         .flat_map(|(topic, name)| {
             topic.partitions.iter().map(move |p| {
                 (
@@ -53,7 +83,9 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
         .collect();
     let group_id = body.group_id.as_str();
     let index = partition_for(group_id, OFFSETS_TOPIC_PARTITIONS);
-    let verified = if group_id.is_empty() {
+    let verified = if let Some(code) = refused {
+        Err(code)
+    } else if group_id.is_empty() {
         Err(error_code::INVALID_GROUP_ID)
     } else {
         crate::txn::verification::verify(
@@ -104,15 +136,15 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
     let answered: Vec<(bool, TxnOffsetCommitResponseTopic)> = body
         .topics
         .iter()
-        .zip(&names)
+        .zip(&status)
         .map(|(topic, name)| {
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let code = match name {
-                        Some(_) => codes.next().unwrap_or_default(),
-                        None => error_code::UNKNOWN_TOPIC_ID,
+                        Ok(_) => codes.next().unwrap_or_default(),
+                        Err(code) => *code,
                     };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
@@ -125,7 +157,7 @@ pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedReques
             } else {
                 answer.with_name(topic.name.clone())
             };
-            (name.is_some(), answer)
+            (*name != Err(error_code::UNKNOWN_TOPIC_ID), answer)
         })
         .collect();
     let topics = topic_ids::unknown_first(answered);

@@ -12,16 +12,33 @@ use kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse
 use strand_metadata::controller::ControllerCommand;
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::cluster::single_result;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: UnregisterBrokerRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: ALTER on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter)
+    {
+        return respond(
+            &request,
+            &UnregisterBrokerResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let id = body.broker_id.0;
     let outcome = match broker.cluster() {
         Some(cluster) => cluster

@@ -11,15 +11,32 @@ use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use strand_metadata::features::{FeatureUpdate, UpgradeType};
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: UpdateFeaturesRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: ALTER on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter)
+    {
+        return respond(
+            &request,
+            &UpdateFeaturesResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let version = request.header.request_api_version;
     let updates: Vec<FeatureUpdate> = body
         .feature_updates

@@ -18,16 +18,37 @@ use kafka_protocol::messages::{
 use strand_protocol::ParsedRequest;
 
 use super::str_bytes;
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::scram_credentials::Alteration;
 
-pub async fn alter(broker: &Broker, request: ParsedRequest) -> Outcome {
+pub async fn alter(broker: &Broker, request: ParsedRequest, context: &RequestContext) -> Outcome {
     let body: AlterUserScramCredentialsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: ALTER on the cluster (else every user CLUSTER_AUTHORIZATION_FAILED).
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Alter)
+    {
+        let users = body.deletions.iter().map(|d| &d.name);
+        let results = users
+            .chain(body.upsertions.iter().map(|u| &u.name))
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(user.clone())
+                    .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            })
+            .collect();
+        return respond(
+            &request,
+            &AlterUserScramCredentialsResponse::default().with_results(results),
+        );
+    }
     let deletions = body.deletions.iter().map(|d| Alteration::Delete {
         user: d.name.to_string(),
         mechanism: d.mechanism,
@@ -61,11 +82,22 @@ pub async fn alter(broker: &Broker, request: ParsedRequest) -> Outcome {
     )
 }
 
-pub fn describe(broker: &Broker, request: ParsedRequest) -> Outcome {
+pub fn describe(broker: &Broker, request: ParsedRequest, context: &RequestContext) -> Outcome {
     let body: DescribeUserScramCredentialsRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    // Kafka's check: DESCRIBE on the cluster.
+    if !broker
+        .authorization(context)
+        .allows_cluster(AclOperation::Describe)
+    {
+        return respond(
+            &request,
+            &DescribeUserScramCredentialsResponse::default()
+                .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        );
+    }
     let known = broker.scram_credential_infos();
     let infos = |user: &str| -> Vec<CredentialInfo> {
         known

@@ -12,19 +12,39 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use strand_log::TopicPartition;
 
+use crate::authorization::AclOperation;
 use crate::broker::Broker;
+use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::txn::markers::write_locally;
 
-pub async fn handle(broker: &Arc<Broker>, request: strand_protocol::ParsedRequest) -> Outcome {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: strand_protocol::ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     let body: WriteTxnMarkersRequest = match decode(&request) {
         Ok(body) => body,
         Err(outcome) => return outcome,
+    };
+    // Kafka's check: ALTER or CLUSTER_ACTION on the cluster; a refusal fails the request
+    // (Kafka answers every partition CLUSTER_AUTHORIZATION_FAILED).
+    let allowed = {
+        let authorization = broker.authorization(context);
+        authorization.allows_cluster(AclOperation::Alter)
+            || authorization.allows_cluster(AclOperation::ClusterAction)
     };
     let mut writes = tokio::task::JoinSet::new();
     for (index, marker) in body.markers.iter().enumerate() {
         for topic in &marker.topics {
             for &partition in &topic.partition_indexes {
+                if !allowed {
+                    let tp = TopicPartition::new(topic.name.as_str(), partition);
+                    writes.spawn(async move {
+                        (index, tp, crate::error_code::CLUSTER_AUTHORIZATION_FAILED)
+                    });
+                    continue;
+                }
                 let broker = broker.clone();
                 let tp = TopicPartition::new(topic.name.as_str(), partition);
                 let (pid, epoch, commit, coordinator_epoch) = (

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use common::listeners::start;
 use common::{encode_request, fetch_request, produce_request, HANG_GUARD};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
@@ -18,8 +19,6 @@ use kafka_protocol::messages::{
     SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use strand_broker::broker_configs::{apply_properties, Properties};
-use strand_broker::{serve_listeners, Broker, BrokerConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -66,54 +65,6 @@ impl Certificates {
             .push(rcgen::DnType::OrganizationName, "Strand");
         let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
         (key.serialize_pem(), cert.pem())
-    }
-}
-
-struct Cluster {
-    addresses: Vec<(String, SocketAddr)>,
-    _dir: tempfile::TempDir,
-    handle: strand_broker::ServerHandle,
-}
-
-impl Cluster {
-    fn address(&self, name: &str) -> SocketAddr {
-        self.addresses
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, a)| *a)
-            .unwrap()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.handle.shutdown();
-    }
-}
-
-/// A single broker configured from server.properties entries, serving every listener.
-async fn start(properties: &[(&str, &str)]) -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = BrokerConfig {
-        data_dir: dir.path().to_path_buf(),
-        group_initial_rebalance_delay_ms: 0,
-        ..BrokerConfig::default()
-    };
-    let props: Properties = properties
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let unknown = apply_properties(&mut config, &props).unwrap();
-    assert!(unknown.is_empty(), "{unknown:?}");
-    let bound = strand_broker::server::bind_listeners(&mut config).unwrap();
-    let names: Vec<String> = bound.iter().map(|(l, _)| l.spec.name.clone()).collect();
-    let broker = Broker::open(config).unwrap();
-    let (addresses, handle, server) = serve_listeners(broker, bound).unwrap();
-    tokio::spawn(server);
-    Cluster {
-        addresses: names.into_iter().zip(addresses).collect(),
-        _dir: dir,
-        handle,
     }
 }
 

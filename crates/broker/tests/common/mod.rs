@@ -2,6 +2,8 @@
 //! client (encode a request, read a response frame).
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod listeners;
+
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};

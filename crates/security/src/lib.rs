@@ -9,8 +9,8 @@
 //! - [`principal`] and [`principal_mapping`]: the `User:name` a connection acts as, from
 //!   its SASL user or its certificate's subject through `ssl.principal.mapping.rules`.
 //!
-//! - [`authorizer`]: ACLs and StandardAuthorizer's decision over them, a pure function
-//!   (the broker's wiring of it into every API is still to come).
+//! - [`authorizer`]: ACLs, DescribeAcls/DeleteAcls filters and StandardAuthorizer's
+//!   decision over them, a pure function (the broker asks it in `authorization.rs`).
 //!
 //! Nothing here touches sockets: the broker's connection code feeds these and acts on
 //! their answers.

@@ -6,11 +6,11 @@
 //! list everything a resource type supports, as Kafka's do without an authorizer.
 
 pub use strand_security::authorizer::{AclOperation, ResourceType};
-use strand_security::authorizer::{Authorizer, CLUSTER_NAME};
+use strand_security::authorizer::{Acls, Authorizer, CLUSTER_NAME};
 use strand_security::KafkaPrincipal;
 
-use crate::acls::AclSnapshot;
 use crate::broker::Broker;
+use crate::local_state::Snapshot;
 use crate::net::RequestContext;
 
 /// "Not requested", in every authorized-operations field.
@@ -19,7 +19,7 @@ pub const OMITTED: i32 = i32::MIN;
 /// One request's questions to the authorizer.
 pub struct Authorization<'a> {
     /// None: ACLs are off.
-    checked: Option<(&'a Authorizer, AclSnapshot)>,
+    checked: Option<(&'a Authorizer, Snapshot<Acls>)>,
     principal: &'a KafkaPrincipal,
     host: String,
 }

@@ -78,7 +78,11 @@ pub struct Broker {
     /// A single node's finalized features (a cluster's are in its image).
     pub features: crate::features::LocalFeatures,
     /// A single node's ACLs (a cluster's are in its image).
-    pub local_acls: crate::acls::LocalAcls,
+    pub local_acls: crate::local_state::LocalState<strand_security::authorizer::Acls>,
+    /// A single node's client quotas (a cluster's are in its image).
+    pub local_quotas: crate::local_state::LocalState<strand_metadata::client_quotas::ClientQuotas>,
+    /// The clients' usage against their quotas.
+    pub quota_sensors: crate::quotas::QuotaSensors,
     /// authorizer.class.name with super.users and allow.everyone.if.no.acl.found; None:
     /// ACLs are off and every request is allowed.
     pub authorizer: Option<strand_security::authorizer::Authorizer>,
@@ -187,10 +191,18 @@ impl Broker {
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
         let scram = crate::scram_credentials::LocalScramCredentials::load(&data_dir)?;
         let features = crate::features::LocalFeatures::load(&data_dir)?;
-        let local_acls = crate::acls::LocalAcls::load(&data_dir)?;
+        let local_acls =
+            crate::local_state::LocalState::load(&data_dir, crate::acls::ACLS_FILE, "ACLs")?;
+        let local_quotas = crate::local_state::LocalState::load(
+            &data_dir,
+            crate::quotas::CLIENT_QUOTAS_FILE,
+            "client quotas",
+        )?;
         let authorizer = config.authorizer();
         let broker = Arc::new(Broker {
             local_acls,
+            local_quotas,
+            quota_sensors: crate::quotas::QuotaSensors::default(),
             authorizer,
             dynamic,
             group_configs,

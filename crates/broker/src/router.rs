@@ -128,6 +128,8 @@ pub async fn route(
         ApiKey::DescribeUserScramCredentials => {
             api::user_scram_credentials::describe(broker, request, context)
         }
+        ApiKey::DescribeClientQuotas => api::client_quotas::describe(broker, request, context),
+        ApiKey::AlterClientQuotas => api::client_quotas::alter(broker, request, context).await,
         ApiKey::DescribeAcls => api::acls::describe(broker, request, context),
         ApiKey::CreateAcls => api::acls::create(broker, request, context).await,
         ApiKey::DeleteAcls => api::acls::delete(broker, request, context).await,

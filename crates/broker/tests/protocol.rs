@@ -862,6 +862,30 @@ async fn every_advertised_version_of_every_api_answers() {
                         kafka_protocol::messages::AlterUserScramCredentialsRequest::default();
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::DescribeAcls => {
+                    let request = kafka_protocol::messages::DescribeAclsRequest::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(1)
+                        .with_operation(1)
+                        .with_permission_type(1);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::CreateAcls => {
+                    let request = kafka_protocol::messages::CreateAclsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteAcls => {
+                    let request = kafka_protocol::messages::DeleteAclsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeClientQuotas => {
+                    let request = kafka_protocol::messages::DescribeClientQuotasRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::AlterClientQuotas => {
+                    let request = kafka_protocol::messages::AlterClientQuotasRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -108,6 +108,12 @@ pub enum ControllerCommand {
     CreateAcls {
         acls: Vec<AclBinding>,
     },
+    /// AlterClientQuotas: per alteration, the entity as the request lists it and its
+    /// operations (key, None to remove), checked here as Kafka's controller checks them;
+    /// one result per alteration.
+    AlterClientQuotas {
+        alterations: Vec<QuotaAlteration>,
+    },
     /// DeleteAcls: every ACL a filter matches is removed; the reply lists them per filter.
     DeleteAcls {
         filters: Vec<AclFilter>,
@@ -237,6 +243,13 @@ impl ControllerReply {
         ControllerReply::Results(vec![result])
     }
 }
+
+/// One AlterClientQuotas entry: the entity as listed (type, name or None for the default)
+/// and the operations (key, value or None to remove).
+pub type QuotaAlteration = (
+    crate::client_quotas::ListedEntity,
+    Vec<(String, Option<crate::client_quotas::QuotaValue>)>,
+);
 
 /// Decides a command against `image` and returns the reply and the records to replay.
 /// Records are listed in order; replaying them in order onto `image` is the change.
@@ -435,6 +448,42 @@ pub fn decide(
                 }
                 results.push(ItemResult::ok());
             }
+            ControllerReply::Results(results)
+        }
+        ControllerCommand::AlterClientQuotas { alterations } => {
+            // As Kafka: an entity altered twice keeps the first alteration's changes and
+            // answers the second's refusal.
+            let mut quotas = image.client_quotas.clone();
+            let mut seen = std::collections::BTreeSet::new();
+            let results = alterations
+                .iter()
+                .map(|(entity, ops)| {
+                    let named: crate::client_quotas::QuotaEntity = entity.iter().cloned().collect();
+                    if !seen.insert(named) {
+                        return ItemResult::error(
+                            error_code::INVALID_REQUEST,
+                            format!(
+                                "Ignoring duplicate entity {}",
+                                crate::client_quotas::entity_text(entity)
+                            ),
+                        );
+                    }
+                    match quotas.check_alteration(entity, ops) {
+                        Err((code, message)) => ItemResult::error(code, message),
+                        Ok((entity, changes)) => {
+                            for (key, value) in changes {
+                                quotas.set(&entity, &key, value);
+                                records.push(MetadataRecord::SetClientQuota {
+                                    entity: entity.clone(),
+                                    key,
+                                    value,
+                                });
+                            }
+                            ItemResult::ok()
+                        }
+                    }
+                })
+                .collect();
             ControllerReply::Results(results)
         }
         ControllerCommand::CreateAcls { acls } => {

@@ -25,13 +25,19 @@ use crate::records::MetadataRecord;
 /// The newest records format this build writes and reads; a newer one is refused, not
 /// misread. Version 2 added reassignments (a partition's adding and removing replicas)
 /// and the dynamic broker and group config records; version 3 the unregistration of a
-/// broker; version 4 SCRAM credentials; version 5 ACLs. An entry holding none of what a
+/// broker; version 4 SCRAM credentials; version 5 ACLs; version 6 client quotas. An entry holding none of what a
 /// version added is still written at the older version, so a cluster not using it stays readable by a build that predates it, and
 /// one that does is refused there rather than misread.
-pub const RECORDS_VERSION: u16 = 5;
+pub const RECORDS_VERSION: u16 = 6;
 
 /// The records version `records` need: the newest version whose additions any uses.
 pub fn records_version(records: &[MetadataRecord]) -> u16 {
+    if records
+        .iter()
+        .any(|record| matches!(record, MetadataRecord::SetClientQuota { .. }))
+    {
+        return 6;
+    }
     if records.iter().any(|record| {
         matches!(
             record,

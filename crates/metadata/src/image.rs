@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::features::FinalizedFeatures;
 use serde::{Deserialize, Serialize};
 use strand_security::authorizer::Acls;
+
+use crate::client_quotas::ClientQuotas;
 use uuid::Uuid;
 
 use crate::records::MetadataRecord;
@@ -134,6 +136,9 @@ pub struct MetadataImage {
     /// ACLs (kafka-acls), enforced by every broker when authorizer.class.name is set.
     #[serde(default, skip_serializing_if = "Acls::is_empty")]
     pub acls: Acls,
+    /// Client quotas (kafka-configs --entity-type users/clients/ips).
+    #[serde(default, skip_serializing_if = "ClientQuotas::is_empty")]
+    pub client_quotas: ClientQuotas,
 }
 
 /// What is kept of a user's password for one SCRAM mechanism: the salt, the iterations
@@ -299,6 +304,9 @@ impl MetadataImage {
                     }
                 }
             },
+            MetadataRecord::SetClientQuota { entity, key, value } => {
+                self.client_quotas.set(entity, key, *value)
+            }
             MetadataRecord::CreateAcl(binding) => self.acls.add(binding.clone()),
             MetadataRecord::DeleteAcl(binding) => {
                 self.acls.remove(binding);

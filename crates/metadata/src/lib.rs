@@ -5,6 +5,7 @@
 //! crate stores the versioned records (`entry`); every node replays them, so all images
 //! agree and a change to `decide` never rewrites history.
 
+pub mod client_quotas;
 pub mod controller;
 pub mod entry;
 pub mod features;
@@ -56,4 +57,5 @@ pub mod error_code {
     pub const ELECTION_NOT_NEEDED: i16 = 84;
     pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     pub const RESOURCE_NOT_FOUND: i16 = 91;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use strand_security::authorizer::AclBinding;
 use uuid::Uuid;
 
+use crate::client_quotas::{QuotaEntity, QuotaValue};
 use crate::image::{BrokerInfo, PartitionState, ScramCredentialRecord};
 use crate::BrokerId;
 
@@ -75,6 +76,12 @@ pub enum MetadataRecord {
     CreateAcl(AclBinding),
     /// An ACL removed (DeleteAcls); records version 5.
     DeleteAcl(AclBinding),
+    /// One client quota of an entity set, or removed (None); records version 6.
+    SetClientQuota {
+        entity: QuotaEntity,
+        key: String,
+        value: Option<QuotaValue>,
+    },
     /// Finalized feature levels UpdateFeatures set (the others keep theirs).
     SetFeatures {
         levels: BTreeMap<String, i16>,

@@ -44,6 +44,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::AlterUserScramCredentials, 0, 0),

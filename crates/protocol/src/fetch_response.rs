@@ -70,12 +70,16 @@ pub enum RecordsOut {
 }
 
 impl RecordsOut {
-    fn len(&self) -> u64 {
+    pub fn len(&self) -> u64 {
         match self {
             RecordsOut::Empty => 0,
             RecordsOut::Memory(bytes) => bytes.len() as u64,
             RecordsOut::File { length, .. } => *length,
         }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -102,10 +106,12 @@ pub struct FetchTopicOut {
     pub partitions: Vec<FetchPartitionOut>,
 }
 
-/// Encodes a whole Fetch response frame (size prefix, header, body) as parts.
+/// Encodes a whole Fetch response frame (size prefix, header, body) as parts;
+/// `throttle_time_ms` is the client's quota throttle (0: none).
 pub fn encode_fetch_response(
     version: i16,
     correlation_id: i32,
+    throttle_time_ms: i32,
     error_code: i16,
     session_id: i32,
     topics: &[FetchTopicOut],
@@ -122,7 +128,7 @@ pub fn encode_fetch_response(
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut buf, header_version)?;
-    buf.put_i32(0); // throttle_time_ms
+    buf.put_i32(throttle_time_ms);
     if version >= 7 {
         buf.put_i16(error_code);
         buf.put_i32(session_id);
@@ -383,7 +389,7 @@ mod tests {
     fn matches_kafka_protocol_byte_for_byte_at_every_version() {
         let topics = sample(&[b"first-records", b"", &[7u8; 300]]);
         for version in 4..=18 {
-            let ours = encode_fetch_response(version, 42, 0, 0, &topics).unwrap();
+            let ours = encode_fetch_response(version, 42, 0, 0, 0, &topics).unwrap();
             assert_eq!(
                 concat(&ours),
                 reference(version, &topics).to_vec(),
@@ -404,7 +410,7 @@ mod tests {
             length: 13,
         };
         for version in [4, 11, 12, 13, 17, 18] {
-            let parts = encode_fetch_response(version, 42, 0, 0, &topics).unwrap();
+            let parts = encode_fetch_response(version, 42, 0, 0, 0, &topics).unwrap();
             assert!(parts.iter().any(|p| matches!(p, ResponsePart::File { .. })));
             let expected = reference(version, &sample(&[b"first-records", b"", &[7u8; 300]]));
             assert_eq!(concat(&parts), expected.to_vec(), "version {version}");

@@ -34,6 +34,7 @@ use crate::net::RequestContext;
 use crate::partition::{IsrProposal, Partition};
 use crate::replication_throttle::{names_replica, ReplicationThrottle};
 use crate::router::{decode, Outcome};
+use strand_metadata::client_quotas::CONSUMER_BYTE_RATE;
 
 /// The topic config naming replicas whose leader side is throttled.
 const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
@@ -135,7 +136,7 @@ pub async fn handle(
         SessionPlan::Sessionless
     };
     let (session_id, partitions) = match plan {
-        SessionPlan::Error(code) => return answer(&request, version, code, 0, Vec::new()),
+        SessionPlan::Error(code) => return answer(&request, version, (0, code), 0, Vec::new()),
         SessionPlan::Sessionless => (0, requested),
         SessionPlan::Full { id } => (id, requested),
         SessionPlan::Incremental { id, partitions } => (id, partitions),
@@ -203,6 +204,30 @@ pub async fn handle(
             break responses;
         }
     };
+    // A consumer's consumer_byte_rate quota counts the record bytes it is sent; over it,
+    // as on Kafka, the answer holds nothing (and is not counted), carries the throttle
+    // time, and the connection waits it out. Its session learns nothing from it.
+    if follower.is_none() {
+        let client_id = request.header.client_id.as_deref().unwrap_or("");
+        let bytes = responses
+            .iter()
+            .map(|(_, out)| out.records.len())
+            .sum::<u64>() as f64;
+        let throttle_ms = broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, bytes);
+        if throttle_ms > 0 {
+            broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, -bytes);
+            context.throttle.mute_for(throttle_ms);
+            let session = if incremental { session_id } else { 0 };
+            let throttle_ms = throttle_ms as i32;
+            return answer(
+                &request,
+                version,
+                (throttle_ms, error_code::NONE),
+                session,
+                Vec::new(),
+            );
+        }
+    }
     // In a session, record what each partition's answer told the client; an incremental
     // answer leaves out partitions with nothing new.
     let mut kept: Vec<(FetchKey, FetchPartitionOut)> = Vec::with_capacity(responses.len());
@@ -224,14 +249,15 @@ pub async fn handle(
             kept.push((key, out));
         }
     }
-    answer(&request, version, error_code::NONE, session_id, kept)
+    answer(&request, version, (0, error_code::NONE), session_id, kept)
 }
 
-/// Encodes the answer: partitions grouped by topic in the order they come.
+/// Encodes the answer: partitions grouped by topic in the order they come, with the
+/// client's quota throttle and the request's error.
 fn answer(
     request: &strand_protocol::ParsedRequest,
     version: i16,
-    error: i16,
+    (throttle_ms, error): (i32, i16),
     session_id: i32,
     partitions: Vec<(FetchKey, FetchPartitionOut)>,
 ) -> Outcome {
@@ -256,6 +282,7 @@ fn answer(
     match encode_fetch_response(
         version,
         request.header.correlation_id,
+        throttle_ms,
         error,
         session_id,
         &topics,

@@ -6,6 +6,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
+pub mod client_quotas;
 pub mod configs;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

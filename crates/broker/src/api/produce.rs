@@ -27,6 +27,7 @@ use crate::net::RequestContext;
 use crate::partition::{Durable, DurableWait, Partition, Refusal};
 use crate::router::{decode, respond, Outcome};
 use crate::txn::verification::{Guard, Operation};
+use strand_metadata::client_quotas::PRODUCER_BYTE_RATE;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -43,6 +44,17 @@ pub async fn handle(
         .transactional_id
         .as_ref()
         .map(|id| id.as_str().to_string());
+    // The client's producer_byte_rate quota counts the request's bytes; over it, the
+    // answer carries the throttle time and the connection waits it out.
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let throttle_ms = broker.record_quota(
+        context,
+        client_id,
+        PRODUCER_BYTE_RATE,
+        request.body.len() as f64,
+    );
+    context.throttle.mute_for(throttle_ms);
+    let throttle_ms = throttle_ms as i32;
     // Kafka's checks: WRITE on the transactional id (else every partition fails with
     // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic.
     let authorization = broker.authorization(context);
@@ -129,10 +141,15 @@ pub async fn handle(
             .collect();
         drop(body);
         return Outcome::Deferred(Box::pin(finish(
-            request, topic_meta, results, syncs, acks, deadline,
+            request,
+            topic_meta,
+            results,
+            syncs,
+            (acks, throttle_ms),
+            deadline,
         )));
     }
-    answer(request, topic_meta, results, acks)
+    answer(request, topic_meta, results, (acks, throttle_ms))
 }
 
 /// What an appended batch still waits for before it is acknowledged.
@@ -157,7 +174,7 @@ async fn finish(
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
     mut results: Vec<(usize, i32, AppendResult, Pending)>,
     syncs: Vec<Option<DurableWait>>,
-    acks: i16,
+    acks_and_throttle: (i16, i32),
     deadline: tokio::time::Instant,
 ) -> Outcome {
     for ((_, _, result, _), wait) in results.iter_mut().zip(syncs) {
@@ -176,15 +193,16 @@ async fn finish(
             }
         }
     }
-    answer(request, topic_meta, results, acks)
+    answer(request, topic_meta, results, acks_and_throttle)
 }
 
-/// Builds the answer from the append results (nothing left to wait for).
+/// Builds the answer from the append results (nothing left to wait for), with the
+/// request's acks and the client's quota throttle.
 fn answer(
     request: strand_protocol::ParsedRequest,
     topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)>,
     results: Vec<(usize, i32, AppendResult, Pending)>,
-    acks: i16,
+    (acks, throttle_ms): (i16, i32),
 ) -> Outcome {
     let any_error = results.iter().any(|(_, _, result, _)| result.is_err());
     let mut topics: Vec<TopicProduceResponse> = topic_meta
@@ -229,7 +247,12 @@ fn answer(
             Outcome::NoResponse
         };
     }
-    respond(&request, &ProduceResponse::default().with_responses(topics))
+    respond(
+        &request,
+        &ProduceResponse::default()
+            .with_responses(topics)
+            .with_throttle_time_ms(throttle_ms),
+    )
 }
 
 type AppendResult = Result<strand_log::AppendInfo, Refusal>;

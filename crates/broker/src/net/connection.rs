@@ -67,6 +67,7 @@ pub async fn serve_connection(
         listener: listener.clone(),
         peer,
         principal,
+        throttle: Arc::default(),
     };
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let request_max_bytes = broker.config.socket_request_max_bytes;
@@ -149,6 +150,13 @@ pub async fn serve_connection(
         };
         if !queued || closing {
             break; // the writer stopped (write failure), the peer stopped reading, or this request closes the connection
+        }
+        // A client over its quota is not read from for its throttle time.
+        if let Some(until) = context.throttle.take() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = shutdown.changed() => break,
+            }
         }
         if *shutdown.borrow() {
             break;

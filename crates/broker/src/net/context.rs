@@ -14,6 +14,35 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     pub peer: SocketAddr,
     pub principal: KafkaPrincipal,
+    /// Set by a request whose client went over its quota: the connection is not read from
+    /// until then.
+    pub throttle: Arc<Throttle>,
+}
+
+/// When a throttled connection may be read from again (Kafka mutes a throttled client's
+/// channel for its throttle time).
+#[derive(Debug, Default)]
+pub struct Throttle {
+    until: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Throttle {
+    /// Mutes the connection for `ms` from now (the later of two mutes wins).
+    pub fn mute_for(&self, ms: u32) {
+        if ms == 0 {
+            return;
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(ms.into());
+        let mut current = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        if current.is_none_or(|c| c < until) {
+            *current = Some(until);
+        }
+    }
+
+    /// The end of the mute, if one is pending (and clears it).
+    pub fn take(&self) -> Option<std::time::Instant> {
+        self.until.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl RequestContext {
@@ -28,6 +57,7 @@ impl RequestContext {
             listener: Arc::new(Listener::plaintext(name, peer)),
             peer,
             principal: KafkaPrincipal::anonymous(),
+            throttle: Arc::default(),
         }
     }
 }

@@ -24,6 +24,18 @@ pub struct TestBroker {
     pub address: std::net::SocketAddr,
     pub _dir: tempfile::TempDir,
     pub handle: strand_broker::ServerHandle,
+    pub served: tokio::task::JoinHandle<()>,
+}
+
+impl TestBroker {
+    /// Stops serving and waits until the broker has let go of its data directory.
+    pub async fn stop(self) {
+        self.handle.shutdown();
+        tokio::time::timeout(HANG_GUARD, self.served)
+            .await
+            .expect("the broker stops")
+            .unwrap();
+    }
 }
 
 pub async fn start() -> TestBroker {
@@ -42,11 +54,14 @@ pub async fn start_with(adjust: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
     adjust(&mut config);
     let broker = Broker::open(config).unwrap();
     let (address, handle, server) = serve(broker).await.unwrap();
-    tokio::spawn(server);
+    let served = tokio::spawn(async move {
+        let _ = server.await;
+    });
     TestBroker {
         address,
         _dir: dir,
         handle,
+        served,
     }
 }
 
@@ -71,11 +86,22 @@ pub fn encode_request<T: Encodable>(
     correlation_id: i32,
     body: &T,
 ) -> Bytes {
+    encode_request_from("raw-test", key, version, correlation_id, body)
+}
+
+/// A request frame from the client `client_id`.
+pub fn encode_request_from<T: Encodable>(
+    client_id: &str,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Bytes {
     let header = RequestHeader::default()
         .with_request_api_key(key as i16)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
     let mut payload = BytesMut::new();
     header
         .encode(&mut payload, key.request_header_version(version))
@@ -164,8 +190,19 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     version: i16,
     request: &Req,
 ) -> Resp {
+    call_from(stream, "raw-test", key, version, request).await
+}
+
+/// `call` from the client `client_id`.
+pub async fn call_from<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    client_id: &str,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp {
     stream
-        .write_all(&encode_request(key, version, 1, request))
+        .write_all(&encode_request_from(client_id, key, version, 1, request))
         .await
         .unwrap();
     let header_version = key.response_header_version(version);

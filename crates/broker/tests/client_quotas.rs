@@ -1,0 +1,316 @@
+//! Client quotas as a Kafka client meets them: AlterClientQuotas and DescribeClientQuotas
+//! with Kafka's checks, filters and precedence (kept across a restart), and quotas
+//! enforced: a producer or consumer over its byte rate is answered with a throttle time
+//! (a throttled fetch with no records), while another client is not held back.
+
+mod common;
+
+use common::{call_from, fetch_request, produce_request, start_with};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse, FetchResponse, ProduceResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::net::TcpStream;
+
+const INVALID_REQUEST: i16 = 42;
+const CLIENT: &str = "raw-test";
+
+fn text(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_string())
+}
+
+/// An alteration: the entity ((type, name or None for the default)) and (key, value or
+/// None to remove).
+fn entry(entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) -> EntryData {
+    EntryData::default()
+        .with_entity(
+            entity
+                .iter()
+                .map(|(t, n)| {
+                    EntityData::default()
+                        .with_entity_type(text(t))
+                        .with_entity_name(n.map(text))
+                })
+                .collect(),
+        )
+        .with_ops(
+            ops.iter()
+                .map(|(key, value)| {
+                    OpData::default()
+                        .with_key(text(key))
+                        .with_value(value.unwrap_or(0.0))
+                        .with_remove(value.is_none())
+                })
+                .collect(),
+        )
+}
+
+async fn alter(
+    stream: &mut TcpStream,
+    entries: Vec<EntryData>,
+    validate_only: bool,
+) -> AlterClientQuotasResponse {
+    call_from(
+        stream,
+        CLIENT,
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only),
+    )
+    .await
+}
+
+/// Entities found by a filter of (entity type, match type, match).
+async fn describe(
+    stream: &mut TcpStream,
+    components: &[(&str, i8, Option<&str>)],
+    strict: bool,
+) -> Vec<(Vec<(String, Option<String>)>, Vec<(String, f64)>)> {
+    let response: DescribeClientQuotasResponse = call_from(
+        stream,
+        CLIENT,
+        ApiKey::DescribeClientQuotas,
+        1,
+        &DescribeClientQuotasRequest::default()
+            .with_components(
+                components
+                    .iter()
+                    .map(|(t, m, n)| {
+                        ComponentData::default()
+                            .with_entity_type(text(t))
+                            .with_match_type(*m)
+                            .with_match(n.map(text))
+                    })
+                    .collect(),
+            )
+            .with_strict(strict),
+    )
+    .await;
+    assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+    let mut found: Vec<_> = response
+        .entries
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let mut entity: Vec<(String, Option<String>)> = e
+                .entity
+                .iter()
+                .map(|d| {
+                    (
+                        d.entity_type.to_string(),
+                        d.entity_name.as_ref().map(|n| n.to_string()),
+                    )
+                })
+                .collect();
+            entity.sort();
+            let values = e
+                .values
+                .iter()
+                .map(|v| (v.key.to_string(), v.value))
+                .collect();
+            (entity, values)
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+fn named(parts: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    parts
+        .iter()
+        .map(|(t, n)| (t.to_string(), n.map(str::to_string)))
+        .collect()
+}
+
+#[tokio::test]
+async fn quotas_are_altered_and_described_as_on_kafka_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_path_buf();
+    let broker = start_with(|c| c.data_dir = data_dir.clone()).await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+
+    let answer = alter(
+        &mut stream,
+        vec![
+            entry(
+                &[("user", Some("alice"))],
+                &[("producer_byte_rate", Some(1024.0))],
+            ),
+            entry(
+                &[("client-id", None)],
+                &[("consumer_byte_rate", Some(2048.0))],
+            ),
+            entry(
+                &[("user", None), ("client-id", Some("app"))],
+                &[("request_percentage", Some(50.5))],
+            ),
+            entry(
+                &[("user", Some("bob"))],
+                &[("producer_byte_rate", Some(1.5))],
+            ),
+            entry(
+                &[("ip", Some("10.0.0.1"))],
+                &[("connection_creation_rate", Some(10.0))],
+            ),
+        ],
+        false,
+    )
+    .await;
+    let codes: Vec<i16> = answer.entries.iter().map(|e| e.error_code).collect();
+    assert_eq!(codes, vec![0, 0, 0, INVALID_REQUEST, 0]);
+    assert_eq!(
+        answer.entries[3].error_message.as_deref(),
+        Some("producer_byte_rate cannot be a fractional value.")
+    );
+
+    // validate_only checks and stores nothing.
+    let checked = alter(
+        &mut stream,
+        vec![entry(
+            &[("user", Some("carol"))],
+            &[("consumer_byte_rate", Some(10.0))],
+        )],
+        true,
+    )
+    .await;
+    assert_eq!(checked.entries[0].error_code, 0);
+
+    let everything = describe(&mut stream, &[], false).await;
+    assert_eq!(everything.len(), 4, "{everything:?}");
+    assert_eq!(
+        describe(&mut stream, &[("user", 0, Some("alice"))], true).await,
+        vec![(
+            named(&[("user", Some("alice"))]),
+            vec![("producer_byte_rate".to_string(), 1024.0)]
+        )]
+    );
+    // Any user: alice's and the default user's with client app.
+    assert_eq!(
+        describe(&mut stream, &[("user", 2, None)], false)
+            .await
+            .len(),
+        2
+    );
+    assert_eq!(
+        describe(&mut stream, &[("client-id", 1, None)], true)
+            .await
+            .len(),
+        1
+    );
+
+    // The quotas are kept across a restart, and removing one removes its entity.
+    drop(stream);
+    broker.stop().await;
+    let data_dir = dir.path().to_path_buf();
+    let broker = start_with(|c| c.data_dir = data_dir.clone()).await;
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    assert_eq!(describe(&mut stream, &[], false).await.len(), 4);
+    let removed = alter(
+        &mut stream,
+        vec![entry(
+            &[("user", Some("alice"))],
+            &[("producer_byte_rate", None)],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(removed.entries[0].error_code, 0);
+    assert_eq!(describe(&mut stream, &[], false).await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_client_over_its_byte_rate_is_throttled_and_another_is_not() {
+    let broker = start_with(|_| {}).await;
+    let mut admin = TcpStream::connect(broker.address).await.unwrap();
+    // 100 KB/s for the producer "slow" and the consumer "reader".
+    let answer = alter(
+        &mut admin,
+        vec![
+            entry(
+                &[("client-id", Some("slow"))],
+                &[("producer_byte_rate", Some(100_000.0))],
+            ),
+            entry(
+                &[("client-id", Some("reader"))],
+                &[("consumer_byte_rate", Some(100_000.0))],
+            ),
+        ],
+        false,
+    )
+    .await;
+    assert!(answer.entries.iter().all(|e| e.error_code == 0));
+    common::metadata(&mut admin, "quota-topic", 2).await;
+    let value = vec![7u8; 600_000];
+
+    // The first 600 KB is 60 KB/s over the 10 s window; the second brings it to 120 KB/s:
+    // 20% over, so 20% of the window (2 s) to wait.
+    let mut slow = TcpStream::connect(broker.address).await.unwrap();
+    let throttles = {
+        let mut throttles = Vec::new();
+        for _ in 0..2 {
+            let response: ProduceResponse = call_from(
+                &mut slow,
+                "slow",
+                ApiKey::Produce,
+                9,
+                &produce_request("quota-topic", 0, 1, &value),
+            )
+            .await;
+            assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+            throttles.push(response.throttle_time_ms);
+        }
+        throttles
+    };
+    assert_eq!(throttles[0], 0);
+    assert!(
+        (1_900..=2_100).contains(&throttles[1]),
+        "the throttle that brings the rate back to the quota: {throttles:?}"
+    );
+    // Another client is not held back.
+    let mut fast = TcpStream::connect(broker.address).await.unwrap();
+    for _ in 0..2 {
+        let response: ProduceResponse = call_from(
+            &mut fast,
+            "fast",
+            ApiKey::Produce,
+            9,
+            &produce_request("quota-topic", 0, 1, &value),
+        )
+        .await;
+        assert_eq!(response.throttle_time_ms, 0);
+    }
+
+    // The reader's first fetch would be 1 MiB, over 100 KB/s across the window: it gets no
+    // records and a throttle time; another consumer gets them.
+    let mut reader = TcpStream::connect(broker.address).await.unwrap();
+    let fetched: FetchResponse = call_from(
+        &mut reader,
+        "reader",
+        ApiKey::Fetch,
+        12,
+        &fetch_request("quota-topic", 0, 0),
+    )
+    .await;
+    assert!(fetched.throttle_time_ms > 0);
+    assert!(fetched.responses.iter().all(|t| t
+        .partitions
+        .iter()
+        .all(|p| p.records.as_ref().is_none_or(|r| r.is_empty()))));
+    let mut other = TcpStream::connect(broker.address).await.unwrap();
+    let fetched: FetchResponse = call_from(
+        &mut other,
+        "other",
+        ApiKey::Fetch,
+        12,
+        &fetch_request("quota-topic", 0, 0),
+    )
+    .await;
+    assert_eq!(fetched.throttle_time_ms, 0);
+    let records = fetched.responses[0].partitions[0].records.as_ref().unwrap();
+    assert!(records.len() > 500_000);
+}

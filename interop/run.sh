@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas server-properties log-dirs restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -75,6 +75,7 @@ if want native-cli-kafka; then echo "=== native-cli-kafka (strand topic/produce/
 if want security; then echo "=== security (PLAINTEXT, SSL with client certificates, SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM, from one server.properties: librdkafka, kafka-python, franz-go, KafkaJS, Sarama, Kafka's Java tools)"; (cd interop/python && STRAND_BIN="$BIN" timeout 600 python3 security_test.py); fi
 if want acls; then echo "=== acls (StandardAuthorizer, super.users and ACLs in the metadata log: kafka-acls, librdkafka and kafka-python allowed and refused with Kafka's codes)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 acls_test.py); fi
 if want quotas; then echo "=== quotas (kafka-configs sets and describes client quotas; a librdkafka producer held to its producer_byte_rate, another alongside not)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 quotas_test.py); fi
+if want oauthbearer; then echo "=== oauthbearer (SASL/OAUTHBEARER, Kafka's unsecured validator and signed JWTs against a JWKS file: librdkafka, kafka-python, Kafka's Java tools)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 oauthbearer_test.py); fi
 if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want log-dirs; then echo "=== log-dirs (two log.dirs: kafka-log-dirs, kafka-reassign-partitions moving replicas between them)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 log_dirs_test.py); fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi

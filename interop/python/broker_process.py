@@ -39,14 +39,14 @@ def broker_from(properties, d):
     check("panicked" not in open(log_path).read(), "no panic in the broker log")
 
 
-def one_node_properties(d, ports, settings):
+def one_node_properties(d, ports, settings, protocols=None):
     """Writes a server.properties for one node that is its own metadata quorum (so what
     the controller decides goes through the metadata log), serving `ports` (listener name
-    -> port; each name is also its protocol) with PLAINTEXT as the inter-broker listener,
-    followed by `settings`; returns its path."""
+    -> port; a name is its protocol unless `protocols` maps it to one) with PLAINTEXT as
+    the inter-broker listener, followed by `settings`; returns its path."""
     controller = free_port()
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
-    protocols = ",".join(f"{name}:{name}" for name in ports)
+    protocols = ",".join(f"{name}:{(protocols or {}).get(name, name)}" for name in ports)
     path = os.path.join(d, "server.properties")
     with open(path, "w") as f:
         f.write("\n".join([

@@ -20,14 +20,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 import certificates
 from broker_process import broker_from, free_port, one_node_properties
 from dataset import check, fail, ok
+from librdkafka_round_trip import authentication_error, produce_and_consume
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KAFKA_CLI = os.path.join(HERE, "../kafka/kafka-cli.sh")
@@ -83,26 +83,7 @@ def librdkafka_round_trip(name, port, protocol, d, **credentials):
     check([b.port for b in brokers.values()] == [port],
           f"librdkafka on {name}: Metadata names the {name} port ({[str(b) for b in brokers.values()]})")
     topic = f"sec-rdkafka-{name.lower()}-{credentials.get('mechanism', 'default').lower()}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **settings})
-    for i in range(20):
-        producer.produce(topic, key=str(i).encode(), value=f"{name}-{i}".encode())
-    check(producer.flush(30) == 0, f"librdkafka on {name}: 20 records produced")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", **settings})
-    consumer.subscribe([topic])
-    got = []
-    deadline = time.time() + 30
-    while len(got) < 20 and time.time() < deadline:
-        message = consumer.poll(1)
-        if message is None:
-            continue
-        if message.error():
-            fail(f"librdkafka on {name}: {message.error()}")
-        got.append(message.value().decode())
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    check(sorted(got) == sorted(f"{name}-{i}" for i in range(20)),
-          f"librdkafka on {name}: the 20 records consumed in a group ({len(got)})")
+    produce_and_consume(f"librdkafka on {name}", bootstrap, settings, topic, 20)
 
 
 def kafka_python_round_trip(name, port, protocol, d, **credentials):
@@ -129,19 +110,7 @@ def kafka_python_round_trip(name, port, protocol, d, **credentials):
 
 def librdkafka_authentication_error(port, d, **credentials):
     """The error librdkafka reports for a client that cannot authenticate."""
-    errors = []
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
-                         **client_settings("SASL_PLAINTEXT", d, **credentials),
-                         "error_cb": lambda e: errors.append(e)})
-    try:
-        admin.list_topics(timeout=5)
-        fail(f"a wrong password still lists topics ({credentials})")
-    except KafkaException:
-        pass
-    deadline = time.time() + 10
-    while not errors and time.time() < deadline:
-        admin.poll(0.2)
-    return " ".join(str(e) for e in errors)
+    return authentication_error(f"127.0.0.1:{port}", client_settings("SASL_PLAINTEXT", d, **credentials))
 
 
 def wrong_password_fails(port, d):

@@ -382,6 +382,52 @@ async fn a_session_past_its_lifetime_is_closed_at_its_next_request() {
     assert_closed(&mut stream).await;
 }
 
+/// OAUTHBEARER with Kafka's unsecured validator: the token's subject is the principal,
+/// and under connections.max.reauth.ms the session ends no later than the token.
+#[tokio::test]
+async fn an_oauthbearer_session_ends_no_later_than_its_token() {
+    use base64::Engine;
+    let cluster = start(&[
+        ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+        ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+        (
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        ),
+        ("connections.max.reauth.ms", "3600000"),
+    ])
+    .await;
+    let mut stream = TcpStream::connect(cluster.address("SASL_PLAINTEXT"))
+        .await
+        .unwrap();
+    assert_eq!(handshake(&mut stream, 1, "OAUTHBEARER").await.error_code, 0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let part = |json: String| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+    let token = format!(
+        "{}.{}.",
+        part(r#"{"alg":"none"}"#.to_string()),
+        part(format!(r#"{{"sub":"alice","exp":{}}}"#, now + 60))
+    );
+    let answer: SaslAuthenticateResponse = call(
+        &mut stream,
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!(
+            "n,,\u{1}auth=Bearer {token}\u{1}\u{1}"
+        ))),
+    )
+    .await;
+    assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+    assert!(
+        (1..=60_000).contains(&answer.session_lifetime_ms),
+        "the token's minute, not the hour of connections.max.reauth.ms: {}",
+        answer.session_lifetime_ms
+    );
+}
+
 mod tls {
     use super::*;
     use rustls_pki_types::pem::PemObject;

@@ -260,12 +260,13 @@ impl Authenticator {
             return Err("no SASL exchange under way".into());
         };
         let step = exchange.evaluate(token).map_err(|failure| failure.message);
-        let (user, final_message) = match step {
+        let (user, final_message, credential_expires) = match step {
             Ok(SaslStep::Challenge(bytes)) => return Ok(Evaluated::Challenge(bytes)),
             Ok(SaslStep::Complete {
                 user,
                 final_message,
-            }) => (user, final_message),
+                expires,
+            }) => (user, final_message, expires),
             Err(message) => {
                 self.state = State::Failed;
                 return Err(message);
@@ -281,7 +282,18 @@ impl Authenticator {
                 ));
             }
         }
-        let lifetime = self.settings.reauthentication;
+        // KIP-368: with re-authentication on, a credential that expires (an OAUTHBEARER
+        // token) ends the session no later than itself, as on Kafka.
+        let lifetime = self.settings.reauthentication.map(|lifetime| {
+            let left = credential_expires
+                .map(|expires| {
+                    expires
+                        .duration_since(std::time::SystemTime::now())
+                        .unwrap_or_default()
+                })
+                .unwrap_or(lifetime);
+            lifetime.min(left)
+        });
         self.session = Some(Session {
             principal,
             mechanism: mechanism.clone(),

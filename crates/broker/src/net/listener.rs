@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand_security::jaas;
+use strand_security::sasl::oauthbearer::{
+    self, JwksFile, OAuthBearerExchange, TokenValidator, SECURED_VALIDATOR,
+};
 use strand_security::sasl::plain::{self, PlainExchange, PlainUsers};
 use strand_security::sasl::scram::{ScramCredentials, ScramExchange, ScramMechanism};
 use strand_security::sasl::SaslExchange;
@@ -28,6 +31,7 @@ pub struct SaslSettings {
     /// sasl.enabled.mechanisms, in the order given.
     pub mechanisms: Vec<String>,
     plain_users: Option<Arc<PlainUsers>>,
+    oauthbearer: Option<Arc<TokenValidator>>,
     /// connections.max.reauth.ms: the session lifetime told to clients (None: sessions
     /// do not expire, Kafka's default 0).
     pub reauthentication: Option<Duration>,
@@ -63,13 +67,21 @@ impl SaslSettings {
                 .plain_users
                 .clone()
                 .map(|users| Box::new(PlainExchange::new(users)) as Box<dyn SaslExchange>),
+            oauthbearer::MECHANISM => self.oauthbearer.clone().map(|validator| {
+                Box::new(OAuthBearerExchange::new(validator)) as Box<dyn SaslExchange>
+            }),
             _ => None,
         }
     }
 }
 
 /// Mechanisms Strand can serve.
-const SERVED_MECHANISMS: &[&str] = &[plain::MECHANISM, "SCRAM-SHA-256", "SCRAM-SHA-512"];
+const SERVED_MECHANISMS: &[&str] = &[
+    plain::MECHANISM,
+    "SCRAM-SHA-256",
+    "SCRAM-SHA-512",
+    oauthbearer::MECHANISM,
+];
 
 impl Listener {
     pub fn from_config(config: &BrokerConfig, spec: ListenerSpec) -> Result<Listener, String> {
@@ -152,6 +164,11 @@ fn sasl_settings(config: &BrokerConfig, listener: &str) -> Result<SaslSettings, 
         let module = jaas::parse_single(&entry)?;
         plain_users = Some(Arc::new(PlainUsers::from_login_module(&module)?));
     }
+    let oauthbearer = if mechanisms.iter().any(|m| m == oauthbearer::MECHANISM) {
+        Some(Arc::new(oauthbearer_validator(config, listener)?))
+    } else {
+        None
+    };
     let millis = |key: &str, default: i64| -> Result<i64, String> {
         match setting(key) {
             None => Ok(default),
@@ -171,8 +188,67 @@ fn sasl_settings(config: &BrokerConfig, listener: &str) -> Result<SaslSettings, 
     Ok(SaslSettings {
         mechanisms,
         plain_users,
+        oauthbearer,
         reauthentication: (reauth > 0).then(|| Duration::from_millis(reauth as u64)),
         failed_authentication_delay: Duration::from_millis(delay.max(0) as u64),
         max_receive_size: max_receive_size as usize,
     })
+}
+
+/// OAUTHBEARER's validator on `listener`: Kafka's unsecured one (its default, with the
+/// options of the listener's OAuthBearerLoginModule), or with
+/// `oauthbearer.sasl.server.callback.handler.class` naming OAuthBearerValidatorCallbackHandler
+/// the signed-JWT one over sasl.oauthbearer.jwks.endpoint.url. Settings are looked up as
+/// Kafka does: `listener.name.<l>.oauthbearer.<name>`, `listener.name.<l>.<name>`, `<name>`.
+fn oauthbearer_validator(config: &BrokerConfig, listener: &str) -> Result<TokenValidator, String> {
+    let setting = |key: &str| {
+        config
+            .security_setting(listener, &format!("oauthbearer.{key}"))
+            .or_else(|| config.security_setting(listener, key))
+            .map(|v| v.trim().to_string())
+    };
+    let entry = config
+        .security_setting(listener, "oauthbearer.sasl.jaas.config")
+        .ok_or_else(|| {
+            format!(
+                "OAUTHBEARER needs listener.name.{}.oauthbearer.sasl.jaas.config ({}; Strand reads no JAAS file)",
+                listener.to_lowercase(),
+                oauthbearer::LOGIN_MODULE
+            )
+        })?;
+    let module = jaas::parse_single(&entry)?;
+    let handler = setting("sasl.server.callback.handler.class");
+    match handler.as_deref() {
+        None | Some("") => TokenValidator::unsecured(&module),
+        Some(SECURED_VALIDATOR) => {
+            let url = setting("sasl.oauthbearer.jwks.endpoint.url").ok_or(
+                "OAuthBearerValidatorCallbackHandler needs sasl.oauthbearer.jwks.endpoint.url",
+            )?;
+            let skew = match setting("sasl.oauthbearer.clock.skew.seconds") {
+                None => 30,
+                Some(value) => value.parse::<u64>().map_err(|_| {
+                    format!("Invalid value {value} for configuration sasl.oauthbearer.clock.skew.seconds: Not a number of type INT")
+                })?,
+            };
+            Ok(TokenValidator::Jwks {
+                keys: JwksFile::open(&url)?,
+                principal_claim: setting("sasl.oauthbearer.sub.claim.name")
+                    .unwrap_or_else(|| "sub".into()),
+                expected_audience: setting("sasl.oauthbearer.expected.audience")
+                    .map(|list| {
+                        list.split(',')
+                            .map(str::trim)
+                            .filter(|a| !a.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                expected_issuer: setting("sasl.oauthbearer.expected.issuer"),
+                clock_skew: std::time::Duration::from_secs(skew),
+            })
+        }
+        Some(other) => Err(format!(
+            "oauthbearer.sasl.server.callback.handler.class {other} is not served (Strand serves Kafka's default unsecured validator and {SECURED_VALIDATOR})"
+        )),
+    }
 }

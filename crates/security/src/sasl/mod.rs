@@ -2,6 +2,7 @@
 //! client's tokens (the bytes of SaslAuthenticate requests), answering a challenge, a
 //! success with the authenticated user, or a failure with the message Kafka sends.
 
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
@@ -11,9 +12,12 @@ pub enum SaslStep {
     /// Send these bytes and wait for the client's next token.
     Challenge(Vec<u8>),
     /// Authenticated as `user`; `final_message` goes back to the client (empty for PLAIN).
+    /// `expires`: when the credential does (an OAUTHBEARER token), which bounds the
+    /// session under re-authentication.
     Complete {
         user: String,
         final_message: Vec<u8>,
+        expires: Option<std::time::SystemTime>,
     },
 }
 

@@ -110,6 +110,7 @@ impl SaslExchange for PlainExchange {
         Ok(SaslStep::Complete {
             user: user.to_string(),
             final_message: Vec::new(),
+            expires: None,
         })
     }
 }
@@ -131,6 +132,7 @@ mod tests {
         Ok(SaslStep::Complete {
             user: user.into(),
             final_message: vec![],
+            expires: None,
         })
     }
 

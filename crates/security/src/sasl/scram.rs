@@ -285,6 +285,7 @@ impl ScramExchange {
         Ok(SaslStep::Complete {
             user,
             final_message: format!("v={}", BASE64.encode(server_signature)).into_bytes(),
+            expires: None,
         })
     }
 }

@@ -94,6 +94,37 @@ def tool(*args, timeout=900):
     return result.stdout
 
 
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def perf_phases(pid, bootstrap, topic, records, size, client_config=None):
+    """Kafka's ProducerPerformance then ConsumerPerformance on `topic`: MB/s (as the tools
+    print it) and the broker's (`pid`) CPU seconds per GiB of each phase."""
+    config = ["--command-config", client_config] if client_config else []
+    gib = records * size / 2**30
+    before = cpu_seconds(pid)
+    out = tool("kafka-producer-perf-test", "--topic", topic, "--num-records", records, "--record-size", size,
+               "--throughput", -1, *config, "--producer-props",
+               f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5", "batch.size=262144")
+    produce_cpu = cpu_seconds(pid) - before
+    last = [line for line in out.splitlines() if "records sent" in line][-1]
+    produce_mb = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
+    before = cpu_seconds(pid)
+    out = tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+               "--num-records", records, *config, "--timeout", 60000)
+    consume_cpu = cpu_seconds(pid) - before
+    header, values = [line for line in out.splitlines() if line.strip()][-2:]
+    row = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in values.split(",")]))
+    consume_mb = float(row["fetch.MB.sec"])  # from the first fetch: without the group join
+    return {"produce MB/s": produce_mb, "produce broker CPU s/GiB": produce_cpu / gib,
+            "consume MB/s": consume_mb, "consume broker CPU s/GiB": consume_cpu / gib}
+
+
 def one_run(kind, records, size, certs):
     work = Path(tempfile.mkdtemp(prefix=f"tls-{kind}-"))
     plain_port, ssl_port = free_port(True), free_port()
@@ -107,39 +138,24 @@ def one_run(kind, records, size, certs):
         ]) + "\n")
         tool("kafka-topics", "--bootstrap-server", f"127.0.0.1:{plain_port}", "--create", "--topic", "tls",
              "--partitions", "1")
-        pid = process.pid  # run-kafka.sh execs java: its pid is the broker's
-        gib = records * size / 2**30
-        before = cpu_seconds(pid)
-        out = tool("kafka-producer-perf-test", "--topic", "tls", "--num-records", records, "--record-size", size,
-                   "--throughput", -1, "--command-config", client, "--producer-props",
-                   f"bootstrap.servers=127.0.0.1:{ssl_port}", "acks=1", "linger.ms=5", "batch.size=262144")
-        produce_cpu = cpu_seconds(pid) - before
-        last = [line for line in out.splitlines() if "records sent" in line][-1]
-        produce_mb = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
-        before = cpu_seconds(pid)
-        out = tool("kafka-consumer-perf-test", "--bootstrap-server", f"127.0.0.1:{ssl_port}", "--topic", "tls",
-                   "--num-records", records, "--command-config", client, "--timeout", 60000)
-        consume_cpu = cpu_seconds(pid) - before
-        header, values = [line for line in out.splitlines() if line.strip()][-2:]
-        row = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in values.split(",")]))
-        consume_mb = float(row["fetch.MB.sec"])  # from the first fetch: without the group join
-        return {"produce MB/s": produce_mb, "produce broker CPU s/GiB": produce_cpu / gib,
-                "consume MB/s": consume_mb, "consume broker CPU s/GiB": consume_cpu / gib}
+        # run-kafka.sh execs java: its pid is the broker's.
+        return perf_phases(process.pid, f"127.0.0.1:{ssl_port}", "tls", records, size, client)
     finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def perf_arguments(doc):
+    """--runs, --records and --size, as the side-by-side scripts take them."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=1024)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main():
+    args = perf_arguments(__doc__)
     results = {"strand": [], "kafka": []}
     with tempfile.TemporaryDirectory() as certs:
         certificates.make_certificates(certs, "unused")

@@ -74,7 +74,7 @@ pub struct Broker {
     /// A single node's group configs (a cluster's are in its image).
     pub group_configs: crate::group_configs::LocalGroupConfigs,
     /// A single node's SCRAM credentials (a cluster's are in its image).
-    pub scram: crate::scram_credentials::LocalScramCredentials,
+    pub scram: crate::local_state::LocalState<crate::scram_credentials::Credentials>,
     /// A single node's finalized features (a cluster's are in its image).
     pub features: crate::features::LocalFeatures,
     /// A single node's ACLs (a cluster's are in its image).
@@ -189,7 +189,11 @@ impl Broker {
             transaction_version: strand_protocol::api_versions::TRANSACTION_VERSION,
         };
         let group_configs = crate::group_configs::LocalGroupConfigs::load(&data_dir)?;
-        let scram = crate::scram_credentials::LocalScramCredentials::load(&data_dir)?;
+        let scram = crate::local_state::LocalState::load(
+            &data_dir,
+            crate::scram_credentials::SCRAM_CREDENTIALS_FILE,
+            "SCRAM credentials",
+        )?;
         let features = crate::features::LocalFeatures::load(&data_dir)?;
         let local_acls =
             crate::local_state::LocalState::load(&data_dir, crate::acls::ACLS_FILE, "ACLs")?;

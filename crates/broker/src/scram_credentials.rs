@@ -16,39 +16,27 @@
 //! controller decision applied to a local image, so both answer alike.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Mutex;
 
 use strand_metadata::{ControllerCommand, ControllerReply, MetadataImage, ScramCredentialRecord};
 use strand_security::sasl::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
-use crate::local_json;
+use crate::local_state::{ImageState, Snapshot};
 
 /// The single node's file of SCRAM credentials.
 pub const SCRAM_CREDENTIALS_FILE: &str = "scram_credentials.json";
 
-type Credentials = BTreeMap<String, BTreeMap<String, ScramCredentialRecord>>;
+/// user -> mechanism name -> credential.
+pub type Credentials = BTreeMap<String, BTreeMap<String, ScramCredentialRecord>>;
 
-/// A single node's credentials (a cluster's are in its image).
-#[derive(Debug)]
-pub struct LocalScramCredentials {
-    users: Mutex<Credentials>,
-    /// One change at a time writes the file.
-    writer: tokio::sync::Mutex<()>,
-}
-
-impl LocalScramCredentials {
-    pub fn load(data_dir: &Path) -> anyhow::Result<LocalScramCredentials> {
-        Ok(LocalScramCredentials {
-            users: Mutex::new(local_json::load(&data_dir.join(SCRAM_CREDENTIALS_FILE))?),
-            writer: tokio::sync::Mutex::new(()),
-        })
+impl ImageState for Credentials {
+    fn of(image: &MetadataImage) -> &Credentials {
+        &image.scram_credentials
     }
 
-    fn users(&self) -> std::sync::MutexGuard<'_, Credentials> {
-        self.users.lock().unwrap_or_else(|p| p.into_inner())
+    fn of_mut(image: &mut MetadataImage) -> &mut Credentials {
+        &mut image.scram_credentials
     }
 }
 
@@ -117,17 +105,14 @@ impl Alteration {
 pub type CredentialInfo = (i8, i32);
 
 impl Broker {
-    fn scram_users(&self) -> Credentials {
-        match self.cluster() {
-            Some(cluster) => cluster.image().scram_credentials.clone(),
-            None => self.scram.users().clone(),
-        }
+    fn scram_users(&self) -> Snapshot<Credentials> {
+        self.snapshot(&self.scram)
     }
 
     /// Every user with a credential and its mechanisms.
     pub fn scram_credential_infos(&self) -> BTreeMap<String, Vec<CredentialInfo>> {
         self.scram_users()
-            .into_iter()
+            .iter()
             .map(|(user, mechanisms)| {
                 let infos = mechanisms
                     .iter()
@@ -135,7 +120,7 @@ impl Broker {
                         ScramMechanism::from_name(name).map(|m| (m.code(), record.iterations))
                     })
                     .collect();
-                (user, infos)
+                (user.clone(), infos)
             })
             .collect()
     }
@@ -244,76 +229,38 @@ impl Broker {
             .collect()
     }
 
-    /// The controller's decision on a credential change: in a cluster through the
-    /// quorum (answered once this broker's image has it), on a single node applied to
-    /// its file.
+    /// The controller's decision on a credential change (`local_state.rs`): answered once
+    /// this broker would authenticate with what changed. Each user has one alteration, and
+    /// only deleting what does not exist is refused, so what is left to see is every
+    /// deletion gone and every upsertion there.
     async fn decide_scram(
         &self,
         command: ControllerCommand,
     ) -> Result<Vec<Result<(), ApiError>>, ApiError> {
-        let reply = if let Some(cluster) = self.cluster() {
-            let reply = cluster.write(command.clone()).await?;
-            let ControllerCommand::AlterScramCredentials {
-                users,
-                deletions,
-                upsertions,
-            } = &command
-            else {
-                unreachable!("a SCRAM command");
-            };
-            // Answer once this broker would authenticate with what changed.
-            let changed: Vec<&String> = match &reply {
-                ControllerReply::Results(results) => users
-                    .iter()
-                    .zip(results)
-                    .filter(|(_, result)| result.is_ok())
-                    .map(|(user, _)| user)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let applied = |image: &MetadataImage| {
-                let deleted = deletions
-                    .iter()
-                    .filter(|(user, _)| changed.contains(&user))
-                    .all(|(user, mechanism)| {
-                        !image
-                            .scram_credentials
-                            .get(user)
-                            .is_some_and(|m| m.contains_key(mechanism))
-                    });
-                let upserted = upsertions
-                    .iter()
-                    .filter(|(user, ..)| changed.contains(&user))
-                    .all(|(user, mechanism, credential)| {
-                        image
-                            .scram_credentials
-                            .get(user)
-                            .and_then(|m| m.get(mechanism))
-                            == Some(credential)
-                    });
-                deleted && upserted
-            };
-            if !cluster.wait_for_image(applied).await {
-                return Err(ApiError::new(
-                    error_code::REQUEST_TIMED_OUT,
-                    "The credentials were stored but this broker has not seen them yet",
-                ));
-            }
-            reply
-        } else {
-            let _writer = self.scram.writer.lock().await;
-            let mut image = MetadataImage::default();
-            image.scram_credentials = self.scram.users().clone();
-            let (reply, records) = strand_metadata::decide(&image, &command);
-            for record in &records {
-                image.replay(record);
-            }
-            let path = self.config.data_dir.join(SCRAM_CREDENTIALS_FILE);
-            local_json::store(path, &image.scram_credentials, "SCRAM credentials").await?;
-            *self.scram.users() = image.scram_credentials;
-            reply
+        let ControllerCommand::AlterScramCredentials {
+            deletions,
+            upsertions,
+            ..
+        } = &command
+        else {
+            unreachable!("a SCRAM command");
         };
-        match reply {
+        let (deletions, upsertions) = (deletions.clone(), upsertions.clone());
+        let applied = move |image: &MetadataImage| {
+            let credential = |user: &String, mechanism: &String| {
+                image
+                    .scram_credentials
+                    .get(user)
+                    .and_then(|m| m.get(mechanism))
+            };
+            deletions
+                .iter()
+                .all(|(user, mechanism)| credential(user, mechanism).is_none())
+                && upsertions
+                    .iter()
+                    .all(|(user, mechanism, record)| credential(user, mechanism) == Some(record))
+        };
+        match self.decide_metadata(&self.scram, command, applied).await? {
             ControllerReply::Results(results) => Ok(results
                 .into_iter()
                 .map(|result| {
@@ -327,25 +274,14 @@ impl Broker {
                     }
                 })
                 .collect()),
-            other => Err(ApiError::new(
-                error_code::UNKNOWN_SERVER_ERROR,
-                format!("unexpected controller answer {other:?}"),
-            )),
+            other => Err(crate::acls::unexpected(other)),
         }
     }
 }
 
 impl ScramCredentials for Broker {
     fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
-        let record = match self.cluster() {
-            Some(cluster) => cluster
-                .image()
-                .scram_credentials
-                .get(user)?
-                .get(mechanism.name())?
-                .clone(),
-            None => self.scram.users().get(user)?.get(mechanism.name())?.clone(),
-        };
+        let record = self.scram_users().get(user)?.get(mechanism.name())?.clone();
         Some(ScramCredential {
             salt: record.salt,
             stored_key: record.stored_key,

@@ -305,22 +305,19 @@ impl Acls {
         resource_type: ResourceType,
         name: &'a str,
     ) -> impl Iterator<Item = &'a AclBinding> + 'a {
-        let mut lookups: Vec<(PatternType, &str)> = vec![(PatternType::Literal, name)];
-        if name != WILDCARD {
-            lookups.push((PatternType::Literal, WILDCARD));
-        }
-        lookups.extend(
+        let literals = self.by_pattern.get(&(resource_type, PatternType::Literal));
+        let wildcard = (name != WILDCARD).then_some(WILDCARD);
+        let literal = literals.into_iter().flat_map(move |names| {
+            std::iter::once(name)
+                .chain(wildcard)
+                .filter_map(move |key| names.get(key))
+        });
+        let prefixes = self.by_pattern.get(&(resource_type, PatternType::Prefixed));
+        let prefixed = prefixes.into_iter().flat_map(move |names| {
             name.char_indices()
-                .map(|(at, c)| (PatternType::Prefixed, &name[..at + c.len_utf8()])),
-        );
-        lookups
-            .into_iter()
-            .filter_map(move |(pattern_type, key)| {
-                self.by_pattern
-                    .get(&(resource_type, pattern_type))?
-                    .get(key)
-            })
-            .flatten()
+                .filter_map(move |(at, c)| names.get(&name[..at + c.len_utf8()]))
+        });
+        literal.chain(prefixed).flatten()
     }
 }
 
@@ -456,15 +453,14 @@ impl Authorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        let principal = principal.to_string();
-        if self.super_users.contains(&principal) {
+        if self.super_users.iter().any(|user| principal.is(user)) {
             return true;
         }
         let mut concerned = false;
         let mut allowed = false;
         for acl in acls.concerning(resource_type, name) {
             concerned = true;
-            let applies = (acl.principal == principal || acl.principal == WILDCARD_PRINCIPAL)
+            let applies = (acl.principal == WILDCARD_PRINCIPAL || principal.is(&acl.principal))
                 && (acl.host == host || acl.host == WILDCARD);
             if !applies {
                 continue;

@@ -24,6 +24,13 @@ impl KafkaPrincipal {
         KafkaPrincipal::user("ANONYMOUS")
     }
 
+    /// Whether `text` (`Type:name`) names this principal, without allocating (the
+    /// authorizer asks it of every ACL that concerns a resource).
+    pub fn is(&self, text: &str) -> bool {
+        text.split_once(':')
+            .is_some_and(|(t, n)| t == self.principal_type && n == self.name)
+    }
+
     /// `Type:name` as Kafka writes principals (ACLs, super.users); the name may itself
     /// hold colons (a distinguished name seldom does, a SASL user may).
     pub fn parse(text: &str) -> Option<KafkaPrincipal> {

@@ -1,16 +1,19 @@
 """ACLs as Kafka configures them, with real clients: one broker (a one-node metadata
 quorum, so the ACLs live in the metadata log) from a server.properties that sets
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer and
-super.users=User:admin, with a SASL_PLAINTEXT (PLAIN) and a PLAINTEXT listener.
+super.users=User:admin, with PLAINTEXT, SSL (client certificates, mapped to User:NAME by
+ssl.principal.mapping.rules), SASL_PLAINTEXT (PLAIN, OAUTHBEARER) and SASL_SSL (SCRAM-SHA-256
+and -512) listeners.
 
 Kafka's own kafka-acls manages the ACLs as the super user (--producer and --consumer
-conveniences, --transactional-id, --cluster, --list, --remove) and is refused as an
-ordinary user. Then alice, who has ACLs, produces (also transactionally), consumes in her
-group and commits with librdkafka (confluent-kafka) and kafka-python; bob, who has none,
-is refused with Kafka's codes: TOPIC_AUTHORIZATION_FAILED producing, creating a topic and
-describing its configs, GROUP_AUTHORIZATION_FAILED joining a group,
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id. An anonymous PLAINTEXT client
-sees no topic. Removing alice's ACL refuses her again.
+conveniences, prefixed patterns, --transactional-id, --cluster, --list, --remove) and is
+refused as an ordinary user. Then, over each of the five ways to authenticate, librdkafka
+(confluent-kafka) as alice, who has ACLs, produces, runs a transaction, consumes in her
+group (fetch, join, commit), creates a topic under her prefix and describes configs; as
+bob, who has none, each of those is refused with Kafka's code (TOPIC_, GROUP_,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and Metadata leaves the topic out. kafka-python
+is allowed and refused the same way over PLAIN. An anonymous PLAINTEXT client sees no
+topic. Removing alice's WRITE refuses her again.
 
 The broker's own requests to itself (transaction markers, verification) come on the
 PLAINTEXT inter-broker listener as User:ANONYMOUS, which needs CLUSTER_ACTION, as on Kafka:
@@ -28,6 +31,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+import certificates
 from broker_process import broker_from, free_port, one_node_properties
 from dataset import check, fail, ok
 
@@ -55,90 +59,96 @@ def kafka_acls(port, d, user, *args):
                            "--command-config", path, *args], capture_output=True, text=True, timeout=120)
 
 
-def produce_error(bootstrap, user, topic, **extra):
+def produce_error(bootstrap, settings, topic, value=b"v"):
     """The delivery error of one record (None when it was written)."""
     errors = []
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000, **sasl(user), **extra})
-    producer.produce(topic, value=b"v", on_delivery=lambda err, msg: errors.append(err))
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000, **settings})
+    producer.produce(topic, value=value, on_delivery=lambda err, msg: errors.append(err))
     producer.flush(20)
-    check(len(errors) == 1, f"{user}: the record was answered")
+    check(len(errors) == 1, "the record was answered")
     return errors[0]
 
 
-def consume(bootstrap, user, group, count):
-    """Consumes up to `count` records of TOPIC in `group`, committing; returns (values,
-    the first error)."""
+def consume(bootstrap, settings, group, wanted):
+    """Consumes TOPIC in `group` from the start until every value of `wanted` is seen,
+    committing; returns (the values seen, the first error)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **sasl(user)})
+                         "enable.auto.commit": False, **settings})
     consumer.subscribe([TOPIC])
-    got, error = [], None
+    got, error = set(), None
     deadline = time.time() + 30
-    while len(got) < count and time.time() < deadline and error is None:
+    while not set(wanted) <= got and time.time() < deadline:
         message = consumer.poll(1)
         if message is None:
             continue
         if message.error():
             error = message.error()
             break
-        got.append(message.value().decode())
+        got.add(message.value().decode())
     if got:
         consumer.commit(asynchronous=False)
     consumer.close()
     return got, error
 
 
-def librdkafka(bootstrap):
-    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    ok(f"the super user created {TOPIC}")
+def refused_with(code, action, name):
+    """Runs `action`, which must raise Kafka's `code`."""
+    try:
+        action()
+        fail(f"{name}: allowed")
+    except KafkaException as e:
+        check(e.args[0].code() == code, f"{name}: {KafkaError(code).name()} ({e})")
 
-    # bob has no ACL: every operation refused with Kafka's code.
-    error = produce_error(bootstrap, "bob", TOPIC)
+
+def authorization_matrix(method, bootstrap, alice, bob):
+    """alice (her ACLs) and bob (none) authenticated by `method`: every operation of the
+    matrix allowed for alice and refused for bob with Kafka's code."""
+    suffix = method.lower().replace(" ", "-").replace("/", "-")
+    bob_admin = AdminClient({"bootstrap.servers": bootstrap, **bob})
+    error = produce_error(bootstrap, bob, TOPIC)
     check(error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
-          f"librdkafka, bob produces: TOPIC_AUTHORIZATION_FAILED ({error})")
-    bob_admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("bob")})
-    try:
-        bob_admin.create_topics([NewTopic("acl-bobs", 1, 1)])["acl-bobs"].result(30)
-        fail("bob created a topic")
-    except KafkaException as e:
-        check(e.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
-              f"librdkafka, bob creates a topic: TOPIC_AUTHORIZATION_FAILED ({e})")
-    try:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
-        bob_admin.describe_configs([resource])[resource].result(30)
-        fail("bob described a topic's configs")
-    except KafkaException as e:
-        check(e.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
-              f"librdkafka, bob describes configs: TOPIC_AUTHORIZATION_FAILED ({e})")
-    check(TOPIC not in bob_admin.list_topics(timeout=15).topics, "librdkafka, bob's Metadata leaves the topic out")
-    _, error = consume(bootstrap, "bob", GROUP, 1)
+          f"{method}, bob produces: TOPIC_AUTHORIZATION_FAILED ({error})")
+    refused_with(KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                 lambda: bob_admin.create_topics([NewTopic(f"alice-{suffix}-bob", 1, 1)])
+                 [f"alice-{suffix}-bob"].result(30), f"{method}, bob creates a topic")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    refused_with(KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                 lambda: bob_admin.describe_configs([resource])[resource].result(30),
+                 f"{method}, bob describes configs")
+    check(TOPIC not in bob_admin.list_topics(timeout=15).topics, f"{method}, bob's Metadata leaves the topic out")
+    _, error = consume(bootstrap, bob, f"{GROUP}-{suffix}", ["-"])
     check(error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED,
-          f"librdkafka, bob joins {GROUP}: GROUP_AUTHORIZATION_FAILED ({error})")
-    try:
-        transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID,
-                                  **sasl("bob")})
-        transactional.init_transactions(20)
-        fail("bob initialized a transactional producer")
-    except KafkaException as e:
-        check(e.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-              f"librdkafka, bob's transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED ({e})")
+          f"{method}, bob joins a group: GROUP_AUTHORIZATION_FAILED ({error})")
 
-    # alice's ACLs let her produce, consume in her group and commit, and run transactions.
-    for i in range(5):
-        check(produce_error(bootstrap, "alice", TOPIC) is None, f"librdkafka, alice produces ({i})")
-    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID,
-                              **sasl("alice")})
+    def bob_transaction():
+        Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{TRANSACTIONAL_ID}-{suffix}",
+                  **bob}).init_transactions(20)
+    refused_with(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, bob_transaction,
+                 f"{method}, bob's transactional id")
+
+    alice_admin = AdminClient({"bootstrap.servers": bootstrap, **alice})
+    alice_admin.create_topics([NewTopic(f"alice-{suffix}", 1, 1)])[f"alice-{suffix}"].result(30)
+    ok(f"{method}, alice creates alice-{suffix} (CREATE on the prefix alice-)")
+    configs = alice_admin.describe_configs([resource])[resource].result(30)
+    check("retention.ms" in configs, f"{method}, alice describes {TOPIC}'s configs")
+    values = [f"{suffix}-{i}" for i in range(5)]
+    for value in values:
+        check(produce_error(bootstrap, alice, TOPIC, value.encode()) is None, f"{method}, alice produces {value}")
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{TRANSACTIONAL_ID}-{suffix}",
+                              **alice})
     transactional.init_transactions(30)
     transactional.begin_transaction()
-    for i in range(3):
-        transactional.produce(TOPIC, value=f"tx-{i}".encode())
+    tx_values = [f"{suffix}-tx-{i}" for i in range(3)]
+    for value in tx_values:
+        transactional.produce(TOPIC, value=value.encode())
     transactional.commit_transaction(30)
-    ok("librdkafka, alice commits a transaction of 3 records")
-    got, error = consume(bootstrap, "alice", GROUP, 8)
-    check(error is None and len(got) == 8, f"librdkafka, alice consumes in {GROUP} and commits ({len(got)}, {error})")
-    _, error = consume(bootstrap, "alice", "acl-other-group", 1)
+    ok(f"{method}, alice commits a transaction")
+    got, error = consume(bootstrap, alice, f"{GROUP}-{suffix}", values + tx_values)
+    check(error is None and set(values + tx_values) <= got,
+          f"{method}, alice consumes in her group, fetching and committing ({len(got)}, {error})")
+    _, error = consume(bootstrap, alice, f"other-group-{suffix}", ["-"])
     check(error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED,
-          f"librdkafka, alice in a group without an ACL: GROUP_AUTHORIZATION_FAILED ({error})")
+          f"{method}, alice in a group without an ACL: GROUP_AUTHORIZATION_FAILED ({error})")
 
 
 def kafka_python(bootstrap):
@@ -171,16 +181,68 @@ def kafka_python(bootstrap):
         producer.close(timeout=5)
 
 
+def create_scram_users(bootstrap):
+    """alice and bob as SCRAM users (both mechanisms), made by the super user."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), USERS[user].encode())
+                   for user in ("alice", "bob")]
+        for future in admin.alter_user_scram_credentials(upserts).values():
+            future.result(30)
+
+
+def methods(ports, d):
+    """(method, bootstrap, alice's settings, bob's settings) for each way to authenticate:
+    each proves the same principals, User:alice and User:bob."""
+    plain = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+    tls = f"127.0.0.1:{ports['SASL_SSL']}"
+    ssl = f"127.0.0.1:{ports['SSL']}"
+    ca = {"ssl.ca.location": os.path.join(d, "ca.pem")}
+
+    def scram(mechanism, user):
+        return {"security.protocol": "SASL_SSL", **ca, "sasl.mechanisms": mechanism,
+                "sasl.username": user, "sasl.password": USERS[user]}
+
+    def oauth(user):
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": f"principal={user}"}
+
+    def certificate(name):
+        return {"security.protocol": "SSL", **ca, "ssl.certificate.location": os.path.join(d, f"{name}.pem"),
+                "ssl.key.location": os.path.join(d, f"{name}.plain.key")}
+
+    return [
+        ("SASL_PLAINTEXT PLAIN", plain, sasl("alice"), sasl("bob")),
+        ("SASL_SSL SCRAM-SHA-256", tls, scram("SCRAM-SHA-256", "alice"), scram("SCRAM-SHA-256", "bob")),
+        ("SASL_SSL SCRAM-SHA-512", tls, scram("SCRAM-SHA-512", "alice"), scram("SCRAM-SHA-512", "bob")),
+        ("SASL_PLAINTEXT OAUTHBEARER", plain, oauth("alice"), oauth("bob")),
+        ("SSL client certificate", ssl, certificate("client"), certificate("bob")),
+    ]
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
-        ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
+        certificates.make_certificates(d, "unused")
+        certificates.make_client_certificate(d, "bob", "/O=Strand/CN=bob")
+        ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
         users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                 f'username="admin" password="admin-secret" {users};')
         properties = one_node_properties(d, ports, [
             "transaction.state.log.replication.factor=1",
-            "sasl.enabled.mechanisms=PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config="
-            'org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'username="admin" password="admin-secret" {users};',
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={d}/server-plain-keystore.pem",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={d}/ca.pem",
+            "listener.name.ssl.ssl.client.auth=required",
+            # CN=alice,O=Strand is User:alice, as the SASL users are.
+            "ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={plain}",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users=User:admin",
         ])
@@ -194,19 +256,29 @@ def main():
             for args in (
                 ["--add", "--allow-principal", "User:ANONYMOUS", "--allow-host", "127.0.0.1",
                  "--operation", "ClusterAction", "--cluster"],
-                ["--add", "--allow-principal", "User:alice", "--producer", "--topic", TOPIC,
-                 "--transactional-id", TRANSACTIONAL_ID],
-                ["--add", "--allow-principal", "User:alice", "--consumer", "--topic", TOPIC, "--group", GROUP],
+                ["--add", "--allow-principal", "User:alice", "--producer", "--topic", TOPIC],
+                ["--add", "--allow-principal", "User:alice", "--consumer", "--topic", TOPIC, "--group", GROUP,
+                 "--resource-pattern-type", "prefixed"],
+                ["--add", "--allow-principal", "User:alice", "--operation", "Write", "--operation", "Describe",
+                 "--transactional-id", TRANSACTIONAL_ID, "--resource-pattern-type", "prefixed"],
+                ["--add", "--allow-principal", "User:alice", "--operation", "DescribeConfigs", "--topic", TOPIC],
+                ["--add", "--allow-principal", "User:alice", "--operation", "Create", "--topic", "alice-",
+                 "--resource-pattern-type", "prefixed"],
             ):
                 result = kafka_acls(sasl_port, d, "admin", *args)
                 check(result.returncode == 0, f"kafka-acls {' '.join(args[:6])} ... "
                                               f"({result.stderr.strip()[-500:]})")
             listed = kafka_acls(sasl_port, d, "admin", "--list", "--topic", TOPIC).stdout
-            for operation in ("WRITE", "DESCRIBE", "CREATE", "READ"):
+            for operation in ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS"):
                 check(f"principal=User:alice, host=*, operation={operation}, permissionType=ALLOW" in listed,
                       f"kafka-acls --list shows alice's {operation} on {TOPIC}")
 
-            librdkafka(bootstrap)
+            admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+            admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+            create_scram_users(bootstrap)
+            ok(f"the super user created {TOPIC} and SCRAM users alice and bob")
+            for method, address, alice, bob in methods(ports, d):
+                authorization_matrix(method, address, alice, bob)
             kafka_python(bootstrap)
 
             anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
@@ -216,7 +288,7 @@ def main():
             removed = kafka_acls(sasl_port, d, "admin", "--remove", "--force", "--allow-principal", "User:alice",
                                  "--operation", "Write", "--topic", TOPIC)
             check(removed.returncode == 0, f"kafka-acls --remove ({removed.stderr.strip()[-300:]})")
-            error = produce_error(bootstrap, "alice", TOPIC)
+            error = produce_error(bootstrap, sasl("alice"), TOPIC)
             check(error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
                   f"librdkafka, alice after her WRITE ACL is removed: TOPIC_AUTHORIZATION_FAILED ({error})")
     print("PASS acls")

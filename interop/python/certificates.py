@@ -45,3 +45,12 @@ def make_keytool_keystore(d, password):
     subprocess.run(["keytool", "-importkeystore", "-noprompt", "-srckeystore", "server.p12", "-srcstoretype", "PKCS12",
                     "-srcstorepass", password, "-destkeystore", "server.keystore.jks", "-deststorepass", password],
                    cwd=d, check=True, capture_output=True)
+
+
+def make_client_certificate(d, name, subject):
+    """Another client certificate signed by the CA of make_certificates: `<name>.pem` and
+    its key in the clear, `<name>.plain.key`."""
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.plain.key", "-out", f"{name}.csr",
+             "-subj", subject, cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{name}.pem", "-days", "2", "-extfile", "client.ext", cwd=d)

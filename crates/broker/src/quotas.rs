@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use strand_metadata::client_quotas::ClientQuotas;
+use strand_metadata::client_quotas::{ClientQuotas, CONNECTION_CREATION_RATE};
 use strand_metadata::MetadataImage;
 
 use crate::broker::Broker;
@@ -136,6 +136,16 @@ impl QuotaSensors {
         self.started.elapsed().as_millis() as u64
     }
 
+    /// Counts one under `sensor` unless that takes its rate over `bound`: then it is not
+    /// counted, and the throttle (at most one window, as Kafka bounds it) is returned.
+    fn admit(&self, sensor: (&'static str, String, String), bound: f64) -> u32 {
+        let throttle = self.record(sensor.clone(), 1.0, bound);
+        if throttle > 0 {
+            self.record(sensor, -1.0, bound);
+        }
+        throttle.min(WINDOW_MS as u32)
+    }
+
     /// Records `value` under `sensor` and returns the throttle its rate over `bound`
     /// asks for.
     fn record(&self, sensor: (&'static str, String, String), value: f64, bound: f64) -> u32 {
@@ -165,6 +175,22 @@ fn forget_idlest(rates: &mut HashMap<(&'static str, String, String), Rate>, now_
 }
 
 impl Broker {
+    /// A new connection from `ip` against its connection_creation_rate quota (the
+    /// address's own, else the default ip entity's): 0 to serve it, else the time after
+    /// which to close it.
+    pub fn connection_throttle(&self, ip: std::net::IpAddr) -> u32 {
+        let quotas = self.client_quotas();
+        if quotas.is_empty() {
+            return 0;
+        }
+        let address = ip.to_string();
+        let Some(bound) = quotas.ip_connection_rate(&address) else {
+            return 0;
+        };
+        self.quota_sensors
+            .admit((CONNECTION_CREATION_RATE, address, String::new()), bound)
+    }
+
     pub fn client_quotas(&self) -> Snapshot<ClientQuotas> {
         self.snapshot(&self.local_quotas)
     }

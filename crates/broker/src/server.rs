@@ -278,6 +278,17 @@ async fn run(
                 continue;
             }
         };
+        // An address over its connection_creation_rate quota: the connection is closed
+        // once the throttle time has passed, as Kafka's ConnectionQuotas closes it.
+        let throttle_ms = broker.connection_throttle(peer.ip());
+        if throttle_ms > 0 {
+            tracing::debug!(%peer, throttle_ms, "connection_creation_rate exceeded: closing the connection");
+            tasks.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(throttle_ms.into())).await;
+                drop((stream, slot));
+            });
+            continue;
+        }
         let (broker, memory, shutdown) = (broker.clone(), request_memory.clone(), shutdown.clone());
         tasks.spawn(serve_connection(
             broker, listener, stream, peer, slot, memory, shutdown,

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
     DescribeClientQuotasResponse, FetchResponse, ProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const INVALID_REQUEST: i16 = 42;
@@ -313,4 +314,68 @@ async fn a_client_over_its_byte_rate_is_throttled_and_another_is_not() {
     assert_eq!(fetched.throttle_time_ms, 0);
     let records = fetched.responses[0].partitions[0].records.as_ref().unwrap();
     assert!(records.len() > 500_000);
+}
+
+#[tokio::test]
+async fn an_address_over_its_connection_creation_rate_is_closed() {
+    let broker = start_with(|_| {}).await;
+    let mut admin = TcpStream::connect(broker.address).await.unwrap();
+    let answer = alter(
+        &mut admin,
+        vec![entry(
+            &[("ip", Some("127.0.0.1"))],
+            &[("connection_creation_rate", Some(1.0))],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(answer.entries[0].error_code, 0);
+    // One a second over at least ten windows: the first ten new connections are served,
+    // the next ones closed (after at most a second) without an answer.
+    let mut served = 0;
+    let mut closed = 0;
+    for _ in 0..15 {
+        let mut stream = TcpStream::connect(broker.address).await.unwrap();
+        stream
+            .write_all(&common::encode_request(
+                ApiKey::ApiVersions,
+                3,
+                1,
+                &kafka_protocol::messages::ApiVersionsRequest::default(),
+            ))
+            .await
+            .unwrap();
+        let answered =
+            tokio::time::timeout(common::HANG_GUARD, common::read_response(&mut stream, 0))
+                .await
+                .expect("answered or closed");
+        match answered {
+            Some(_) => served += 1,
+            None => closed += 1,
+        }
+    }
+    assert!(
+        served >= 1 && closed >= 1,
+        "served {served}, closed {closed}"
+    );
+    // Without the quota, the address is served again.
+    let answer = alter(
+        &mut admin,
+        vec![entry(
+            &[("ip", Some("127.0.0.1"))],
+            &[("connection_creation_rate", None)],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(answer.entries[0].error_code, 0);
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    let _: kafka_protocol::messages::ApiVersionsResponse = call_from(
+        &mut stream,
+        CLIENT,
+        ApiKey::ApiVersions,
+        3,
+        &kafka_protocol::messages::ApiVersionsRequest::default(),
+    )
+    .await;
 }

@@ -276,6 +276,14 @@ impl ClientQuotas {
             .collect())
     }
 
+    /// The connection_creation_rate of an address: its own, else the default ip's.
+    pub fn ip_connection_rate(&self, ip: &str) -> Option<f64> {
+        [Some(ip.to_string()), None].into_iter().find_map(|name| {
+            let entity = QuotaEntity::from([(IP.to_string(), name)]);
+            Some(self.entities.get(&entity)?.get(CONNECTION_CREATION_RATE)?.0)
+        })
+    }
+
     /// The quota `key` that applies to a client (Kafka's precedence, most specific
     /// first), with the (user, client id) its usage is counted under: a quota of a user
     /// alone is shared by all that user's client ids, one of a client id alone by every

@@ -72,6 +72,13 @@ pub async fn handle(
         } else {
             create_one(broker, &topic, body.validate_only).await
         };
+        // What Kafka answers: the replication factor asked for, that of the assignment
+        // given, or default.replication.factor.
+        let replication_factor = match (topic.replication_factor, topic.assignments.first()) {
+            (-1, Some(assignment)) => assignment.broker_ids.len() as i16,
+            (-1, None) => broker.config.default_replication_factor,
+            (asked, _) => asked,
+        };
         results.push(match result {
             Ok(created) if !describable[index] => CreatableTopicResult::default()
                 .with_name(topic_name(&name))
@@ -80,7 +87,7 @@ pub async fn handle(
                 .with_error_message(None)
                 .with_topic_config_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
                 .with_num_partitions(created.partitions)
-                .with_replication_factor(1)
+                .with_replication_factor(replication_factor)
                 .with_configs(Some(Vec::new())),
             Ok(created) => {
                 let configs = effective_topic_configs(&broker.topic_defaults(), &created.configs)
@@ -102,7 +109,7 @@ pub async fn handle(
                     .with_error_code(error_code::NONE)
                     .with_error_message(None)
                     .with_num_partitions(created.partitions)
-                    .with_replication_factor(1)
+                    .with_replication_factor(replication_factor)
                     .with_configs(Some(configs))
             }
             Err(error) => CreatableTopicResult::default()

@@ -12,7 +12,8 @@ refused as an ordinary user. Then, over each of the five ways to authenticate, l
 group (fetch, join, commit), creates a topic under her prefix and describes configs; as
 bob, who has none, each of those is refused with Kafka's code (TOPIC_, GROUP_,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and Metadata leaves the topic out. kafka-python
-is allowed and refused the same way over PLAIN. An anonymous PLAINTEXT client sees no
+and Kafka's Java clients (console producer and consumer, kafka-configs) are allowed and
+refused the same way over PLAIN. An anonymous PLAINTEXT client sees no
 topic. Removing alice's WRITE refuses her again.
 
 The broker's own requests to itself (transaction markers, verification) come on the
@@ -49,14 +50,49 @@ def sasl(user):
             "sasl.username": user, "sasl.password": USERS[user]}
 
 
-def kafka_acls(port, d, user, *args):
+def java_config(d, user):
+    """A Java client's properties for `user` over SASL PLAIN."""
     path = os.path.join(d, f"{user}.properties")
     with open(path, "w") as f:
         f.write("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                 "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="{user}" password="{USERS[user]}";\n')
-    return subprocess.run([KAFKA_CLI, "kafka-acls", "--bootstrap-server", f"127.0.0.1:{port}",
-                           "--command-config", path, *args], capture_output=True, text=True, timeout=120)
+    return path
+
+
+def kafka_tool(tool, port, d, user, *args, stdin=None):
+    return subprocess.run([KAFKA_CLI, tool, "--bootstrap-server", f"127.0.0.1:{port}",
+                           "--command-config", java_config(d, user), *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def kafka_acls(port, d, user, *args):
+    return kafka_tool("kafka-acls", port, d, user, *args)
+
+
+def java_clients(port, d):
+    """Kafka's Java clients (the console producer and consumer, kafka-configs): alice
+    allowed, bob refused with the exceptions Kafka's clients raise for Kafka's codes."""
+    produced = kafka_tool("kafka-console-producer", port, d, "alice", "--topic", TOPIC, stdin="java-alice\n")
+    check(produced.returncode == 0 and "Exception" not in produced.stderr,
+          f"Java producer as alice ({produced.stderr.strip()[-300:]})")
+    consumed = kafka_tool("kafka-console-consumer", port, d, "alice", "--topic", TOPIC, "--group", f"{GROUP}-java",
+                          "--from-beginning", "--timeout-ms", "20000")
+    check("java-alice" in consumed.stdout.split(), "Java consumer as alice, in her group")
+    refused = kafka_tool("kafka-console-producer", port, d, "bob", "--topic", TOPIC, stdin="java-bob\n")
+    check("TopicAuthorizationException" in refused.stderr,
+          f"Java producer as bob: TopicAuthorizationException ({refused.stderr.strip()[-300:]})")
+    refused = kafka_tool("kafka-console-consumer", port, d, "alice", "--topic", TOPIC, "--group", "java-other",
+                         "--from-beginning", "--timeout-ms", "10000")
+    check("GroupAuthorizationException" in refused.stderr,
+          f"Java consumer as alice in a group without an ACL: GroupAuthorizationException "
+          f"({refused.stderr.strip()[-300:]})")
+    # kafka-configs lists topics first: to bob, who may not describe it, the topic is not there,
+    # as on Kafka.
+    hidden = kafka_tool("kafka-configs", port, d, "bob", "--describe", "--entity-type", "topics",
+                        "--entity-name", TOPIC)
+    check(f"The topic '{TOPIC}' doesn't exist" in hidden.stdout,
+          f"kafka-configs --describe as bob: the topic is hidden ({hidden.stdout.strip()[-200:]})")
 
 
 def produce_error(bootstrap, settings, topic, value=b"v"):
@@ -280,6 +316,7 @@ def main():
             for method, address, alice, bob in methods(ports, d):
                 authorization_matrix(method, address, alice, bob)
             kafka_python(bootstrap)
+            java_clients(sasl_port, d)
 
             anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
             check(TOPIC not in anonymous.list_topics(timeout=15).topics,

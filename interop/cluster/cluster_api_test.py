@@ -90,6 +90,15 @@ def main():
                 if len(p.replicas) != 3 or sorted(p.isrs) != [1, 2, 3] or p.leader != p.replicas[0]:
                     fail(f"broker {i}: unexpected partition {p.id}: {p.replicas} {p.isrs} {p.leader}")
         log("created api (3 partitions, RF 3); every broker agrees")
+        # CreateTopics answers the replication factor it used (kafka-python shows the field).
+        from kafka.admin import NewTopic as KafkaPythonNewTopic
+        kafka_python = KafkaAdminClient(bootstrap_servers="%s:%d" % cluster.addr[2][:2])
+        answered = kafka_python.create_topics([KafkaPythonNewTopic("rf-answer", 2, 3)])["topics"][0]
+        kafka_python.close()
+        if (answered["error_code"], answered["num_partitions"], answered["replication_factor"]) != (0, 2, 3):
+            fail(f"CreateTopics answered {answered['error_code']}, {answered['num_partitions']} partitions, "
+                 f"RF {answered['replication_factor']} for 2 partitions of RF 3")
+        log("CreateTopics answers RF 3 for a topic of RF 3")
         admins[2].create_partitions([NewPartitions("api", 5)])["api"].result(30)
         until("5 partitions on broker 3", lambda: len(partitions(admins[3], "api")) == 5)
         resource = ConfigResource(ConfigResource.Type.TOPIC, "api", set_config={"retention.ms": "3600000",

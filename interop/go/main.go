@@ -137,6 +137,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "FAIL: watchdog: run exceeded %v\n", overallTimeout)
 		os.Exit(2)
 	})
+	if expect := os.Getenv("STRAND_ACL_EXPECT"); expect != "" {
+		aclChecks(expect)
+		return
+	}
 	start := time.Now()
 	fmt.Printf("franz-go interop against %s\n", bootstrap)
 

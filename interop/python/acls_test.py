@@ -11,9 +11,9 @@ refused as an ordinary user. Then, over each of the five ways to authenticate, l
 (confluent-kafka) as alice, who has ACLs, produces, runs a transaction, consumes in her
 group (fetch, join, commit), creates a topic under her prefix and describes configs; as
 bob, who has none, each of those is refused with Kafka's code (TOPIC_, GROUP_,
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and Metadata leaves the topic out. kafka-python
-and Kafka's Java clients (console producer and consumer, kafka-configs) are allowed and
-refused the same way over PLAIN. An anonymous PLAINTEXT client sees no
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and Metadata leaves the topic out. kafka-python,
+Kafka's Java clients (console producer and consumer, kafka-configs) and franz-go
+(interop/go with STRAND_ACL_EXPECT) are allowed and refused the same way over PLAIN. An anonymous PLAINTEXT client sees no
 topic. Removing alice's WRITE refuses her again.
 
 The broker's own requests to itself (transaction markers, verification) come on the
@@ -48,6 +48,21 @@ TRANSACTIONAL_ID = "acl-tx"
 def sasl(user):
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
             "sasl.username": user, "sasl.password": USERS[user]}
+
+
+def franz_go(bootstrap, d):
+    """franz-go (interop/go with STRAND_ACL_EXPECT) as alice and as bob over SASL PLAIN:
+    produce, fetch, offset commit and a transactional id allowed, or refused with Kafka's
+    codes."""
+    for user, expect in (("alice", "allowed"), ("bob", "refused")):
+        result = subprocess.run(
+            [os.path.join(HERE, "../go/run.sh")], capture_output=True, text=True, timeout=300,
+            env={**os.environ, "STRAND_BOOTSTRAP": bootstrap, "STRAND_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                 "STRAND_SASL_MECHANISM": "PLAIN", "STRAND_SASL_USER": user, "STRAND_SASL_PASSWORD": USERS[user],
+                 "STRAND_ACL_EXPECT": expect, "STRAND_ACL_TOPIC": TOPIC, "STRAND_ACL_GROUP": f"{GROUP}-franz",
+                 "STRAND_ACL_TRANSACTIONAL_ID": f"{TRANSACTIONAL_ID}-franz"})
+        check(result.returncode == 0 and "acl checks passed" in result.stdout,
+              f"franz-go as {user}: {expect} ({(result.stdout + result.stderr).strip()[-400:]})")
 
 
 def java_config(d, user):
@@ -317,6 +332,8 @@ def main():
                 authorization_matrix(method, address, alice, bob)
             kafka_python(bootstrap)
             java_clients(sasl_port, d)
+            if "--no-go" not in sys.argv:
+                franz_go(bootstrap, d)
 
             anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
             check(TOPIC not in anonymous.list_topics(timeout=15).topics,

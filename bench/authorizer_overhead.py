@@ -16,28 +16,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from tls_compare import STRAND, free_port, perf_arguments, perf_phases, stop, tool, wait_port
+from tls_compare import free_port, perf_arguments, perf_phases, start_strand_with, stop, tool
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def start(work, port, settings):
-    properties = work / "server.properties"
-    properties.write_text("\n".join([
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        f"log.dirs={work}/data",
-        "group.initial.rebalance.delay.ms=0",
-        *settings,
-    ]) + "\n")
-    log = open(work / "broker.log", "a")
-    process = subprocess.Popen([str(STRAND), "serve", "--config", str(properties)], stdout=log,
-                               stderr=subprocess.STDOUT)
-    wait_port(port)
-    time.sleep(0.5)
-    return process
+    return start_strand_with(work, f"PLAINTEXT://127.0.0.1:{port}", port, settings)
 
 
 def install_acls(work, port):

@@ -54,21 +54,29 @@ def wait_port(port, timeout=90):
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def start_strand(work, certs, plain_port, ssl_port):
+def start_strand_with(work, listeners, wait_for, settings=()):
+    """Strand serving `listeners` from a server.properties in `work` with `settings`;
+    returns once `wait_for` (a port) accepts connections."""
     properties = work / "server.properties"
     properties.write_text("\n".join([
-        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+        f"listeners={listeners}",
         f"log.dirs={work}/data",
         "group.initial.rebalance.delay.ms=0",  # as run-kafka.sh sets it for Kafka
-        "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={certs}/server-plain-keystore.pem",
+        *settings,
     ]) + "\n")
-    log = open(work / "broker.log", "w")
+    log = open(work / "broker.log", "a")
     process = subprocess.Popen([str(STRAND), "serve", "--config", str(properties)], stdout=log,
                                stderr=subprocess.STDOUT)
-    wait_port(ssl_port)
+    wait_port(wait_for)
     time.sleep(0.5)
     return process
+
+
+def start_strand(work, certs, plain_port, ssl_port):
+    return start_strand_with(work, f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}", ssl_port, [
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={certs}/server-plain-keystore.pem",
+    ])
 
 
 def start_kafka(work, certs, plain_port, ssl_port):

@@ -6,7 +6,7 @@ use strand_metadata::{ControllerCommand, ControllerReply, ItemResult, MetadataIm
 use strand_security::authorizer::{AclBinding, AclFilter, Acls};
 
 use crate::broker::{ApiError, Broker};
-use crate::error_code;
+use crate::cluster::unexpected_reply;
 use crate::local_state::{ImageState, Snapshot};
 
 /// The single node's file of ACLs.
@@ -29,19 +29,10 @@ impl Broker {
 
     /// CreateAcls of ACLs the broker has checked: one result per ACL.
     pub async fn create_acls(&self, acls: Vec<AclBinding>) -> Result<Vec<ItemResult>, ApiError> {
-        let created = acls.clone();
-        let applied =
-            move |image: &MetadataImage| created.iter().all(|acl| image.acls.contains(acl));
-        match self
-            .decide_metadata(
-                &self.local_acls,
-                ControllerCommand::CreateAcls { acls },
-                applied,
-            )
-            .await?
-        {
+        let command = ControllerCommand::CreateAcls { acls };
+        match self.decide_metadata(&self.local_acls, command).await? {
             ControllerReply::Results(results) => Ok(results),
-            other => Err(unexpected(other)),
+            other => Err(unexpected_reply(other)),
         }
     }
 
@@ -50,29 +41,14 @@ impl Broker {
         &self,
         filters: Vec<AclFilter>,
     ) -> Result<Vec<Vec<AclBinding>>, ApiError> {
-        let gone = filters.clone();
-        // Done once none of what the filters matched is left (a concurrent CreateAcls of
-        // a matching ACL after the decision would keep this waiting: the deadline ends it).
-        let applied = move |image: &MetadataImage| {
-            gone.iter().all(|f| image.acls.matching(f).next().is_none())
-        };
-        match self
-            .decide_metadata(
-                &self.local_acls,
-                ControllerCommand::DeleteAcls { filters },
-                applied,
-            )
-            .await?
-        {
-            ControllerReply::DeletedAcls(matched) => Ok(matched),
-            other => Err(unexpected(other)),
+        let command = ControllerCommand::DeleteAcls { filters };
+        match self.decide_metadata(&self.local_acls, command).await? {
+            ControllerReply::DeletedAcls(Ok(matched)) => Ok(matched),
+            ControllerReply::DeletedAcls(Err(refused)) => Err(ApiError {
+                code: refused.code,
+                message: refused.message,
+            }),
+            other => Err(unexpected_reply(other)),
         }
     }
-}
-
-pub(crate) fn unexpected(reply: ControllerReply) -> ApiError {
-    ApiError::new(
-        error_code::UNKNOWN_SERVER_ERROR,
-        format!("unexpected controller answer {reply:?}"),
-    )
 }

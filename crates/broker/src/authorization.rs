@@ -21,22 +21,16 @@ pub struct Authorization<'a> {
     /// None: ACLs are off.
     checked: Option<(&'a Authorizer, Snapshot<Acls>)>,
     principal: &'a KafkaPrincipal,
-    host: String,
+    host: &'a str,
 }
 
 impl Broker {
     /// The authorizer's view for a request that came on `context`.
     pub fn authorization<'a>(&'a self, context: &'a RequestContext) -> Authorization<'a> {
-        let checked = self.authorizer.as_ref().map(|a| (a, self.acls()));
-        // The host is only formatted when ACLs are on: the produce path pays nothing.
-        let host = match checked {
-            Some(_) => context.peer.ip().to_string(),
-            None => String::new(),
-        };
         Authorization {
-            checked,
+            checked: self.authorizer.as_ref().map(|a| (a, self.acls())),
             principal: &context.principal,
-            host,
+            host: &context.host,
         }
     }
 }
@@ -54,7 +48,7 @@ impl Authorization<'_> {
             Some((authorizer, acls)) => authorizer.authorize(
                 acls,
                 self.principal,
-                &self.host,
+                self.host,
                 operation,
                 resource_type,
                 name,
@@ -78,6 +72,22 @@ impl Authorization<'_> {
         self.allows(operation, ResourceType::Cluster, CLUSTER_NAME)
     }
 
+    /// Kafka's checks of a transaction's offsets (AddOffsetsToTxn, TxnOffsetCommit): WRITE
+    /// on the transactional id, then READ on the group; the refusal's code, if any.
+    pub fn refuses_transactional_offsets(
+        &self,
+        transactional_id: &str,
+        group: &str,
+    ) -> Option<i16> {
+        if !self.allows_transactional_id(AclOperation::Write, transactional_id) {
+            Some(crate::error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        } else if !self.allows_group(AclOperation::Read, group) {
+            Some(crate::error_code::GROUP_AUTHORIZATION_FAILED)
+        } else {
+            None
+        }
+    }
+
     /// May the principal do `operation` on some resource of the type (Kafka's
     /// authorizeByResourceType)?
     pub fn allows_some(&self, operation: AclOperation, resource_type: ResourceType) -> bool {
@@ -86,7 +96,7 @@ impl Authorization<'_> {
             Some((authorizer, acls)) => authorizer.authorize_by_resource_type(
                 acls,
                 self.principal,
-                &self.host,
+                self.host,
                 operation,
                 resource_type,
             ),
@@ -100,14 +110,11 @@ impl Authorization<'_> {
             return OMITTED;
         }
         match &self.checked {
-            None => resource_type
-                .operations()
-                .iter()
-                .fold(0, |bits, op| bits | (1 << op.code())),
+            None => ResourceType::operation_bits(resource_type.operations()),
             Some((authorizer, acls)) => authorizer.authorized_operations(
                 acls,
                 self.principal,
-                &self.host,
+                self.host,
                 resource_type,
                 name,
             ),

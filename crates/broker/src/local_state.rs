@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use strand_metadata::{ControllerCommand, ControllerReply, MetadataImage};
+use strand_metadata::{ControllerCommand, ControllerReply, MetadataImage, MetadataRecord};
 
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
@@ -19,7 +19,7 @@ use crate::local_json;
 
 /// A piece of the metadata image a single node keeps in a file of its own.
 pub trait ImageState:
-    Clone + Default + Serialize + DeserializeOwned + Send + Sync + 'static
+    Clone + Default + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
 {
     fn of(image: &MetadataImage) -> &Self;
     fn of_mut(image: &mut MetadataImage) -> &mut Self;
@@ -74,9 +74,7 @@ impl<T: ImageState> LocalState<T> {
 
     /// An image holding only this state.
     fn image(&self) -> MetadataImage {
-        let mut image = MetadataImage::default();
-        *T::of_mut(&mut image) = (*self.current()).clone();
-        image
+        image_of((*self.current()).clone())
     }
 
     /// Decides `command` against an image holding only this state, stores what changed
@@ -98,6 +96,32 @@ impl<T: ImageState> LocalState<T> {
     }
 }
 
+/// An image holding only `state`.
+fn image_of<T: ImageState>(state: T) -> MetadataImage {
+    let mut image = MetadataImage::default();
+    *T::of_mut(&mut image) = state;
+    image
+}
+
+/// Whether `image` already shows what `records` do to state T (replaying them onto its
+/// state changes nothing).
+fn shows<T: ImageState>(image: &MetadataImage, records: &[MetadataRecord]) -> bool {
+    let mut after = image_of(T::of(image).clone());
+    for record in records {
+        after.replay(record);
+    }
+    T::of(&after) == T::of(image)
+}
+
+/// Whether a decision refused everything, so nothing is to be seen in the image.
+fn refused_everything(reply: &ControllerReply) -> bool {
+    match reply {
+        ControllerReply::Results(results) => results.iter().all(|r| !r.is_ok()),
+        ControllerReply::DeletedAcls(result) => result.is_err(),
+        _ => false,
+    }
+}
+
 impl Broker {
     /// The state now: the cluster's image, or the single node's `local` copy.
     pub(crate) fn snapshot<T: ImageState>(&self, local: &LocalState<T>) -> Snapshot<T> {
@@ -108,18 +132,26 @@ impl Broker {
     }
 
     /// A controller decision on state a single node keeps in `local`: in a cluster through
-    /// the quorum, answered once this broker's image satisfies `applied`.
+    /// the quorum, answered once this broker's image shows what the decision does (as far
+    /// as this broker foresees it: the same decision on its own image), unless it refused
+    /// everything.
     pub(crate) async fn decide_metadata<T: ImageState>(
         &self,
         local: &LocalState<T>,
         command: ControllerCommand,
-        applied: impl Fn(&MetadataImage) -> bool,
     ) -> Result<ControllerReply, ApiError> {
         let Some(cluster) = self.cluster() else {
             return local.decide(&command).await;
         };
+        let (_, expected) = strand_metadata::decide(&cluster.image(), &command);
         let reply = cluster.write(command).await?;
-        if !cluster.wait_for_image(applied).await {
+        if refused_everything(&reply) {
+            return Ok(reply);
+        }
+        if !cluster
+            .wait_for_image(|image| shows::<T>(image, &expected))
+            .await
+        {
             return Err(ApiError::new(
                 error_code::REQUEST_TIMED_OUT,
                 "The change was stored but this broker does not apply it yet",

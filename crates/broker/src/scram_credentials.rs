@@ -21,6 +21,7 @@ use strand_metadata::{ControllerCommand, ControllerReply, MetadataImage, ScramCr
 use strand_security::sasl::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 
 use crate::broker::{ApiError, Broker};
+use crate::cluster::{item_result, unexpected_reply};
 use crate::error_code;
 use crate::local_state::{ImageState, Snapshot};
 
@@ -230,51 +231,14 @@ impl Broker {
     }
 
     /// The controller's decision on a credential change (`local_state.rs`): answered once
-    /// this broker would authenticate with what changed. Each user has one alteration, and
-    /// only deleting what does not exist is refused, so what is left to see is every
-    /// deletion gone and every upsertion there.
+    /// this broker would authenticate with what changed.
     async fn decide_scram(
         &self,
         command: ControllerCommand,
     ) -> Result<Vec<Result<(), ApiError>>, ApiError> {
-        let ControllerCommand::AlterScramCredentials {
-            deletions,
-            upsertions,
-            ..
-        } = &command
-        else {
-            unreachable!("a SCRAM command");
-        };
-        let (deletions, upsertions) = (deletions.clone(), upsertions.clone());
-        let applied = move |image: &MetadataImage| {
-            let credential = |user: &String, mechanism: &String| {
-                image
-                    .scram_credentials
-                    .get(user)
-                    .and_then(|m| m.get(mechanism))
-            };
-            deletions
-                .iter()
-                .all(|(user, mechanism)| credential(user, mechanism).is_none())
-                && upsertions
-                    .iter()
-                    .all(|(user, mechanism, record)| credential(user, mechanism) == Some(record))
-        };
-        match self.decide_metadata(&self.scram, command, applied).await? {
-            ControllerReply::Results(results) => Ok(results
-                .into_iter()
-                .map(|result| {
-                    if result.is_ok() {
-                        Ok(())
-                    } else {
-                        Err(ApiError {
-                            code: result.code,
-                            message: result.message,
-                        })
-                    }
-                })
-                .collect()),
-            other => Err(crate::acls::unexpected(other)),
+        match self.decide_metadata(&self.scram, command).await? {
+            ControllerReply::Results(results) => Ok(results.into_iter().map(item_result).collect()),
+            other => Err(unexpected_reply(other)),
         }
     }
 }

@@ -234,14 +234,37 @@ pub enum ControllerReply {
     /// (every partition: every topic, with only the partitions where an election was
     /// needed, as Kafka answers).
     Elections(Vec<TopicElections>),
-    /// DeleteAcls: per filter, the ACLs it matched (all of them removed).
-    DeletedAcls(Vec<Vec<AclBinding>>),
+    /// DeleteAcls: per filter, the ACLs it matched (all of them removed), or why none was.
+    DeletedAcls(Result<Vec<Vec<AclBinding>>, ItemResult>),
 }
 
 impl ControllerReply {
     fn single(result: ItemResult) -> ControllerReply {
         ControllerReply::Results(vec![result])
     }
+}
+
+/// The most records one user operation (CreateAcls, DeleteAcls, AlterClientQuotas) may
+/// write, Kafka's MAX_RECORDS_PER_USER_OP: a count read from the wire cannot make one
+/// unbounded decision.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// Kafka's refusal of an operation over MAX_RECORDS_PER_USER_OP.
+fn excessive_batch() -> ItemResult {
+    ItemResult::error(
+        error_code::POLICY_VIOLATION,
+        "Unable to perform excessively large batch operation.",
+    )
+}
+
+/// `results`, or every item refused (and nothing written) when the operation's records
+/// exceed MAX_RECORDS_PER_USER_OP.
+fn bounded(records: &mut Vec<MetadataRecord>, results: Vec<ItemResult>) -> ControllerReply {
+    if records.len() > MAX_RECORDS_PER_USER_OP {
+        records.clear();
+        return ControllerReply::Results(results.iter().map(|_| excessive_batch()).collect());
+    }
+    ControllerReply::Results(results)
 }
 
 /// One AlterClientQuotas entry: the entity as listed (type, name or None for the default)
@@ -483,8 +506,8 @@ pub fn decide(
                         }
                     }
                 })
-                .collect();
-            ControllerReply::Results(results)
+                .collect::<Vec<_>>();
+            bounded(&mut records, results)
         }
         ControllerCommand::CreateAcls { acls } => {
             let mut added = std::collections::BTreeSet::new();
@@ -493,7 +516,10 @@ pub fn decide(
                     records.push(MetadataRecord::CreateAcl(acl.clone()));
                 }
             }
-            ControllerReply::Results(acls.iter().map(|_| ItemResult::ok()).collect())
+            bounded(
+                &mut records,
+                acls.iter().map(|_| ItemResult::ok()).collect(),
+            )
         }
         ControllerCommand::DeleteAcls { filters } => {
             let mut removed = std::collections::BTreeSet::new();
@@ -509,7 +535,12 @@ pub fn decide(
                     acls
                 })
                 .collect();
-            ControllerReply::DeletedAcls(matched)
+            if records.len() > MAX_RECORDS_PER_USER_OP {
+                records.clear();
+                ControllerReply::DeletedAcls(Err(excessive_batch()))
+            } else {
+                ControllerReply::DeletedAcls(Ok(matched))
+            }
         }
         ControllerCommand::SetBrokerConfigs { broker, configs } => {
             records.push(MetadataRecord::SetBrokerConfigs {

@@ -58,4 +58,5 @@ pub mod error_code {
     pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     pub const RESOURCE_NOT_FOUND: i16 = 91;
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const POLICY_VIOLATION: i16 = 44;
 }

@@ -55,6 +55,13 @@ impl ResourceType {
         ResourceType::ALL.into_iter().find(|t| t.code() == code)
     }
 
+    /// KIP-430's bitfield of `operations` (bit n for the operation of code n).
+    pub fn operation_bits<'a>(operations: impl IntoIterator<Item = &'a AclOperation>) -> i32 {
+        operations
+            .into_iter()
+            .fold(0, |bits, op| bits | (1 << op.code()))
+    }
+
     /// The operations Kafka lets ACLs name on this type (AclEntry.supportedOperations),
     /// which KIP-430's authorized-operations fields list.
     pub fn operations(self) -> &'static [AclOperation] {
@@ -222,6 +229,25 @@ pub struct AclBinding {
     pub permission: Permission,
 }
 
+impl AclBinding {
+    /// Whether the ACL names this principal (or every one) and host (or every one).
+    fn applies_to(&self, principal: &KafkaPrincipal, host: &str) -> bool {
+        (self.principal == WILDCARD_PRINCIPAL || principal.is(&self.principal))
+            && (self.host == host || self.host == WILDCARD)
+    }
+
+    /// Whether the ACL is about `operation` (or ALL).
+    fn names(&self, operation: AclOperation) -> bool {
+        self.operation == operation || self.operation == AclOperation::All
+    }
+}
+
+/// Every prefix of `name`, shortest first (PREFIXED ACLs are looked up by them).
+fn prefixes(name: &str) -> impl Iterator<Item = &str> {
+    name.char_indices()
+        .map(move |(at, c)| &name[..at + c.len_utf8()])
+}
+
 /// The name a LITERAL ACL gives to mean every resource of its type.
 pub const WILDCARD: &str = "*";
 /// The principal that means every principal.
@@ -271,6 +297,14 @@ impl Acls {
         removed
     }
 
+    /// The ACLs about resources of one type.
+    fn of_type(&self, resource_type: ResourceType) -> impl Iterator<Item = &AclBinding> {
+        self.by_pattern
+            .range((resource_type, PatternType::Literal)..=(resource_type, PatternType::Prefixed))
+            .flat_map(|(_, names)| names.values())
+            .flatten()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &AclBinding> {
         self.by_pattern
             .values()
@@ -314,8 +348,7 @@ impl Acls {
         });
         let prefixes = self.by_pattern.get(&(resource_type, PatternType::Prefixed));
         let prefixed = prefixes.into_iter().flat_map(move |names| {
-            name.char_indices()
-                .filter_map(move |(at, c)| names.get(&name[..at + c.len_utf8()]))
+            self::prefixes(name).filter_map(move |prefix| names.get(prefix))
         });
         literal.chain(prefixed).flatten()
     }
@@ -460,20 +493,17 @@ impl Authorizer {
         let mut allowed = false;
         for acl in acls.concerning(resource_type, name) {
             concerned = true;
-            let applies = (acl.principal == WILDCARD_PRINCIPAL || principal.is(&acl.principal))
-                && (acl.host == host || acl.host == WILDCARD);
-            if !applies {
+            if !acl.applies_to(principal, host) {
                 continue;
             }
             match acl.permission {
                 Permission::Deny => {
-                    if acl.operation == operation || acl.operation == AclOperation::All {
+                    if acl.names(operation) {
                         return false;
                     }
                 }
                 Permission::Allow => {
-                    allowed |= acl.operation == operation
-                        || acl.operation == AclOperation::All
+                    allowed |= acl.names(operation)
                         || acl.operation.implied_by_allow().contains(&operation);
                 }
             }
@@ -501,15 +531,11 @@ impl Authorizer {
         if self.authorize(acls, principal, host, operation, resource_type, "hardcode") {
             return true;
         }
-        let who = principal.to_string();
         let mut denied: BTreeMap<PatternType, BTreeSet<&str>> = BTreeMap::new();
         let mut allowed: Vec<&AclBinding> = Vec::new();
-        let applying = acls.iter().filter(|acl| {
-            acl.resource_type == resource_type
-                && (acl.host == host || acl.host == WILDCARD)
-                && (acl.principal == who || acl.principal == WILDCARD_PRINCIPAL)
-                && (acl.operation == operation || acl.operation == AclOperation::All)
-        });
+        let applying = acls
+            .of_type(resource_type)
+            .filter(|acl| acl.applies_to(principal, host) && acl.names(operation));
         for acl in applying {
             match acl.permission {
                 Permission::Deny => {
@@ -537,9 +563,7 @@ impl Authorizer {
             if acl.pattern_type == PatternType::Literal && denied_literal.contains(name) {
                 return false;
             }
-            !name
-                .char_indices()
-                .any(|(at, c)| denied_prefixes.contains(&name[..at + c.len_utf8()]))
+            !prefixes(name).any(|prefix| denied_prefixes.contains(prefix))
         })
     }
 
@@ -553,11 +577,12 @@ impl Authorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> i32 {
-        resource_type
-            .operations()
-            .iter()
-            .filter(|op| self.authorize(acls, principal, host, **op, resource_type, name))
-            .fold(0, |bits, op| bits | (1 << op.code()))
+        ResourceType::operation_bits(
+            resource_type
+                .operations()
+                .iter()
+                .filter(|op| self.authorize(acls, principal, host, **op, resource_type, name)),
+        )
     }
 }
 

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
@@ -28,6 +29,7 @@ use strand_security::authorizer::{
 
 use super::str_bytes;
 use crate::broker::{ApiError, Broker};
+use crate::cluster::item_result;
 use crate::error_code;
 use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
@@ -162,35 +164,13 @@ pub async fn create(broker: &Broker, request: ParsedRequest, context: &RequestCo
         return answer(body.creations.iter().map(|_| failed(&error)).collect());
     }
     // Each creation: the ACL, or why the broker refuses it.
-    let mut checked: Vec<Result<AclBinding, ApiError>> = Vec::new();
+    let mut checked: Vec<Result<AclBinding, ApiError>> = Vec::with_capacity(body.creations.len());
     for creation in &body.creations {
-        let binding = (|| {
-            Some(AclBinding {
-                resource_type: ResourceType::from_code(creation.resource_type)?,
-                resource_name: creation.resource_name.to_string(),
-                pattern_type: PatternType::from_code(creation.resource_pattern_type)?,
-                principal: creation.principal.to_string(),
-                host: creation.host.to_string(),
-                operation: AclOperation::from_code(creation.operation)?,
-                permission: Permission::from_code(creation.permission_type)?,
-            })
-        })();
-        let Some(binding) = binding else {
-            // UNKNOWN codes fail Kafka's request parsing; ANY and MATCH its validation.
-            let unknown = [
-                creation.resource_type,
-                creation.resource_pattern_type,
-                creation.operation,
-                creation.permission_type,
-            ]
-            .contains(&0);
-            if unknown {
-                return Outcome::Close("CreatableAcls contain unknown elements".into());
-            }
-            checked.push(Err(invalid_creation(creation)));
-            continue;
-        };
-        checked.push(check_new_acl(binding));
+        match creation_binding(creation) {
+            // UNKNOWN codes fail Kafka's request parsing.
+            None => return Outcome::Close("CreatableAcls contain unknown elements".into()),
+            Some(binding) => checked.push(binding.and_then(check_new_acl)),
+        }
     }
     let valid: Vec<AclBinding> = checked
         .iter()
@@ -208,13 +188,9 @@ pub async fn create(broker: &Broker, request: ParsedRequest, context: &RequestCo
         .map(|check| match check {
             Err(error) => failed(&error),
             Ok(_) => match &mut decided {
-                Ok(results) => match results.next() {
-                    Some(result) if result.is_ok() => AclCreationResult::default(),
-                    Some(result) => failed(&ApiError {
-                        code: result.code,
-                        message: result.message,
-                    }),
-                    None => AclCreationResult::default(),
+                Ok(results) => match results.next().map(item_result) {
+                    Some(Err(error)) => failed(&error),
+                    Some(Ok(())) | None => AclCreationResult::default(),
                 },
                 Err(error) => failed(error),
             },
@@ -223,25 +199,44 @@ pub async fn create(broker: &Broker, request: ParsedRequest, context: &RequestCo
     answer(results)
 }
 
-/// Kafka's words for an ACL to create with ANY or MATCH where a value is needed.
-fn invalid_creation(
-    creation: &kafka_protocol::messages::create_acls_request::AclCreation,
-) -> ApiError {
-    let message = if ResourceType::from_code(creation.resource_type).is_none() {
-        "Invalid resourceType ANY".to_string()
-    } else if PatternType::from_code(creation.resource_pattern_type).is_none() {
-        let name = if creation.resource_pattern_type == 1 {
-            "ANY"
-        } else {
-            "MATCH"
-        };
-        format!("Invalid patternType {name}")
-    } else if AclOperation::from_code(creation.operation).is_none() {
-        "Invalid operation ANY".to_string()
-    } else {
-        "Invalid permissionType ANY".to_string()
+/// The ACL a creation names; Err with Kafka's words for ANY or MATCH where a value is
+/// needed (AclControlManager's validation); None for a code that is not Kafka's (its
+/// request parsing fails).
+fn creation_binding(creation: &AclCreation) -> Option<Result<AclBinding, ApiError>> {
+    const ANY: i8 = 1;
+    const MATCH: i8 = 2;
+    let invalid = |message: &str| Some(Err(ApiError::new(error_code::INVALID_REQUEST, message)));
+    let Some(resource_type) = ResourceType::from_code(creation.resource_type) else {
+        return (creation.resource_type == ANY)
+            .then(|| invalid("Invalid resourceType ANY"))
+            .flatten();
     };
-    ApiError::new(error_code::INVALID_REQUEST, message)
+    let Some(pattern_type) = PatternType::from_code(creation.resource_pattern_type) else {
+        return match creation.resource_pattern_type {
+            ANY => invalid("Invalid patternType ANY"),
+            MATCH => invalid("Invalid patternType MATCH"),
+            _ => None,
+        };
+    };
+    let Some(operation) = AclOperation::from_code(creation.operation) else {
+        return (creation.operation == ANY)
+            .then(|| invalid("Invalid operation ANY"))
+            .flatten();
+    };
+    let Some(permission) = Permission::from_code(creation.permission_type) else {
+        return (creation.permission_type == ANY)
+            .then(|| invalid("Invalid permissionType ANY"))
+            .flatten();
+    };
+    Some(Ok(AclBinding {
+        resource_type,
+        resource_name: creation.resource_name.to_string(),
+        pattern_type,
+        principal: creation.principal.to_string(),
+        host: creation.host.to_string(),
+        operation,
+        permission,
+    }))
 }
 
 /// AclApis' and AclControlManager's checks of one ACL.

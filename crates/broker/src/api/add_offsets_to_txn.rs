@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
-use crate::authorization::AclOperation;
 use crate::broker::Broker;
 use crate::error_code;
 use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
@@ -24,18 +23,9 @@ pub async fn handle(
     };
     let version = request.header.request_api_version;
     // Kafka's checks: WRITE on the transactional id, READ on the group.
-    let refused = {
-        let authorization = broker.authorization(context);
-        if !authorization
-            .allows_transactional_id(AclOperation::Write, body.transactional_id.as_str())
-        {
-            Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        } else if !authorization.allows_group(AclOperation::Read, body.group_id.as_str()) {
-            Some(error_code::GROUP_AUTHORIZATION_FAILED)
-        } else {
-            None
-        }
-    };
+    let refused = broker
+        .authorization(context)
+        .refuses_transactional_offsets(body.transactional_id.as_str(), body.group_id.as_str());
     let ensured = match refused {
         Some(code) => Err(crate::broker::ApiError {
             code,

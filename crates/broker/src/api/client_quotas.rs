@@ -10,15 +10,16 @@ use kafka_protocol::messages::{
     alter_client_quotas_response, describe_client_quotas_response, AlterClientQuotasRequest,
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
-use strand_metadata::client_quotas::{ListedEntity, QuotaValue};
-use strand_metadata::{
-    ControllerCommand, ControllerReply, ItemResult, MetadataImage, MetadataRecord,
-};
+use std::collections::BTreeMap;
+
+use strand_metadata::client_quotas::{ListedEntity, QuotaEntity, QuotaValue};
+use strand_metadata::{ControllerCommand, ControllerReply, ItemResult};
 use strand_protocol::ParsedRequest;
 
 use super::str_bytes;
 use crate::authorization::AclOperation;
-use crate::broker::Broker;
+use crate::broker::{ApiError, Broker};
+use crate::cluster::unexpected_reply;
 use crate::error_code;
 use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
@@ -139,63 +140,32 @@ pub async fn alter(broker: &Broker, request: ParsedRequest, context: &RequestCon
         let decided = if body.validate_only {
             Ok(broker.decide_without_storing(&broker.local_quotas, &command))
         } else {
-            // In a cluster, answered once this broker's image holds what the command sets.
-            let expected: Vec<_> = broker
-                .cluster()
-                .map(|cluster| strand_metadata::decide(&cluster.image(), &command).1)
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|record| match record {
-                    MetadataRecord::SetClientQuota { entity, key, value } => {
-                        Some((entity, key, value))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let applied = move |image: &MetadataImage| {
-                expected.iter().all(|(entity, key, value)| {
-                    image
-                        .client_quotas
-                        .entities
-                        .get(entity)
-                        .and_then(|q| q.get(key))
-                        == value.as_ref()
-                })
+            broker.decide_metadata(&broker.local_quotas, command).await
+        };
+        let failed = |error: ApiError| {
+            let refused = ItemResult {
+                code: error.code,
+                message: error.message,
             };
-            broker
-                .decide_metadata(&broker.local_quotas, command, applied)
-                .await
+            vec![refused; alterations.len()]
         };
         match decided {
             Ok(ControllerReply::Results(results)) => results,
-            Ok(other) => vec![
-                ItemResult::error(
-                    error_code::UNKNOWN_SERVER_ERROR,
-                    format!("unexpected controller answer {other:?}")
-                );
-                alterations.len()
-            ],
-            Err(error) => vec![
-                ItemResult {
-                    code: error.code,
-                    message: error.message,
-                };
-                alterations.len()
-            ],
+            Ok(other) => failed(unexpected_reply(other)),
+            Err(error) => failed(error),
         }
     };
     // One answer per entity: a later alteration of the same entity answers for it.
     let mut answered: Vec<(ListedEntity, ItemResult)> = Vec::new();
+    let mut index: BTreeMap<QuotaEntity, usize> = BTreeMap::new();
     for ((entity, _), result) in alterations.into_iter().zip(results) {
-        let mut sorted = entity.clone();
-        sorted.sort();
-        match answered.iter_mut().find(|(e, _)| {
-            let mut other = e.clone();
-            other.sort();
-            other == sorted
-        }) {
-            Some((_, earlier)) => *earlier = result,
-            None => answered.push((entity, result)),
+        let named: QuotaEntity = entity.iter().cloned().collect();
+        match index.get(&named) {
+            Some(&at) => answered[at].1 = result,
+            None => {
+                index.insert(named, answered.len());
+                answered.push((entity, result));
+            }
         }
     }
     let entries = answered

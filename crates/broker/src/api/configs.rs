@@ -462,14 +462,21 @@ fn broker_entries(broker: &Arc<Broker>) -> Vec<Entry> {
         .collect()
 }
 
-/// Checks a request's resources for duplicates and unsupported types; returns the error
-/// for a resource, if any, before any change is made.
+/// Checks a resource to alter before any change is made: ALTER_CONFIGS on it, then
+/// duplicates and unsupported types; the error for the resource, if any.
 fn precheck(
     broker: &Arc<Broker>,
+    authorization: &Authorization<'_>,
     resource_type: i8,
     name: &str,
     duplicated: bool,
 ) -> Result<(), ApiError> {
+    authorize_resource(
+        authorization,
+        AclOperation::AlterConfigs,
+        resource_type,
+        name,
+    )?;
     if duplicated {
         return Err(ApiError::new(
             error_code::INVALID_REQUEST,
@@ -534,20 +541,13 @@ pub async fn alter(
     let mut responses = Vec::with_capacity(body.resources.len());
     for resource in &body.resources {
         let name = resource.resource_name.as_str();
-        let prepared = authorize_resource(
+        let prepared = precheck(
+            broker,
             &authorization,
-            AclOperation::AlterConfigs,
             resource.resource_type,
             name,
+            duplicated.contains(&(resource.resource_type, name.to_string())),
         )
-        .and_then(|()| {
-            precheck(
-                broker,
-                resource.resource_type,
-                name,
-                duplicated.contains(&(resource.resource_type, name.to_string())),
-            )
-        })
         .and_then(|()| {
             refuse_duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
             let mut configs = BTreeMap::new();
@@ -636,20 +636,13 @@ pub async fn incremental_alter(
     let mut responses = Vec::with_capacity(body.resources.len());
     for resource in &body.resources {
         let name = resource.resource_name.as_str();
-        let prepared = authorize_resource(
+        let prepared = precheck(
+            broker,
             &authorization,
-            AclOperation::AlterConfigs,
             resource.resource_type,
             name,
+            duplicated.contains(&(resource.resource_type, name.to_string())),
         )
-        .and_then(|()| {
-            precheck(
-                broker,
-                resource.resource_type,
-                name,
-                duplicated.contains(&(resource.resource_type, name.to_string())),
-            )
-        })
         .and_then(|()| {
             refuse_duplicate_keys(resource.configs.iter().map(|op| op.name.as_str()))?;
             let mut configs = if resource.resource_type == RESOURCE_BROKER {

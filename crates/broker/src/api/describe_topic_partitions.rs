@@ -147,10 +147,7 @@ fn error_topic(name: &str, code: i16) -> DescribeTopicPartitionsResponseTopic {
         .with_error_code(code)
         .with_name(Some(topic_name(name)))
         .with_topic_id(Uuid::nil())
-        .with_topic_authorized_operations(
-            ResourceType::Topic
-                .operations()
-                .iter()
-                .fold(0, |bits, op| bits | (1 << op.code())),
-        )
+        .with_topic_authorized_operations(ResourceType::operation_bits(
+            ResourceType::Topic.operations(),
+        ))
 }

@@ -41,15 +41,8 @@ pub async fn handle(
     // Kafka's checks: WRITE on the transactional id, READ on the group (either refused
     // fails every partition), READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
     let authorization = broker.authorization(context);
-    let refused = if !authorization
-        .allows_transactional_id(AclOperation::Write, body.transactional_id.as_str())
-    {
-        Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !authorization.allows_group(AclOperation::Read, body.group_id.as_str()) {
-        Some(error_code::GROUP_AUTHORIZATION_FAILED)
-    } else {
-        None
-    };
+    let refused = authorization
+        .refuses_transactional_offsets(body.transactional_id.as_str(), body.group_id.as_str());
     let status: Vec<Result<String, i16>> = names
         .iter()
         .map(|name| match (refused, name) {

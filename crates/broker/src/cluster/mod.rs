@@ -99,18 +99,27 @@ fn unexpected_answer(answer: ControllerResponse) -> ApiError {
 pub fn single_result(reply: ControllerReply) -> Result<(), ApiError> {
     match reply {
         ControllerReply::Results(mut results) if results.len() == 1 => {
-            let ItemResult { code, message } = results.remove(0);
-            if code == error_code::NONE {
-                Ok(())
-            } else {
-                Err(ApiError { code, message })
-            }
+            item_result(results.remove(0))
         }
-        other => Err(ApiError::new(
-            error_code::UNKNOWN_SERVER_ERROR,
-            format!("unexpected controller reply {other:?}"),
-        )),
+        other => Err(unexpected_reply(other)),
     }
+}
+
+/// One item's result of a controller decision as the broker answers it.
+pub fn item_result(ItemResult { code, message }: ItemResult) -> Result<(), ApiError> {
+    if code == error_code::NONE {
+        Ok(())
+    } else {
+        Err(ApiError { code, message })
+    }
+}
+
+/// A controller reply of another shape than the command asks for.
+pub fn unexpected_reply(reply: ControllerReply) -> ApiError {
+    ApiError::new(
+        error_code::UNKNOWN_SERVER_ERROR,
+        format!("unexpected controller reply {reply:?}"),
+    )
 }
 
 /// A controller-only node: its part of the quorum, no Kafka listener, no partitions.

@@ -63,12 +63,7 @@ pub async fn serve_connection(
         let scram: Arc<dyn strand_security::sasl::scram::ScramCredentials> = broker.clone();
         Authenticator::new(settings, scram)
     });
-    let mut context = RequestContext {
-        listener: listener.clone(),
-        peer,
-        principal,
-        throttle: Arc::default(),
-    };
+    let mut context = RequestContext::new(listener.clone(), peer, principal);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let request_max_bytes = broker.config.socket_request_max_bytes;
     let idle_max = broker.config.connections_max_idle();

@@ -14,6 +14,8 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     pub peer: SocketAddr,
     pub principal: KafkaPrincipal,
+    /// The peer's address as ACLs name hosts (Kafka's getHostAddress), formatted once.
+    pub host: String,
     /// Set by a request whose client went over its quota: the connection is not read from
     /// until then.
     pub throttle: Arc<Throttle>,
@@ -50,15 +52,24 @@ impl RequestContext {
         &self.listener.spec.name
     }
 
+    pub fn new(listener: Arc<Listener>, peer: SocketAddr, principal: KafkaPrincipal) -> Self {
+        RequestContext {
+            listener,
+            peer,
+            principal,
+            host: peer.ip().to_string(),
+            throttle: Arc::default(),
+        }
+    }
+
     /// A context for a plaintext listener of this name (tests, and requests the broker
     /// makes of itself).
     pub fn plaintext(name: &str, peer: SocketAddr) -> RequestContext {
-        RequestContext {
-            listener: Arc::new(Listener::plaintext(name, peer)),
+        RequestContext::new(
+            Arc::new(Listener::plaintext(name, peer)),
             peer,
-            principal: KafkaPrincipal::anonymous(),
-            throttle: Arc::default(),
-        }
+            KafkaPrincipal::anonymous(),
+        )
     }
 }
 

@@ -1185,3 +1185,57 @@ fn a_registration_keeps_every_listener_for_metadata_per_listener() {
         matches!(command, ControllerCommand::RegisterBroker { listeners, .. } if listeners.is_empty())
     );
 }
+
+#[test]
+fn a_user_operation_writes_at_most_kafkas_record_bound() {
+    use strand_security::authorizer::{
+        AclBinding, AclFilter, AclOperation, PatternType, Permission, ResourceType,
+    };
+    let acl = |i: usize| AclBinding {
+        resource_type: ResourceType::Topic,
+        resource_name: format!("t{i}"),
+        pattern_type: PatternType::Literal,
+        principal: "User:a".into(),
+        host: "*".into(),
+        operation: AclOperation::Read,
+        permission: Permission::Allow,
+    };
+    let refused = |reply: &ControllerReply| match reply {
+        ControllerReply::Results(results) => results
+            .iter()
+            .all(|r| r.code == error_code::POLICY_VIOLATION),
+        ControllerReply::DeletedAcls(result) => result
+            .as_ref()
+            .is_err_and(|r| r.code == error_code::POLICY_VIOLATION),
+        _ => false,
+    };
+    let mut image = MetadataImage::default();
+    let at_bound: Vec<AclBinding> = (0..MAX_RECORDS_PER_USER_OP).map(acl).collect();
+    let (reply, records) = decide(&image, &ControllerCommand::CreateAcls { acls: at_bound });
+    assert!(!refused(&reply));
+    assert_eq!(records.len(), MAX_RECORDS_PER_USER_OP);
+    for record in &records {
+        image.replay(record);
+    }
+    let over: Vec<AclBinding> = (0..=MAX_RECORDS_PER_USER_OP)
+        .map(|i| acl(i + 20_000))
+        .collect();
+    let (reply, records) = decide(&image, &ControllerCommand::CreateAcls { acls: over });
+    assert!(refused(&reply) && records.is_empty());
+    let (reply, records) = decide(
+        &image,
+        &ControllerCommand::DeleteAcls {
+            filters: vec![AclFilter::any()],
+        },
+    );
+    assert!(!refused(&reply));
+    assert_eq!(records.len(), MAX_RECORDS_PER_USER_OP);
+    image.replay(&MetadataRecord::CreateAcl(acl(99_999)));
+    let (reply, records) = decide(
+        &image,
+        &ControllerCommand::DeleteAcls {
+            filters: vec![AclFilter::any()],
+        },
+    );
+    assert!(refused(&reply) && records.is_empty());
+}

@@ -281,17 +281,12 @@ impl BrokerConfig {
         if self.default_replication_factor < 1 {
             return Err("default_replication_factor must be >= 1".into());
         }
-        let listeners = self.listeners()?;
+        self.listeners()?;
         if self.controllers.is_some() {
             self.cluster_config()?;
-            // Brokers replicate from each other over the inter-broker listener in the
-            // clear: authenticated inter-broker traffic is still to come.
-            if listeners[0].protocol != SecurityProtocol::Plaintext {
-                return Err(format!(
-                    "the inter-broker listener {} is {}: brokers of a Strand cluster replicate over PLAINTEXT today",
-                    listeners[0].name, listeners[0].protocol
-                ));
-            }
+            // Brokers connect to each other with the inter-broker listener's protocol:
+            // what they need for it (trust store, login) must be there at start.
+            crate::cluster::inter_broker::InterBrokerSecurity::from_config(self)?;
         } else if let Some(roles) = &self.process_roles {
             // A single node is broker and controller at once; other roles need a quorum.
             let (broker, controller) = parse_process_roles(roles)?;

@@ -2,17 +2,18 @@
 //! fetching from leaders): one TCP connection with pipelined requests (responses come back
 //! in order on a connection, so a FIFO of waiters matches them), bounded by
 //! `in_flight_max`. Not a general client: no retries, no metadata refresh; callers handle
-//! errors and reconnect.
+//! errors and reconnect. The connection's bytes may be any stream: plain TCP here, or
+//! TLS opened by the caller (`Connection::over`).
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Mutex, Semaphore};
 
@@ -21,11 +22,18 @@ const RESPONSE_MAX_BYTES: usize = 128 * 1024 * 1024;
 
 type Waiter = (i16, oneshot::Sender<anyhow::Result<Bytes>>);
 
+/// The reading half of a connection's stream.
+pub type StreamReader = Pin<Box<dyn AsyncRead + Send>>;
+/// The writing half of a connection's stream.
+pub type StreamWriter = Pin<Box<dyn AsyncWrite + Send>>;
+
 pub struct Connection {
     client_id: &'static str,
-    writer: Mutex<(OwnedWriteHalf, i32)>,
+    writer: Mutex<(StreamWriter, i32)>,
     waiters: Arc<std::sync::Mutex<Waiters>>,
     in_flight: Arc<Semaphore>,
+    /// From when the connection counts as closed (a SASL session about to expire).
+    retire_at: std::sync::OnceLock<std::time::Instant>,
 }
 
 /// The requests waiting for their responses, and whether the connection closed (set by
@@ -52,7 +60,23 @@ impl Connection {
             .await
             .with_context(|| format!("connecting to {address}"))?;
         stream.set_nodelay(true)?;
-        let (mut reader, writer) = stream.into_split();
+        let (reader, writer) = stream.into_split();
+        Ok(Connection::over(
+            Box::pin(reader),
+            Box::pin(writer),
+            in_flight_max,
+            client_id,
+        ))
+    }
+
+    /// A connection over a stream the caller opened (e.g. with TLS); must be called
+    /// within a Tokio runtime (the reader runs as a task).
+    pub fn over(
+        mut reader: StreamReader,
+        writer: StreamWriter,
+        in_flight_max: usize,
+        client_id: &'static str,
+    ) -> Connection {
         let waiters: Arc<std::sync::Mutex<Waiters>> = Arc::default();
         let pending = waiters.clone();
         tokio::spawn(async move {
@@ -86,12 +110,19 @@ impl Connection {
                 }
             }
         });
-        Ok(Connection {
+        Connection {
             client_id,
             writer: Mutex::new((writer, 0)),
             waiters,
             in_flight: Arc::new(Semaphore::new(in_flight_max)),
-        })
+            retire_at: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Counts the connection as closed `after` from now, so its users open a new one (a
+    /// SASL session the peer ends at its lifetime). Only the first call counts.
+    pub fn retire_after(&self, after: std::time::Duration) {
+        let _ = self.retire_at.set(std::time::Instant::now() + after);
     }
 
     /// Sends a request and waits for its response body.
@@ -126,7 +157,7 @@ impl Connection {
             }
             waiters.queue.push_back((key as i16, sender));
         }
-        writer.0.write_all(&payload).await?;
+        write_flushed(&mut writer.0, &payload).await?;
         Ok(receiver)
     }
 
@@ -143,7 +174,7 @@ impl Connection {
         if self.is_closed() {
             bail!("connection closed");
         }
-        writer.0.write_all(&payload).await?;
+        write_flushed(&mut writer.0, &payload).await?;
         Ok(())
     }
 
@@ -170,13 +201,17 @@ impl Connection {
         Ok(payload)
     }
 
-    /// Whether the peer closed the connection (or reading from it failed): a closed
-    /// connection answers nothing more.
+    /// Whether the peer closed the connection (or reading from it failed; or it is
+    /// retired): a closed connection answers nothing more.
     pub fn is_closed(&self) -> bool {
-        self.waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .closed
+        self.retire_at
+            .get()
+            .is_some_and(|at| std::time::Instant::now() >= *at)
+            || self
+                .waiters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .closed
     }
 
     /// A permit bounding the requests in flight on this connection.
@@ -187,6 +222,12 @@ impl Connection {
             .await
             .expect("the semaphore is never closed")
     }
+}
+
+/// Writes all of `bytes` and flushes (a TLS stream holds written bytes until then).
+async fn write_flushed(writer: &mut StreamWriter, bytes: &[u8]) -> std::io::Result<()> {
+    writer.write_all(bytes).await?;
+    writer.flush().await
 }
 
 /// Decodes a raw response frame (header and body).

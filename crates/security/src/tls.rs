@@ -21,10 +21,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 
 use crate::distinguished_name::subject_of;
 use crate::principal::KafkaPrincipal;
@@ -142,6 +144,9 @@ pub struct TlsSettings {
     tls12: bool,
     tls13: bool,
     pub principal_mapper: PrincipalMapper,
+    /// ssl.endpoint.identification.algorithm: `https` (Kafka's default) checks, as a
+    /// client, that the server's certificate names the host connected to; empty does not.
+    verify_hostname: bool,
 }
 
 impl TlsSettings {
@@ -216,7 +221,21 @@ impl TlsSettings {
             Some(rules) => PrincipalMapper::parse(&rules)?,
             None => PrincipalMapper::default(),
         };
+        let verify_hostname = match get("ssl.endpoint.identification.algorithm")
+            .as_deref()
+            .map(str::trim)
+        {
+            None => true,
+            Some(algorithm) if algorithm.eq_ignore_ascii_case("https") => true,
+            Some("") => false,
+            Some(other) => {
+                return Err(format!(
+                    "ssl.endpoint.identification.algorithm {other} is not served (https or empty)"
+                ))
+            }
+        };
         Ok(TlsSettings {
+            verify_hostname,
             keystore,
             keystore_format,
             key_password: get("ssl.key.password").filter(|p| !p.is_empty()),
@@ -237,13 +256,8 @@ impl TlsSettings {
         stamps
     }
 
-    /// A rustls server configuration from the stores as they are now.
-    pub fn build(&self) -> Result<Arc<ServerConfig>, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let (key, chain) = self.key_and_chain()?;
-        if chain.is_empty() {
-            return Err("the key store holds no certificate".into());
-        }
+    /// The protocol versions ssl.enabled.protocols allows.
+    fn versions(&self) -> Vec<&'static rustls::SupportedProtocolVersion> {
         let mut versions = Vec::new();
         if self.tls13 {
             versions.push(&rustls::version::TLS13);
@@ -251,6 +265,17 @@ impl TlsSettings {
         if self.tls12 {
             versions.push(&rustls::version::TLS12);
         }
+        versions
+    }
+
+    /// A rustls server configuration from the stores as they are now.
+    pub fn build(&self) -> Result<Arc<ServerConfig>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (key, chain) = self.key_and_chain()?;
+        if chain.is_empty() {
+            return Err("the key store holds no certificate".into());
+        }
+        let versions = self.versions();
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
             .map_err(|e| format!("TLS protocol versions: {e}"))?;
@@ -273,6 +298,36 @@ impl TlsSettings {
         };
         let config = builder
             .with_single_cert(chain, key)
+            .map_err(|e| format!("the key store's key and certificate do not go together: {e}"))?;
+        Ok(Arc::new(config))
+    }
+
+    /// A rustls client configuration for this listener's peers (a broker connecting to
+    /// another broker's inter-broker listener, or a node to the quorum): it trusts the
+    /// trust store's certificates, presents the key store's, and checks the server's name
+    /// unless ssl.endpoint.identification.algorithm is empty.
+    pub fn build_client(&self) -> Result<Arc<ClientConfig>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let truststore = self.truststore.as_ref().ok_or(
+            "connecting to peers needs a trust store (ssl.truststore.location) to check their certificates against",
+        )?;
+        let roots = Arc::new(self.trust_roots(truststore)?);
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&self.versions())
+            .map_err(|e| format!("TLS protocol versions: {e}"))?;
+        let builder = if self.verify_hostname {
+            builder.with_root_certificates(roots)
+        } else {
+            let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| format!("cannot check server certificates: {e}"))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyNameVerifier(verifier)))
+        };
+        let (key, chain) = self.key_and_chain()?;
+        let config = builder
+            .with_client_auth_cert(chain, key)
             .map_err(|e| format!("the key store's key and certificate do not go together: {e}"))?;
         Ok(Arc::new(config))
     }
@@ -367,6 +422,55 @@ impl TlsSettings {
     }
 }
 
+/// Checks a server's certificate chain as WebPKI does but accepts it whatever host it
+/// names (ssl.endpoint.identification.algorithm empty).
+#[derive(Debug)]
+struct AnyNameVerifier(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyNameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
 fn private_key(pem: &str, password: Option<&str>) -> Result<PrivateKeyDer<'static>, String> {
     const ENCRYPTED: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
     if let Some(start) = pem.find(ENCRYPTED) {
@@ -396,25 +500,49 @@ fn private_key(pem: &str, password: Option<&str>) -> Result<PrivateKeyDer<'stati
 /// How often a connection may trigger a look at the stores' files.
 const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-struct Loaded {
-    config: Arc<ServerConfig>,
+struct Loaded<C> {
+    config: Arc<C>,
     modified: Vec<Option<SystemTime>>,
     checked_at: Instant,
 }
 
-/// A listener's TLS configuration, rebuilt when its store files change.
-pub struct ReloadingServerConfig {
+/// A TLS configuration (a listener's server side, or the client side its peers are
+/// reached with), rebuilt when its store files change.
+pub struct Reloading<C> {
     settings: TlsSettings,
-    loaded: Mutex<Loaded>,
+    build: fn(&TlsSettings) -> Result<Arc<C>, String>,
+    loaded: Mutex<Loaded<C>>,
 }
 
-impl ReloadingServerConfig {
+/// A listener's server side.
+pub type ReloadingServerConfig = Reloading<ServerConfig>;
+/// The client side of connections to a listener's peers.
+pub type ReloadingClientConfig = Reloading<ClientConfig>;
+
+impl Reloading<ServerConfig> {
     /// Loads the stores now: a broker does not start with a listener it cannot serve.
     pub fn new(settings: TlsSettings) -> Result<ReloadingServerConfig, String> {
+        Reloading::load(settings, TlsSettings::build)
+    }
+}
+
+impl Reloading<ClientConfig> {
+    /// Loads the stores now: a broker does not start unable to reach its peers.
+    pub fn client(settings: TlsSettings) -> Result<ReloadingClientConfig, String> {
+        Reloading::load(settings, TlsSettings::build_client)
+    }
+}
+
+impl<C> Reloading<C> {
+    fn load(
+        settings: TlsSettings,
+        build: fn(&TlsSettings) -> Result<Arc<C>, String>,
+    ) -> Result<Reloading<C>, String> {
         let modified = settings.files_modified();
-        let config = settings.build()?;
-        Ok(ReloadingServerConfig {
+        let config = build(&settings)?;
+        Ok(Reloading {
             settings,
+            build,
             loaded: Mutex::new(Loaded {
                 config,
                 modified,
@@ -428,22 +556,22 @@ impl ReloadingServerConfig {
     }
 
     /// The configuration for a new connection.
-    pub fn current(&self) -> Arc<ServerConfig> {
+    pub fn current(&self) -> Arc<C> {
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         if loaded.checked_at.elapsed() >= RELOAD_CHECK_INTERVAL {
             loaded.checked_at = Instant::now();
             let modified = self.settings.files_modified();
             if modified != loaded.modified {
-                match self.settings.build() {
+                match (self.build)(&self.settings) {
                     Ok(config) => {
                         tracing::info!(
-                            "TLS key or trust store changed: serving new connections with it"
+                            "TLS key or trust store changed: using it for new connections"
                         );
                         loaded.config = config;
                         loaded.modified = modified;
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "TLS key or trust store changed but does not load; still serving the previous one")
+                        tracing::warn!(%error, "TLS key or trust store changed but does not load; still using the previous one")
                     }
                 }
             }
@@ -649,5 +777,116 @@ mod tests {
             refused.contains("old JKS format") && refused.contains("keytool -importkeystore"),
             "{refused}"
         );
+    }
+
+    /// A CA and a function signing leaf certificates for `names` with it, as PEM
+    /// (key, certificate).
+    fn authority() -> (String, impl Fn(&str) -> (String, String)) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key).unwrap();
+        let pem = ca.pem();
+        let sign = move |name: &str| {
+            let leaf_key = rcgen::KeyPair::generate().unwrap();
+            let leaf = rcgen::CertificateParams::new(vec![name.to_string()])
+                .unwrap()
+                .signed_by(&leaf_key, &ca, &key)
+                .unwrap();
+            (leaf_key.serialize_pem(), leaf.pem())
+        };
+        (pem, sign)
+    }
+
+    fn node_settings(
+        ca: &str,
+        (key, cert): &(String, String),
+        extra: &[(&str, &str)],
+    ) -> TlsSettings {
+        let mut pairs = vec![
+            ("ssl.keystore.key", key.as_str()),
+            ("ssl.keystore.certificate.chain", cert.as_str()),
+            ("ssl.truststore.certificates", ca),
+            ("ssl.client.auth", "required"),
+        ];
+        pairs.extend_from_slice(extra);
+        settings(&pairs).unwrap()
+    }
+
+    /// Runs a TLS handshake in memory.
+    fn handshake(
+        client: Arc<ClientConfig>,
+        server: Arc<ServerConfig>,
+        host: &str,
+    ) -> Result<(), rustls::Error> {
+        let name = ServerName::try_from(host.to_string()).unwrap();
+        let mut client = rustls::ClientConnection::new(client, name)?;
+        let mut server = rustls::ServerConnection::new(server)?;
+        for _ in 0..10 {
+            let mut bytes = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut bytes).unwrap();
+            }
+            server.read_tls(&mut bytes.as_slice()).unwrap();
+            server.process_new_packets()?;
+            let mut bytes = Vec::new();
+            while server.wants_write() {
+                server.write_tls(&mut bytes).unwrap();
+            }
+            client.read_tls(&mut bytes.as_slice()).unwrap();
+            client.process_new_packets()?;
+            if !client.is_handshaking() && !server.is_handshaking() {
+                return Ok(());
+            }
+        }
+        Err(rustls::Error::General("the handshake did not finish".into()))
+    }
+
+    #[test]
+    fn peers_authenticate_each_other_with_the_stores_of_their_listener() {
+        let (ca, sign) = authority();
+        let node = node_settings(&ca, &sign("localhost"), &[]);
+        let server = node.build().unwrap();
+        let client = node.build_client().unwrap();
+        handshake(client.clone(), server.clone(), "localhost").unwrap();
+        // The certificate names localhost, not this host: refused unless the name check
+        // is off (ssl.endpoint.identification.algorithm empty).
+        assert!(handshake(client, server.clone(), "broker-7.example").is_err());
+        let lax = node_settings(
+            &ca,
+            &sign("localhost"),
+            &[("ssl.endpoint.identification.algorithm", "")],
+        );
+        handshake(lax.build_client().unwrap(), server.clone(), "broker-7.example").unwrap();
+        // A node whose certificate another CA signed is refused by the server, and
+        // refuses the server in turn.
+        let (other_ca, other_sign) = authority();
+        let stranger = node_settings(&other_ca, &other_sign("localhost"), &[]);
+        assert!(handshake(stranger.build_client().unwrap(), server, "localhost").is_err());
+        assert!(handshake(
+            node.build_client().unwrap(),
+            stranger.build().unwrap(),
+            "localhost"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn a_client_needs_a_trust_store_and_a_known_name_check() {
+        let (key, cert) = self_signed("localhost");
+        let no_trust = settings(&[
+            ("ssl.keystore.key", &key),
+            ("ssl.keystore.certificate.chain", &cert),
+        ])
+        .unwrap();
+        let error = no_trust.build_client().unwrap_err();
+        assert!(error.contains("ssl.truststore.location"), "{error}");
+        let error = settings(&[
+            ("ssl.keystore.key", &key),
+            ("ssl.keystore.certificate.chain", &cert),
+            ("ssl.endpoint.identification.algorithm", "dns"),
+        ])
+        .unwrap_err();
+        assert!(error.contains("ssl.endpoint.identification.algorithm dns"), "{error}");
     }
 }

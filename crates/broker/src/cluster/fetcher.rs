@@ -29,6 +29,7 @@ use strand_raft::state_machine::Published;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use super::inter_broker::InterBrokerSecurity;
 use crate::error_code;
 use crate::partition::Partition;
 use crate::replication_throttle::{names_replica, ReplicationThrottle};
@@ -72,6 +73,8 @@ pub struct Fetchers {
     by_leader: Mutex<HashMap<i32, Arc<LeaderFetcher>>>,
     /// follower.replication.throttled.rate, shared by every leader's fetcher.
     throttle: Arc<ReplicationThrottle>,
+    /// How connections to leaders are opened (TLS, SASL).
+    security: Arc<InterBrokerSecurity>,
 }
 
 impl Fetchers {
@@ -79,12 +82,14 @@ impl Fetchers {
         node_id: i32,
         metadata: watch::Receiver<Published>,
         throttle: Arc<ReplicationThrottle>,
+        security: Arc<InterBrokerSecurity>,
     ) -> Fetchers {
         Fetchers {
             node_id,
             metadata,
             by_leader: Mutex::new(HashMap::new()),
             throttle,
+            security,
         }
     }
 
@@ -129,6 +134,7 @@ impl Fetchers {
                 fetcher.clone(),
                 self.metadata.clone(),
                 self.throttle.clone(),
+                self.security.clone(),
             )));
         }
         fetcher.changed.notify_one();
@@ -204,6 +210,7 @@ async fn run(
     fetcher: Arc<LeaderFetcher>,
     metadata: watch::Receiver<Published>,
     throttle: Arc<ReplicationThrottle>,
+    security: Arc<InterBrokerSecurity>,
 ) {
     let mut connection: Option<Connection> = None;
     loop {
@@ -247,15 +254,22 @@ async fn run(
                 continue;
             }
         }
+        // A connection the leader closed (or whose SASL session is ending) is replaced.
+        if connection.as_ref().is_some_and(Connection::is_closed) {
+            connection = None;
+        }
         if connection.is_none() {
             let Some(address) = leader_address(&metadata, leader) else {
                 tokio::time::sleep(FETCH_BACKOFF).await;
                 continue;
             };
-            match Connection::connect_as(&address, 1, "strand-replica-fetcher").await {
+            match security
+                .connect(&address, 1, "strand-replica-fetcher")
+                .await
+            {
                 Ok(c) => connection = Some(c),
                 Err(error) => {
-                    tracing::debug!(leader, %error, "replica fetcher: cannot connect");
+                    tracing::debug!(leader, error = format!("{error:#}"), "replica fetcher: cannot connect");
                     tokio::time::sleep(FETCH_BACKOFF).await;
                     continue;
                 }

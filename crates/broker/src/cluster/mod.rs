@@ -9,6 +9,7 @@
 //! then stops.
 
 pub mod fetcher;
+pub mod inter_broker;
 pub mod lease;
 pub mod peers;
 
@@ -33,6 +34,7 @@ use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::partition::{IsrProposal, RoleChange};
 use fetcher::Fetchers;
+use inter_broker::InterBrokerSecurity;
 use lease::LeadershipLease;
 
 /// How long a request to the controller may take (retries included).
@@ -75,6 +77,8 @@ pub struct Cluster {
     /// Renewed by heartbeats: whether the image's leaderships are still this broker's.
     lease: LeadershipLease,
     fetchers: Fetchers,
+    /// How connections to peers are opened (the inter-broker listener's TLS and SASL).
+    pub inter_broker: Arc<InterBrokerSecurity>,
     shutting_down: AtomicBool,
     broker: Weak<Broker>,
 }
@@ -158,6 +162,9 @@ impl Cluster {
         let node_id = broker.node_id();
         let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
         let voters = quorum_config.voters.clone();
+        let inter_broker = Arc::new(
+            InterBrokerSecurity::from_config(&broker.config).map_err(anyhow::Error::msg)?,
+        );
         let quorum = QuorumNode::start(quorum_config).await?;
         let metadata = quorum.metadata.clone();
         let cluster = Arc::new(Cluster {
@@ -170,7 +177,13 @@ impl Cluster {
             reconciled: watch::Sender::new(Arc::new(MetadataImage::default())),
             reconciled_index: watch::Sender::new(0),
             lease: LeadershipLease::default(),
-            fetchers: Fetchers::new(node_id, metadata, broker.dynamic.follower_throttle.clone()),
+            fetchers: Fetchers::new(
+                node_id,
+                metadata,
+                broker.dynamic.follower_throttle.clone(),
+                inter_broker.clone(),
+            ),
+            inter_broker,
             shutting_down: AtomicBool::new(false),
             broker: Arc::downgrade(broker),
         });

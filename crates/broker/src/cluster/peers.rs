@@ -17,8 +17,6 @@ use super::Cluster;
 
 /// Requests in flight to one peer.
 const IN_FLIGHT_MAX: usize = 32;
-/// Opening a connection to a peer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 pub struct Peers {
@@ -52,12 +50,11 @@ impl Peers {
                 .with_context(|| format!("broker {node} is not registered"))?;
             format!("{}:{}", peer.host, peer.port)
         };
-        let connection = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            Connection::connect_as(&address, IN_FLIGHT_MAX, "strand-broker"),
-        )
-        .await
-        .with_context(|| format!("connecting to broker {node} at {address} timed out"))??;
+        let connection = cluster
+            .inter_broker
+            .connect(&address, IN_FLIGHT_MAX, "strand-broker")
+            .await
+            .with_context(|| format!("connecting to broker {node}"))?;
         let connection = Arc::new(connection);
         self.connections
             .lock()

@@ -2,6 +2,7 @@
 //! client's tokens (the bytes of SaslAuthenticate requests), answering a challenge, a
 //! success with the authenticated user, or a failure with the message Kafka sends.
 
+pub mod client;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;

@@ -74,12 +74,12 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         let key = hmac::Key::new(self.hmac_algorithm(), key);
         hmac::sign(&key, data).as_ref().to_vec()
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
         digest::digest(self.digest_algorithm(), data)
             .as_ref()
             .to_vec()
@@ -303,7 +303,7 @@ impl SaslExchange for ScramExchange {
 }
 
 /// A nonce of 32 random bytes, printable (base64 has no comma).
-fn server_nonce() -> String {
+pub(crate) fn server_nonce() -> String {
     let mut bytes = [0u8; 24];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)

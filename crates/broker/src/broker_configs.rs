@@ -524,6 +524,8 @@ fn set_listeners(config: &mut BrokerConfig, value: &str, props: &Properties) -> 
         .map(|names| names.split(',').map(str::trim).collect())
         .unwrap_or_default();
     config.listener_security_protocol_map = props.get("listener.security.protocol.map").cloned();
+    // A broker-only node lists no controller listener but connects with its protocol.
+    config.controller_listener_name = controller_names.first().map(|name| name.to_string());
     let mut listeners: Vec<ExtraListener> = Vec::new();
     for (name, address) in endpoints(value)? {
         if controller_names.contains(&name.as_str()) {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use strand_protocol::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
+use strand_security::tls::{ClientAuth, ReloadingClientConfig, ReloadingServerConfig, TlsSettings};
 use strand_security::SecurityProtocol;
 
 /// A listener besides the first (`listen`): its name, address and what it advertises.
@@ -51,6 +52,10 @@ pub struct BrokerConfig {
     pub listener_name: String,
     /// The other listeners of `listeners`, each on its own port.
     pub extra_listeners: Vec<ExtraListener>,
+    /// controller.listener.names (its first name): the listener of the quorum address;
+    /// mapped to SSL in listener.security.protocol.map, nodes talk over mutual TLS with
+    /// its ssl.* settings (`quorum_tls`).
+    pub controller_listener_name: Option<String>,
     /// listener.security.protocol.map, `NAME:PROTOCOL,...` (unset: PLAINTEXT, SSL,
     /// SASL_PLAINTEXT and SASL_SSL each name their own protocol, as Kafka's default).
     pub listener_security_protocol_map: Option<String>,
@@ -177,6 +182,7 @@ impl Default for BrokerConfig {
             advertise: None,
             listener_name: "PLAINTEXT".into(),
             extra_listeners: Vec::new(),
+            controller_listener_name: None,
             listener_security_protocol_map: None,
             security: Default::default(),
             authorizer_class_name: String::new(),
@@ -390,6 +396,7 @@ impl BrokerConfig {
         }
         let ms = std::time::Duration::from_millis;
         Ok(Some(crate::cluster::ClusterConfig {
+            quorum_tls: self.quorum_tls()?,
             broker_role: broker,
             controllers,
             quorum_listen,
@@ -402,6 +409,36 @@ impl BrokerConfig {
             }),
             raft_heartbeat_interval: ms(self.quorum_heartbeat_interval_ms.max(10)),
         }))
+    }
+
+    /// Mutual TLS between the nodes of the quorum, when the controller listener is mapped
+    /// to SSL: with that listener's ssl.* settings, each node presents its key store's
+    /// certificate and accepts only peers its trust store signs. A client certificate is
+    /// required whatever ssl.client.auth says: the quorum transport has no ACLs, so the
+    /// certificate is what makes a node a member (a deliberate difference from Kafka,
+    /// whose controllers authorize CLUSTER_ACTION).
+    pub fn quorum_tls(&self) -> Result<Option<strand_raft::network::QuorumTls>, String> {
+        let Some(name) = &self.controller_listener_name else {
+            return Ok(None);
+        };
+        match self.protocol_of(name)? {
+            SecurityProtocol::Plaintext => Ok(None),
+            SecurityProtocol::Ssl => {
+                let setting = |key: &str| self.security_setting(name, key);
+                let in_listener = |e: String| format!("controller listener {name}: {e}");
+                let mut settings = TlsSettings::from_config(&setting).map_err(in_listener)?;
+                settings.client_auth = ClientAuth::Required;
+                let client = ReloadingClientConfig::client(settings.clone()).map_err(in_listener)?;
+                let server = ReloadingServerConfig::new(settings).map_err(in_listener)?;
+                Ok(Some(strand_raft::network::QuorumTls {
+                    server: std::sync::Arc::new(server),
+                    client: std::sync::Arc::new(client),
+                }))
+            }
+            other => Err(format!(
+                "the controller listener {name} is {other}: Strand's quorum authenticates nodes with mutual TLS; map it to SSL (or PLAINTEXT)"
+            )),
+        }
     }
 
     /// max.connections, max.connections.per.ip and its overrides (host names resolved).

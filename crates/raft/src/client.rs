@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::network::Peer;
+use crate::network::{Peer, QuorumTls};
 use crate::rpc::{ControllerRequest, ControllerResponse, Request, Response};
 use crate::NodeId;
 
@@ -28,10 +28,11 @@ pub struct QuorumClient {
     /// heartbeat's deadline on one that is cut off.
     next: AtomicUsize,
     pool: Mutex<HashMap<NodeId, Vec<Peer>>>,
+    tls: Option<QuorumTls>,
 }
 
 impl QuorumClient {
-    pub fn new(controllers: BTreeMap<NodeId, String>) -> QuorumClient {
+    pub fn new(controllers: BTreeMap<NodeId, String>, tls: Option<QuorumTls>) -> QuorumClient {
         assert!(
             !controllers.is_empty(),
             "a cluster has at least one controller"
@@ -41,6 +42,7 @@ impl QuorumClient {
             leader_hint: Mutex::new(None),
             next: AtomicUsize::new(0),
             pool: Mutex::new(HashMap::new()),
+            tls,
         }
     }
 
@@ -50,7 +52,7 @@ impl QuorumClient {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&node)
             .and_then(Vec::pop)
-            .unwrap_or_else(|| Peer::new(self.controllers[&node].clone()))
+            .unwrap_or_else(|| Peer::new(self.controllers[&node].clone(), self.tls.clone()))
     }
 
     fn return_peer(&self, node: NodeId, peer: Peer) {

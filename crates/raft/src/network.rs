@@ -7,7 +7,11 @@
 //! (`REQUEST_MEMORY_BYTES`, reserved as bytes arrive), a deadline for each body, an idle
 //! timeout, and a connection limit at which the idlest connection is evicted, so a
 //! flood of idle sockets cannot lock out the peers (they talk every heartbeat).
-//! Authenticating peers comes with the security work.
+//!
+//! With [`QuorumTls`] (the controller listener mapped to SSL) every connection is mutual
+//! TLS: a node presents its certificate and accepts only peers whose certificates its
+//! trust store signs, in both directions, so a process without a member's certificate can
+//! neither vote, nor append to the metadata log, nor register as a broker.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +25,9 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
+use rustls_pki_types::ServerName;
+use strand_security::tls::{ReloadingClientConfig, ReloadingServerConfig};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use strand_protocol::connection_limits::{
@@ -50,21 +57,67 @@ const UNPOOLED_BYTES_PER_REQUEST: usize = 16 * 1024;
 /// A request's body must arrive within this long of its length.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Mutual TLS on the quorum transport: the server side requires a client certificate.
+#[derive(Clone)]
+pub struct QuorumTls {
+    pub server: Arc<ReloadingServerConfig>,
+    pub client: Arc<ReloadingClientConfig>,
+}
+
+impl std::fmt::Debug for QuorumTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QuorumTls")
+    }
+}
+
+/// The bytes of a quorum connection, in the clear or under TLS.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
+
 /// One connection to another node; reconnects lazily.
-#[derive(Debug)]
 pub struct Peer {
     address: String,
-    stream: Option<TcpStream>,
+    tls: Option<QuorumTls>,
+    stream: Option<Box<dyn Stream>>,
     last_used: tokio::time::Instant,
 }
 
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("address", &self.address)
+            .field("connected", &self.stream.is_some())
+            .finish()
+    }
+}
+
 impl Peer {
-    pub fn new(address: String) -> Peer {
+    pub fn new(address: String, tls: Option<QuorumTls>) -> Peer {
         Peer {
             address,
+            tls,
             stream: None,
             last_used: tokio::time::Instant::now(),
         }
+    }
+
+    /// Opens the connection: TCP, then the TLS handshake when the quorum uses TLS.
+    async fn connect(&self) -> std::io::Result<Box<dyn Stream>> {
+        let stream = TcpStream::connect(&self.address).await?;
+        stream.set_nodelay(true)?;
+        let Some(tls) = &self.tls else {
+            return Ok(Box::new(stream));
+        };
+        let host = self
+            .address
+            .rsplit_once(':')
+            .map_or(&*self.address, |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string()).map_err(std::io::Error::other)?;
+        let stream = tokio_rustls::TlsConnector::from(tls.client.current())
+            .connect(name, stream)
+            .await?;
+        Ok(Box::new(stream))
     }
 
     pub fn address(&self) -> &str {
@@ -86,9 +139,7 @@ impl Peer {
         let memory = RequestMemory::new(None, UNPOOLED_BYTES_PER_REQUEST);
         let result = tokio::time::timeout(timeout, async {
             if self.stream.is_none() {
-                let stream = TcpStream::connect(&self.address).await?;
-                stream.set_nodelay(true)?;
-                self.stream = Some(stream);
+                self.stream = Some(self.connect().await?);
             }
             let stream = self.stream.as_mut().expect("connected above");
             write_frame(stream, request).await?;
@@ -113,6 +164,7 @@ impl Peer {
 #[derive(Debug, Clone)]
 pub struct Network {
     pub contacts: Arc<FollowerContacts>,
+    pub tls: Option<QuorumTls>,
 }
 
 pub struct Connection {
@@ -127,7 +179,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
         Connection {
             target,
-            peer: Peer::new(node.addr.clone()),
+            peer: Peer::new(node.addr.clone(), self.tls.clone()),
             contacts: self.contacts.clone(),
         }
     }
@@ -213,7 +265,12 @@ impl RaftNetwork<TypeConfig> for Connection {
 }
 
 /// Answers Raft RPCs and broker requests on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, raft: Raft, service: Arc<ControllerService>) {
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    service: Arc<ControllerService>,
+    tls: Option<QuorumTls>,
+) {
     let limits = ConnectionLimits::new(ConnectionLimitsConfig::total_only(CONNECTIONS_MAX));
     let memory = Arc::new(RequestMemory::new(
         Some(REQUEST_MEMORY_BYTES),
@@ -237,12 +294,32 @@ pub async fn serve(listener: TcpListener, raft: Raft, service: Arc<ControllerSer
         };
         let _ = stream.set_nodelay(true);
         let (raft, service, memory) = (raft.clone(), service.clone(), memory.clone());
-        tokio::spawn(serve_connection(stream, slot, raft, service, memory));
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let stream: Box<dyn Stream> = match tls {
+                None => Box::new(stream),
+                Some(tls) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.current());
+                    match tokio::time::timeout(BODY_READ_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => Box::new(stream),
+                        Ok(Err(error)) => {
+                            tracing::info!(%peer, %error, "quorum listener: TLS handshake failed; closing");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::info!(%peer, "quorum listener: TLS handshake timed out; closing");
+                            return;
+                        }
+                    }
+                }
+            };
+            serve_connection(BufReader::new(stream), slot, raft, service, memory).await
+        });
     }
 }
 
 async fn serve_connection(
-    mut stream: TcpStream,
+    mut stream: BufReader<Box<dyn Stream>>,
     slot: ConnectionSlot,
     raft: Raft,
     service: Arc<ControllerService>,
@@ -250,8 +327,13 @@ async fn serve_connection(
 ) {
     loop {
         // Waits for the first byte of a request, bounded by the idle timeout and eviction.
+        // (Buffered: what fill_buf reads stays for read_frame, and under TLS the bytes
+        // may already be decrypted, where the socket's readiness would say nothing.)
         tokio::select! {
-            readable = stream.readable() => if readable.is_err() { return },
+            filled = stream.fill_buf() => match filled {
+                Ok(bytes) if !bytes.is_empty() => {}
+                _ => return,
+            },
             _ = tokio::time::sleep(IDLE_MAX) => return,
             _ = slot.activity.evicted() => return,
         }

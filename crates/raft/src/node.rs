@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::controller_service::{ControllerService, ServiceConfig};
 use crate::log_store::LogStore;
-use crate::network::Network;
+use crate::network::{Network, QuorumTls};
 use crate::quorum_state::FollowerContacts;
 use crate::state_machine::{Published, StateMachine};
 use crate::{NodeId, Raft};
@@ -32,6 +32,8 @@ pub struct QuorumConfig {
     pub service: ServiceConfig,
     /// Raft heartbeat interval; elections time out after 5 to 10 of them.
     pub heartbeat_interval: Duration,
+    /// Mutual TLS between nodes (None: the quorum talks in the clear).
+    pub tls: Option<QuorumTls>,
 }
 
 pub struct QuorumNode {
@@ -66,6 +68,7 @@ impl QuorumNode {
             Arc::new(raft_config),
             Network {
                 contacts: contacts.clone(),
+                tls: config.tls.clone(),
             },
             log_store,
             state_machine,
@@ -90,6 +93,7 @@ impl QuorumNode {
             listener,
             raft.clone(),
             service.clone(),
+            config.tls.clone(),
         ))];
         if voters.contains(&config.node_id) {
             if !raft.is_initialized().await? {

@@ -34,6 +34,7 @@ async fn start(id: u64, voters: &BTreeMap<u64, String>, root: &Path) -> QuorumNo
             preferred_leader_check: None,
         },
         heartbeat_interval: Duration::from_millis(50),
+        tls: None,
     })
     .await
     .unwrap()
@@ -75,7 +76,7 @@ async fn quorum_forms_fences_fails_over_and_recovers() {
     for id in 1..=3 {
         nodes.insert(id, start(id, &voters, root.path()).await);
     }
-    let client = QuorumClient::new(voters.clone());
+    let client = QuorumClient::new(voters.clone(), None);
     let incarnations: BTreeMap<i32, Uuid> = (1..=3).map(|id| (id, Uuid::new_v4())).collect();
     for (&id, &incarnation) in &incarnations {
         register(&client, &voters, id, incarnation).await;
@@ -190,7 +191,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
         },
         raft_address: address.clone(),
     };
-    let client = QuorumClient::new(voters.clone());
+    let client = QuorumClient::new(voters.clone(), None);
     client.request(register(1), TIMEOUT).await.unwrap();
 
     let mut oversized = Vec::new();
@@ -226,7 +227,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
     }
     // Long enough for the flood to count as idle, so a live peer may evict it.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let newcomer = QuorumClient::new(voters.clone());
+    let newcomer = QuorumClient::new(voters.clone(), None);
     newcomer
         .request(register(2), Duration::from_secs(5))
         .await
@@ -318,7 +319,7 @@ async fn create_topic(client: &QuorumClient, name: &str, partitions: i32) -> Con
 async fn large_and_concurrent_decisions_replay_to_one_image_on_every_node() {
     let root = tempfile::tempdir().unwrap();
     let (voters, nodes) = three_nodes(root.path()).await;
-    let client = std::sync::Arc::new(QuorumClient::new(voters.clone()));
+    let client = std::sync::Arc::new(QuorumClient::new(voters.clone(), None));
     let incarnations: BTreeMap<i32, Uuid> = (1..=3).map(|id| (id, Uuid::new_v4())).collect();
     for (&id, &incarnation) in &incarnations {
         register(&client, &voters, id, incarnation).await;
@@ -419,7 +420,7 @@ async fn large_and_concurrent_decisions_replay_to_one_image_on_every_node() {
 async fn an_answer_that_changes_nothing_waits_for_what_it_relied_on() {
     let root = tempfile::tempdir().unwrap();
     let (voters, nodes) = three_nodes(root.path()).await;
-    let client = std::sync::Arc::new(QuorumClient::new(voters.clone()));
+    let client = std::sync::Arc::new(QuorumClient::new(voters.clone(), None));
     for id in 1..=3 {
         let incarnation = Uuid::new_v4();
         register(&client, &voters, id, incarnation).await;
@@ -492,7 +493,12 @@ async fn a_request_reaches_the_quorum_past_a_frozen_controller_within_a_heartbea
         start(1, &voters, root.path()).await,
         start(3, &voters, root.path()).await,
     ];
-    assert_answers(&QuorumClient::new(voters.clone()), TIMEOUT, "the quorum").await;
+    assert_answers(
+        &QuorumClient::new(voters.clone(), None),
+        TIMEOUT,
+        "the quorum",
+    )
+    .await;
     // A broker's heartbeat has one session timeout; here 2 s. Before, a client without a
     // leader hint always tried the second controller first and gave that one attempt the
     // whole deadline, so a frozen controller there made every heartbeat fail (and the
@@ -510,7 +516,7 @@ async fn a_request_reaches_the_quorum_past_a_frozen_controller_within_a_heartbea
             };
             controllers.insert(id, address);
         }
-        let client = QuorumClient::new(controllers);
+        let client = QuorumClient::new(controllers, None);
         let what = format!("frozen controller {frozen_id}");
         assert_answers(&client, deadline, &what).await;
     }

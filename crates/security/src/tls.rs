@@ -839,7 +839,9 @@ mod tests {
                 return Ok(());
             }
         }
-        Err(rustls::Error::General("the handshake did not finish".into()))
+        Err(rustls::Error::General(
+            "the handshake did not finish".into(),
+        ))
     }
 
     #[test]
@@ -857,7 +859,12 @@ mod tests {
             &sign("localhost"),
             &[("ssl.endpoint.identification.algorithm", "")],
         );
-        handshake(lax.build_client().unwrap(), server.clone(), "broker-7.example").unwrap();
+        handshake(
+            lax.build_client().unwrap(),
+            server.clone(),
+            "broker-7.example",
+        )
+        .unwrap();
         // A node whose certificate another CA signed is refused by the server, and
         // refuses the server in turn.
         let (other_ca, other_sign) = authority();
@@ -887,6 +894,9 @@ mod tests {
             ("ssl.endpoint.identification.algorithm", "dns"),
         ])
         .unwrap_err();
-        assert!(error.contains("ssl.endpoint.identification.algorithm dns"), "{error}");
+        assert!(
+            error.contains("ssl.endpoint.identification.algorithm dns"),
+            "{error}"
+        );
     }
 }

@@ -269,7 +269,11 @@ async fn run(
             {
                 Ok(c) => connection = Some(c),
                 Err(error) => {
-                    tracing::debug!(leader, error = format!("{error:#}"), "replica fetcher: cannot connect");
+                    tracing::debug!(
+                        leader,
+                        error = format!("{error:#}"),
+                        "replica fetcher: cannot connect"
+                    );
                     tokio::time::sleep(FETCH_BACKOFF).await;
                     continue;
                 }

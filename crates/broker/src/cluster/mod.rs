@@ -23,6 +23,7 @@ use strand_log::TopicPartition;
 use strand_metadata::{ControllerCommand, ControllerReply, ItemResult, MetadataImage};
 use strand_raft::client::QuorumClient;
 use strand_raft::controller_service::ServiceConfig;
+use strand_raft::network::QuorumTls;
 use strand_raft::node::{QuorumConfig, QuorumNode};
 use strand_raft::quorum_state::QuorumDescription;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
@@ -61,6 +62,8 @@ pub struct ClusterConfig {
     pub leader_imbalance_check_interval: Option<Duration>,
     /// Raft heartbeat interval of the quorum.
     pub raft_heartbeat_interval: Duration,
+    /// Mutual TLS between nodes (the controller listener mapped to SSL).
+    pub quorum_tls: Option<QuorumTls>,
 }
 
 pub struct Cluster {
@@ -150,6 +153,7 @@ fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfi
             preferred_leader_check: config.leader_imbalance_check_interval,
         },
         heartbeat_interval: config.raft_heartbeat_interval,
+        tls: config.quorum_tls.clone(),
     }
 }
 
@@ -162,17 +166,17 @@ impl Cluster {
         let node_id = broker.node_id();
         let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
         let voters = quorum_config.voters.clone();
-        let inter_broker = Arc::new(
-            InterBrokerSecurity::from_config(&broker.config).map_err(anyhow::Error::msg)?,
-        );
+        let inter_broker =
+            Arc::new(InterBrokerSecurity::from_config(&broker.config).map_err(anyhow::Error::msg)?);
         let quorum = QuorumNode::start(quorum_config).await?;
+        let quorum_client = QuorumClient::new(voters, config.quorum_tls.clone());
         let metadata = quorum.metadata.clone();
         let cluster = Arc::new(Cluster {
             node_id,
             incarnation: Uuid::new_v4(),
             config,
             quorum: tokio::sync::Mutex::new(Some(quorum)),
-            client: QuorumClient::new(voters),
+            client: quorum_client,
             metadata: metadata.clone(),
             reconciled: watch::Sender::new(Arc::new(MetadataImage::default())),
             reconciled_index: watch::Sender::new(0),

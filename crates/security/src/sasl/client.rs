@@ -32,7 +32,10 @@ pub enum SaslClient {
     Scram(ScramClient),
     /// Kafka's unsecured login (OAuthBearerUnsecuredLoginCallbackHandler): an `alg` none
     /// token naming the principal.
-    OAuthBearerUnsecured { principal: String, sent: bool },
+    OAuthBearerUnsecured {
+        principal: String,
+        sent: bool,
+    },
 }
 
 /// How a broker logs in to its peers: a mechanism and the credentials its JAAS entry
@@ -91,11 +94,9 @@ impl SaslLogin {
     /// A new exchange.
     pub fn start(&self) -> SaslClient {
         match ScramMechanism::from_name(&self.mechanism) {
-            Some(mechanism) => SaslClient::Scram(ScramClient::new(
-                mechanism,
-                &self.username,
-                &self.password,
-            )),
+            Some(mechanism) => {
+                SaslClient::Scram(ScramClient::new(mechanism, &self.username, &self.password))
+            }
             None if self.mechanism == oauthbearer::MECHANISM => SaslClient::OAuthBearerUnsecured {
                 principal: self.username.clone(),
                 sent: false,
@@ -171,7 +172,10 @@ fn unsecured_token(principal: &str, now: SystemTime) -> String {
 enum ScramState {
     Start,
     /// Sent client-first; waiting for server-first.
-    SentFirst { nonce: String, bare: String },
+    SentFirst {
+        nonce: String,
+        bare: String,
+    },
     /// Sent client-final; waiting for the server's signature over `auth_message`.
     SentFinal {
         server_key: Vec<u8>,
@@ -234,14 +238,17 @@ impl ScramClient {
                 }
                 Ok(None)
             }
-            ScramState::Start | ScramState::Done => {
-                Err("SCRAM message out of turn".to_string())
-            }
+            ScramState::Start | ScramState::Done => Err("SCRAM message out of turn".to_string()),
         }
     }
 
     /// Answers server-first (`r=nonce,s=salt,i=iterations`) with the proof.
-    fn client_final(&mut self, nonce: &str, bare: &str, server_first: &str) -> Result<Vec<u8>, String> {
+    fn client_final(
+        &mut self,
+        nonce: &str,
+        bare: &str,
+        server_first: &str,
+    ) -> Result<Vec<u8>, String> {
         let mut combined = None;
         let mut salt = None;
         let mut iterations = None;
@@ -254,7 +261,9 @@ impl ScramClient {
             }
         }
         let (Some(combined), Some(salt), Some(iterations)) = (combined, salt, iterations) else {
-            return Err(format!("malformed SCRAM server-first message {server_first:?}"));
+            return Err(format!(
+                "malformed SCRAM server-first message {server_first:?}"
+            ));
         };
         if !combined.starts_with(nonce) || combined.len() == nonce.len() {
             return Err("the server's SCRAM nonce does not extend this client's".into());
@@ -329,12 +338,12 @@ mod tests {
     }
 
     fn login(mechanism: &str, jaas: &str) -> SaslLogin {
-        SaslLogin::from_login_module(mechanism, &crate::jaas::parse_single(jaas).unwrap())
-            .unwrap()
+        SaslLogin::from_login_module(mechanism, &crate::jaas::parse_single(jaas).unwrap()).unwrap()
     }
 
     fn scram_server(mechanism: ScramMechanism, password: &str) -> ScramExchange {
-        let credential = ScramCredential::from_password(mechanism, password, b"salt".to_vec(), 4096);
+        let credential =
+            ScramCredential::from_password(mechanism, password, b"salt".to_vec(), 4096);
         let stored = Stored(HashMap::from([("broker,1=".to_string(), credential)]));
         ScramExchange::new(mechanism, Arc::new(stored), false)
     }

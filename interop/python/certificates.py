@@ -54,3 +54,24 @@ def make_client_certificate(d, name, subject):
              "-subj", subject, cwd=d)
     _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
              "-out", f"{name}.pem", "-days", "2", "-extfile", "client.ext", cwd=d)
+
+
+def make_authority(d, name):
+    """Another CA, `<name>.pem` with its key `<name>.key` (a stranger to make_certificates')."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem",
+             "-days", "2", "-subj", f"/CN={name}", cwd=d)
+
+
+def make_node_certificate(d, name, subject, ca="ca"):
+    """A cluster node's certificate for localhost and 127.0.0.1, signed by `ca` (make_certificates'
+    by default), good as a server's and as a client's (nodes present it to each other): its
+    key store in the clear, `<name>-keystore.pem`."""
+    with open(os.path.join(d, "node.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.plain.key", "-out", f"{name}.csr",
+             "-subj", subject, cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
+             "-out", f"{name}.pem", "-days", "2", "-extfile", "node.ext", cwd=d)
+    with open(os.path.join(d, f"{name}-keystore.pem"), "w") as out:
+        out.write(open(os.path.join(d, f"{name}.plain.key")).read())
+        out.write(open(os.path.join(d, f"{name}.pem")).read())

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""An authenticated cluster, configured as Kafka's server.properties configures one:
+three nodes whose controller listener is SSL (the quorum over mutual TLS), whose
+inter-broker listener is SASL_SSL (brokers log in to each other with
+sasl.mechanism.inter.broker.protocol) and whose clients come in on another SASL_SSL
+listener, with ACLs on and only `User:admin` and the brokers' own user as super users.
+
+- The nodes form the quorum and register; an RF=3 topic with min.insync.replicas=2 takes
+  acks=all writes from an idempotent librdkafka producer and every replica joins the ISR,
+  which needs followers that fetch over TLS and authenticate as the brokers' user (with
+  ACLs on, anyone else is refused CLUSTER_ACTION). Everything is read back, also after the
+  leader of a partition is killed.
+- With SCRAM-SHA-512 between brokers (--inter-broker-mechanism), the brokers' credential
+  is created with AlterUserScramCredentials after the cluster formed: replication starts
+  once it is in the metadata log.
+- A fourth node whose certificate another CA signed never joins: the members refuse its
+  TLS handshake, so it neither registers nor receives the metadata log. A client without a
+  certificate is refused by the quorum port too.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "../python"))
+from certificates import make_authority, make_certificates, make_node_certificate  # noqa: E402
+from cluster import fail, free_port, log, until  # noqa: E402
+
+BIN = os.path.abspath(os.environ.get("STRAND_BIN", "target/release/strand"))
+COUNT = 3000
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+BROKER_SECRET = "broker-secret"
+
+
+def properties(d, node, ports, voters, mechanism, keystore, truststore, roles="broker,controller"):
+    internal, client, controller = ports
+    listeners = [f"INTERNAL://127.0.0.1:{internal}", f"CLIENT://127.0.0.1:{client}",
+                 f"CONTROLLER://127.0.0.1:{controller}"]
+    if mechanism == "PLAIN":
+        internal_jaas = (f'{PLAIN_MODULE} required username="broker" password="{BROKER_SECRET}" '
+                         f'user_broker="{BROKER_SECRET}";')
+    else:
+        internal_jaas = f'{SCRAM_MODULE} required username="broker" password="{BROKER_SECRET}";'
+    lines = [
+        f"process.roles={roles}",
+        f"node.id={node}",
+        f"controller.quorum.voters={voters}",
+        f"listeners={','.join(listeners)}",
+        f"advertised.listeners=INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{client}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=INTERNAL",
+        "listener.security.protocol.map=INTERNAL:SASL_SSL,CLIENT:SASL_SSL,CONTROLLER:SSL",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={keystore}",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={truststore}",
+        f"listener.name.internal.sasl.enabled.mechanisms={mechanism}",
+        f"sasl.mechanism.inter.broker.protocol={mechanism}",
+        f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config={internal_jaas}",
+        "listener.name.client.sasl.enabled.mechanisms=PLAIN",
+        f'listener.name.client.plain.sasl.jaas.config={PLAIN_MODULE} required user_admin="admin-secret";',
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:admin;User:broker",
+        f"log.dirs={d}/n{node}",
+        "offsets.topic.replication.factor=3",
+        "transaction.state.log.replication.factor=3",
+    ]
+    path = os.path.join(d, f"n{node}.properties")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def client_settings(d, bootstrap):
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+            "ssl.ca.location": os.path.join(d, "ca.pem"), "sasl.mechanisms": "PLAIN",
+            "sasl.username": "admin", "sasl.password": "admin-secret", "log_level": 2}
+
+
+def start(d, node, path):
+    out = open(os.path.join(d, f"n{node}.log"), "a")
+    env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=off"))
+    return subprocess.Popen([BIN, "serve", "--config", path], stdout=out, stderr=out, env=env)
+
+
+def quorum_refuses_a_client_without_a_certificate(d, port):
+    context = ssl.create_default_context(cafile=os.path.join(d, "ca.pem"))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(b"\x00\x00\x00\x02{}")
+                answer = tls.recv(4)
+    except (ssl.SSLError, ConnectionError, socket.timeout) as error:
+        log(f"the quorum port refused a client without a certificate: {error.__class__.__name__}")
+        return
+    if answer:
+        fail(f"the quorum port answered a client without a certificate: {answer!r}")
+    log("the quorum port closed the connection of a client without a certificate")
+
+
+def produce(producer, topic, first, count):
+    acked = []
+    failed = []
+
+    def report(error, message):
+        (failed if error else acked).append(error or message.offset())
+
+    for n in range(first, first + count):
+        producer.produce(topic, key=str(n).encode(), value=f"v{n}".encode(), callback=report)
+        if n % 500 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    if failed or len(acked) != count:
+        fail(f"{len(acked)} of {count} acknowledged; failures: {failed[:3]}")
+
+
+def read_all(settings, topic, partitions, expected):
+    consumer = Consumer(dict(settings, **{"group.id": f"reader-{time.time()}", "auto.offset.reset": "earliest",
+                                          "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = set()
+    deadline = time.time() + 90
+    while len(seen) < expected and time.time() < deadline:
+        message = consumer.poll(1)
+        if message is None or message.error():
+            continue
+        seen.add(int(message.key()))
+    consumer.close()
+    if len(seen) != expected:
+        fail(f"read {len(seen)} distinct records of {expected}")
+
+
+def full_isr(admin, topic, partitions):
+    described = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return len(described) == partitions and all(len(p.isrs) == 3 for p in described.values())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--inter-broker-mechanism", default="PLAIN", choices=["PLAIN", "SCRAM-SHA-512"])
+    mechanism = parser.parse_args().inter_broker_mechanism
+    d = tempfile.mkdtemp(prefix="strand-secure-cluster-")
+    make_certificates(d, "unused")
+    for node in (1, 2, 3):
+        make_node_certificate(d, f"node{node}", f"/O=Strand/CN=node{node}")
+    make_authority(d, "stranger-ca")
+    make_node_certificate(d, "node4", "/O=Strand/CN=node4", ca="stranger-ca")
+    with open(os.path.join(d, "both-cas.pem"), "w") as f:
+        f.write(open(os.path.join(d, "ca.pem")).read() + open(os.path.join(d, "stranger-ca.pem")).read())
+    ports = {node: (free_port(), free_port(), free_port()) for node in (1, 2, 3, 4)}
+    voters = ",".join(f"{node}@127.0.0.1:{ports[node][2]}" for node in (1, 2, 3))
+    procs = {}
+    try:
+        for node in (1, 2, 3):
+            path = properties(d, node, ports[node], voters, mechanism, os.path.join(d, f"node{node}-keystore.pem"),
+                              os.path.join(d, "ca.pem"))
+            procs[node] = start(d, node, path)
+        bootstrap = ",".join(f"127.0.0.1:{ports[node][1]}" for node in (1, 2, 3))
+        settings = client_settings(d, bootstrap)
+        admin = AdminClient(settings)
+        until("three registered brokers", lambda: sorted(admin.list_topics(timeout=5).brokers) == [1, 2, 3])
+        log(f"three nodes formed the quorum over mutual TLS (inter-broker SASL_SSL with {mechanism})")
+        if mechanism.startswith("SCRAM"):
+            upsert = UserScramCredentialUpsertion("broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                                  BROKER_SECRET.encode())
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(30)
+            log("the brokers' SCRAM-SHA-512 credential is in the metadata log")
+        topic = "secured"
+        admin.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+        producer = Producer(dict(settings, **{"acks": "all", "enable.idempotence": True}))
+        produce(producer, topic, 0, COUNT)
+        log(f"{COUNT} records acknowledged by acks=all with min.insync.replicas=2")
+        until("every replica in the ISR", lambda: full_isr(admin, topic, 3))
+        log("every partition's ISR holds all three brokers: followers fetch over SASL_SSL as User:broker")
+        read_all(settings, topic, 3, COUNT)
+        log(f"read all {COUNT} records back")
+
+        quorum_refuses_a_client_without_a_certificate(d, ports[1][2])
+        stranger = properties(d, 4, ports[4], voters, mechanism, os.path.join(d, "node4-keystore.pem"),
+                              os.path.join(d, "both-cas.pem"), roles="broker")
+        procs[4] = start(d, 4, stranger)
+        time.sleep(8)
+        brokers = sorted(admin.list_topics(timeout=5).brokers)
+        if brokers != [1, 2, 3]:
+            fail(f"a node with a stranger's certificate joined: brokers {brokers}")
+        refusals = sum(open(os.path.join(d, f"n{node}.log")).read().count("TLS handshake failed")
+                       for node in (1, 2, 3))
+        if refusals == 0:
+            fail("no member logged refusing the stranger's handshake")
+        log(f"a node with another CA's certificate never registered (members refused {refusals} handshakes)")
+        procs.pop(4).kill()
+
+        leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+        procs[leader].send_signal(signal.SIGKILL)
+        procs[leader].wait(10)
+        log(f"killed node {leader}, the leader of {topic}-0")
+        produce(producer, topic, COUNT, 500)
+        read_all(settings, topic, 3, COUNT + 500)
+        log(f"after the kill: 500 more acknowledged and all {COUNT + 500} read back")
+        procs[leader] = start(d, leader, os.path.join(d, f"n{leader}.properties"))
+        until("the restarted node back in every ISR", lambda: full_isr(admin, topic, 3), timeout=90)
+        log(f"node {leader} restarted and caught up over SASL_SSL")
+    finally:
+        for proc in procs.values():
+            proc.kill()
+    for node in (1, 2, 3, 4):
+        path = os.path.join(d, f"n{node}.log")
+        if os.path.exists(path) and "panicked" in open(path).read():
+            fail(f"node {node} panicked; logs in {d}")
+    log("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,12 @@ a librdkafka producer with that client id, producing as fast as it can for 20 s,
 within 10% of 1 MiB/s and told its throttle time (throttle_cb), while a producer with
 another client id running alongside is not held back. Removing the quota frees the client.
 
+controller_mutation_rate=1 (partitions a second, KIP-599) for client id "mutator": Kafka's
+kafka-topics (Java admin client, CreateTopics v7) creates a topic of 30 partitions (the
+bucket of 11 goes below zero), and the next creation fails with Kafka's
+ThrottlingQuotaExceededException once its retry would outlast default.api.timeout.ms;
+another client id creates topics meanwhile.
+
 Runs its own broker (STRAND_BIN, default target/release/strand); needs the jars of
 interop/kafka/fetch.sh.
 """
@@ -103,7 +109,31 @@ def main():
                           "--entity-type", "clients", "--entity-name", "slow")
             described = kafka_configs(bootstrap, "--describe", "--entity-type", "clients", "--entity-name", "slow")
             check("producer_byte_rate" not in described, "kafka-configs --delete-config removes the quota")
+            controller_mutation_rate(bootstrap, d)
     print("PASS quotas")
+
+
+def kafka_topics_create(bootstrap, d, client_id, topic, partitions):
+    config = os.path.join(d, f"{client_id}.properties")
+    with open(config, "w") as f:
+        f.write(f"client.id={client_id}\nrequest.timeout.ms=5000\ndefault.api.timeout.ms=5000\n")
+    return subprocess.run([KAFKA_CLI, "kafka-topics", "--bootstrap-server", bootstrap, "--command-config", config,
+                           "--create", "--topic", topic, "--partitions", str(partitions)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def controller_mutation_rate(bootstrap, d):
+    kafka_configs(bootstrap, "--alter", "--add-config", "controller_mutation_rate=1",
+                  "--entity-type", "clients", "--entity-name", "mutator")
+    first = kafka_topics_create(bootstrap, d, "mutator", "mutated-1", 30)
+    check(first.returncode == 0, f"kafka-topics creates 30 partitions from a full bucket ({first.stderr.strip()[-300:]})")
+    second = kafka_topics_create(bootstrap, d, "mutator", "mutated-2", 1)
+    output = second.stdout + second.stderr
+    check(second.returncode != 0 and "ThrottlingQuotaExceededException" in output
+          and "The throttling quota has been exceeded." in output,
+          f"the next creation fails with Kafka's ThrottlingQuotaExceededException ({output.strip()[-300:]})")
+    other = kafka_topics_create(bootstrap, d, "other-admin", "unthrottled", 30)
+    check(other.returncode == 0, f"another client id is not held back ({other.stderr.strip()[-300:]})")
 
 
 if __name__ == "__main__":

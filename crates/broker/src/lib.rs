@@ -28,6 +28,7 @@ pub mod partition;
 pub mod producer_ids;
 pub mod quotas;
 pub mod replication_throttle;
+pub mod request_quota;
 pub mod router;
 pub mod scram_credentials;
 pub mod server;

@@ -15,6 +15,7 @@ use strand_protocol::{
 use crate::api;
 use crate::broker::Broker;
 use crate::net::RequestContext;
+use crate::request_quota;
 
 /// What the connection does after a request.
 pub enum Outcome {
@@ -55,6 +56,32 @@ pub async fn route(
             request.api_key
         ));
     }
+    // request_percentage: the handler's busy time counts against the client's quota.
+    let quota = if request_quota::times_itself(&request) || request_quota::is_exempt(&request) {
+        None
+    } else {
+        let client_id = request.header.client_id.as_deref().unwrap_or("");
+        broker.request_quota(context, client_id)
+    };
+    let Some(quota) = quota else {
+        return dispatch(broker, request, context).await;
+    };
+    let api_key = request.api_key;
+    let (outcome, busy) = request_quota::timed(dispatch(broker, request, context)).await;
+    let throttle_ms = broker.record_request_time(quota, busy);
+    if throttle_ms == 0 {
+        return outcome;
+    }
+    context.throttle.mute_for(throttle_ms);
+    request_quota::with_throttle_time(outcome, api_key, version, throttle_ms)
+}
+
+/// Hands a served request to its API's handler.
+async fn dispatch(
+    broker: &Arc<Broker>,
+    request: ParsedRequest,
+    context: &RequestContext,
+) -> Outcome {
     match request.api_key {
         ApiKey::Produce => api::produce::handle(broker, request, context).await,
         ApiKey::Fetch => api::fetch::handle(broker, request, context).await,

@@ -379,3 +379,185 @@ async fn an_address_over_its_connection_creation_rate_is_closed() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_another_is_not() {
+    let broker = start_with(|_| {}).await;
+    let mut admin = TcpStream::connect(broker.address).await.unwrap();
+    common::metadata(&mut admin, "busy-topic", 1).await;
+    // A ten-thousandth of a percent of a thread: any request's time is over it.
+    let answer = alter(
+        &mut admin,
+        vec![entry(
+            &[("client-id", Some("busy"))],
+            &[("request_percentage", Some(0.0001))],
+        )],
+        false,
+    )
+    .await;
+    assert!(answer.entries.iter().all(|e| e.error_code == 0));
+    // Metadata (throttle time first in the body), Fetch (answered in parts) and Produce
+    // (throttle time after the partitions, set by its handler) all carry it; the throttle
+    // is at most one window (1 s).
+    let mut busy = TcpStream::connect(broker.address).await.unwrap();
+    let metadata: kafka_protocol::messages::MetadataResponse = call_from(
+        &mut busy,
+        "busy",
+        ApiKey::Metadata,
+        12,
+        &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
+    )
+    .await;
+    assert!(
+        (1..=1_000).contains(&metadata.throttle_time_ms),
+        "{}",
+        metadata.throttle_time_ms
+    );
+    assert!(!metadata.brokers.is_empty(), "the answer itself is whole");
+    let fetched: FetchResponse = call_from(
+        &mut busy,
+        "busy",
+        ApiKey::Fetch,
+        12,
+        &fetch_request("busy-topic", 0, 0),
+    )
+    .await;
+    assert!(
+        (1..=1_000).contains(&fetched.throttle_time_ms),
+        "{}",
+        fetched.throttle_time_ms
+    );
+    let produced: ProduceResponse = call_from(
+        &mut busy,
+        "busy",
+        ApiKey::Produce,
+        9,
+        &produce_request("busy-topic", 0, 1, b"v"),
+    )
+    .await;
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    assert!(
+        (1..=1_000).contains(&produced.throttle_time_ms),
+        "{}",
+        produced.throttle_time_ms
+    );
+    // Another client is not held back.
+    let mut calm = TcpStream::connect(broker.address).await.unwrap();
+    let metadata: kafka_protocol::messages::MetadataResponse = call_from(
+        &mut calm,
+        "calm",
+        ApiKey::Metadata,
+        12,
+        &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
+    )
+    .await;
+    assert_eq!(metadata.throttle_time_ms, 0);
+}
+
+#[tokio::test]
+async fn a_client_over_its_controller_mutation_rate_is_refused_new_topics_as_on_kafka() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+        TopicName,
+    };
+    const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
+    let broker = start_with(|_| {}).await;
+    let mut admin = TcpStream::connect(broker.address).await.unwrap();
+    // One partition a second: a bucket of 11.
+    let answer = alter(
+        &mut admin,
+        vec![entry(
+            &[("client-id", Some("creator"))],
+            &[("controller_mutation_rate", Some(1.0))],
+        )],
+        false,
+    )
+    .await;
+    assert!(answer.entries.iter().all(|e| e.error_code == 0));
+    let topic = |name: &str, partitions: i32| {
+        CreatableTopic::default()
+            .with_name(TopicName(text(name)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+    };
+    let create = |version: i16, topics: Vec<CreatableTopic>| {
+        let address = broker.address;
+        async move {
+            // A fresh connection each time: a throttled one is muted for the throttle.
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            let response: CreateTopicsResponse = call_from(
+                &mut stream,
+                "creator",
+                ApiKey::CreateTopics,
+                version,
+                &CreateTopicsRequest::default()
+                    .with_topics(topics)
+                    .with_timeout_ms(10_000),
+            )
+            .await;
+            response
+        }
+    };
+    // An invalid topic costs nothing; 10 then 5 partitions are created (the bucket was
+    // not empty before either), and then the bucket is below zero: refused, with the
+    // time until it is back at zero.
+    let answer = create(
+        7,
+        vec![
+            topic("bad name!", 50),
+            topic("m1", 10),
+            topic("m2", 5),
+            topic("m3", 1),
+        ],
+    )
+    .await;
+    let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![17, 0, 0, THROTTLING_QUOTA_EXCEEDED],
+        "{answer:?}"
+    );
+    assert_eq!(
+        answer.topics[3].error_message.as_deref(),
+        Some("The throttling quota has been exceeded.")
+    );
+    assert!(
+        (3_000..=4_000).contains(&answer.throttle_time_ms),
+        "{}",
+        answer.throttle_time_ms
+    );
+    // Before v6 the quota is permissive: created, and throttled.
+    let answer = create(5, vec![topic("m4", 2)]).await;
+    assert_eq!(answer.topics[0].error_code, 0, "{answer:?}");
+    assert!(answer.throttle_time_ms > 0);
+    // Deleting counts too.
+    let mut stream = TcpStream::connect(broker.address).await.unwrap();
+    let deleted: DeleteTopicsResponse = call_from(
+        &mut stream,
+        "creator",
+        ApiKey::DeleteTopics,
+        6,
+        &DeleteTopicsRequest::default()
+            .with_topics(vec![
+                DeleteTopicState::default().with_name(Some(TopicName(text("m1"))))
+            ])
+            .with_timeout_ms(10_000),
+    )
+    .await;
+    assert_eq!(deleted.responses[0].error_code, THROTTLING_QUOTA_EXCEEDED);
+    assert!(deleted.throttle_time_ms > 0);
+    // Another client is not held back.
+    let mut other = TcpStream::connect(broker.address).await.unwrap();
+    let response: CreateTopicsResponse = call_from(
+        &mut other,
+        "other",
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![topic("o1", 20)]),
+    )
+    .await;
+    assert_eq!(response.topics[0].error_code, 0);
+    assert_eq!(response.throttle_time_ms, 0);
+}

@@ -11,6 +11,7 @@ use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::net::RequestContext;
+use crate::quotas::MutationQuota;
 use crate::router::{decode, respond, Outcome};
 
 pub async fn handle(
@@ -37,6 +38,10 @@ pub async fn handle(
         .filter(|t| !seen.insert(t.name.as_str()))
         .map(|t| t.name.as_str().to_string())
         .collect();
+    // controller_mutation_rate (KIP-599): strict from v3, counted per topic once valid.
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let strict = request.header.request_api_version >= 3;
+    let mut quota = broker.mutation_quota(context, client_id, strict);
     let mut results = Vec::with_capacity(body.topics.len());
     for (topic, alterable) in body.topics.iter().zip(alterable) {
         let name = topic.name.as_str();
@@ -53,9 +58,7 @@ pub async fn handle(
         } else {
             match check_assignments(broker, topic) {
                 Ok(()) => {
-                    broker
-                        .add_partitions(name, topic.count, body.validate_only)
-                        .await
+                    add_partitions(broker, name, topic.count, body.validate_only, &mut quota).await
                 }
                 Err(error) => Err(error),
             }
@@ -68,10 +71,30 @@ pub async fn handle(
                 .with_error_message(error.message.map(str_bytes)),
         });
     }
+    context.throttle.mute_for(quota.throttle_ms());
     respond(
         &request,
-        &CreatePartitionsResponse::default().with_results(results),
+        &CreatePartitionsResponse::default()
+            .with_results(results)
+            .with_throttle_time_ms(quota.throttle_ms() as i32),
     )
+}
+
+/// Grows `name` to `count` partitions, the new ones counted against `quota` once the
+/// change is valid.
+async fn add_partitions(
+    broker: &Arc<Broker>,
+    name: &str,
+    count: i32,
+    validate_only: bool,
+    quota: &mut MutationQuota,
+) -> Result<(), ApiError> {
+    if quota.is_bounded() {
+        broker.add_partitions(name, count, true).await?;
+        let current = broker.topic(name).map_or(count, |topic| topic.partitions);
+        broker.admit_mutation(quota, count - current)?;
+    }
+    broker.add_partitions(name, count, validate_only).await
 }
 
 fn check_assignments(

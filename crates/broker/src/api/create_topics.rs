@@ -15,6 +15,7 @@ use crate::authorization::AclOperation;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::net::RequestContext;
+use crate::quotas::MutationQuota;
 use crate::router::{decode, respond, Outcome};
 use crate::topic_config::effective_topic_configs;
 
@@ -54,6 +55,10 @@ pub async fn handle(
         .filter(|t| !seen.insert(t.name.as_str().to_string()))
         .map(|t| t.name.as_str().to_string())
         .collect();
+    // controller_mutation_rate (KIP-599): strict from v6, counted per topic once valid.
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let strict = request.header.request_api_version >= 6;
+    let mut quota = broker.mutation_quota(context, client_id, strict);
     let mut results = Vec::with_capacity(body.topics.len());
     for (index, topic) in body.topics.into_iter().enumerate() {
         let name = topic.name.as_str().to_string();
@@ -70,7 +75,7 @@ pub async fn handle(
                 "Authorization failed.",
             ))
         } else {
-            create_one(broker, &topic, body.validate_only).await
+            create_one(broker, &topic, body.validate_only, &mut quota).await
         };
         // What Kafka answers: the replication factor asked for, that of the assignment
         // given, or default.replication.factor.
@@ -120,9 +125,12 @@ pub async fn handle(
                 .with_replication_factor(-1),
         });
     }
+    context.throttle.mute_for(quota.throttle_ms());
     respond(
         &request,
-        &CreateTopicsResponse::default().with_topics(results),
+        &CreateTopicsResponse::default()
+            .with_topics(results)
+            .with_throttle_time_ms(quota.throttle_ms() as i32),
     )
 }
 
@@ -130,6 +138,7 @@ async fn create_one(
     broker: &Arc<Broker>,
     topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
     validate_only: bool,
+    quota: &mut MutationQuota,
 ) -> Result<crate::topics::TopicInfo, ApiError> {
     let mut partitions = topic.num_partitions;
     let mut replication_factor = topic.replication_factor;
@@ -200,14 +209,20 @@ async fn create_one(
         };
         configs.insert(config.name.as_str().to_string(), value.as_str().to_string());
     }
-    broker
-        .create_topic(
+    let create = |validate_only: bool| {
+        broker.create_topic(
             topic.name.as_str(),
             partitions,
             replication_factor,
-            assignments,
-            configs,
+            assignments.clone(),
+            configs.clone(),
             validate_only,
         )
-        .await
+    };
+    if quota.is_bounded() {
+        // Kafka counts a topic's partitions once it is valid, validate_only or not.
+        let valid = create(true).await?;
+        broker.admit_mutation(quota, valid.partitions)?;
+    }
+    create(validate_only).await
 }

@@ -38,6 +38,10 @@ pub async fn handle(
             .iter()
             .map(|t| (t.name.as_ref().map(|n| n.as_str().to_string()), t.topic_id)),
     );
+    // controller_mutation_rate (KIP-599): strict from v5, a topic's partitions counted.
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let strict = request.header.request_api_version >= 5;
+    let mut quota = broker.mutation_quota(context, client_id, strict);
     let mut results = Vec::with_capacity(targets.len());
     for (name, id) in targets {
         let mut name = name;
@@ -69,18 +73,29 @@ pub async fn handle(
             }
         });
         let result = match resolved {
-            Ok(resolved) => broker
-                .delete_topic(&resolved)
-                .await
-                .map_err(|error| error.code),
+            Ok(resolved) => {
+                let partitions = broker.topic(&resolved).map_or(0, |topic| topic.partitions);
+                match broker.admit_mutation(&mut quota, partitions) {
+                    Ok(()) => broker.delete_topic(&resolved).await,
+                    Err(error) => Err(error),
+                }
+                .map_err(|error| error.code)
+            }
             Err(code) => Err(code),
         };
         let (code, topic_id, name) = match result {
             Ok(topic) => (error_code::NONE, topic.id, Some(topic.name)),
             Err(code) => (code, id, name),
         };
-        let message = (code == error_code::UNKNOWN_TOPIC_OR_PARTITION)
-            .then(|| str_bytes("This server does not host this topic-partition."));
+        let message = match code {
+            error_code::UNKNOWN_TOPIC_OR_PARTITION => {
+                Some(str_bytes("This server does not host this topic-partition."))
+            }
+            error_code::THROTTLING_QUOTA_EXCEEDED => {
+                Some(str_bytes("The throttling quota has been exceeded."))
+            }
+            _ => None,
+        };
         results.push(
             DeletableTopicResult::default()
                 .with_name(name.as_deref().map(topic_name))
@@ -89,8 +104,11 @@ pub async fn handle(
                 .with_error_message(message),
         );
     }
+    context.throttle.mute_for(quota.throttle_ms());
     respond(
         &request,
-        &DeleteTopicsResponse::default().with_responses(results),
+        &DeleteTopicsResponse::default()
+            .with_responses(results)
+            .with_throttle_time_ms(quota.throttle_ms() as i32),
     )
 }

@@ -54,7 +54,7 @@ pub async fn handle(
         request.body.len() as f64,
     );
     context.throttle.mute_for(throttle_ms);
-    let throttle_ms = throttle_ms as i32;
+    let request_quota = broker.request_quota(context, client_id);
     // Kafka's checks: WRITE on the transactional id (else every partition fails with
     // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic.
     let authorization = broker.authorization(context);
@@ -69,6 +69,7 @@ pub async fn handle(
     };
     // Append everything first; then wait for every flush-before-ack partition's sync at
     // once, so partitions' syncs overlap instead of queueing one behind another.
+    let appending = std::time::Instant::now();
     let mut results: Vec<(usize, i32, AppendResult, Pending)> = Vec::new();
     for (topic_index, topic) in body.topic_data.iter().enumerate() {
         let resolved = if version >= 13 {
@@ -113,6 +114,12 @@ pub async fn handle(
             results.push((topic_index, data.index, result, pending));
         }
     }
+    // The appends are this request's busy time (request_percentage; request_quota.rs).
+    let request_throttle_ms = request_quota.map_or(0, |quota| {
+        broker.record_request_time(quota, appending.elapsed())
+    });
+    context.throttle.mute_for(request_throttle_ms);
+    let throttle_ms = throttle_ms.max(request_throttle_ms) as i32;
     let topic_meta: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid)> = body
         .topic_data
         .iter()

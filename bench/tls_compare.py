@@ -8,6 +8,12 @@ first; medians over runs and Strand/Kafka ratios are printed as a Markdown table
 
     bench/tls_compare.py                 # 3 runs of 1,000,000 records of 1 KiB
     bench/tls_compare.py --runs 1 --records 200000
+    bench/tls_compare.py --shape w1      # bench/compare.py's W1 and W4 over TLS
+
+--shape w1 runs the shape of bench/compare.py's W1 (6 partitions, 1 KiB records, acks=1,
+maximum throughput, ProducerPerformance with its default client settings) and W4 (the
+topic just written consumed from the page cache) over the SSL listeners: what
+compare.py measures in the clear, here over TLS on both brokers.
 """
 import argparse
 import os
@@ -110,7 +116,12 @@ def stop(process):
         process.kill()
 
 
-def perf_phases(pid, bootstrap, topic, records, size, client_config=None):
+# The producer settings of each shape: tuned batches, or the tools' defaults (compare.py's W1).
+PRODUCER_SETTINGS = {"batches": ["linger.ms=5", "batch.size=262144"], "w1": []}
+PARTITIONS = {"batches": 1, "w1": 6}
+
+
+def perf_phases(pid, bootstrap, topic, records, size, client_config=None, shape="batches"):
     """Kafka's ProducerPerformance then ConsumerPerformance on `topic`: MB/s (as the tools
     print it) and the broker's (`pid`) CPU seconds per GiB of each phase."""
     config = ["--command-config", client_config] if client_config else []
@@ -118,7 +129,7 @@ def perf_phases(pid, bootstrap, topic, records, size, client_config=None):
     before = cpu_seconds(pid)
     out = tool("kafka-producer-perf-test", "--topic", topic, "--num-records", records, "--record-size", size,
                "--throughput", -1, *config, "--producer-props",
-               f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5", "batch.size=262144")
+               f"bootstrap.servers={bootstrap}", "acks=1", *PRODUCER_SETTINGS[shape])
     produce_cpu = cpu_seconds(pid) - before
     last = [line for line in out.splitlines() if "records sent" in line][-1]
     produce_mb = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
@@ -133,7 +144,7 @@ def perf_phases(pid, bootstrap, topic, records, size, client_config=None):
             "consume MB/s": consume_mb, "consume broker CPU s/GiB": consume_cpu / gib}
 
 
-def one_run(kind, records, size, certs):
+def one_run(kind, records, size, certs, shape):
     work = Path(tempfile.mkdtemp(prefix=f"tls-{kind}-"))
     plain_port, ssl_port = free_port(True), free_port()
     process = (start_strand if kind == "strand" else start_kafka)(work, certs, plain_port, ssl_port)
@@ -145,36 +156,38 @@ def one_run(kind, records, size, certs):
             f"ssl.truststore.location={certs}/ca.pem",
         ]) + "\n")
         tool("kafka-topics", "--bootstrap-server", f"127.0.0.1:{plain_port}", "--create", "--topic", "tls",
-             "--partitions", "1")
+             "--partitions", PARTITIONS[shape])
         # run-kafka.sh execs java: its pid is the broker's.
-        return perf_phases(process.pid, f"127.0.0.1:{ssl_port}", "tls", records, size, client)
+        return perf_phases(process.pid, f"127.0.0.1:{ssl_port}", "tls", records, size, client, shape)
     finally:
         stop(process)
         shutil.rmtree(work, ignore_errors=True)
 
 
-def perf_arguments(doc):
-    """--runs, --records and --size, as the side-by-side scripts take them."""
+def perf_arguments(doc, shapes=False):
+    """--runs, --records and --size, as the side-by-side scripts take them (and --shape)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=1024)
+    if shapes:
+        parser.add_argument("--shape", choices=sorted(PRODUCER_SETTINGS), default="batches")
     return parser.parse_args()
 
 
 def main():
-    args = perf_arguments(__doc__)
+    args = perf_arguments(__doc__, shapes=True)
     results = {"strand": [], "kafka": []}
     with tempfile.TemporaryDirectory() as certs:
         certificates.make_certificates(certs, "unused")
         for run in range(args.runs):
             order = ["strand", "kafka"] if run % 2 == 0 else ["kafka", "strand"]
             for kind in order:
-                result = one_run(kind, args.records, args.size, Path(certs))
+                result = one_run(kind, args.records, args.size, Path(certs), args.shape)
                 print(f"run {run + 1} {kind}: {result}", file=sys.stderr)
                 results[kind].append(result)
     higher_is_better = {"produce MB/s", "consume MB/s"}
-    print(f"| metric | Strand | Kafka | Strand/Kafka |\n|---|---:|---:|---:|")
+    print("| metric | Strand | Kafka | Strand/Kafka |\n|---|---:|---:|---:|")
     for metric in results["strand"][0]:
         strand = statistics.median(r[metric] for r in results["strand"])
         kafka = statistics.median(r[metric] for r in results["kafka"])

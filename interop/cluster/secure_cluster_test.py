@@ -15,7 +15,10 @@ listener, with ACLs on and only `User:admin` and the brokers' own user as super 
   once it is in the metadata log.
 - A fourth node whose certificate another CA signed never joins: the members refuse its
   TLS handshake, so it neither registers nor receives the metadata log. A client without a
-  certificate is refused by the quorum port too.
+  certificate is refused by the quorum port too, and a peer with a wrong password by the
+  inter-broker listener.
+- The inter-broker listener ends SASL sessions after connections.max.reauth.ms (5 s): the
+  followers' connections are replaced before their sessions end, and the ISR stays full.
 """
 
 import argparse
@@ -70,6 +73,7 @@ def properties(d, node, ports, voters, mechanism, keystore, truststore, roles="b
         f"listener.name.internal.sasl.enabled.mechanisms={mechanism}",
         f"sasl.mechanism.inter.broker.protocol={mechanism}",
         f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config={internal_jaas}",
+        "listener.name.internal.connections.max.reauth.ms=5000",
         "listener.name.client.sasl.enabled.mechanisms=PLAIN",
         f'listener.name.client.plain.sasl.jaas.config={PLAIN_MODULE} required user_admin="admin-secret";',
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -143,6 +147,22 @@ def read_all(settings, topic, partitions, expected):
         fail(f"read {len(seen)} distinct records of {expected}")
 
 
+def inter_broker_listener_refuses_a_wrong_password(d, port, mechanism):
+    from confluent_kafka import KafkaError
+    errors = []
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": os.path.join(d, "ca.pem"), "sasl.mechanisms": mechanism,
+                         "sasl.username": "broker", "sasl.password": "guess", "group.id": "intruder",
+                         "log_level": 0, "error_cb": errors.append})
+    deadline = time.time() + 15
+    while time.time() < deadline and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        consumer.poll(0.5)
+    consumer.close()
+    if not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        fail(f"a peer with a wrong password on the inter-broker listener was not refused: {errors}")
+    log("the inter-broker listener refuses a peer with a wrong password")
+
+
 def full_isr(admin, topic, partitions):
     described = admin.list_topics(topic, timeout=10).topics[topic].partitions
     return len(described) == partitions and all(len(p.isrs) == 3 for p in described.values())
@@ -190,6 +210,13 @@ def main():
         log(f"read all {COUNT} records back")
 
         quorum_refuses_a_client_without_a_certificate(d, ports[1][2])
+        inter_broker_listener_refuses_a_wrong_password(d, ports[1][0], mechanism)
+        # Past the sessions' lifetime (5 s): replication went on over new connections.
+        time.sleep(6)
+        if not full_isr(admin, topic, 3):
+            fail("the ISR shrank across the inter-broker sessions' lifetime")
+        produce(producer, topic, COUNT, 10)
+        log("past the inter-broker sessions' lifetime the ISR is full and acks=all goes on")
         stranger = properties(d, 4, ports[4], voters, mechanism, os.path.join(d, "node4-keystore.pem"),
                               os.path.join(d, "both-cas.pem"), roles="broker")
         procs[4] = start(d, 4, stranger)
@@ -208,9 +235,9 @@ def main():
         procs[leader].send_signal(signal.SIGKILL)
         procs[leader].wait(10)
         log(f"killed node {leader}, the leader of {topic}-0")
-        produce(producer, topic, COUNT, 500)
-        read_all(settings, topic, 3, COUNT + 500)
-        log(f"after the kill: 500 more acknowledged and all {COUNT + 500} read back")
+        produce(producer, topic, COUNT + 10, 500)
+        read_all(settings, topic, 3, COUNT + 510)
+        log(f"after the kill: 500 more acknowledged and all {COUNT + 510} read back")
         procs[leader] = start(d, leader, os.path.join(d, f"n{leader}.properties"))
         until("the restarted node back in every ISR", lambda: full_isr(admin, topic, 3), timeout=90)
         log(f"node {leader} restarted and caught up over SASL_SSL")

@@ -8,7 +8,7 @@ and -512) listeners.
 Kafka's own kafka-acls manages the ACLs as the super user (--producer and --consumer
 conveniences, prefixed patterns, --transactional-id, --cluster, --list, --remove) and is
 refused as an ordinary user. Then, over each of the five ways to authenticate, librdkafka
-(confluent-kafka) as alice, who has ACLs, produces, runs a transaction, consumes in her
+(confluent-kafka, and kcat) as alice, who has ACLs, produces, runs a transaction, consumes in her
 group (fetch, join, commit), creates a topic under her prefix and describes configs; as
 bob, who has none, each of those is refused with Kafka's code (TOPIC_, GROUP_,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and Metadata leaves the topic out. kafka-python,
@@ -142,6 +142,27 @@ def consume(bootstrap, settings, group, wanted):
     return got, error
 
 
+def kcat(bootstrap, settings, *args, stdin=None):
+    """kcat (librdkafka's command-line client) with `settings` as -X properties."""
+    properties = [a for key, value in settings.items()
+                  for a in ("-X", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
+    return subprocess.run(["kcat", "-b", bootstrap, *properties, *args], input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+def kcat_matrix(method, bootstrap, alice, bob, suffix):
+    """kcat as alice produces and reads back a record; as bob it is refused."""
+    value = f"{suffix}-kcat"
+    produced = kcat(bootstrap, alice, "-P", "-t", TOPIC, stdin=value + "\n")
+    check(produced.returncode == 0, f"{method}, kcat as alice produces ({produced.stderr.strip()[-300:]})")
+    read = kcat(bootstrap, alice, "-C", "-t", TOPIC, "-o", "beginning", "-e", "-q")
+    check(read.returncode == 0 and value in read.stdout.split(),
+          f"{method}, kcat as alice reads it back ({read.stderr.strip()[-300:]})")
+    refused = kcat(bootstrap, bob, "-P", "-t", TOPIC, stdin=value + "\n")
+    check(refused.returncode != 0 and "Topic authorization failed" in refused.stderr,
+          f"{method}, kcat as bob is refused: Topic authorization failed ({refused.stderr.strip()[-300:]})")
+
+
 def refused_with(code, action, name):
     """Runs `action`, which must raise Kafka's `code`."""
     try:
@@ -200,6 +221,7 @@ def authorization_matrix(method, bootstrap, alice, bob):
     _, error = consume(bootstrap, alice, f"other-group-{suffix}", ["-"])
     check(error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED,
           f"{method}, alice in a group without an ACL: GROUP_AUTHORIZATION_FAILED ({error})")
+    kcat_matrix(method, bootstrap, alice, bob, suffix)
 
 
 def kafka_python(bootstrap):

@@ -15,8 +15,9 @@ listener, with ACLs on and only `User:admin` and the brokers' own user as super 
   once it is in the metadata log.
 - A fourth node whose certificate another CA signed never joins: the members refuse its
   TLS handshake, so it neither registers nor receives the metadata log. A client without a
-  certificate is refused by the quorum port too, and a peer with a wrong password by the
-  inter-broker listener.
+  certificate is refused by the quorum port too, and so is a client certificate of the
+  cluster's own CA (User:alice is not a super user); a peer with a wrong password is refused
+  by the inter-broker listener.
 - The inter-broker listener ends SASL sessions after connections.max.reauth.ms (5 s): the
   followers' connections are replaced before their sessions end, and the ISR stays full.
 """
@@ -70,6 +71,9 @@ def properties(d, node, ports, voters, mechanism, keystore, truststore, roles="b
         f"ssl.keystore.location={keystore}",
         "ssl.truststore.type=PEM",
         f"ssl.truststore.location={truststore}",
+        # Node certificates say O=Strand,CN=broker: the brokers' principal, a super user
+        # (with ACLs on, the quorum admits super users only).
+        "listener.name.controller.ssl.principal.mapping.rules=RULE:^CN=([^,]+),O=Strand$/$1/,DEFAULT",
         f"listener.name.internal.sasl.enabled.mechanisms={mechanism}",
         f"sasl.mechanism.inter.broker.protocol={mechanism}",
         f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config={internal_jaas}",
@@ -100,19 +104,24 @@ def start(d, node, path):
     return subprocess.Popen([BIN, "serve", "--config", path], stdout=out, stderr=out, env=env)
 
 
-def quorum_refuses_a_client_without_a_certificate(d, port):
+def quorum_refuses(d, port, certificate=None):
+    """A client of the quorum port without a certificate, or with `certificate` (a name of
+    the test CA's certificates), is refused."""
+    who = f"a client with the certificate {certificate}" if certificate else "a client without a certificate"
     context = ssl.create_default_context(cafile=os.path.join(d, "ca.pem"))
+    if certificate:
+        context.load_cert_chain(os.path.join(d, f"{certificate}.pem"), os.path.join(d, f"{certificate}.plain.key"))
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 tls.sendall(b"\x00\x00\x00\x02{}")
                 answer = tls.recv(4)
     except (ssl.SSLError, ConnectionError, socket.timeout) as error:
-        log(f"the quorum port refused a client without a certificate: {error.__class__.__name__}")
+        log(f"the quorum port refused {who}: {error.__class__.__name__}")
         return
     if answer:
-        fail(f"the quorum port answered a client without a certificate: {answer!r}")
-    log("the quorum port closed the connection of a client without a certificate")
+        fail(f"the quorum port answered {who}: {answer!r}")
+    log(f"the quorum port closed the connection of {who}")
 
 
 def produce(producer, topic, first, count):
@@ -175,9 +184,9 @@ def main():
     d = tempfile.mkdtemp(prefix="strand-secure-cluster-")
     make_certificates(d, "unused")
     for node in (1, 2, 3):
-        make_node_certificate(d, f"node{node}", f"/O=Strand/CN=node{node}")
+        make_node_certificate(d, f"node{node}", "/O=Strand/CN=broker")
     make_authority(d, "stranger-ca")
-    make_node_certificate(d, "node4", "/O=Strand/CN=node4", ca="stranger-ca")
+    make_node_certificate(d, "node4", "/O=Strand/CN=broker", ca="stranger-ca")
     with open(os.path.join(d, "both-cas.pem"), "w") as f:
         f.write(open(os.path.join(d, "ca.pem")).read() + open(os.path.join(d, "stranger-ca.pem")).read())
     ports = {node: (free_port(), free_port(), free_port()) for node in (1, 2, 3, 4)}
@@ -209,7 +218,9 @@ def main():
         read_all(settings, topic, 3, COUNT)
         log(f"read all {COUNT} records back")
 
-        quorum_refuses_a_client_without_a_certificate(d, ports[1][2])
+        quorum_refuses(d, ports[1][2])
+        # alice's certificate (CN=alice, the cluster's CA): trusted, but not a super user.
+        quorum_refuses(d, ports[1][2], certificate="client")
         inter_broker_listener_refuses_a_wrong_password(d, ports[1][0], mechanism)
         # Past the sessions' lifetime (5 s): replication went on over new connections.
         time.sleep(6)

@@ -413,10 +413,11 @@ impl BrokerConfig {
 
     /// Mutual TLS between the nodes of the quorum, when the controller listener is mapped
     /// to SSL: with that listener's ssl.* settings, each node presents its key store's
-    /// certificate and accepts only peers its trust store signs. A client certificate is
-    /// required whatever ssl.client.auth says: the quorum transport has no ACLs, so the
-    /// certificate is what makes a node a member (a deliberate difference from Kafka,
-    /// whose controllers authorize CLUSTER_ACTION).
+    /// certificate and accepts only peers its trust store signs and, with ACLs on, whose
+    /// principal (through ssl.principal.mapping.rules) is in super.users. A client
+    /// certificate is required whatever ssl.client.auth says: the quorum transport carries
+    /// the metadata log itself, so the certificate is what makes a node a member (Kafka's
+    /// controllers instead authorize CLUSTER_ACTION per request).
     pub fn quorum_tls(&self) -> Result<Option<strand_raft::network::QuorumTls>, String> {
         let Some(name) = &self.controller_listener_name else {
             return Ok(None);
@@ -433,6 +434,12 @@ impl BrokerConfig {
                 Ok(Some(strand_raft::network::QuorumTls {
                     server: std::sync::Arc::new(server),
                     client: std::sync::Arc::new(client),
+                    // With ACLs on, only super users: a peer may write anything to the
+                    // metadata log (ACLs, credentials), so a client certificate from the
+                    // same CA must not make a member.
+                    members: self
+                        .authorizer()
+                        .map(|authorizer| std::sync::Arc::new(authorizer.super_users)),
                 }))
             }
             other => Err(format!(

@@ -60,7 +60,7 @@ pub async fn route(
     let quota = if request_quota::times_itself(&request) || request_quota::is_exempt(&request) {
         None
     } else {
-        let client_id = request.header.client_id.as_deref().unwrap_or("");
+        let client_id = request.client_id();
         broker.request_quota(context, client_id)
     };
     let Some(quota) = quota else {

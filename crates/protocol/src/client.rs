@@ -34,6 +34,15 @@ pub struct Connection {
     in_flight: Arc<Semaphore>,
     /// From when the connection counts as closed (a SASL session about to expire).
     retire_at: std::sync::OnceLock<std::time::Instant>,
+    /// The task reading responses: stopped when the connection is dropped, so the stream
+    /// closes then (a split TLS stream stays open while either half lives).
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 /// The requests waiting for their responses, and whether the connection closed (set by
@@ -79,7 +88,7 @@ impl Connection {
     ) -> Connection {
         let waiters: Arc<std::sync::Mutex<Waiters>> = Arc::default();
         let pending = waiters.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             loop {
                 let frame = async {
                     let size = reader.read_i32().await? as usize;
@@ -116,6 +125,7 @@ impl Connection {
             waiters,
             in_flight: Arc::new(Semaphore::new(in_flight_max)),
             retire_at: std::sync::OnceLock::new(),
+            reader: reader.abort_handle(),
         }
     }
 
@@ -245,4 +255,39 @@ pub fn decode_response<Resp: Decodable>(
         );
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_connection_closes_its_stream() {
+        let (ours, mut theirs) = tokio::io::duplex(1024);
+        let (reader, writer) = tokio::io::split(ours);
+        let connection = Connection::over(Box::pin(reader), Box::pin(writer), 1, "test");
+        drop(connection);
+        let mut buffer = [0u8; 1];
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(10), theirs.read(&mut buffer))
+                .await
+                .expect("the peer sees the end of the stream");
+        assert_eq!(read.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_retired_connection_counts_as_closed() {
+        let (ours, _theirs) = tokio::io::duplex(1024);
+        let (reader, writer) = tokio::io::split(ours);
+        let connection = Connection::over(Box::pin(reader), Box::pin(writer), 1, "test");
+        connection.retire_after(std::time::Duration::from_secs(3600));
+        assert!(!connection.is_closed());
+        let connection = {
+            let (ours, _theirs) = tokio::io::duplex(1024);
+            let (reader, writer) = tokio::io::split(ours);
+            Connection::over(Box::pin(reader), Box::pin(writer), 1, "test")
+        };
+        connection.retire_after(std::time::Duration::ZERO);
+        assert!(connection.is_closed());
+    }
 }

@@ -35,6 +35,11 @@ pub struct ParsedRequest {
 }
 
 impl ParsedRequest {
+    /// The client id of the request header (empty when the client sent none).
+    pub fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+
     /// The request without its body and with the header's strings copied out (decoded
     /// strings are slices of the frame): what an answer that waits keeps, so the frame
     /// (up to socket.request.max.bytes) is freed at once.

@@ -13,6 +13,7 @@
 //! trust store signs, in both directions, so a process without a member's certificate can
 //! neither vote, nor append to the metadata log, nor register as a broker.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,8 +26,8 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
-use rustls_pki_types::ServerName;
-use strand_security::tls::{ReloadingClientConfig, ReloadingServerConfig};
+use strand_security::tls::{server_name_of, ReloadingClientConfig, ReloadingServerConfig};
+use strand_security::KafkaPrincipal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -56,12 +57,37 @@ const REQUEST_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 const UNPOOLED_BYTES_PER_REQUEST: usize = 16 * 1024;
 /// A request's body must arrive within this long of its length.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A TLS handshake must be done within this long of the connection.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Mutual TLS on the quorum transport: the server side requires a client certificate.
 #[derive(Clone)]
 pub struct QuorumTls {
     pub server: Arc<ReloadingServerConfig>,
     pub client: Arc<ReloadingClientConfig>,
+    /// The principals (`User:NAME`, from a certificate's subject through the listener's
+    /// ssl.principal.mapping.rules) accepted as peers: super.users when ACLs are on, since
+    /// a peer may write anything to the metadata log; None (ACLs off): any certificate
+    /// the trust store signs.
+    pub members: Option<Arc<BTreeSet<String>>>,
+}
+
+impl QuorumTls {
+    /// Whether the peer at the other end of a finished handshake is a member.
+    fn admit(&self, stream: &tokio_rustls::server::TlsStream<TcpStream>) -> Result<(), String> {
+        let Some(members) = &self.members else {
+            return Ok(());
+        };
+        let principal: KafkaPrincipal = self
+            .server
+            .settings()
+            .principal_of(stream.get_ref().1.peer_certificates())?;
+        if members.contains(&principal.to_string()) {
+            Ok(())
+        } else {
+            Err(format!("{principal} is not in super.users"))
+        }
+    }
 }
 
 impl std::fmt::Debug for QuorumTls {
@@ -108,12 +134,7 @@ impl Peer {
         let Some(tls) = &self.tls else {
             return Ok(Box::new(stream));
         };
-        let host = self
-            .address
-            .rsplit_once(':')
-            .map_or(&*self.address, |(h, _)| h);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let name = ServerName::try_from(host.to_string()).map_err(std::io::Error::other)?;
+        let name = server_name_of(&self.address).map_err(std::io::Error::other)?;
         let stream = tokio_rustls::TlsConnector::from(tls.client.current())
             .connect(name, stream)
             .await?;
@@ -298,24 +319,39 @@ pub async fn serve(
         tokio::spawn(async move {
             let stream: Box<dyn Stream> = match tls {
                 None => Box::new(stream),
-                Some(tls) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.current());
-                    match tokio::time::timeout(BODY_READ_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => Box::new(stream),
-                        Ok(Err(error)) => {
-                            tracing::info!(%peer, %error, "quorum listener: TLS handshake failed; closing");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::info!(%peer, "quorum listener: TLS handshake timed out; closing");
-                            return;
-                        }
+                Some(tls) => match accept(&tls, stream, &slot).await {
+                    Ok(stream) => Box::new(stream),
+                    Err(refusal) => {
+                        tracing::info!(%peer, %refusal, "quorum listener: peer refused; closing");
+                        return;
                     }
-                }
+                },
             };
             serve_connection(BufReader::new(stream), slot, raft, service, memory).await
         });
     }
+}
+
+/// The TLS handshake of a new connection and the member check, bounded, and given up
+/// when the slot is evicted (a flood of silent handshakes holds no more sockets than the
+/// connection limit).
+async fn accept(
+    tls: &QuorumTls,
+    stream: TcpStream,
+    slot: &ConnectionSlot,
+) -> Result<tokio_rustls::server::TlsStream<TcpStream>, String> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.current());
+    let stream = tokio::select! {
+        accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => match accepted {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return Err(format!("TLS handshake failed: {error}")),
+            Err(_) => return Err("TLS handshake timed out".into()),
+        },
+        _ = slot.activity.evicted() => return Err("evicted during its TLS handshake".into()),
+    };
+    tls.admit(&stream)?;
+    slot.activity.touch();
+    Ok(stream)
 }
 
 async fn serve_connection(

@@ -279,23 +279,28 @@ impl TlsSettings {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
             .map_err(|e| format!("TLS protocol versions: {e}"))?;
-        let builder = match (&self.truststore, self.client_auth) {
-            (Some(truststore), ClientAuth::Required | ClientAuth::Requested) => {
-                let roots = Arc::new(self.trust_roots(truststore)?);
-                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
-                let verifier = if self.client_auth == ClientAuth::Requested {
-                    verifier.allow_unauthenticated()
-                } else {
-                    verifier
-                };
-                builder.with_client_cert_verifier(
-                    verifier
-                        .build()
-                        .map_err(|e| format!("cannot check client certificates: {e}"))?,
-                )
-            }
-            _ => builder.with_no_client_auth(),
-        };
+        let builder =
+            match (&self.truststore, self.client_auth) {
+                (Some(truststore), ClientAuth::Required | ClientAuth::Requested) => {
+                    let roots = Arc::new(self.trust_roots(truststore)?);
+                    let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
+                    let verifier = if self.client_auth == ClientAuth::Requested {
+                        verifier.allow_unauthenticated()
+                    } else {
+                        verifier
+                    };
+                    builder.with_client_cert_verifier(
+                        verifier
+                            .build()
+                            .map_err(|e| format!("cannot check client certificates: {e}"))?,
+                    )
+                }
+                (None, ClientAuth::Required | ClientAuth::Requested) => return Err(
+                    "checking client certificates needs a trust store (ssl.truststore.location)"
+                        .into(),
+                ),
+                (_, ClientAuth::None) => builder.with_no_client_auth(),
+            };
         let config = builder
             .with_single_cert(chain, key)
             .map_err(|e| format!("the key store's key and certificate do not go together: {e}"))?;
@@ -420,6 +425,15 @@ impl TlsSettings {
             self.principal_mapper.name_for(&subject)?,
         ))
     }
+}
+
+/// The name a client checks a server's certificate against: the host of `host:port` (an
+/// IPv6 address without its brackets).
+pub fn server_name_of(address: &str) -> Result<ServerName<'static>, String> {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host} is not a host name or address: {e}"))
 }
 
 /// Checks a server's certificate chain as WebPKI does but accepts it whatever host it
@@ -876,6 +890,15 @@ mod tests {
             "localhost"
         )
         .is_err());
+    }
+
+    #[test]
+    fn server_names_of_addresses() {
+        let name = |address: &str| server_name_of(address).unwrap().to_str().into_owned();
+        assert_eq!(name("127.0.0.1:9092"), "127.0.0.1");
+        assert_eq!(name("broker-1.example:9092"), "broker-1.example");
+        assert_eq!(name("[::1]:9092"), "::1");
+        assert!(server_name_of("bad host!:9092").is_err());
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub async fn handle(
             .map(|t| (t.name.as_ref().map(|n| n.as_str().to_string()), t.topic_id)),
     );
     // controller_mutation_rate (KIP-599): strict from v5, a topic's partitions counted.
-    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let client_id = request.client_id();
     let strict = request.header.request_api_version >= 5;
     let mut quota = broker.mutation_quota(context, client_id, strict);
     let mut results = Vec::with_capacity(targets.len());

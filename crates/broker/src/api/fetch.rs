@@ -208,7 +208,7 @@ pub async fn handle(
     // as on Kafka, the answer holds nothing (and is not counted), carries the throttle
     // time, and the connection waits it out. Its session learns nothing from it.
     if follower.is_none() {
-        let client_id = request.header.client_id.as_deref().unwrap_or("");
+        let client_id = request.client_id();
         let bytes = responses
             .iter()
             .map(|(_, out)| out.records.len())

@@ -46,7 +46,7 @@ pub async fn handle(
         .map(|id| id.as_str().to_string());
     // The client's producer_byte_rate quota counts the request's bytes; over it, the
     // answer carries the throttle time and the connection waits it out.
-    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let client_id = request.client_id();
     let throttle_ms = broker.record_quota(
         context,
         client_id,

@@ -18,11 +18,10 @@ use kafka_protocol::messages::{
     SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use rustls_pki_types::ServerName;
 use strand_protocol::client::Connection;
 use strand_security::jaas;
 use strand_security::sasl::client::SaslLogin;
-use strand_security::tls::{ReloadingClientConfig, TlsSettings};
+use strand_security::tls::{server_name_of, ReloadingClientConfig, TlsSettings};
 use tokio::net::TcpStream;
 
 use crate::config::BrokerConfig;
@@ -124,9 +123,7 @@ impl InterBrokerSecurity {
             .await
             .with_context(|| format!("connecting to {address}"))?;
         stream.set_nodelay(true)?;
-        let host = host_of(address);
-        let server_name = ServerName::try_from(host.to_string())
-            .with_context(|| format!("{host} is not a host name or address"))?;
+        let server_name = server_name_of(address).map_err(anyhow::Error::msg)?;
         let stream = tokio_rustls::TlsConnector::from(tls.current())
             .connect(server_name, stream)
             .await
@@ -197,22 +194,9 @@ impl InterBrokerSecurity {
     }
 }
 
-/// The host of `host:port` (an IPv6 address without its brackets).
-fn host_of(address: &str) -> &str {
-    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hosts_of_addresses() {
-        assert_eq!(host_of("127.0.0.1:9092"), "127.0.0.1");
-        assert_eq!(host_of("broker-1.example:9092"), "broker-1.example");
-        assert_eq!(host_of("[::1]:9092"), "::1");
-    }
 
     #[test]
     fn a_sasl_inter_broker_listener_needs_a_mechanism_strand_logs_in_with() {

@@ -21,6 +21,9 @@ const IN_FLIGHT_MAX: usize = 32;
 #[derive(Default)]
 pub struct Peers {
     connections: Mutex<HashMap<i32, Arc<Connection>>>,
+    /// One connection attempt per peer at a time: callers that find none open wait for
+    /// the one being opened instead of each logging in on its own.
+    connecting: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -31,16 +34,31 @@ impl std::fmt::Debug for Peers {
 }
 
 impl Peers {
-    async fn connection(&self, cluster: &Cluster, node: i32) -> anyhow::Result<Arc<Connection>> {
-        if let Some(open) = self
-            .connections
+    /// The open connection to `node` (a peer that restarted, or whose session is ending,
+    /// closed it: connect again rather than wait on it).
+    fn open(&self, node: i32) -> Option<Arc<Connection>> {
+        self.connections
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&node)
-            // A peer that restarted closed it: connect again rather than wait on it.
             .filter(|open| !open.is_closed())
-        {
-            return Ok(open.clone());
+            .cloned()
+    }
+
+    async fn connection(&self, cluster: &Cluster, node: i32) -> anyhow::Result<Arc<Connection>> {
+        if let Some(open) = self.open(node) {
+            return Ok(open);
+        }
+        let attempt = self
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(node)
+            .or_default()
+            .clone();
+        let _attempt = attempt.lock().await;
+        if let Some(open) = self.open(node) {
+            return Ok(open);
         }
         let address = {
             let image = cluster.image();
@@ -63,7 +81,8 @@ impl Peers {
         Ok(connection)
     }
 
-    /// Sends `body` to broker `node` and waits at most `timeout` for its answer.
+    /// Sends `body` to broker `node` and waits at most `timeout` for its answer, the
+    /// connection's opening included.
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &self,
         cluster: &Cluster,
@@ -73,10 +92,14 @@ impl Peers {
         body: &Req,
         timeout: Duration,
     ) -> anyhow::Result<Resp> {
-        let connection = self.connection(cluster, node).await?;
-        let answer = tokio::time::timeout(timeout, connection.call(key, version, body))
+        let deadline = tokio::time::Instant::now() + timeout;
+        let late = || anyhow::anyhow!("broker {node} did not answer {key:?} in {timeout:?}");
+        let connection = tokio::time::timeout_at(deadline, self.connection(cluster, node))
             .await
-            .map_err(|_| anyhow::anyhow!("broker {node} did not answer {key:?} in {timeout:?}"))
+            .map_err(|_| late())??;
+        let answer = tokio::time::timeout_at(deadline, connection.call(key, version, body))
+            .await
+            .map_err(|_| late())
             .and_then(|answer| answer);
         if answer.is_err() {
             let mut connections = self.connections.lock().unwrap_or_else(|p| p.into_inner());

@@ -268,10 +268,14 @@ impl ScramClient {
         if !combined.starts_with(nonce) || combined.len() == nonce.len() {
             return Err("the server's SCRAM nonce does not extend this client's".into());
         }
-        if iterations < ScramMechanism::MIN_ITERATIONS as u32 {
+        // Below Kafka's minimum is weak; above its maximum (what no Kafka server asks for)
+        // a hostile peer would keep this thread hashing.
+        let allowed = ScramMechanism::MIN_ITERATIONS as u32..=ScramMechanism::MAX_ITERATIONS as u32;
+        if !allowed.contains(&iterations) {
             return Err(format!(
-                "the server asks for {iterations} SCRAM iterations, fewer than {}",
-                ScramMechanism::MIN_ITERATIONS
+                "the server asks for {iterations} SCRAM iterations, outside {}-{}",
+                allowed.start(),
+                allowed.end()
             ));
         }
         let mechanism = self.mechanism;
@@ -376,12 +380,20 @@ mod tests {
     }
 
     #[test]
-    fn scram_refuses_few_iterations_and_a_nonce_it_did_not_start() {
+    fn scram_refuses_iterations_out_of_kafkas_bounds_and_a_nonce_it_did_not_start() {
         let mut client = ScramClient::new(ScramMechanism::Sha256, "broker", "secret");
         let first = String::from_utf8(client.client_first()).unwrap();
         let nonce = first.split("r=").nth(1).unwrap().to_string();
         let few = format!("r={nonce}x,s={},i=1024", BASE64.encode(b"salt"));
         assert!(client.next(few.as_bytes()).unwrap_err().contains("1024"));
+        let mut client = ScramClient::new(ScramMechanism::Sha256, "broker", "secret");
+        let first = String::from_utf8(client.client_first()).unwrap();
+        let nonce = first.split("r=").nth(1).unwrap().to_string();
+        let many = format!("r={nonce}x,s={},i=4294967295", BASE64.encode(b"salt"));
+        assert!(client
+            .next(many.as_bytes())
+            .unwrap_err()
+            .contains("4294967295"));
         let mut client = ScramClient::new(ScramMechanism::Sha256, "broker", "secret");
         client.client_first();
         let other = format!("r=someone-else,s={},i=4096", BASE64.encode(b"salt"));

@@ -252,6 +252,17 @@ impl QuotaSensors {
         )
     }
 
+    /// The throttle `sensor`'s rate over `bound` asks for now, without recording (none
+    /// for a client never counted).
+    fn peek(&self, sensor: &SensorKey, bound: f64) -> u32 {
+        let now_ms = self.now_ms();
+        let sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
+        match sensors.get(sensor) {
+            Some(Sensor::Rate(rate)) => rate.throttle_ms(now_ms, bound),
+            _ => 0,
+        }
+    }
+
     /// Takes `value` out of the token bucket `sensor` (refilled at `quota`), unless
     /// `strict` and it is already below zero. Returns (taken, the time until the bucket
     /// is back at zero as it was before taking, 0 if it was not below).
@@ -365,6 +376,17 @@ impl Broker {
         let percent_seconds = busy.as_secs_f64() * 100.0;
         self.quota_sensors
             .record((REQUEST_PERCENTAGE, user, client), percent_seconds, bound)
+            .min(WINDOW_MS as u32)
+    }
+
+    /// The throttle the client's request_percentage asks for from what it has used so far
+    /// (a fetch over it answers no records, as Kafka's does).
+    pub fn request_throttle_now(&self, context: &RequestContext, client_id: &str) -> u32 {
+        let Some((bound, (user, client))) = self.request_quota(context, client_id) else {
+            return 0;
+        };
+        self.quota_sensors
+            .peek(&(REQUEST_PERCENTAGE, user, client), bound)
             .min(WINDOW_MS as u32)
     }
 

@@ -9,9 +9,10 @@
 //! OffsetDelete's error code), from the version that added it (`throttle_time_position`,
 //! checked against the encoder in the tests). Produce's comes after its partitions: the
 //! produce handler counts its own time (from its start to its answer: appends do not wait
-//! on anything but the log) and sets the field itself (`times_itself`). Fetch's first part (header and first fields) is patched
-//! the same way; a throttled fetch still carries its records (Kafka answers an empty one),
-//! which only matters for clients at their quota.
+//! on anything but the log) and sets the field itself (`times_itself`). Fetch's first part
+//! (header and first fields) is patched the same way, and a consumer fetch from a client
+//! already over its quota answers no records, as Kafka's does (the fetch handler asks
+//! `Broker::request_throttle_now`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};

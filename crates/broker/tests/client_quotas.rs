@@ -385,6 +385,15 @@ async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_anothe
     let broker = start_with(|_| {}).await;
     let mut admin = TcpStream::connect(broker.address).await.unwrap();
     common::metadata(&mut admin, "busy-topic", 1).await;
+    let stored: ProduceResponse = call_from(
+        &mut admin,
+        "calm",
+        ApiKey::Produce,
+        9,
+        &produce_request("busy-topic", 0, 1, b"stored"),
+    )
+    .await;
+    assert_eq!(stored.responses[0].partition_responses[0].error_code, 0);
     // A ten-thousandth of a percent of a thread: any request's time is over it.
     let answer = alter(
         &mut admin,
@@ -427,6 +436,11 @@ async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_anothe
         "{}",
         fetched.throttle_time_ms
     );
+    // Over its request quota, a fetch answers no records, as Kafka's does.
+    assert!(fetched.responses.iter().all(|t| t
+        .partitions
+        .iter()
+        .all(|p| p.records.as_ref().is_none_or(|r| r.is_empty()))));
     let produced: ProduceResponse = call_from(
         &mut busy,
         "busy",
@@ -441,7 +455,7 @@ async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_anothe
         "{}",
         produced.throttle_time_ms
     );
-    // Another client is not held back.
+    // Another client is not held back: it reads the record.
     let mut calm = TcpStream::connect(broker.address).await.unwrap();
     let metadata: kafka_protocol::messages::MetadataResponse = call_from(
         &mut calm,
@@ -452,6 +466,19 @@ async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_anothe
     )
     .await;
     assert_eq!(metadata.throttle_time_ms, 0);
+    let fetched: FetchResponse = call_from(
+        &mut calm,
+        "calm",
+        ApiKey::Fetch,
+        12,
+        &fetch_request("busy-topic", 0, 0),
+    )
+    .await;
+    assert_eq!(fetched.throttle_time_ms, 0);
+    assert!(fetched.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_some_and(|r| !r.is_empty()));
 }
 
 #[tokio::test]

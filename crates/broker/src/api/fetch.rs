@@ -205,15 +205,21 @@ pub async fn handle(
         }
     };
     // A consumer's consumer_byte_rate quota counts the record bytes it is sent; over it,
-    // as on Kafka, the answer holds nothing (and is not counted), carries the throttle
-    // time, and the connection waits it out. Its session learns nothing from it.
+    // or over its request_percentage, as on Kafka, the answer holds nothing (and its bytes
+    // are not counted), carries the throttle time, and the connection waits it out. Its
+    // session learns nothing from it.
     if follower.is_none() {
         let client_id = request.client_id();
         let bytes = responses
             .iter()
             .map(|(_, out)| out.records.len())
             .sum::<u64>() as f64;
-        let throttle_ms = broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, bytes);
+        let byte_throttle_ms = broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, bytes);
+        let throttle_ms = if byte_throttle_ms > 0 {
+            byte_throttle_ms
+        } else {
+            broker.request_throttle_now(context, client_id)
+        };
         if throttle_ms > 0 {
             broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, -bytes);
             context.throttle.mute_for(throttle_ms);

@@ -7,7 +7,9 @@ server.properties lists two in log.dirs:
   to them; --verify reports the moves complete and removes the throttle;
 - kafka-log-dirs --describe then shows each partition in its new directory, and a
   librdkafka consumer reads every acknowledged record back, in order, with no gap;
-- after a restart the partitions are still where they were moved, with every record.
+- after a restart the partitions are still where they were moved, with every record;
+- a move killed (SIGKILL) while it copies resumes after the restart and completes, as
+  Kafka resumes a future replica.
 
 Runs its own broker (STRAND_BIN, default target/release/strand).
 """
@@ -105,6 +107,45 @@ def read_all(bootstrap, expected):
         got[message.partition()].append((message.offset(), message.value()))
     consumer.close()
     return got
+
+
+def move_through_a_kill(bootstrap, broker, properties, log_path, tmp, where, expected):
+    """A move of partition 0 back at 100 kB/s, the broker killed (SIGKILL) while it copies:
+    after the restart the move resumes and completes, and every record is read back."""
+    code, out = tool("kafka-configs", bootstrap, "--entity-type", "brokers", "--entity-name", "1", "--alter",
+                     "--add-config", "replica.alter.log.dirs.io.max.bytes.per.second=100000")
+    check(code == 0, f"kafka-configs sets the move rate to 100 kB/s ({out.strip()[-200:]})")
+    real = {os.path.realpath(d) for d in where.values()}
+    destination = next(d for d in real if d != os.path.realpath(where[0]))
+    plan_path = os.path.join(tmp, "back.json")
+    with open(plan_path, "w") as f:
+        json.dump({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [1], "log_dirs": [destination]}]}, f)
+    code, out = tool("kafka-reassign-partitions", bootstrap, "--execute", "--reassignment-json-file", plan_path)
+    check(code == 0, f"kafka-reassign-partitions --execute moves partition 0 back ({out.strip()[-200:]})")
+    deadline = time.time() + 30
+    while 0 not in layout(bootstrap)[1]:
+        if time.time() > deadline:
+            fail("partition 0 never showed as a future replica")
+        time.sleep(0.2)
+    broker.send_signal(signal.SIGKILL)
+    broker.wait(30)
+    ok("the broker killed (SIGKILL) while partition 0's copy is under way")
+    broker = start(properties, log_path)
+    wait_up(bootstrap, broker, log_path)
+    deadline = time.time() + 90
+    while True:
+        now, futures = layout(bootstrap)
+        if os.path.realpath(now.get(0, "")) == destination and not futures:
+            break
+        if time.time() > deadline:
+            fail(f"the interrupted move never completed ({now}, futures {futures})")
+        time.sleep(0.5)
+    ok("after the restart the interrupted move resumed and completed")
+    got = read_all(bootstrap, len(expected))
+    read = sorted((p, offset, value) for p, records in got.items() for offset, value in records)
+    check(read == expected, f"after the interrupted move every acknowledged record is read back ({len(read)})")
+    return broker
 
 
 def main():
@@ -212,6 +253,7 @@ def main():
                     wait_up(bootstrap, broker, log_path)
                     again, _ = layout(bootstrap)
                     check(again == after, "after a restart the partitions are where they were moved")
+            broker = move_through_a_kill(bootstrap, broker, properties, log_path, tmp, after, expected)
         finally:
             if broker.poll() is None:
                 stop(broker)

@@ -238,6 +238,9 @@ impl Broker {
         broker.log_dirs.create_later(recreated);
         // A single node's stored features; a cluster member follows its image's later.
         broker.follow_features(&broker.finalized_features());
+        if broker.logs().has_queued_moves() {
+            broker.log_mover.wake(Arc::downgrade(&broker));
+        }
         Ok(broker)
     }
 

@@ -205,6 +205,7 @@ impl LogManager {
         };
         let mut reports = Vec::new();
         let mut copies = Vec::new();
+        let mut interrupted = Vec::new();
         for (index, path) in dirs.iter().enumerate() {
             let path = path.as_ref();
             if manager.dirs.iter().any(|dir| same_dir(&dir.path, path)) {
@@ -213,7 +214,7 @@ impl LogManager {
                     format!("log directory {} is listed twice", path.display()),
                 )));
             }
-            match manager.open_dir(index, path, &mut reports, &mut copies) {
+            match manager.open_dir(index, path, &mut reports, &mut copies, &mut interrupted) {
                 Ok(()) => {}
                 // Another process, duplicate partitions, damaged data: not a failed disk.
                 Err(error) if index == 0 || !is_disk_failure(&error) => return Err(error),
@@ -232,7 +233,30 @@ impl LogManager {
             }
         }
         manager.settle_moves(copies, &mut reports)?;
+        manager.resume_moves(interrupted);
         Ok((manager, reports))
+    }
+
+    /// Moves a stop interrupted while copying (their `-future` copy was left behind, and
+    /// dropped): queued again from the start, as Kafka resumes a future replica.
+    fn resume_moves(&mut self, interrupted: Vec<(usize, TopicPartition)>) {
+        for (index, tp) in interrupted {
+            let destination = self.dirs[index].path.clone();
+            match self.begin_move(&tp, &destination) {
+                Ok(true) => {
+                    tracing::info!(partition = %tp, log_dir = %destination.display(), "resuming a log move a stop interrupted")
+                }
+                Ok(false) => {}
+                Err(refused) => {
+                    tracing::warn!(partition = %tp, log_dir = %destination.display(), ?refused, "a log move a stop interrupted cannot resume")
+                }
+            }
+        }
+    }
+
+    /// Whether moves wait for the mover (resumed at open, or asked for).
+    pub fn has_queued_moves(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// Complete copies of moves a crash interrupted (see [`crate::log_move`]): dropped if
@@ -278,6 +302,7 @@ impl LogManager {
         path: &Path,
         reports: &mut Vec<(TopicPartition, RecoveryReport)>,
         copies: &mut Vec<(usize, TopicPartition, PathBuf)>,
+        interrupted: &mut Vec<(usize, TopicPartition)>,
     ) -> LogResult<()> {
         fs::create_dir_all(path)?;
         let lock_file = lock_data_dir(path)?;
@@ -299,7 +324,18 @@ impl LogManager {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(DELETE_SUFFIX) || name.ends_with(FUTURE_SUFFIX) {
+            if let Some(future) = name.strip_suffix(FUTURE_SUFFIX) {
+                // `<topic>-<partition>.<tag>-future`: a copy a stop interrupted.
+                if let Some(tp) = future
+                    .rsplit_once('.')
+                    .and_then(|(tp, _)| TopicPartition::from_dir_name(tp))
+                {
+                    interrupted.push((index, tp));
+                }
+                fs::remove_dir_all(entry.path())?;
+                continue;
+            }
+            if name.ends_with(DELETE_SUFFIX) {
                 fs::remove_dir_all(entry.path())?;
                 continue;
             }

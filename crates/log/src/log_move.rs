@@ -17,9 +17,11 @@
 //!    the lock, so the pause is short.
 //!
 //! A crash at any point loses nothing: the copy is renamed `-moved` only once complete and
-//! durable; at start, a `-future` directory is deleted, a `-moved` one is deleted if the
-//! partition is still in its old directory and takes its place if not (the old one had
-//! already been renamed `-delete`). A cancelled or failed move leaves the log where it was.
+//! durable; at start, a `-future` directory is deleted and its move queued again from the
+//! start (as Kafka resumes a future replica), a `-moved` one is deleted if the partition is
+//! still in its old directory and takes its place if not (the old one had already been
+//! renamed `-delete`). A cancelled or failed move leaves the log where it was, and no
+//! `-future` directory behind.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};

@@ -326,12 +326,14 @@ fn a_move_interrupted_by_a_crash_keeps_one_complete_copy() {
             std::fs::copy(entry.path(), target.join(entry.file_name())).unwrap();
         }
     };
-    // Crashed before the old directory was renamed away: the copy is dropped.
+    // Crashed before the old directory was renamed away: the copy is dropped (and a
+    // `-future` one too, its move queued again).
     copy_into("t-0.1x1-moved");
     copy_into("t-0.1x2-future");
     let (manager, _) = LogManager::open(&dirs, options()).unwrap();
     assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
     assert_eq!(partition_dirs(&dirs[1]), 0);
+    assert!(manager.has_queued_moves());
     manager.shutdown().unwrap();
     drop(manager);
 
@@ -341,6 +343,40 @@ fn a_move_interrupted_by_a_crash_keeps_one_complete_copy() {
     let (manager, _) = LogManager::open(&dirs, options()).unwrap();
     assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
     assert!(!dirs[0].join("t-0.1x3-delete").exists());
+    let log = manager.get(&tp).unwrap();
+    assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 20);
+}
+
+#[test]
+fn a_move_a_stop_interrupted_while_copying_is_resumed_at_start() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let tp = TopicPartition::new("t", 0);
+    {
+        let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+        manager.get_or_create(&tp, None).unwrap();
+        for n in 0..10 {
+            append(&manager, &tp, n).unwrap();
+        }
+        assert!(!manager.has_queued_moves());
+        manager.shutdown().unwrap();
+    }
+    // What a stop in the middle of the copy leaves: part of a `-future` copy.
+    let future = dirs[1].join("t-0.7x9-future");
+    std::fs::create_dir_all(&future).unwrap();
+    std::fs::write(future.join("00000000000000000000.log"), b"partial").unwrap();
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
+    assert!(!future.exists(), "the partial copy is dropped");
+    assert!(manager.has_queued_moves());
+    let job = manager
+        .next_move()
+        .expect("the interrupted move, queued again");
+    assert_eq!(job.log_move.tp, tp);
+    assert_eq!(job.log_move.destination, dirs[1]);
+    let outcome = job.run(None);
+    manager.finish_move(&job, &outcome);
+    assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
     let log = manager.get(&tp).unwrap();
     assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 20);
 }

@@ -10,6 +10,9 @@ listener, with ACLs on and only `User:admin` and the brokers' own user as super 
   which needs followers that fetch over TLS and authenticate as the brokers' user (with
   ACLs on, anyone else is refused CLUSTER_ACTION). Everything is read back, also after the
   leader of a partition is killed.
+- With SSL between brokers (--inter-broker-mechanism SSL), they authenticate by their
+  certificates instead (ssl.client.auth=required; principal User:broker by the mapping
+  rules), and a peer without a certificate is refused.
 - With SCRAM-SHA-512 between brokers (--inter-broker-mechanism), the brokers' credential
   is created with AlterUserScramCredentials after the cluster formed: replication starts
   once it is in the metadata log.
@@ -53,11 +56,22 @@ def properties(d, node, ports, voters, mechanism, keystore, truststore, roles="b
     internal, client, controller = ports
     listeners = [f"INTERNAL://127.0.0.1:{internal}", f"CLIENT://127.0.0.1:{client}",
                  f"CONTROLLER://127.0.0.1:{controller}"]
-    if mechanism == "PLAIN":
-        internal_jaas = (f'{PLAIN_MODULE} required username="broker" password="{BROKER_SECRET}" '
-                         f'user_broker="{BROKER_SECRET}";')
+    mapping = "RULE:^CN=([^,]+),O=Strand$/$1/,DEFAULT"
+    if mechanism == "SSL":
+        # Brokers authenticate to each other by their certificates (User:broker).
+        inter_broker = ["INTERNAL:SSL", "listener.name.internal.ssl.client.auth=required",
+                    f"listener.name.internal.ssl.principal.mapping.rules={mapping}"]
     else:
-        internal_jaas = f'{SCRAM_MODULE} required username="broker" password="{BROKER_SECRET}";'
+        if mechanism == "PLAIN":
+            internal_jaas = (f'{PLAIN_MODULE} required username="broker" password="{BROKER_SECRET}" '
+                             f'user_broker="{BROKER_SECRET}";')
+        else:
+            internal_jaas = f'{SCRAM_MODULE} required username="broker" password="{BROKER_SECRET}";'
+        inter_broker = ["INTERNAL:SASL_SSL",
+                    f"listener.name.internal.sasl.enabled.mechanisms={mechanism}",
+                    f"sasl.mechanism.inter.broker.protocol={mechanism}",
+                    f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config={internal_jaas}",
+                    "listener.name.internal.connections.max.reauth.ms=5000"]
     lines = [
         f"process.roles={roles}",
         f"node.id={node}",
@@ -66,18 +80,15 @@ def properties(d, node, ports, voters, mechanism, keystore, truststore, roles="b
         f"advertised.listeners=INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{client}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=INTERNAL",
-        "listener.security.protocol.map=INTERNAL:SASL_SSL,CLIENT:SASL_SSL,CONTROLLER:SSL",
+        f"listener.security.protocol.map={inter_broker[0]},CLIENT:SASL_SSL,CONTROLLER:SSL",
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={keystore}",
         "ssl.truststore.type=PEM",
         f"ssl.truststore.location={truststore}",
         # Node certificates say O=Strand,CN=broker: the brokers' principal, a super user
         # (with ACLs on, the quorum admits super users only).
-        "listener.name.controller.ssl.principal.mapping.rules=RULE:^CN=([^,]+),O=Strand$/$1/,DEFAULT",
-        f"listener.name.internal.sasl.enabled.mechanisms={mechanism}",
-        f"sasl.mechanism.inter.broker.protocol={mechanism}",
-        f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config={internal_jaas}",
-        "listener.name.internal.connections.max.reauth.ms=5000",
+        f"listener.name.controller.ssl.principal.mapping.rules={mapping}",
+        *inter_broker[1:],
         "listener.name.client.sasl.enabled.mechanisms=PLAIN",
         f'listener.name.client.plain.sasl.jaas.config={PLAIN_MODULE} required user_admin="admin-secret";',
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -156,20 +167,29 @@ def read_all(settings, topic, partitions, expected):
         fail(f"read {len(seen)} distinct records of {expected}")
 
 
-def inter_broker_listener_refuses_a_wrong_password(d, port, mechanism):
+def inter_broker_listener_refuses_a_peer_without_credentials(d, port, mechanism):
+    """A wrong password (SASL), or no certificate (SSL with ssl.client.auth=required)."""
     from confluent_kafka import KafkaError
     errors = []
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL",
-                         "ssl.ca.location": os.path.join(d, "ca.pem"), "sasl.mechanisms": mechanism,
-                         "sasl.username": "broker", "sasl.password": "guess", "group.id": "intruder",
-                         "log_level": 0, "error_cb": errors.append})
+    if mechanism == "SSL":
+        credentials, what = {"security.protocol": "SSL"}, "without a certificate"
+    else:
+        credentials = {"security.protocol": "SASL_SSL", "sasl.mechanisms": mechanism,
+                       "sasl.username": "broker", "sasl.password": "guess"}
+        what = "with a wrong password"
+    def refused(error):
+        # librdkafka reports TLS's "certificate required" alert as a transport error.
+        return error.code() == KafkaError._AUTHENTICATION or "certificate required" in error.str()
+
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "ssl.ca.location": os.path.join(d, "ca.pem"),
+                         **credentials, "group.id": "intruder", "log_level": 0, "error_cb": errors.append})
     deadline = time.time() + 15
-    while time.time() < deadline and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+    while time.time() < deadline and not any(refused(e) for e in errors):
         consumer.poll(0.5)
     consumer.close()
-    if not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-        fail(f"a peer with a wrong password on the inter-broker listener was not refused: {errors}")
-    log("the inter-broker listener refuses a peer with a wrong password")
+    if not any(refused(e) for e in errors):
+        fail(f"a peer {what} on the inter-broker listener was not refused: {errors[:3]}")
+    log(f"the inter-broker listener refuses a peer {what}")
 
 
 def full_isr(admin, topic, partitions):
@@ -179,7 +199,8 @@ def full_isr(admin, topic, partitions):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--inter-broker-mechanism", default="PLAIN", choices=["PLAIN", "SCRAM-SHA-512"])
+    parser.add_argument("--inter-broker-mechanism", default="PLAIN", choices=["PLAIN", "SCRAM-SHA-512", "SSL"],
+                        help="SASL between brokers, or SSL: their certificates (ssl.client.auth=required)")
     mechanism = parser.parse_args().inter_broker_mechanism
     d = tempfile.mkdtemp(prefix="strand-secure-cluster-")
     make_certificates(d, "unused")
@@ -201,7 +222,8 @@ def main():
         settings = client_settings(d, bootstrap)
         admin = AdminClient(settings)
         until("three registered brokers", lambda: sorted(admin.list_topics(timeout=5).brokers) == [1, 2, 3])
-        log(f"three nodes formed the quorum over mutual TLS (inter-broker SASL_SSL with {mechanism})")
+        between = "SSL with client certificates" if mechanism == "SSL" else f"SASL_SSL with {mechanism}"
+        log(f"three nodes formed the quorum over mutual TLS (inter-broker {between})")
         if mechanism.startswith("SCRAM"):
             upsert = UserScramCredentialUpsertion("broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                                   BROKER_SECRET.encode())
@@ -214,20 +236,21 @@ def main():
         produce(producer, topic, 0, COUNT)
         log(f"{COUNT} records acknowledged by acks=all with min.insync.replicas=2")
         until("every replica in the ISR", lambda: full_isr(admin, topic, 3))
-        log("every partition's ISR holds all three brokers: followers fetch over SASL_SSL as User:broker")
+        log(f"every partition's ISR holds all three brokers: followers fetch over {between} as User:broker")
         read_all(settings, topic, 3, COUNT)
         log(f"read all {COUNT} records back")
 
         quorum_refuses(d, ports[1][2])
         # alice's certificate (CN=alice, the cluster's CA): trusted, but not a super user.
         quorum_refuses(d, ports[1][2], certificate="client")
-        inter_broker_listener_refuses_a_wrong_password(d, ports[1][0], mechanism)
-        # Past the sessions' lifetime (5 s): replication went on over new connections.
-        time.sleep(6)
-        if not full_isr(admin, topic, 3):
-            fail("the ISR shrank across the inter-broker sessions' lifetime")
+        inter_broker_listener_refuses_a_peer_without_credentials(d, ports[1][0], mechanism)
+        if mechanism != "SSL":
+            # Past the sessions' lifetime (5 s): replication went on over new connections.
+            time.sleep(6)
+            if not full_isr(admin, topic, 3):
+                fail("the ISR shrank across the inter-broker sessions' lifetime")
+            log("past the inter-broker sessions' lifetime the ISR is full")
         produce(producer, topic, COUNT, 10)
-        log("past the inter-broker sessions' lifetime the ISR is full and acks=all goes on")
         stranger = properties(d, 4, ports[4], voters, mechanism, os.path.join(d, "node4-keystore.pem"),
                               os.path.join(d, "both-cas.pem"), roles="broker")
         procs[4] = start(d, 4, stranger)
@@ -251,7 +274,7 @@ def main():
         log(f"after the kill: 500 more acknowledged and all {COUNT + 510} read back")
         procs[leader] = start(d, leader, os.path.join(d, f"n{leader}.properties"))
         until("the restarted node back in every ISR", lambda: full_isr(admin, topic, 3), timeout=90)
-        log(f"node {leader} restarted and caught up over SASL_SSL")
+        log(f"node {leader} restarted and caught up over {between}")
     finally:
         for proc in procs.values():
             proc.kill()

@@ -289,10 +289,8 @@ impl BrokerConfig {
         }
         self.listeners()?;
         if self.controllers.is_some() {
+            // Also loads what brokers and nodes connect to each other with (stores, login).
             self.cluster_config()?;
-            // Brokers connect to each other with the inter-broker listener's protocol:
-            // what they need for it (trust store, login) must be there at start.
-            crate::cluster::inter_broker::InterBrokerSecurity::from_config(self)?;
         } else if let Some(roles) = &self.process_roles {
             // A single node is broker and controller at once; other roles need a quorum.
             let (broker, controller) = parse_process_roles(roles)?;
@@ -397,6 +395,11 @@ impl BrokerConfig {
         let ms = std::time::Duration::from_millis;
         Ok(Some(crate::cluster::ClusterConfig {
             quorum_tls: self.quorum_tls()?,
+            // Brokers connect to each other with the inter-broker listener's protocol:
+            // what they need for it (trust store, login) must be there at start.
+            inter_broker: std::sync::Arc::new(
+                crate::cluster::inter_broker::InterBrokerSecurity::from_config(self)?,
+            ),
             broker_role: broker,
             controllers,
             quorum_listen,

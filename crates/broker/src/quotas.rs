@@ -187,7 +187,8 @@ impl Sensor {
     }
 }
 
-type SensorKey = (&'static str, String, String);
+/// (quota key, user, client id) as counted (Kafka's precedence decides which).
+pub type SensorKey = (&'static str, String, String);
 
 /// Every client's usage, by (quota key, user, client id) as counted.
 #[derive(Debug)]
@@ -304,7 +305,7 @@ fn forget_idlest(sensors: &mut HashMap<SensorKey, Sensor>, now_ms: u64) {
 
 /// One request's controller_mutation_rate: created by `Broker::mutation_quota`, asked
 /// for each topic by `Broker::admit_mutation`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MutationQuota {
     /// The sensor and quota that apply (None: no quota, everything admitted).
     sensor: Option<(SensorKey, f64)>,
@@ -313,11 +314,6 @@ pub struct MutationQuota {
 }
 
 impl MutationQuota {
-    /// No quota (topics the broker creates itself, e.g. auto-creation).
-    pub fn unbounded() -> MutationQuota {
-        MutationQuota::default()
-    }
-
     /// Whether a quota applies (then a mutation is validated before it is counted).
     pub fn is_bounded(&self) -> bool {
         self.sensor.is_some()
@@ -350,43 +346,51 @@ impl Broker {
         self.snapshot(&self.local_quotas)
     }
 
+    /// The sensor a request's client is counted under for quota `key`, with its bound:
+    /// None without such a quota (nothing is looked up when no quota is set at all).
+    fn quota_sensor(
+        &self,
+        context: &RequestContext,
+        client_id: &str,
+        key: &'static str,
+    ) -> Option<(SensorKey, f64)> {
+        let quotas = self.client_quotas();
+        if quotas.is_empty() {
+            return None;
+        }
+        let (bound, (user, client)) = quotas.applicable(&context.principal.name, client_id, key)?;
+        Some(((key, user, client), bound))
+    }
+
     /// The request_percentage that applies to the request's client, with the sensor its
     /// time is counted under (None: no such quota, nothing to time).
     pub fn request_quota(
         &self,
         context: &RequestContext,
         client_id: &str,
-    ) -> Option<(f64, (String, String))> {
-        let quotas = self.client_quotas();
-        if quotas.is_empty() {
-            return None;
-        }
-        quotas.applicable(&context.principal.name, client_id, REQUEST_PERCENTAGE)
+    ) -> Option<(SensorKey, f64)> {
+        self.quota_sensor(context, client_id, REQUEST_PERCENTAGE)
     }
 
     /// Counts `busy` (the time the request kept a thread busy) against the client's
     /// request_percentage `quota` (from `request_quota`); returns the throttle, at most one
     /// window as Kafka bounds it.
-    pub fn record_request_time(
-        &self,
-        (bound, (user, client)): (f64, (String, String)),
-        busy: Duration,
-    ) -> u32 {
+    pub fn record_request_time(&self, (sensor, bound): (SensorKey, f64), busy: Duration) -> u32 {
         // Kafka's nanosToPercentage: a second of one thread is 100.
         let percent_seconds = busy.as_secs_f64() * 100.0;
         self.quota_sensors
-            .record((REQUEST_PERCENTAGE, user, client), percent_seconds, bound)
+            .record(sensor, percent_seconds, bound)
             .min(WINDOW_MS as u32)
     }
 
     /// The throttle the client's request_percentage asks for from what it has used so far
     /// (a fetch over it answers no records, as Kafka's does).
     pub fn request_throttle_now(&self, context: &RequestContext, client_id: &str) -> u32 {
-        let Some((bound, (user, client))) = self.request_quota(context, client_id) else {
+        let Some((sensor, bound)) = self.request_quota(context, client_id) else {
             return 0;
         };
         self.quota_sensors
-            .peek(&(REQUEST_PERCENTAGE, user, client), bound)
+            .peek(&sensor, bound)
             .min(WINDOW_MS as u32)
     }
 
@@ -398,14 +402,7 @@ impl Broker {
         client_id: &str,
         strict: bool,
     ) -> MutationQuota {
-        let quotas = self.client_quotas();
-        let sensor = if quotas.is_empty() {
-            None
-        } else {
-            quotas
-                .applicable(&context.principal.name, client_id, CONTROLLER_MUTATION_RATE)
-                .map(|(bound, (user, client))| ((CONTROLLER_MUTATION_RATE, user, client), bound))
-        };
+        let sensor = self.quota_sensor(context, client_id, CONTROLLER_MUTATION_RATE);
         MutationQuota {
             sensor,
             strict,
@@ -450,16 +447,10 @@ impl Broker {
         key: &'static str,
         value: f64,
     ) -> u32 {
-        let quotas = self.client_quotas();
-        if quotas.is_empty() {
-            return 0;
+        match self.quota_sensor(context, client_id, key) {
+            Some((sensor, bound)) => self.quota_sensors.record(sensor, value, bound),
+            None => 0,
         }
-        let Some((bound, (user, client))) =
-            quotas.applicable(&context.principal.name, client_id, key)
-        else {
-            return 0;
-        };
-        self.quota_sensors.record((key, user, client), value, bound)
     }
 }
 

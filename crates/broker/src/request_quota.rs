@@ -159,29 +159,22 @@ mod tests {
     fn check<B: Encodable>(api_key: ApiKey, body: impl Fn(i32) -> B) {
         let (min, max) = supported_versions(api_key).expect("served");
         for version in min..=max {
-            let encoded = encode_response(api_key, version, 7, &body(1_000)).unwrap();
-            let raised = match with_throttle_time(
-                Outcome::Respond(encoded.clone()),
+            let patch = |bytes: Bytes, ms| match with_throttle_time(
+                Outcome::Respond(bytes),
                 api_key,
                 version,
-                5_000,
+                ms,
             ) {
                 Outcome::Respond(bytes) => bytes,
                 other => panic!("{other:?}"),
             };
+            let encoded = encode_response(api_key, version, 7, &body(1_000)).unwrap();
+            let raised = patch(encoded.clone(), 5_000);
             let expected = encode_response(api_key, version, 7, &body(5_000)).unwrap();
             if throttle_time_position(api_key, version).is_some() {
                 assert_eq!(raised, expected, "{api_key:?} v{version}");
                 // Never lowered.
-                let kept = match with_throttle_time(
-                    Outcome::Respond(expected.clone()),
-                    api_key,
-                    version,
-                    10,
-                ) {
-                    Outcome::Respond(bytes) => bytes,
-                    other => panic!("{other:?}"),
-                };
+                let kept = patch(expected.clone(), 10);
                 assert_eq!(kept, expected, "{api_key:?} v{version}");
             } else {
                 assert_eq!(

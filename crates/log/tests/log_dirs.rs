@@ -23,6 +23,18 @@ fn append(manager: &LogManager, tp: &TopicPartition, n: i64) -> Result<(), LogEr
     log.append_as_leader(&mut batch(2, 40, n), 0).map(|_| ())
 }
 
+/// Creates `tp` in the first of `dirs` with 10 batches of 2 records, then shuts down
+/// cleanly (with no move queued).
+fn write_and_stop(dirs: &[std::path::PathBuf], tp: &TopicPartition) {
+    let (mut manager, _) = LogManager::open(dirs, options()).unwrap();
+    manager.get_or_create(tp, None).unwrap();
+    for n in 0..10 {
+        append(&manager, tp, n).unwrap();
+    }
+    assert!(!manager.has_queued_moves());
+    manager.shutdown().unwrap();
+}
+
 /// Directories in `dir` named after a partition (or a copy of one).
 fn partition_dirs(dir: &Path) -> usize {
     std::fs::read_dir(dir)
@@ -310,14 +322,7 @@ fn a_move_interrupted_by_a_crash_keeps_one_complete_copy() {
     let root = tempfile::tempdir().unwrap();
     let dirs = [root.path().join("a"), root.path().join("b")];
     let tp = TopicPartition::new("t", 0);
-    {
-        let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
-        manager.get_or_create(&tp, None).unwrap();
-        for n in 0..10 {
-            append(&manager, &tp, n).unwrap();
-        }
-        manager.shutdown().unwrap();
-    }
+    write_and_stop(&dirs, &tp);
     let copy_into = |name: &str| {
         let target = dirs[1].join(name);
         std::fs::create_dir_all(&target).unwrap();
@@ -352,15 +357,7 @@ fn a_move_a_stop_interrupted_while_copying_is_resumed_at_start() {
     let root = tempfile::tempdir().unwrap();
     let dirs = [root.path().join("a"), root.path().join("b")];
     let tp = TopicPartition::new("t", 0);
-    {
-        let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
-        manager.get_or_create(&tp, None).unwrap();
-        for n in 0..10 {
-            append(&manager, &tp, n).unwrap();
-        }
-        assert!(!manager.has_queued_moves());
-        manager.shutdown().unwrap();
-    }
+    write_and_stop(&dirs, &tp);
     // What a stop in the middle of the copy leaves: part of a `-future` copy.
     let future = dirs[1].join("t-0.7x9-future");
     std::fs::create_dir_all(&future).unwrap();

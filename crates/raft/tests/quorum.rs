@@ -6,38 +6,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+mod common;
+
+use common::{free_port, start_node};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic, NO_LEADER};
 use strand_raft::client::QuorumClient;
-use strand_raft::controller_service::ServiceConfig;
-use strand_raft::node::{QuorumConfig, QuorumNode};
+use strand_raft::node::QuorumNode;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
 use uuid::Uuid;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn start(id: u64, voters: &BTreeMap<u64, String>, root: &Path) -> QuorumNode {
-    QuorumNode::start(QuorumConfig {
-        node_id: id,
-        voters: voters.clone(),
-        listen: voters[&id].parse().unwrap(),
-        dir: root.join(format!("node-{id}")),
-        service: ServiceConfig {
-            session_timeout: Duration::from_millis(1500),
-            preferred_leader_check: None,
-        },
-        heartbeat_interval: Duration::from_millis(50),
-        tls: None,
-    })
-    .await
-    .unwrap()
+    start_node(id, voters, root, None).await
 }
 
 async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {

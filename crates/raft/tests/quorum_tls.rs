@@ -5,10 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{free_port, start_node};
 use strand_raft::client::QuorumClient;
-use strand_raft::controller_service::ServiceConfig;
 use strand_raft::network::QuorumTls;
-use strand_raft::node::{QuorumConfig, QuorumNode};
+use strand_raft::node::QuorumNode;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
 use strand_security::tls::{ReloadingClientConfig, ReloadingServerConfig, TlsSettings};
 
@@ -77,32 +79,9 @@ async fn start_voters(
         .collect();
     let mut nodes = Vec::new();
     for id in 1..=3 {
-        nodes.push(
-            QuorumNode::start(QuorumConfig {
-                node_id: id,
-                voters: voters.clone(),
-                listen: voters[&id].parse().unwrap(),
-                dir: root.join(format!("node-{id}")),
-                service: ServiceConfig {
-                    session_timeout: Duration::from_millis(1500),
-                    preferred_leader_check: None,
-                },
-                heartbeat_interval: Duration::from_millis(50),
-                tls: Some(tls()),
-            })
-            .await
-            .unwrap(),
-        );
+        nodes.push(start_node(id, &voters, root, Some(tls())).await);
     }
     (voters, nodes)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn describe(client: &QuorumClient, deadline: Duration) -> anyhow::Result<ControllerResponse> {

@@ -49,13 +49,6 @@ impl std::fmt::Debug for InterBrokerSecurity {
 }
 
 impl InterBrokerSecurity {
-    pub fn plaintext() -> InterBrokerSecurity {
-        InterBrokerSecurity {
-            tls: None,
-            sasl: None,
-        }
-    }
-
     /// From the inter-broker listener's settings (the first of `config.listeners()`).
     pub fn from_config(config: &BrokerConfig) -> Result<InterBrokerSecurity, String> {
         let listeners = config.listeners()?;

@@ -64,6 +64,8 @@ pub struct ClusterConfig {
     pub raft_heartbeat_interval: Duration,
     /// Mutual TLS between nodes (the controller listener mapped to SSL).
     pub quorum_tls: Option<QuorumTls>,
+    /// How connections to peers are opened (the inter-broker listener's TLS and SASL).
+    pub inter_broker: Arc<InterBrokerSecurity>,
 }
 
 pub struct Cluster {
@@ -166,8 +168,7 @@ impl Cluster {
         let node_id = broker.node_id();
         let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
         let voters = quorum_config.voters.clone();
-        let inter_broker =
-            Arc::new(InterBrokerSecurity::from_config(&broker.config).map_err(anyhow::Error::msg)?);
+        let inter_broker = config.inter_broker.clone();
         let quorum = QuorumNode::start(quorum_config).await?;
         let quorum_client = QuorumClient::new(voters, config.quorum_tls.clone());
         let metadata = quorum.metadata.clone();

@@ -20,6 +20,7 @@ use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::error_code;
 use crate::log_dirs::LogDirCreator;
+use crate::metrics::topic::PartitionCounters;
 use crate::partition::{Assignment, IsrProposal, Partition, RoleChange};
 use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
 use crate::topics::{TopicInfo, TopicRegistry};
@@ -86,6 +87,10 @@ pub struct Broker {
     /// authorizer.class.name with super.users and allow.everyone.if.no.acl.found; None:
     /// ACLs are off and every request is allowed.
     pub authorizer: Option<strand_security::authorizer::Authorizer>,
+    /// What /metrics reports (Kafka's metric names).
+    pub metrics: crate::metrics::Metrics,
+    /// The Kafka listeners accept connections (set by the server as it starts).
+    serving: std::sync::atomic::AtomicBool,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -134,6 +139,7 @@ impl Broker {
         let dynamic = crate::dynamic_broker_configs::DynamicConfigs::open(&data_dir, single_node)?;
         let topic_defaults = dynamic.topic_defaults(&config);
         let mut recreated = Vec::new();
+        let metrics = crate::metrics::Metrics::new();
         for topic in topics.all().filter(|_| single_node) {
             let log_config = Arc::new(log_config_for(&topic_defaults, &topic.configs));
             for index in 0..topic.partitions {
@@ -151,13 +157,16 @@ impl Broker {
                 }
                 partitions.insert(
                     tp.clone(),
-                    Arc::new(Partition::new(
-                        tp,
-                        log,
-                        min_insync_replicas(&topic.configs),
-                        config.node_id,
-                        Assignment::local(config.node_id),
-                    )),
+                    Arc::new(
+                        Partition::new(
+                            tp,
+                            log,
+                            min_insync_replicas(&topic.configs),
+                            config.node_id,
+                            Assignment::local(config.node_id),
+                        )
+                        .with_counters(PartitionCounters::new(&metrics, &topic.name)),
+                    ),
                 );
             }
         }
@@ -234,6 +243,8 @@ impl Broker {
             log_dirs,
             log_mover: crate::log_mover::LogMover::start()?,
             log_dir_states,
+            metrics,
+            serving: std::sync::atomic::AtomicBool::new(false),
         });
         broker.log_dirs.create_later(recreated);
         // A single node's stored features; a cluster member follows its image's later.
@@ -371,6 +382,48 @@ impl Broker {
         self.log_dir_states
             .iter()
             .any(|dir| dir.failure().is_some())
+    }
+
+    /// The server accepts clients from now on.
+    pub fn set_serving(&self) {
+        self.serving
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether this broker is ready for clients (/ready): it serves them, a cluster's
+    /// controller has unfenced it, and it is in the ISR of every partition it hosts
+    /// (after a restart, once its followers have caught up). Err(why not).
+    pub fn readiness(&self) -> Result<(), String> {
+        if !self.serving.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("the Kafka listeners do not serve yet".into());
+        }
+        if self.cluster().is_some_and(|cluster| !cluster.is_unfenced()) {
+            return Err("the controller has not unfenced this broker yet".into());
+        }
+        let node = self.node_id();
+        let behind: Vec<String> = self
+            .hosted_partitions()
+            .iter()
+            .filter(|partition| {
+                let assignment = partition.assignment();
+                assignment.replicas.contains(&node) && !assignment.isr.contains(&node)
+            })
+            .map(|partition| partition.tp.to_string())
+            .collect();
+        if !behind.is_empty() {
+            let shown = behind
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(format!(
+                "{} partition(s) not caught up with their leader: {shown}{}",
+                behind.len(),
+                if behind.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+        Ok(())
     }
 
     pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
@@ -517,13 +570,16 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .set_config(log_config);
         self.log_dirs.create_later(vec![log.clone()]);
-        let partition = Arc::new(Partition::new(
-            tp.clone(),
-            log,
-            min_insync,
-            self.config.node_id,
-            Assignment::none(),
-        ));
+        let partition = Arc::new(
+            Partition::new(
+                tp.clone(),
+                log,
+                min_insync,
+                self.config.node_id,
+                Assignment::none(),
+            )
+            .with_counters(PartitionCounters::new(&self.metrics, &tp.topic)),
+        );
         self.partitions
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -609,7 +665,7 @@ impl Broker {
         Arc::new(image)
     }
 
-    fn registry(&self) -> std::sync::MutexGuard<'_, TopicRegistry> {
+    pub(crate) fn registry(&self) -> std::sync::MutexGuard<'_, TopicRegistry> {
         self.topics.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -795,13 +851,16 @@ impl Broker {
             created.push(log.clone());
             partitions.insert(
                 tp.clone(),
-                Arc::new(Partition::new(
-                    tp,
-                    log,
-                    min_insync_replicas(&topic.configs),
-                    self.config.node_id,
-                    Assignment::local(self.config.node_id),
-                )),
+                Arc::new(
+                    Partition::new(
+                        tp,
+                        log,
+                        min_insync_replicas(&topic.configs),
+                        self.config.node_id,
+                        Assignment::local(self.config.node_id),
+                    )
+                    .with_counters(PartitionCounters::new(&self.metrics, &topic.name)),
+                ),
             );
         }
         drop((partitions, logs));
@@ -965,7 +1024,8 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .all_logs();
         for (tp, log) in logs {
-            if let Err(error) = strand_log::upkeep(&log) {
+            let flushed = crate::partition::flush_if_due_timed(&log, &self.metrics.log_flush_ms);
+            if let Err(error) = flushed.and_then(|_| strand_log::upkeep(&log)) {
                 tracing::error!(partition = %tp, %error, "flush failed");
             }
         }

@@ -168,6 +168,9 @@ pub struct BrokerConfig {
     pub leader_imbalance_check_interval_seconds: u64,
     /// Raft heartbeat of the metadata quorum; elections time out after 5-10 of them.
     pub quorum_heartbeat_interval_ms: u64,
+    /// Strand only (Kafka serves metrics through JMX): the HTTP listener of /metrics,
+    /// /health and /ready, `HOST:PORT` or `none` (`--http-listen`).
+    pub http_listen: String,
     /// The Kafka names of the settings given explicitly (file or command line), which
     /// DescribeConfigs reports as STATIC_BROKER_CONFIG; the others are defaults.
     #[serde(skip)]
@@ -205,6 +208,7 @@ impl Default for BrokerConfig {
             connections_max_idle_ms: 600_000,
             queued_request_max_bytes: 512 * 1024 * 1024,
             request_read_timeout_ms: 30_000,
+            http_listen: crate::http::HttpListen::DEFAULT.to_string(),
             open_segments_max: 1024,
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
@@ -238,6 +242,15 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The HTTP listener asked for: given explicitly (`--http-listen`, or an address
+    /// other than the default) it must be bound; the default may be taken.
+    pub fn http_listen(&self) -> Result<crate::http::HttpListen, String> {
+        let given = self.explicit.contains("http_listen")
+            || self.http_listen != crate::http::HttpListen::DEFAULT;
+        crate::http::HttpListen::parse(&self.http_listen, given)
+            .map_err(|error| format!("http_listen: {error}"))
+    }
+
     /// Reads a config file: a Kafka server.properties (any name not ending in .toml;
     /// see `broker_configs`) or Strand's TOML. Returns the config and the Kafka names the
     /// file gave that Strand does not implement.
@@ -328,6 +341,7 @@ impl BrokerConfig {
         if self.request_read_timeout_ms == 0 {
             return Err("request_read_timeout_ms must be positive".into());
         }
+        self.http_listen()?;
         // max.connections.per.ip.overrides is checked (and its host names resolved, once)
         // by `connection_limits`, which the broker calls as it opens.
         self.advertised().map(|_| ())

@@ -34,12 +34,15 @@ use strand_log::{
 use tokio::sync::{watch, Notify};
 
 use crate::error_code;
+use crate::metrics::topic::PartitionCounters;
 
 /// A pending durability wait: everything below `end` must reach the disk.
 #[derive(Debug)]
 pub struct Durable {
     gate: Arc<strand_log::SyncGate>,
     end: i64,
+    /// LogFlushRateAndTimeMs: the syncs this wait runs.
+    flush_ms: metrics::Histogram,
 }
 
 impl Durable {
@@ -48,10 +51,12 @@ impl Durable {
         durability: Durability,
         gate: Arc<strand_log::SyncGate>,
         info: &AppendInfo,
+        counters: &PartitionCounters,
     ) -> Option<Durable> {
         (durability == Durability::FlushBeforeAck).then(|| Durable {
             gate,
             end: info.last_offset + 1,
+            flush_ms: counters.flush_ms.clone(),
         })
     }
 
@@ -77,7 +82,8 @@ impl Durable {
             match state {
                 DurableState::Ready(result) => return result.map_err(LogError::Io),
                 DurableState::SyncNow(ticket) => {
-                    tokio::task::spawn_blocking(move || ticket.run())
+                    let flush_ms = self.flush_ms.clone();
+                    tokio::task::spawn_blocking(move || timed_flush(&flush_ms, || ticket.run()))
                         .await
                         .map_err(|error| LogError::Io(std::io::Error::other(error)))?;
                 }
@@ -85,6 +91,24 @@ impl Durable {
             }
         }
     }
+}
+
+/// Runs a flush (fsyncs), its time recorded in `flush_ms` (LogFlushRateAndTimeMs).
+pub fn timed_flush<T>(flush_ms: &metrics::Histogram, flush: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let result = flush();
+    flush_ms.record(started.elapsed().as_secs_f64() * 1000.0);
+    result
+}
+
+/// A flush.messages / flush.ms flush if one is due, its time recorded if it ran.
+pub fn flush_if_due_timed(log: &Mutex<Log>, flush_ms: &metrics::Histogram) -> LogResult<bool> {
+    let started = std::time::Instant::now();
+    let ran = strand_log::flush_if_due(log);
+    if matches!(ran, Ok(true)) {
+        flush_ms.record(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    ran
 }
 
 /// A started durability wait.
@@ -267,6 +291,8 @@ pub struct Partition {
     flushing: Arc<AtomicBool>,
     /// The (leader epoch, partition epoch) this replica's failure was last reported in.
     failure_reported: Mutex<Option<(i32, i32)>>,
+    /// What its producers and consumers moved, its ISR changes and flush times.
+    counters: PartitionCounters,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
@@ -312,11 +338,22 @@ impl Partition {
             high_watermark: watch::Sender::new(high_watermark),
             flushing: Arc::new(AtomicBool::new(false)),
             failure_reported: Mutex::new(None),
+            counters: PartitionCounters::detached(),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
         partition.apply_assignment(assignment);
         partition
+    }
+
+    /// Counts this partition's traffic in `counters` (the broker's metrics).
+    pub fn with_counters(mut self, counters: PartitionCounters) -> Partition {
+        self.counters = counters;
+        self
+    }
+
+    pub fn counters(&self) -> &PartitionCounters {
+        &self.counters
     }
 
     pub fn min_insync_replicas(&self) -> i32 {
@@ -413,6 +450,16 @@ impl Partition {
                             .entry(id)
                             .or_insert_with(|| FollowerProgress::new(now));
                     }
+                }
+            }
+            if leads && was_leader && same_epoch {
+                // IsrShrinksPerSec / IsrExpandsPerSec: the ISR of a partition led here
+                // changed (Kafka counts it on the leader too).
+                let (before, after) = (replication.assignment.isr.len(), assignment.isr.len());
+                if after < before {
+                    self.counters.isr_shrunk();
+                } else if after > before {
+                    self.counters.isr_expanded();
                 }
             }
             if replication.pending_isr.is_some()
@@ -575,7 +622,10 @@ impl Partition {
         })?;
         self.advance_high_watermark();
         self.wake_parked_fetches();
-        Ok((info, Durable::after(durability, gate, &info)))
+        Ok((
+            info,
+            Durable::after(durability, gate, &info, &self.counters),
+        ))
     }
 
     /// DeleteRecords as leader: moves the log start to `offset` (-1: the high watermark),
@@ -606,8 +656,9 @@ impl Partition {
             return; // the running flush's loop sees the new request
         }
         let (log, flushing, tp) = (self.log.clone(), self.flushing.clone(), self.tp.clone());
+        let flush_ms = self.counters.flush_ms.clone();
         runtime.spawn_blocking(move || loop {
-            let ran = strand_log::flush_if_due(&log).unwrap_or_else(|error| {
+            let ran = flush_if_due_timed(&log, &flush_ms).unwrap_or_else(|error| {
                 tracing::error!(partition = %tp, %error, "flush failed");
                 false
             });
@@ -666,7 +717,10 @@ impl Partition {
         })?;
         self.advance_high_watermark();
         self.wake_parked_fetches();
-        Ok((info, Durable::after(durability, gate, &info)))
+        Ok((
+            info,
+            Durable::after(durability, gate, &info, &self.counters),
+        ))
     }
 
     fn write_as_leader<T>(
@@ -1042,6 +1096,14 @@ impl Partition {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         parked.retain(|parked| !Arc::ptr_eq(parked, waiter));
+    }
+
+    /// Fetches waiting for an append here (Kafka's fetch purgatory watchers).
+    pub fn parked_fetch_count(&self) -> usize {
+        self.parked_fetches
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     pub fn warming(&self) -> &crate::cold_reads::Warming {

@@ -46,13 +46,19 @@ pub fn is_exempt(request: &ParsedRequest) -> bool {
         | ApiKey::SaslHandshake
         | ApiKey::SaslAuthenticate
         | ApiKey::WriteTxnMarkers => true,
-        ApiKey::Fetch => {
-            request.header.request_api_version < 15
-                && request.body.len() >= 4
-                && i32::from_be_bytes(request.body[..4].try_into().expect("4 bytes")) >= 0
-        }
+        ApiKey::Fetch => is_follower_fetch(request),
         _ => false,
     }
+}
+
+/// A Fetch from a follower replica: Strand's followers fetch at v12, whose body begins
+/// with the replica id (from v15 it is a tagged field, and such fetches count as a
+/// consumer's).
+pub fn is_follower_fetch(request: &ParsedRequest) -> bool {
+    request.api_key == ApiKey::Fetch
+        && request.header.request_api_version < 15
+        && request.body.len() >= 4
+        && i32::from_be_bytes(request.body[..4].try_into().expect("4 bytes")) >= 0
 }
 
 /// Requests whose handler counts its own time (Produce).

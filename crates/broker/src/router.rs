@@ -4,6 +4,7 @@
 //! UNSUPPORTED_VERSION in its v0 format so the client can downgrade.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
@@ -14,6 +15,7 @@ use strand_protocol::{
 
 use crate::api;
 use crate::broker::Broker;
+use crate::metrics::RequestTimes;
 use crate::net::RequestContext;
 use crate::request_quota;
 
@@ -39,22 +41,41 @@ pub async fn route(
     parsed: Result<ParsedRequest, HeaderError>,
     context: &RequestContext,
 ) -> Outcome {
+    route_measured(broker, parsed, context, Instant::now())
+        .await
+        .0
+}
+
+/// Routes a request whose body was read at `read`: its outcome, and its times so far
+/// (RequestMetrics) for a request that was served.
+pub async fn route_measured(
+    broker: &Arc<Broker>,
+    parsed: Result<ParsedRequest, HeaderError>,
+    context: &RequestContext,
+    read: Instant,
+) -> (Outcome, Option<RequestTimes>) {
     let request = match parsed {
         Ok(request) => request,
-        Err(error) => return Outcome::Close(error.to_string()),
+        Err(error) => return (Outcome::Close(error.to_string()), None),
     };
     let version = request.header.request_api_version;
-    if request.api_key == ApiKey::ApiVersions {
-        return api::api_versions::handle(broker, &request);
+    let api_key = request.api_key;
+    let served = api_key == ApiKey::ApiVersions
+        || supported_versions(api_key).is_some_and(|(min, max)| (min..=max).contains(&version));
+    if !served {
+        return (unserved(&request), None);
     }
-    let Some((min, max)) = supported_versions(request.api_key) else {
-        return Outcome::Close(format!("unsupported API {:?}", request.api_key));
-    };
-    if version < min || version > max {
-        return Outcome::Close(format!(
-            "unsupported version {version} of {:?} (serving {min}-{max})",
-            request.api_key
-        ));
+    let mut times = broker.metrics.requests.start(
+        broker.metrics.recorder(),
+        api_key,
+        version,
+        request_quota::is_follower_fetch(&request),
+        read,
+    );
+    if api_key == ApiKey::ApiVersions {
+        let outcome = api::api_versions::handle(broker, &request);
+        times.handled(times.since_start());
+        return (outcome, Some(times));
     }
     // request_percentage: the handler's busy time counts against the client's quota.
     let quota = if request_quota::times_itself(&request) || request_quota::is_exempt(&request) {
@@ -63,17 +84,31 @@ pub async fn route(
         let client_id = request.client_id();
         broker.request_quota(context, client_id)
     };
-    let Some(quota) = quota else {
-        return dispatch(broker, request, context).await;
-    };
-    let api_key = request.api_key;
     let (outcome, busy) = request_quota::timed(dispatch(broker, request, context)).await;
+    times.handled(busy);
+    let Some(quota) = quota else {
+        return (outcome, Some(times));
+    };
     let throttle_ms = broker.record_request_time(quota, busy);
     if throttle_ms == 0 {
-        return outcome;
+        return (outcome, Some(times));
     }
     context.throttle.mute_for(throttle_ms);
-    request_quota::with_throttle_time(outcome, api_key, version, throttle_ms)
+    let outcome = request_quota::with_throttle_time(outcome, api_key, version, throttle_ms);
+    (outcome, Some(times))
+}
+
+/// What Kafka does with a request it does not serve: an unknown API key or an unsupported
+/// version closes the connection, except ApiVersions (answered by its handler).
+fn unserved(request: &ParsedRequest) -> Outcome {
+    let version = request.header.request_api_version;
+    match supported_versions(request.api_key) {
+        None => Outcome::Close(format!("unsupported API {:?}", request.api_key)),
+        Some((min, max)) => Outcome::Close(format!(
+            "unsupported version {version} of {:?} (serving {min}-{max})",
+            request.api_key
+        )),
+    }
 }
 
 /// Hands a served request to its API's handler.

@@ -22,6 +22,9 @@ const GROUP_TICK: Duration = Duration::from_millis(100);
 
 /// Runs blocking broker housekeeping (flushes, retention, compaction) every `interval_ms`
 /// on a blocking thread, until aborted.
+/// How often recorded latencies move into their summaries (the exporter's default).
+const METRICS_UPKEEP_MS: u64 = 5_000;
+
 fn every(broker: &Arc<Broker>, interval_ms: u64, work: fn(&Broker)) -> tokio::task::JoinHandle<()> {
     let broker = broker.clone();
     let interval = Duration::from_millis(interval_ms.max(100));
@@ -200,6 +203,15 @@ async fn run(
         Broker::apply_retention,
     );
     let cleaner = every(&broker, config.cleaner_backoff_ms, Broker::clean_logs);
+    broker.metrics.watch_network(
+        listeners
+            .iter()
+            .map(|(listener, _)| listener.clone())
+            .collect(),
+        request_memory.clone(),
+    );
+    let metrics_upkeep = every(&broker, METRICS_UPKEEP_MS, |broker| broker.metrics.upkeep());
+    broker.set_serving();
     let group_timers = {
         let broker = broker.clone();
         tokio::spawn(async move {
@@ -302,6 +314,7 @@ async fn run(
     txn_timers.abort();
     retention.abort();
     cleaner.abort();
+    metrics_upkeep.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();
     tokio::task::spawn_blocking(move || broker_for_close.shutdown()).await??;

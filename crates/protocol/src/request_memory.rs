@@ -82,6 +82,15 @@ impl RequestMemory {
         }
     }
 
+    /// Pool bytes reserved by request bodies right now (0 when unbounded: nothing is
+    /// counted then).
+    pub fn used_bytes(&self) -> usize {
+        match &self.pool {
+            Some(pool) => (self.pool_permits - pool.available_permits()) * PERMIT_BYTES,
+            None => 0,
+        }
+    }
+
     /// Reads a body of `size` bytes (already checked against the frame cap), reserving
     /// pool memory as it grows; fails with [`FrameError::TimedOut`] if the whole body,
     /// waits for the pool included, has not arrived by `deadline`.

@@ -24,6 +24,16 @@ static ALLOCATOR: HugeAllocationGuard = HugeAllocationGuard;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text or as JSON objects (one per line); text has colours only on a
+    /// terminal.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +114,10 @@ struct ServeArgs {
     /// (default.replication.factor).
     #[arg(long, allow_negative_numbers = true)]
     default_replication_factor: Option<i16>,
+    /// HOST:PORT of the HTTP listener serving /metrics (Prometheus), /health and /ready,
+    /// or none. Strand only: Kafka has JMX instead [default: 127.0.0.1:9644].
+    #[arg(long)]
+    http_listen: Option<String>,
 }
 
 fn parse_flush(value: &str) -> Result<FlushMode, String> {
@@ -117,14 +131,8 @@ fn parse_flush(value: &str) -> Result<FlushMode, String> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
-                .unwrap_or_else(|_| "info,openraft=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => run_serve(args),
         Command::Bench(args) => bench::run_blocking(args),
@@ -140,6 +148,25 @@ fn main() -> ExitCode {
             eprintln!("strand: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs go to standard error, filtered by STRAND_LOG (EnvFilter syntax). Colour codes
+/// only on a terminal: a redirected log is read by people and tools, not painted.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
+        .unwrap_or_else(|_| "info,openraft=off".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
     }
 }
 
@@ -233,6 +260,10 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
     if let Some(value) = args.default_replication_factor {
         config.default_replication_factor = value;
     }
+    if let Some(value) = args.http_listen {
+        config.http_listen = value;
+        config.explicit.insert("http_listen".into());
+    }
     config.validate().map_err(anyhow::Error::msg)?;
     Ok(config)
 }
@@ -265,7 +296,22 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         // Bound now and listening once the broker is ready, so that a port of 0 is
         // replaced by the one the OS picked before the broker advertises it.
         let listeners = strand_broker::server::bind_listeners(&mut config)?;
+        let http = config
+            .http_listen()
+            .map_err(anyhow::Error::msg)?
+            .bind()
+            .await?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
+        // /health and /ready answer from now on (not ready until clients are served).
+        let (stop_http, http_stopping) = tokio::sync::watch::channel(false);
+        let http_address = http.as_ref().and_then(|l| l.local_addr().ok());
+        if let Some(http) = http {
+            tokio::spawn(strand_broker::http::serve(
+                broker.clone(),
+                http,
+                http_stopping,
+            ));
+        }
         let cluster = match cluster_config {
             Some(cluster_config) => {
                 let quorum = cluster_config.quorum_listen;
@@ -318,6 +364,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         for line in others {
             println!("{line}");
         }
+        if let Some(address) = http_address {
+            println!(
+                "strand node {} serving HTTP on {address} (/metrics, /health, /ready)",
+                broker.node_id()
+            );
+        }
         let server = tokio::spawn(server);
         shutdown.recv().await;
         tracing::info!("shutting down");
@@ -326,6 +378,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             cluster.shutdown().await;
         }
         handle.shutdown();
+        let _ = stop_http.send(true);
         server.await??;
         println!("strand stopped cleanly");
         Ok(())
@@ -343,7 +396,8 @@ mod tests {
         let command = super::Cli::command();
         let serve = command.find_subcommand("serve").unwrap();
         for arg in serve.get_arguments() {
-            if ["config", "help"].contains(&arg.get_id().as_str()) {
+            // --http-listen is Strand's own: Kafka has JMX, no HTTP listener.
+            if ["config", "help", "http_listen"].contains(&arg.get_id().as_str()) {
                 continue;
             }
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();

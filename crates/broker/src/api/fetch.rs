@@ -221,6 +221,7 @@ pub async fn handle(
             broker.request_throttle_now(context, client_id)
         };
         if throttle_ms > 0 {
+            count_reads(&targets, &responses, false, false);
             broker.record_quota(context, client_id, CONSUMER_BYTE_RATE, -bytes);
             context.throttle.mute_for(throttle_ms);
             let session = if incremental { session_id } else { 0 };
@@ -234,6 +235,7 @@ pub async fn handle(
             );
         }
     }
+    count_reads(&targets, &responses, follower.is_some(), true);
     // In a session, record what each partition's answer told the client; an incremental
     // answer leaves out partitions with nothing new.
     let mut kept: Vec<(FetchKey, FetchPartitionOut)> = Vec::with_capacity(responses.len());
@@ -256,6 +258,27 @@ pub async fn handle(
         }
     }
     answer(&request, version, (0, error_code::NONE), session_id, kept)
+}
+
+/// BrokerTopicMetrics of a fetch's partitions (`responses` in the order of `targets`):
+/// each read answered, its record bytes if they are `sent`, its unexpected failures.
+fn count_reads(
+    targets: &[Target],
+    responses: &[(FetchKey, FetchPartitionOut)],
+    follower: bool,
+    sent: bool,
+) {
+    for (target, (_, out)) in targets.iter().zip(responses) {
+        let Ok(partition) = &target.partition else {
+            continue;
+        };
+        let counters = partition.counters();
+        let bytes = if sent { out.records.len() } else { 0 };
+        counters.fetched(bytes, follower);
+        if out.error_code != error_code::NONE {
+            counters.fetch_failed(out.error_code);
+        }
+    }
 }
 
 /// Encodes the answer: partitions grouped by topic in the order they come, with the

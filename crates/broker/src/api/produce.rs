@@ -147,14 +147,19 @@ pub async fn handle(
             .map(|(name, id)| (TopicName(str_bytes(name.as_str())), id))
             .collect();
         drop(body);
-        return Outcome::Deferred(Box::pin(finish(
+        let waiting = broker.metrics.produce_waiting();
+        let finished = finish(
             request,
             topic_meta,
             results,
             syncs,
             (acks, throttle_ms),
             deadline,
-        )));
+        );
+        return Outcome::Deferred(Box::pin(async move {
+            let _waiting = waiting;
+            finished.await
+        }));
     }
     answer(request, topic_meta, results, (acks, throttle_ms))
 }
@@ -342,6 +347,28 @@ fn append_one(
         .partition(tp)
         .ok_or(Refusal::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, None))?;
     let records = records.unwrap_or_default();
+    // BrokerTopicMetrics, counted as Kafka's appendToLocalLog counts them.
+    let counters = partition.counters();
+    counters.produce_requested();
+    let bytes = records.len() as u64;
+    let appended = append_to(&partition, tp, acks, transactional_id, verdict, records);
+    match &appended {
+        Ok((info, _)) => {
+            counters.appended((info.last_offset - info.first_offset + 1) as u64, bytes)
+        }
+        Err(refusal) => counters.append_refused(refusal.code),
+    }
+    appended
+}
+
+fn append_to(
+    partition: &Arc<Partition>,
+    tp: &TopicPartition,
+    acks: i16,
+    transactional_id: &Option<String>,
+    verdict: Option<Result<Guard, i16>>,
+    records: bytes::Bytes,
+) -> Result<(strand_log::AppendInfo, Pending), Refusal> {
     let mut guard = None;
     if let Ok(header) = BatchHeader::parse(&records) {
         if header.attributes.is_transactional() {

@@ -24,7 +24,8 @@ use super::context::RequestContext;
 use super::listener::Listener;
 use super::transport::{self, Reader, Writer};
 use crate::broker::Broker;
-use crate::router::{route, Outcome};
+use crate::metrics::RequestTimes;
+use crate::router::{route_measured, Outcome};
 
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Requests of one connection handled but not yet answered (Kafka clients keep at most
@@ -63,6 +64,7 @@ pub async fn serve_connection(
         let scram: Arc<dyn strand_security::sasl::scram::ScramCredentials> = broker.clone();
         Authenticator::new(settings, scram)
     });
+    let _counted = listener.connected();
     let mut context = RequestContext::new(listener.clone(), peer, principal);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let request_max_bytes = broker.config.socket_request_max_bytes;
@@ -117,15 +119,16 @@ pub async fn serve_connection(
             }
         };
         activity.touch();
-        let outcome = match &mut authenticator {
-            None => route(&broker, parse_request_header(body), &context).await,
-            Some(gate) => match gate.on_frame(body, std::time::Instant::now()) {
-                Gate::Route(request) => route(&broker, Ok(request), &context).await,
+        let read = std::time::Instant::now();
+        let (outcome, times) = match &mut authenticator {
+            None => route_measured(&broker, parse_request_header(body), &context, read).await,
+            Some(gate) => match gate.on_frame(body, read) {
+                Gate::Route(request) => route_measured(&broker, Ok(request), &context, read).await,
                 Gate::Answer(outcome) => {
                     if let Some(principal) = gate.principal() {
                         context.principal = principal.clone();
                     }
-                    outcome
+                    (outcome, None)
                 }
             },
         };
@@ -136,7 +139,7 @@ pub async fn serve_connection(
         // The queue is full while the writer waits on a peer that does not read its
         // answers; that peer is idle too, and is closed like any idle one.
         let queued = tokio::select! {
-            sent = responses.send(outcome) => sent.is_ok(),
+            sent = responses.send((outcome, times)) => sent.is_ok(),
             _ = idle_expired(&activity, &pending, idle_max) => {
                 tracing::debug!(%peer, "closing connection: its answers are not read (connections.max.idle.ms)");
                 idle_closed = true;
@@ -237,14 +240,20 @@ async fn idle_expired(activity: &Activity, pending: &PendingAnswers, idle_max: O
 /// Writes responses in the order their requests arrived, waiting for deferred ones.
 async fn write_responses(
     mut writer: Writer,
-    mut queue: mpsc::Receiver<Outcome>,
+    mut queue: mpsc::Receiver<(Outcome, Option<RequestTimes>)>,
     peer: SocketAddr,
     activity: Arc<Activity>,
     pending: Arc<PendingAnswers>,
 ) {
-    while let Some(mut outcome) = queue.recv().await {
+    while let Some((mut outcome, times)) = queue.recv().await {
+        let mut deferred_ready = None;
         if let Outcome::Deferred(deferred) = outcome {
             outcome = deferred.await;
+            deferred_ready = Some(std::time::Instant::now());
+        }
+        let writing = std::time::Instant::now();
+        if let Some(times) = &times {
+            times.count();
         }
         activity.touch();
         pending.writing.store(true, Ordering::Release);
@@ -272,5 +281,8 @@ async fn write_responses(
         pending.writing.store(false, Ordering::Release);
         activity.touch();
         pending.unanswered.fetch_sub(1, Ordering::AcqRel);
+        if let Some(times) = times {
+            times.written(deferred_ready, writing, std::time::Instant::now());
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! SCRAM's from the credentials AlterUserScramCredentials stores.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,17 @@ pub struct Listener {
     pub spec: ListenerSpec,
     pub tls: Option<ReloadingServerConfig>,
     pub sasl: Option<Arc<SaslSettings>>,
+    /// Connections being served (socket-server-metrics connection-count).
+    connections: Arc<AtomicUsize>,
+}
+
+/// Counts one connection of a listener while it lives.
+pub struct ListenerConnection(Arc<AtomicUsize>);
+
+impl Drop for ListenerConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The SASL side of a listener.
@@ -104,7 +116,22 @@ impl Listener {
         } else {
             None
         };
-        Ok(Listener { spec, tls, sasl })
+        Ok(Listener {
+            spec,
+            tls,
+            sasl,
+            connections: Arc::default(),
+        })
+    }
+
+    /// A connection is served from now until the guard is dropped.
+    pub fn connected(&self) -> ListenerConnection {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ListenerConnection(self.connections.clone())
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
     }
 
     /// Every listener of `config`, the inter-broker one first.
@@ -127,6 +154,7 @@ impl Listener {
             },
             tls: None,
             sasl: None,
+            connections: Arc::default(),
         }
     }
 }

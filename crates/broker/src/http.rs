@@ -1,0 +1,168 @@
+//! The broker's HTTP listener (`--http-listen`, 127.0.0.1:9644 by default): /metrics in
+//! Prometheus' text format, /health (the process is up) and /ready (it serves clients
+//! and its replicas are in sync), for Prometheus, load balancers and orchestrators.
+//!
+//! Bounded like the Kafka listeners: at most `HTTP_CONNECTIONS_MAX` connections at once
+//! (more are closed at once), request headers within `HEADER_READ_TIMEOUT`, and a
+//! connection lives at most `CONNECTION_LIFETIME_MAX`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::Broker;
+
+const HTTP_CONNECTIONS_MAX: usize = 64;
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECTION_LIFETIME_MAX: Duration = Duration::from_secs(120);
+
+/// What the HTTP listener was asked to do: where to listen, and whether that address was
+/// given (a given address that cannot be bound stops the start; the default's only warns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpListen {
+    Off,
+    At { address: SocketAddr, given: bool },
+}
+
+impl HttpListen {
+    pub const DEFAULT: &'static str = "127.0.0.1:9644";
+
+    /// `HOST:PORT`, or `none` for no HTTP listener.
+    pub fn parse(value: &str, given: bool) -> Result<HttpListen, String> {
+        let value = value.trim();
+        if value.eq_ignore_ascii_case("none") || value.is_empty() {
+            return Ok(HttpListen::Off);
+        }
+        let address = value.parse().map_err(|_| {
+            format!("{value:?} is not HOST:PORT (an IP address and a port) or none")
+        })?;
+        Ok(HttpListen::At { address, given })
+    }
+
+    /// Binds the listener: None when off, or when the default address is taken (another
+    /// broker on this machine has it), which is logged and not fatal.
+    pub async fn bind(&self) -> anyhow::Result<Option<TcpListener>> {
+        let HttpListen::At { address, given } = self else {
+            return Ok(None);
+        };
+        match TcpListener::bind(address).await {
+            Ok(listener) => Ok(Some(listener)),
+            Err(error) if !given => {
+                tracing::warn!(%address, %error, "no HTTP listener (metrics, health): the default address is taken; set --http-listen");
+                Ok(None)
+            }
+            Err(error) => Err(anyhow::anyhow!(
+                "cannot listen for HTTP on {address} (--http-listen): {error}"
+            )),
+        }
+    }
+}
+
+/// Serves HTTP on `listener` until `shutdown` turns true.
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(HTTP_CONNECTIONS_MAX));
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "HTTP accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "closing HTTP connection: too many at once");
+            continue;
+        };
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let broker = broker.clone();
+                async move { Ok::<_, Infallible>(answer(&broker, request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(CONNECTION_LIFETIME_MAX, connection).await {
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
+                Err(_) => tracing::debug!(%peer, "closing HTTP connection: open too long"),
+                Ok(Ok(())) => {}
+            }
+            drop(slot);
+        });
+    }
+}
+
+async fn answer(broker: &Broker, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
+    }
+    match request.uri().path() {
+        "/metrics" => {
+            let mut response = text(StatusCode::OK, broker.metrics.render(broker).await);
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        }
+        "/health" => text(StatusCode::OK, "ok\n".into()),
+        "/ready" => match broker.readiness() {
+            Ok(()) => text(StatusCode::OK, "ready\n".into()),
+            Err(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            ),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: /metrics, /health and /ready are served\n".into(),
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_listen_is_an_address_or_none() {
+        assert_eq!(HttpListen::parse("none", true), Ok(HttpListen::Off));
+        assert_eq!(
+            HttpListen::parse("127.0.0.1:9644", false),
+            Ok(HttpListen::At {
+                address: "127.0.0.1:9644".parse().unwrap(),
+                given: false
+            })
+        );
+        assert!(HttpListen::parse("localhost", true).is_err());
+    }
+}

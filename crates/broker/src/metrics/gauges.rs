@@ -1,0 +1,202 @@
+//! The state gauges, read from the broker at each scrape: replica manager and controller
+//! counts, each hosted log's size and offsets, consumer lag of the groups coordinated
+//! here, waiting requests, the request-memory pool and connections per listener.
+//! Nothing on the request path keeps them.
+
+use metrics::Label;
+use std::collections::BTreeMap;
+
+use super::{gauge, names, Metrics};
+use crate::Broker;
+
+/// What a scrape reads from the broker before it sets the gauges: the parts that need to
+/// wait (the quorum's view, the group coordinator's shards).
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// This node is the quorum's leader (a single node is its own controller).
+    pub active_controller: bool,
+    /// Each group's committed offsets: group -> (topic, partition) -> offset.
+    pub group_offsets: BTreeMap<String, BTreeMap<(String, i32), i64>>,
+}
+
+impl Observed {
+    pub async fn read(broker: &Broker) -> Observed {
+        let active_controller = match broker.cluster() {
+            None => true,
+            Some(cluster) => cluster.controller_id().await == Some(broker.node_id()),
+        };
+        let mut group_offsets = BTreeMap::new();
+        for group in broker.groups.list(broker).await {
+            let Ok(offsets) = broker
+                .groups
+                .fetch_offsets(broker, &group.group_id, None)
+                .await
+            else {
+                continue;
+            };
+            let committed: BTreeMap<(String, i32), i64> = offsets
+                .into_iter()
+                .filter_map(|(topic, partition, offset)| Some(((topic, partition), offset?.offset)))
+                .collect();
+            group_offsets.insert(group.group_id, committed);
+        }
+        Observed {
+            active_controller,
+            group_offsets,
+        }
+    }
+}
+
+pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
+    let recorder = metrics.recorder();
+    let set = |name: &'static str, labels: Vec<Label>, value: f64| {
+        gauge(recorder, name, labels).set(value);
+    };
+    let tp_labels = |topic: &str, partition: i32| {
+        vec![
+            Label::new("topic", topic.to_string()),
+            Label::new("partition", partition.to_string()),
+        ]
+    };
+    let node = broker.node_id();
+    let partitions = broker.hosted_partitions();
+    let (mut leaders, mut under_replicated, mut under_min_isr, mut at_min_isr, mut offline) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut parked_fetches = 0usize;
+    let mut high_watermarks = BTreeMap::new();
+    for partition in &partitions {
+        let assignment = partition.assignment();
+        let min_isr = partition.min_insync_replicas().max(1) as usize;
+        if assignment.leader == node {
+            leaders += 1;
+            under_replicated += u64::from(assignment.isr.len() < assignment.replicas.len());
+            under_min_isr += u64::from(assignment.isr.len() < min_isr);
+            at_min_isr += u64::from(assignment.isr.len() == min_isr);
+        }
+        parked_fetches += partition.parked_fetch_count();
+        let tp = &partition.tp;
+        let (size, start, end, segments, high_watermark, is_offline) = {
+            let log = partition.log();
+            (
+                log.size_bytes(),
+                log.log_start_offset(),
+                log.log_end_offset(),
+                log.segment_count(),
+                log.high_watermark(),
+                log.offline_reason().is_some(),
+            )
+        };
+        offline += u64::from(is_offline);
+        high_watermarks.insert((tp.topic.clone(), tp.partition), high_watermark);
+        let log_gauges = [
+            (names::LOG_SIZE, size as f64),
+            (names::LOG_START_OFFSET, start as f64),
+            (names::LOG_END_OFFSET, end as f64),
+            (names::LOG_SEGMENTS, segments as f64),
+        ];
+        for (name, value) in log_gauges {
+            set(name, tp_labels(&tp.topic, tp.partition), value);
+        }
+    }
+    set(names::PARTITION_COUNT, Vec::new(), partitions.len() as f64);
+    set(names::LEADER_COUNT, Vec::new(), leaders as f64);
+    set(names::UNDER_REPLICATED, Vec::new(), under_replicated as f64);
+    set(names::UNDER_MIN_ISR, Vec::new(), under_min_isr as f64);
+    set(names::AT_MIN_ISR, Vec::new(), at_min_isr as f64);
+    set(names::OFFLINE_REPLICAS, Vec::new(), offline as f64);
+
+    controller(broker, observed.active_controller, &set);
+
+    let operation = |name: &str| vec![Label::new("delayedoperation", name.to_string())];
+    let waiting_produces = metrics
+        .waiting_produces
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .max(0);
+    set(
+        names::PURGATORY_SIZE,
+        operation("Produce"),
+        waiting_produces as f64,
+    );
+    set(
+        names::PURGATORY_SIZE,
+        operation("Fetch"),
+        parked_fetches as f64,
+    );
+
+    if let Some(network) = metrics.network.get() {
+        let available = network.request_memory.available_bytes();
+        let used = network.request_memory.used_bytes();
+        set(names::MEMORY_POOL_AVAILABLE, Vec::new(), available as f64);
+        set(names::MEMORY_POOL_USED, Vec::new(), used as f64);
+        for listener in &network.listeners {
+            let labels = vec![Label::new("listener", listener.spec.name.clone())];
+            set(
+                names::CONNECTIONS,
+                labels,
+                listener.connection_count() as f64,
+            );
+        }
+    }
+
+    // Lag as kafka-lag-exporter reports it: the high watermark less the committed offset,
+    // for the partitions hosted here.
+    for (group, offsets) in &observed.group_offsets {
+        let (mut max_lag, mut sum_lag) = (0i64, 0i64);
+        for ((topic, partition), offset) in offsets {
+            let group_labels = || {
+                let mut labels = vec![Label::new("group", group.clone())];
+                labels.extend(tp_labels(topic, *partition));
+                labels
+            };
+            set(names::GROUP_OFFSET, group_labels(), *offset as f64);
+            let Some(high_watermark) = high_watermarks.get(&(topic.clone(), *partition)) else {
+                continue;
+            };
+            let lag = (high_watermark - offset).max(0);
+            max_lag = max_lag.max(lag);
+            sum_lag += lag;
+            set(names::GROUP_LAG, group_labels(), lag as f64);
+        }
+        let labels = || vec![Label::new("group", group.clone())];
+        set(names::GROUP_MAX_LAG, labels(), max_lag as f64);
+        set(names::GROUP_SUM_LAG, labels(), sum_lag as f64);
+    }
+}
+
+/// The KafkaController gauges. As on Kafka, only the active controller reports the
+/// cluster's counts; the others report zeros.
+fn controller(broker: &Broker, active: bool, set: &impl Fn(&'static str, Vec<Label>, f64)) {
+    let (mut topics, mut partitions, mut offline, mut brokers, mut fenced) = (0, 0, 0, 0, 0);
+    if active {
+        match broker.cluster() {
+            Some(cluster) => {
+                let image = cluster.image();
+                topics = image.topics.len();
+                for topic in image.topics.values() {
+                    partitions += topic.partitions.len();
+                    offline += topic.partitions.iter().filter(|p| p.leader < 0).count();
+                }
+                fenced = image.brokers.values().filter(|b| b.fenced).count();
+                brokers = image.brokers.len() - fenced;
+            }
+            None => {
+                let registry = broker.registry();
+                for topic in registry.all() {
+                    topics += 1;
+                    partitions += topic.partitions.max(0) as usize;
+                }
+                brokers = 1;
+            }
+        }
+    }
+    set(
+        names::ACTIVE_CONTROLLER,
+        Vec::new(),
+        f64::from(u8::from(active)),
+    );
+    set(names::GLOBAL_TOPICS, Vec::new(), topics as f64);
+    set(names::GLOBAL_PARTITIONS, Vec::new(), partitions as f64);
+    set(names::OFFLINE_PARTITIONS, Vec::new(), offline as f64);
+    set(names::ACTIVE_BROKERS, Vec::new(), brokers as f64);
+    set(names::FENCED_BROKERS, Vec::new(), fenced as f64);
+}

@@ -1,0 +1,189 @@
+//! The broker's metrics, under the names the Prometheus JMX exporter's standard Kafka
+//! rules give Kafka's MBeans (`kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,
+//! topic=t` is `kafka_server_brokertopicmetrics_messagesin_total{topic="t"}`), so the
+//! dashboards and alerts written for Kafka work on Strand unchanged.
+//!
+//! Counters and latency histograms are handles of the `metrics` crate registered once
+//! (per topic, per API) and kept where they are counted, so the request path pays an
+//! atomic add, not a lookup. Everything that is a state rather than an event (partition
+//! counts, log sizes, consumer lag, purgatory sizes) is read from the broker when
+//! /metrics is scraped (`gauges.rs`), so the request path pays nothing for it. The
+//! registry is the broker's own, not a process-wide one: tests run several brokers in one
+//! process.
+
+mod gauges;
+pub mod names;
+pub mod requests;
+pub mod topic;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics_util::MetricKindMask;
+use strand_protocol::RequestMemory;
+
+use crate::net::listener::Listener;
+pub use requests::{RequestMetrics, RequestTimes};
+pub use topic::TopicMetrics;
+
+/// Kafka's histogram percentiles (Yammer's 50th..999th), as the JMX exporter labels them.
+const QUANTILES: [f64; 6] = [0.5, 0.75, 0.95, 0.98, 0.99, 0.999];
+
+/// Where registered handles come from.
+static METADATA: Metadata<'static> =
+    Metadata::new("strand", metrics::Level::INFO, Some(module_path!()));
+
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// One scrape at a time: a scrape sets every state gauge and then renders, and a
+    /// gauge not set by it (a deleted partition's) is dropped from the output.
+    scrape: Mutex<()>,
+    /// BrokerTopicMetrics without a topic label: all topics.
+    pub all_topics: Arc<TopicMetrics>,
+    topics: Mutex<HashMap<String, Arc<TopicMetrics>>>,
+    pub requests: RequestMetrics,
+    /// kafka.server:type=ReplicaManager,name=IsrShrinksPerSec / IsrExpandsPerSec
+    pub isr_shrinks: Counter,
+    pub isr_expands: Counter,
+    /// kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs: each log flush's fsyncs.
+    pub log_flush_ms: Histogram,
+    /// Produce requests waiting for their syncs or replication (Kafka's produce
+    /// purgatory).
+    waiting_produces: Arc<AtomicI64>,
+    /// The listeners and the request-memory pool, once the server runs.
+    network: OnceLock<Network>,
+}
+
+/// Counts a produce request in the purgatory size while it lives.
+pub struct WaitingProduce(Arc<AtomicI64>);
+
+impl Drop for WaitingProduce {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+struct Network {
+    listeners: Vec<Arc<Listener>>,
+    request_memory: Arc<RequestMemory>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new()
+            .set_quantiles(&QUANTILES)
+            .expect("quantiles are in 0..=1")
+            // The state gauges are all set by each scrape: one it did not set is gone.
+            .idle_timeout(MetricKindMask::GAUGE, Some(Duration::ZERO))
+            .build_recorder();
+        let handle = recorder.handle();
+        names::describe(&recorder);
+        let all_topics = Arc::new(TopicMetrics::register(&recorder, None));
+        let requests = RequestMetrics::new();
+        let isr_shrinks = counter(&recorder, names::ISR_SHRINKS, Vec::new());
+        let isr_expands = counter(&recorder, names::ISR_EXPANDS, Vec::new());
+        let log_flush_ms = histogram(&recorder, names::LOG_FLUSH_MS, Vec::new());
+        Metrics {
+            recorder,
+            handle,
+            scrape: Mutex::new(()),
+            all_topics,
+            topics: Mutex::new(HashMap::new()),
+            requests,
+            isr_shrinks,
+            isr_expands,
+            log_flush_ms,
+            waiting_produces: Arc::new(AtomicI64::new(0)),
+            network: OnceLock::new(),
+        }
+    }
+
+    /// The BrokerTopicMetrics of `topic`, shared by its partitions.
+    pub fn topic(&self, topic: &str) -> Arc<TopicMetrics> {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics
+            .entry(topic.to_string())
+            .or_insert_with(|| Arc::new(TopicMetrics::register(&self.recorder, Some(topic))))
+            .clone()
+    }
+
+    /// A produce request starts waiting; it is counted until the guard is dropped.
+    pub fn produce_waiting(&self) -> WaitingProduce {
+        self.waiting_produces.fetch_add(1, Ordering::Relaxed);
+        WaitingProduce(self.waiting_produces.clone())
+    }
+
+    /// The server's listeners and request-memory pool, reported from now on.
+    pub fn watch_network(&self, listeners: Vec<Arc<Listener>>, request_memory: Arc<RequestMemory>) {
+        let _ = self.network.set(Network {
+            listeners,
+            request_memory,
+        });
+    }
+
+    /// Moves recorded latencies into their summaries; without it they would pile up
+    /// between scrapes (or forever, with nobody scraping).
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
+    /// The Prometheus text exposition of everything, the broker's state read now.
+    pub async fn render(&self, broker: &crate::Broker) -> String {
+        let observed = gauges::Observed::read(broker).await;
+        let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        gauges::collect(self, broker, &observed);
+        let text = self.handle.render();
+        // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
+        // select it by that string.
+        text.replace("quantile=\"0.5\"", "quantile=\"0.50\"")
+    }
+
+    pub(crate) fn recorder(&self) -> &PrometheusRecorder {
+        &self.recorder
+    }
+}
+
+pub(crate) fn key(name: &'static str, labels: Vec<Label>) -> Key {
+    Key::from_parts(name, labels)
+}
+
+pub(crate) fn counter(
+    recorder: &PrometheusRecorder,
+    name: &'static str,
+    labels: Vec<Label>,
+) -> Counter {
+    recorder.register_counter(&key(name, labels), &METADATA)
+}
+
+pub(crate) fn gauge(
+    recorder: &PrometheusRecorder,
+    name: &'static str,
+    labels: Vec<Label>,
+) -> Gauge {
+    recorder.register_gauge(&key(name, labels), &METADATA)
+}
+
+pub(crate) fn histogram(
+    recorder: &PrometheusRecorder,
+    name: &'static str,
+    labels: Vec<Label>,
+) -> Histogram {
+    recorder.register_histogram(&key(name, labels), &METADATA)
+}

@@ -1,0 +1,124 @@
+//! Every metric's name, as the Prometheus JMX exporter's standard Kafka rules
+//! (lowercaseOutputName, `kafka.(\w+)<type=(.+), name=(.+)PerSec\w*><>Count` ->
+//! `kafka_$1_$2_$3_total`, `...><>Value` -> `kafka_$1_$2_$3`, percentiles -> a `quantile`
+//! label) print the Kafka MBean it stands for; each one's HELP names that MBean. Consumer
+//! lag follows kafka-lag-exporter's names, which Kafka has no MBean for.
+
+use metrics::Recorder;
+use metrics_exporter_prometheus::PrometheusRecorder;
+
+pub const MESSAGES_IN: &str = "kafka_server_brokertopicmetrics_messagesin_total";
+pub const BYTES_IN: &str = "kafka_server_brokertopicmetrics_bytesin_total";
+pub const BYTES_OUT: &str = "kafka_server_brokertopicmetrics_bytesout_total";
+pub const REPLICATION_BYTES_OUT: &str = "kafka_server_brokertopicmetrics_replicationbytesout_total";
+pub const FAILED_PRODUCE: &str = "kafka_server_brokertopicmetrics_failedproducerequests_total";
+pub const FAILED_FETCH: &str = "kafka_server_brokertopicmetrics_failedfetchrequests_total";
+pub const TOTAL_PRODUCE: &str = "kafka_server_brokertopicmetrics_totalproducerequests_total";
+pub const TOTAL_FETCH: &str = "kafka_server_brokertopicmetrics_totalfetchrequests_total";
+
+pub const REQUESTS: &str = "kafka_network_requestmetrics_requests_total";
+pub const TOTAL_TIME_MS: &str = "kafka_network_requestmetrics_totaltimems";
+pub const REQUEST_QUEUE_TIME_MS: &str = "kafka_network_requestmetrics_requestqueuetimems";
+pub const LOCAL_TIME_MS: &str = "kafka_network_requestmetrics_localtimems";
+pub const REMOTE_TIME_MS: &str = "kafka_network_requestmetrics_remotetimems";
+pub const RESPONSE_QUEUE_TIME_MS: &str = "kafka_network_requestmetrics_responsequeuetimems";
+pub const RESPONSE_SEND_TIME_MS: &str = "kafka_network_requestmetrics_responsesendtimems";
+
+pub const PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";
+pub const LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount";
+pub const UNDER_REPLICATED: &str = "kafka_server_replicamanager_underreplicatedpartitions";
+pub const UNDER_MIN_ISR: &str = "kafka_server_replicamanager_underminisrpartitioncount";
+pub const AT_MIN_ISR: &str = "kafka_server_replicamanager_atminisrpartitioncount";
+pub const OFFLINE_REPLICAS: &str = "kafka_server_replicamanager_offlinereplicacount";
+pub const ISR_SHRINKS: &str = "kafka_server_replicamanager_isrshrinks_total";
+pub const ISR_EXPANDS: &str = "kafka_server_replicamanager_isrexpands_total";
+
+pub const ACTIVE_CONTROLLER: &str = "kafka_controller_kafkacontroller_activecontrollercount";
+pub const OFFLINE_PARTITIONS: &str = "kafka_controller_kafkacontroller_offlinepartitionscount";
+pub const GLOBAL_TOPICS: &str = "kafka_controller_kafkacontroller_globaltopiccount";
+pub const GLOBAL_PARTITIONS: &str = "kafka_controller_kafkacontroller_globalpartitioncount";
+pub const ACTIVE_BROKERS: &str = "kafka_controller_kafkacontroller_activebrokercount";
+pub const FENCED_BROKERS: &str = "kafka_controller_kafkacontroller_fencedbrokercount";
+
+pub const LOG_SIZE: &str = "kafka_log_log_size";
+pub const LOG_START_OFFSET: &str = "kafka_log_log_logstartoffset";
+pub const LOG_END_OFFSET: &str = "kafka_log_log_logendoffset";
+pub const LOG_SEGMENTS: &str = "kafka_log_log_numlogsegments";
+pub const LOG_FLUSH_MS: &str = "kafka_log_logflushstats_logflushrateandtimems";
+
+pub const FOLLOWER_LAG: &str = "kafka_server_fetcherlagmetrics_consumerlag";
+pub const PURGATORY_SIZE: &str = "kafka_server_delayedoperationpurgatory_purgatorysize";
+pub const MEMORY_POOL_AVAILABLE: &str = "kafka_network_socketserver_memorypoolavailable";
+pub const MEMORY_POOL_USED: &str = "kafka_network_socketserver_memorypoolused";
+pub const CONNECTIONS: &str = "kafka_server_socket_server_metrics_connection_count";
+
+pub const GROUP_OFFSET: &str = "kafka_consumergroup_group_offset";
+pub const GROUP_LAG: &str = "kafka_consumergroup_group_lag";
+pub const GROUP_MAX_LAG: &str = "kafka_consumergroup_group_max_lag";
+pub const GROUP_SUM_LAG: &str = "kafka_consumergroup_group_sum_lag";
+
+/// (kind, name, the Kafka MBean or tool it stands for).
+const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
+    (Kind::Counter, MESSAGES_IN, "kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec: records appended by producers"),
+    (Kind::Counter, BYTES_IN, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec: record bytes appended by producers"),
+    (Kind::Counter, BYTES_OUT, "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec: record bytes sent to consumers"),
+    (Kind::Counter, REPLICATION_BYTES_OUT, "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec: record bytes sent to followers"),
+    (Kind::Counter, FAILED_PRODUCE, "kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec: partition appends refused for a reason other than leadership, size, corruption or storage"),
+    (Kind::Counter, FAILED_FETCH, "kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec: partition reads failed unexpectedly"),
+    (Kind::Counter, TOTAL_PRODUCE, "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec: partition appends asked for"),
+    (Kind::Counter, TOTAL_FETCH, "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec: partition reads answered"),
+    (Kind::Counter, REQUESTS, "kafka.network:type=RequestMetrics,name=RequestsPerSec: requests by API and version"),
+    (Kind::Summary, TOTAL_TIME_MS, "kafka.network:type=RequestMetrics,name=TotalTimeMs: from the request read to its answer written"),
+    (Kind::Summary, REQUEST_QUEUE_TIME_MS, "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs: from the request read to its handling"),
+    (Kind::Summary, LOCAL_TIME_MS, "kafka.network:type=RequestMetrics,name=LocalTimeMs: time the handler kept a thread busy"),
+    (Kind::Summary, REMOTE_TIME_MS, "kafka.network:type=RequestMetrics,name=RemoteTimeMs: time waiting (syncs, replication, a fetch's long poll)"),
+    (Kind::Summary, RESPONSE_QUEUE_TIME_MS, "kafka.network:type=RequestMetrics,name=ResponseQueueTimeMs: from the answer ready to its writing"),
+    (Kind::Summary, RESPONSE_SEND_TIME_MS, "kafka.network:type=RequestMetrics,name=ResponseSendTimeMs: writing the answer"),
+    (Kind::Gauge, PARTITION_COUNT, "kafka.server:type=ReplicaManager,name=PartitionCount: partitions hosted here"),
+    (Kind::Gauge, LEADER_COUNT, "kafka.server:type=ReplicaManager,name=LeaderCount: partitions led here"),
+    (Kind::Gauge, UNDER_REPLICATED, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions: partitions led here whose ISR is smaller than their replicas"),
+    (Kind::Gauge, UNDER_MIN_ISR, "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount: partitions led here with fewer in sync than min.insync.replicas"),
+    (Kind::Gauge, AT_MIN_ISR, "kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount: partitions led here with exactly min.insync.replicas in sync"),
+    (Kind::Gauge, OFFLINE_REPLICAS, "kafka.server:type=ReplicaManager,name=OfflineReplicaCount: replicas hosted here on an offline log directory"),
+    (Kind::Counter, ISR_SHRINKS, "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec: ISR shrinks of partitions led here"),
+    (Kind::Counter, ISR_EXPANDS, "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec: ISR expansions of partitions led here"),
+    (Kind::Gauge, ACTIVE_CONTROLLER, "kafka.controller:type=KafkaController,name=ActiveControllerCount: 1 on the active controller"),
+    (Kind::Gauge, OFFLINE_PARTITIONS, "kafka.controller:type=KafkaController,name=OfflinePartitionsCount: partitions without a leader (active controller only)"),
+    (Kind::Gauge, GLOBAL_TOPICS, "kafka.controller:type=KafkaController,name=GlobalTopicCount"),
+    (Kind::Gauge, GLOBAL_PARTITIONS, "kafka.controller:type=KafkaController,name=GlobalPartitionCount"),
+    (Kind::Gauge, ACTIVE_BROKERS, "kafka.controller:type=KafkaController,name=ActiveBrokerCount: registered, unfenced brokers"),
+    (Kind::Gauge, FENCED_BROKERS, "kafka.controller:type=KafkaController,name=FencedBrokerCount"),
+    (Kind::Gauge, LOG_SIZE, "kafka.log:type=Log,name=Size: bytes of the partition's segments"),
+    (Kind::Gauge, LOG_START_OFFSET, "kafka.log:type=Log,name=LogStartOffset"),
+    (Kind::Gauge, LOG_END_OFFSET, "kafka.log:type=Log,name=LogEndOffset"),
+    (Kind::Gauge, LOG_SEGMENTS, "kafka.log:type=Log,name=NumLogSegments"),
+    (Kind::Summary, LOG_FLUSH_MS, "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs: time of each log flush (fsync)"),
+    (Kind::Gauge, FOLLOWER_LAG, "kafka.server:type=FetcherLagMetrics,name=ConsumerLag: records a follower replica here is behind its leader"),
+    (Kind::Gauge, PURGATORY_SIZE, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize: requests waiting (Produce: syncs or replication; Fetch: min.bytes)"),
+    (Kind::Gauge, MEMORY_POOL_AVAILABLE, "kafka.network:type=SocketServer,name=MemoryPoolAvailable: bytes of queued.max.request.bytes free"),
+    (Kind::Gauge, MEMORY_POOL_USED, "kafka.network:type=SocketServer,name=MemoryPoolUsed: bytes of queued.max.request.bytes holding request bodies"),
+    (Kind::Gauge, CONNECTIONS, "kafka.server:type=socket-server-metrics,listener=L: connection-count"),
+    (Kind::Gauge, GROUP_OFFSET, "kafka-lag-exporter: the group's committed offset"),
+    (Kind::Gauge, GROUP_LAG, "kafka-lag-exporter: records between the group's committed offset and the high watermark"),
+    (Kind::Gauge, GROUP_MAX_LAG, "kafka-lag-exporter: the group's largest partition lag"),
+    (Kind::Gauge, GROUP_SUM_LAG, "kafka-lag-exporter: the group's lag over all its partitions"),
+];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Summary,
+}
+
+/// Gives each metric its HELP line.
+pub fn describe(recorder: &PrometheusRecorder) {
+    for (kind, name, help) in DESCRIPTIONS {
+        let (name, help) = (metrics::KeyName::from_const_str(name), (*help).into());
+        match kind {
+            Kind::Counter => recorder.describe_counter(name, None, help),
+            Kind::Gauge => recorder.describe_gauge(name, None, help),
+            Kind::Summary => recorder.describe_histogram(name, None, help),
+        }
+    }
+}

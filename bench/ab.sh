@@ -8,7 +8,7 @@
 #   STRAND_SERVE_ARGS="--flush every-batch" bench/ab.sh old new 2 --acks all
 #
 # The client is NEW_BINARY's `strand bench` for both. Prints each run's throughput and
-# latency lines, labelled old/new.
+# latency lines and the broker's CPU seconds, labelled old/new.
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 2; }
 old=$1 new=$2 runs=$3
@@ -35,7 +35,11 @@ one_run() { # label binary
     local report
     report=$("$new" bench --bootstrap "127.0.0.1:$port" --topic ab --quiet "$@" 2>&1 |
         grep -E "produced|consumed|latency" | tr -s ' ' | tr '\n' ';')
-    echo "$label: $report"
+    # The broker's CPU time over the run (user + system), less noisy than throughput.
+    local ticks cpu
+    ticks=$(awk '{print $14 + $15}' "/proc/$broker/stat")
+    cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}')
+    echo "$label: $report broker cpu ${cpu} s;"
     kill "$broker"
     wait "$broker" 2>/dev/null || true
 }

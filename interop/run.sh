@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -78,6 +78,7 @@ if want quotas; then echo "=== quotas (kafka-configs sets and describes client q
 if want oauthbearer; then echo "=== oauthbearer (SASL/OAUTHBEARER, Kafka's unsecured validator and signed JWTs against a JWKS file: librdkafka, kafka-python, Kafka's Java tools)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 oauthbearer_test.py); fi
 if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want log-dirs; then echo "=== log-dirs (two log.dirs: kafka-log-dirs, kafka-reassign-partitions moving replicas between them)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 log_dirs_test.py); fi
+if want metrics; then echo "=== metrics (/metrics against strand bench while it runs: messages and bytes in and out within 1%; a librdkafka group's lag rising and falling; JSON logs, no colour codes in a file)"; timeout 600 python3 interop/python/metrics_test.py; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want kip848-restart; then echo "=== kip848-restart (KIP-848 consumer group members keep their epochs and partitions across kill -9 of the coordinator, librdkafka)"; (cd interop/python && timeout 300 python3 kip848_restart_test.py); fi
 if want transactions-restart; then echo "=== transactions-restart (transactions across kill -9 of the broker)"; timeout 600 python3 interop/python/transactions_restart_test.py; fi
@@ -101,6 +102,7 @@ want reference && run_driver reference python3 interop/python/reference_compare.
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features, a live topic default; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
+if want cluster-prometheus; then echo "=== cluster-prometheus (Debian's Prometheus scrapes 3 nodes; PromQL on Kafka's metric names: messages in, under-replicated partitions after kill -9 and after the restart, one active controller)"; timeout 600 python3 interop/cluster/prometheus_test.py; fi
 if want cluster-secure; then echo "=== cluster-secure (3 nodes from Kafka server.properties: quorum over mutual TLS, inter-broker SASL_SSL with PLAIN and with SCRAM-SHA-512, and SSL with client certificates, ACLs on; a node with another CA's certificate never joins; a leader killed)"; for m in PLAIN SCRAM-SHA-512 SSL; do timeout 600 python3 interop/cluster/secure_cluster_test.py --inter-broker-mechanism "$m"; done; fi
 if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and kafka-leader-election: DescribeQuorum, preferred and unclean ElectLeaders; 5 nodes)"; timeout 900 python3 interop/cluster/quorum_and_elections_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi

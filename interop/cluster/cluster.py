@@ -24,6 +24,7 @@ SUBNET = f"10.77.{NET}"
 HOST_IP = f"{SUBNET}.254"
 KAFKA_PORT = 9092
 QUORUM_PORT = 9093
+HTTP_PORT = 9644
 
 
 def log(message):
@@ -113,8 +114,10 @@ class Cluster:
         self.logs = {}
         if self.use_netns:
             self.addr = {i: (f"{SUBNET}.{i}", KAFKA_PORT, QUORUM_PORT) for i in self.ids}
+            self.http = {i: (f"{SUBNET}.{i}", HTTP_PORT) for i in self.ids}
         else:
             self.addr = {i: ("127.0.0.1", free_port(), free_port()) for i in self.ids}
+            self.http = {i: ("127.0.0.1", free_port()) for i in self.ids}
         os.makedirs(root, exist_ok=True)
         config = os.path.join(root, "node.toml")
         with open(config, "w") as f:
@@ -182,7 +185,8 @@ class Cluster:
         host, port, quorum = self.addr[i]
         command = [self.binary, "serve", "--node-id", str(i), "--config", self.config,
                    "--data-dir", os.path.join(self.root, f"n{i}"),
-                   "--listen", f"{host}:{port}", "--controllers", self.controllers()]
+                   "--listen", f"{host}:{port}", "--controllers", self.controllers(),
+                   "--http-listen", "%s:%d" % self.http[i]]
         if self.use_netns:
             command = ["ip", "netns", "exec", self.ns(i)] + command
         out = open(os.path.join(self.root, f"n{i}.log"), "a")

@@ -80,7 +80,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    tracing::warn!(%error, "HTTP accept failed");
+                    tracing::warn!(address = ?listener.local_addr().ok(), %error, "HTTP accept failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }

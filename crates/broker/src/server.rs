@@ -275,7 +275,7 @@ async fn run(
             (listener, accepted) = accept_any(&listeners, &mut turn) => match accepted {
                 Ok((stream, peer)) => (listener.clone(), stream, peer),
                 Err(error) => {
-                    tracing::warn!(%error, "accept failed");
+                    tracing::warn!(listener = %listener.spec.name, %error, "accept failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }

@@ -382,7 +382,7 @@ impl Cluster {
                         registered = true;
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "registration failed; retrying");
+                        tracing::warn!(node = self.node_id, %error, "registration with the controller failed; retrying");
                         tokio::time::sleep(self.config.broker_heartbeat_interval).await;
                         continue;
                     }
@@ -406,7 +406,9 @@ impl Cluster {
                     ..
                 }) => self.renew_lease(sent, metadata_index),
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "heartbeat failed"),
+                Err(error) => {
+                    tracing::warn!(node = self.node_id, %error, "heartbeat to the controller failed")
+                }
             }
             tokio::time::sleep(self.config.broker_heartbeat_interval).await;
         }

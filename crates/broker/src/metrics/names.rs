@@ -122,3 +122,36 @@ pub fn describe(recorder: &PrometheusRecorder) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DESCRIPTIONS;
+
+    /// The Grafana dashboard in docs/ asks only for series Strand serves (a summary's
+    /// `_count` and `_sum` included).
+    #[test]
+    fn the_dashboard_uses_only_served_names() {
+        let dashboard: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../docs/grafana/strand-dashboard.json"
+        ))
+        .expect("the dashboard is JSON");
+        let served: Vec<&str> = DESCRIPTIONS.iter().map(|(_, name, _)| *name).collect();
+        let names = regex::Regex::new(r"kafka_[a-z_]+").unwrap();
+        let mut checked = 0;
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                for name in names.find_iter(expr).map(|m| m.as_str()) {
+                    let base = name
+                        .strip_suffix("_count")
+                        .or_else(|| name.strip_suffix("_sum"))
+                        .filter(|base| served.contains(base))
+                        .unwrap_or(name);
+                    assert!(served.contains(&base), "{expr}: {name} is not served");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 20, "only {checked} names found");
+    }
+}

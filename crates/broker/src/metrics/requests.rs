@@ -14,7 +14,7 @@
 //!
 //! Fetch is also counted as FetchConsumer or FetchFollower, as Kafka does.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
@@ -32,7 +32,7 @@ const VERSIONS_MAX: usize = 32;
 
 #[derive(Debug)]
 pub struct RequestMetrics {
-    apis: Vec<OnceLock<Arc<ApiMetrics>>>,
+    apis: Vec<OnceLock<ApiMetrics>>,
 }
 
 /// One API's (or Fetch kind's) metrics.
@@ -63,17 +63,17 @@ impl ApiMetrics {
         }
     }
 
-    fn requests(&self, recorder: &PrometheusRecorder, version: i16) -> Counter {
+    /// The slot of `version`'s requests counter, registered on first use.
+    fn register_version(&self, recorder: &PrometheusRecorder, version: i16) -> usize {
         let slot = (version.max(0) as usize).min(VERSIONS_MAX - 1);
-        self.versions[slot]
-            .get_or_init(|| {
-                let labels = vec![
-                    Label::new("request", self.name.clone()),
-                    Label::new("version", version.to_string()),
-                ];
-                counter(recorder, names::REQUESTS, labels)
-            })
-            .clone()
+        self.versions[slot].get_or_init(|| {
+            let labels = vec![
+                Label::new("request", self.name.clone()),
+                Label::new("version", version.to_string()),
+            ];
+            counter(recorder, names::REQUESTS, labels)
+        });
+        slot
     }
 }
 
@@ -90,18 +90,21 @@ impl RequestMetrics {
         }
     }
 
-    fn api(
+    /// The (API slot, version slot) of a request, registered on first use.
+    fn register(
         &self,
         recorder: &PrometheusRecorder,
         slot: usize,
         name: impl FnOnce() -> String,
-    ) -> Arc<ApiMetrics> {
-        self.apis[slot]
-            .get_or_init(|| Arc::new(ApiMetrics::register(recorder, name())))
-            .clone()
+        version: i16,
+    ) -> (usize, usize) {
+        let api = self.apis[slot].get_or_init(|| ApiMetrics::register(recorder, name()));
+        (slot, api.register_version(recorder, version))
     }
 
-    /// Starts measuring a request read at `read` and handled from `started`.
+    /// Starts measuring a request read at `read` and handled from now. Its metrics are
+    /// registered now; the request carries only their slots, so measuring shares nothing
+    /// between connections but the counters and histograms themselves.
     pub fn start(
         &self,
         recorder: &PrometheusRecorder,
@@ -112,36 +115,77 @@ impl RequestMetrics {
     ) -> RequestTimes {
         let key = api_key as i16;
         let slot = (key.max(0) as usize).min(API_KEYS_MAX - 1);
-        let primary = self.api(recorder, slot, || format!("{api_key:?}"));
+        let primary = self.register(recorder, slot, || format!("{api_key:?}"), version);
         let fetch_kind = (api_key == ApiKey::Fetch).then(|| {
             if follower_fetch {
-                self.api(recorder, FETCH_FOLLOWER, || "FetchFollower".into())
+                self.register(recorder, FETCH_FOLLOWER, || "FetchFollower".into(), version)
             } else {
-                self.api(recorder, FETCH_CONSUMER, || "FetchConsumer".into())
+                self.register(recorder, FETCH_CONSUMER, || "FetchConsumer".into(), version)
             }
         });
-        let requests = [
-            Some(primary.requests(recorder, version)),
-            fetch_kind
-                .as_ref()
-                .map(|kind| kind.requests(recorder, version)),
-        ];
         RequestTimes {
             apis: [Some(primary), fetch_kind],
-            requests,
             read,
             started: Instant::now(),
             busy: Duration::ZERO,
             handled: None,
         }
     }
+
+    fn each<'a>(&'a self, times: &RequestTimes) -> impl Iterator<Item = (&'a ApiMetrics, usize)> {
+        times
+            .apis
+            .into_iter()
+            .flatten()
+            .filter_map(|(slot, version)| Some((self.apis[slot].get()?, version)))
+    }
+
+    /// The answer is about to be written: counted now, so a client that has read it
+    /// finds it counted.
+    pub fn count(&self, times: &RequestTimes) {
+        for (api, version) in self.each(times) {
+            if let Some(counter) = api.versions[version].get() {
+                counter.increment(1);
+            }
+        }
+    }
+
+    /// The writer began writing the answer at `writing` and finished at `written`; a
+    /// deferred answer was ready at `deferred_ready` (when its wait ended), any other
+    /// when its handler returned.
+    pub fn written(
+        &self,
+        times: RequestTimes,
+        deferred_ready: Option<Instant>,
+        writing: Instant,
+        written: Instant,
+    ) {
+        let handled = times.handled.unwrap_or(writing);
+        let ready = deferred_ready.map_or(handled, |ready| ready.max(handled));
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let request_queue = ms(times.started.saturating_duration_since(times.read));
+        let local = ms(times.busy);
+        let waited = ready.saturating_duration_since(times.started);
+        let remote = ms(waited.saturating_sub(times.busy));
+        let response_queue = ms(writing.saturating_duration_since(ready));
+        let response_send = ms(written.saturating_duration_since(writing));
+        let total = ms(written.saturating_duration_since(times.read));
+        for (api, _) in self.each(&times) {
+            api.total.record(total);
+            api.request_queue.record(request_queue);
+            api.local.record(local);
+            api.remote.record(remote);
+            api.response_queue.record(response_queue);
+            api.response_send.record(response_send);
+        }
+    }
 }
 
-/// One request's times, from its body read to its answer written.
+/// One request's times, from its body read to its answer written, and the metrics they
+/// go to: (API slot, version slot), and Fetch's kind.
 #[derive(Debug)]
 pub struct RequestTimes {
-    apis: [Option<Arc<ApiMetrics>>; 2],
-    requests: [Option<Counter>; 2],
+    apis: [Option<(usize, usize)>; 2],
     read: Instant,
     started: Instant,
     busy: Duration,
@@ -158,38 +202,5 @@ impl RequestTimes {
     pub fn handled(&mut self, busy: Duration) {
         self.busy = busy;
         self.handled = Some(Instant::now());
-    }
-
-    /// The answer is about to be written: counted now, so a client that has read it
-    /// finds it counted.
-    pub fn count(&self) {
-        for counter in self.requests.iter().flatten() {
-            counter.increment(1);
-        }
-    }
-
-    /// The writer began writing the answer at `writing` and finished at `written`; a
-    /// deferred answer was ready at `deferred_ready` (when its wait ended), any other
-    /// when its handler returned.
-    pub fn written(self, deferred_ready: Option<Instant>, writing: Instant, written: Instant) {
-        let handled = self.handled.unwrap_or(writing);
-        let ready = deferred_ready.map_or(handled, |ready| ready.max(handled));
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let request_queue = ms(self.started.saturating_duration_since(self.read));
-        let local = ms(self.busy);
-        let remote = ms(ready
-            .saturating_duration_since(self.started)
-            .saturating_sub(self.busy));
-        let response_queue = ms(writing.saturating_duration_since(ready));
-        let response_send = ms(written.saturating_duration_since(writing));
-        let total = ms(written.saturating_duration_since(self.read));
-        for api in self.apis.iter().flatten() {
-            api.total.record(total);
-            api.request_queue.record(request_queue);
-            api.local.record(local);
-            api.remote.record(remote);
-            api.response_queue.record(response_queue);
-            api.response_send.record(response_send);
-        }
     }
 }

@@ -75,6 +75,7 @@ pub async fn serve_connection(
     // (acks=all on a flush-before-ack topic) lets the next requests be read and handled.
     let (responses, queue) = mpsc::channel(RESPONSES_IN_FLIGHT_MAX);
     let writer_task = tokio::spawn(write_responses(
+        broker.clone(),
         writer,
         queue,
         peer,
@@ -239,6 +240,7 @@ async fn idle_expired(activity: &Activity, pending: &PendingAnswers, idle_max: O
 
 /// Writes responses in the order their requests arrived, waiting for deferred ones.
 async fn write_responses(
+    broker: Arc<Broker>,
     mut writer: Writer,
     mut queue: mpsc::Receiver<(Outcome, Option<RequestTimes>)>,
     peer: SocketAddr,
@@ -252,8 +254,9 @@ async fn write_responses(
             deferred_ready = Some(std::time::Instant::now());
         }
         let writing = std::time::Instant::now();
+        let request_metrics = &broker.metrics.requests;
         if let Some(times) = &times {
-            times.count();
+            request_metrics.count(times);
         }
         activity.touch();
         pending.writing.store(true, Ordering::Release);
@@ -282,7 +285,7 @@ async fn write_responses(
         activity.touch();
         pending.unanswered.fetch_sub(1, Ordering::AcqRel);
         if let Some(times) = times {
-            times.written(deferred_ready, writing, std::time::Instant::now());
+            request_metrics.written(times, deferred_ready, writing, std::time::Instant::now());
         }
     }
 }

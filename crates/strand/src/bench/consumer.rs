@@ -69,6 +69,9 @@ pub async fn run(
                 let Some(records) = &partition.records else {
                     continue;
                 };
+                stats
+                    .fetched_batch_bytes
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
                 let position = positions
                     .get_mut(&partition.partition_index)
                     .expect("asked for it");

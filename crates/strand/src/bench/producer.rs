@@ -76,6 +76,7 @@ pub async fn run(
         }
         let batch = Bytes::from(builder.build());
         let bytes = batch_records * plan.record_bytes as u64;
+        let batch_bytes = batch.len() as u64;
         let request = ProduceRequest::default()
             .with_acks(plan.acks)
             .with_timeout_ms(30_000)
@@ -95,6 +96,9 @@ pub async fn run(
             drop(slot);
             drop(receiver);
             stats.record_produce(batch_records, bytes, None);
+            stats
+                .produced_batch_bytes
+                .fetch_add(batch_bytes, Ordering::Relaxed);
             continue;
         }
         let stats = stats.clone();
@@ -119,6 +123,9 @@ pub async fn run(
                 bytes,
                 Some(sent_at.elapsed().as_micros() as u64),
             );
+            stats
+                .produced_batch_bytes
+                .fetch_add(batch_bytes, Ordering::Relaxed);
             Ok(())
         }));
         if pending.len() >= 1024 {

@@ -15,6 +15,10 @@ pub struct Stats {
     pub produced_bytes: AtomicU64,
     pub consumed_records: AtomicU64,
     pub consumed_bytes: AtomicU64,
+    /// Record-batch bytes acknowledged and fetched, headers included: what a broker counts
+    /// as bytes in and out (BytesInPerSec, BytesOutPerSec).
+    pub produced_batch_bytes: AtomicU64,
+    pub fetched_batch_bytes: AtomicU64,
     pub produce_latency: Mutex<Histogram<u64>>,
     pub end_to_end_latency: Mutex<Histogram<u64>>,
     /// Wall-clock microseconds of the last acknowledgement or consumed batch: a run that
@@ -31,6 +35,8 @@ impl Default for Stats {
             produced_bytes: AtomicU64::new(0),
             consumed_records: AtomicU64::new(0),
             consumed_bytes: AtomicU64::new(0),
+            produced_batch_bytes: AtomicU64::new(0),
+            fetched_batch_bytes: AtomicU64::new(0),
             produce_latency: Mutex::new(histogram()),
             end_to_end_latency: Mutex::new(histogram()),
             last_event_us: AtomicU64::new(0),
@@ -102,6 +108,10 @@ pub struct Report {
     pub consumed_records: u64,
     pub consumed_records_per_second: f64,
     pub consumed_mb_per_second: f64,
+    /// Record-batch bytes acknowledged by the broker and fetched from it (batch headers
+    /// included, as the broker's bytes-in and bytes-out metrics count them).
+    pub produced_batch_bytes: u64,
+    pub fetched_batch_bytes: u64,
     pub produce_latency: Option<Percentiles>,
     pub end_to_end_latency: Option<Percentiles>,
 }
@@ -123,6 +133,8 @@ impl Report {
             consumed_mb_per_second: stats.consumed_bytes.load(Ordering::Relaxed) as f64
                 / seconds
                 / 1e6,
+            produced_batch_bytes: stats.produced_batch_bytes.load(Ordering::Relaxed),
+            fetched_batch_bytes: stats.fetched_batch_bytes.load(Ordering::Relaxed),
             produce_latency: Percentiles::of(
                 &stats
                     .produce_latency

@@ -293,6 +293,9 @@ pub struct Partition {
     failure_reported: Mutex<Option<(i32, i32)>>,
     /// What its producers and consumers moved, its ISR changes and flush times.
     counters: PartitionCounters,
+    /// As a follower: records between its log end and the leader's high watermark at
+    /// the last fetch (FetcherLagMetrics ConsumerLag).
+    follower_lag: std::sync::atomic::AtomicI64,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
@@ -339,6 +342,7 @@ impl Partition {
             flushing: Arc::new(AtomicBool::new(false)),
             failure_reported: Mutex::new(None),
             counters: PartitionCounters::detached(),
+            follower_lag: std::sync::atomic::AtomicI64::new(0),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
@@ -354,6 +358,15 @@ impl Partition {
 
     pub fn counters(&self) -> &PartitionCounters {
         &self.counters
+    }
+
+    pub fn set_follower_lag(&self, lag: i64) {
+        self.follower_lag.store(lag.max(0), Ordering::Relaxed);
+    }
+
+    /// Records this follower was behind its leader at its last fetch.
+    pub fn follower_lag(&self) -> i64 {
+        self.follower_lag.load(Ordering::Relaxed)
     }
 
     pub fn min_insync_replicas(&self) -> i32 {

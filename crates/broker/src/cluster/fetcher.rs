@@ -562,7 +562,14 @@ async fn fetch_once(
                         continue; // truncated meanwhile
                     }
                     match partition.append_as_follower(*epoch, &records, answer.high_watermark) {
-                        Ok(_) => {
+                        Ok(appended) => {
+                            if matches!(appended, Some(Some(_))) {
+                                partition.counters().replicated_in(records.len() as u64);
+                            }
+                            // FetcherLagMetrics: how far behind the leader's high
+                            // watermark this replica is, as of this answer.
+                            let end = partition.log().log_end_offset();
+                            partition.set_follower_lag(answer.high_watermark - end);
                             if let Err(error) =
                                 partition.follow_log_start(*epoch, answer.log_start_offset)
                             {

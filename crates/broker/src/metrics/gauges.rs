@@ -74,6 +74,14 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
             at_min_isr += u64::from(assignment.isr.len() == min_isr);
         }
         parked_fetches += partition.parked_fetch_count();
+        if assignment.leader >= 0 && assignment.leader != node {
+            let mut labels = vec![Label::new(
+                "clientid",
+                format!("ReplicaFetcherThread-0-{}", assignment.leader),
+            )];
+            labels.extend(tp_labels(&partition.tp.topic, partition.tp.partition));
+            set(names::FOLLOWER_LAG, labels, partition.follower_lag() as f64);
+        }
         let tp = &partition.tp;
         let (size, start, end, segments, high_watermark, is_offline) = {
             let log = partition.log();

@@ -44,7 +44,7 @@ pub struct Metrics {
     /// gauge not set by it (a deleted partition's) is dropped from the output.
     scrape: Mutex<()>,
     /// BrokerTopicMetrics without a topic label: all topics.
-    pub all_topics: Arc<TopicMetrics>,
+    all_topics: topic::AllTopics,
     topics: Mutex<HashMap<String, Arc<TopicMetrics>>>,
     pub requests: RequestMetrics,
     /// kafka.server:type=ReplicaManager,name=IsrShrinksPerSec / IsrExpandsPerSec
@@ -95,7 +95,7 @@ impl Metrics {
             .build_recorder();
         let handle = recorder.handle();
         names::describe(&recorder);
-        let all_topics = Arc::new(TopicMetrics::register(&recorder, None));
+        let all_topics = topic::AllTopics::register(&recorder);
         let requests = RequestMetrics::new();
         let isr_shrinks = counter(&recorder, names::ISR_SHRINKS, Vec::new());
         let isr_expands = counter(&recorder, names::ISR_EXPANDS, Vec::new());
@@ -120,7 +120,7 @@ impl Metrics {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         topics
             .entry(topic.to_string())
-            .or_insert_with(|| Arc::new(TopicMetrics::register(&self.recorder, Some(topic))))
+            .or_insert_with(|| Arc::new(TopicMetrics::register(&self.recorder, topic)))
             .clone()
     }
 
@@ -149,6 +149,10 @@ impl Metrics {
         let observed = gauges::Observed::read(broker).await;
         let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         gauges::collect(self, broker, &observed);
+        {
+            let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+            self.all_topics.export(topics.values());
+        }
         let text = self.handle.render();
         // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
         // select it by that string.

@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusRecorder;
 pub const MESSAGES_IN: &str = "kafka_server_brokertopicmetrics_messagesin_total";
 pub const BYTES_IN: &str = "kafka_server_brokertopicmetrics_bytesin_total";
 pub const BYTES_OUT: &str = "kafka_server_brokertopicmetrics_bytesout_total";
+pub const REPLICATION_BYTES_IN: &str = "kafka_server_brokertopicmetrics_replicationbytesin_total";
 pub const REPLICATION_BYTES_OUT: &str = "kafka_server_brokertopicmetrics_replicationbytesout_total";
 pub const FAILED_PRODUCE: &str = "kafka_server_brokertopicmetrics_failedproducerequests_total";
 pub const FAILED_FETCH: &str = "kafka_server_brokertopicmetrics_failedfetchrequests_total";
@@ -62,7 +63,8 @@ const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (Kind::Counter, MESSAGES_IN, "kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec: records appended by producers"),
     (Kind::Counter, BYTES_IN, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec: record bytes appended by producers"),
     (Kind::Counter, BYTES_OUT, "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec: record bytes sent to consumers"),
-    (Kind::Counter, REPLICATION_BYTES_OUT, "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec: record bytes sent to followers"),
+    (Kind::Counter, REPLICATION_BYTES_IN, "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec: record bytes appended by followers here (all topics)"),
+    (Kind::Counter, REPLICATION_BYTES_OUT, "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec: record bytes sent to followers (all topics)"),
     (Kind::Counter, FAILED_PRODUCE, "kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec: partition appends refused for a reason other than leadership, size, corruption or storage"),
     (Kind::Counter, FAILED_FETCH, "kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec: partition reads failed unexpectedly"),
     (Kind::Counter, TOTAL_PRODUCE, "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec: partition appends asked for"),

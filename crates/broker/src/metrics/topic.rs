@@ -1,6 +1,7 @@
 //! BrokerTopicMetrics: what producers and consumers moved, per topic and for all topics,
 //! counted where Kafka's ReplicaManager and KafkaApis count it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use metrics::{Counter, Histogram, Label};
@@ -9,59 +10,117 @@ use metrics_exporter_prometheus::PrometheusRecorder;
 use super::{counter, names};
 use strand_types::error_code;
 
+/// What BrokerTopicMetrics counts, each a series.
+#[derive(Debug, Clone, Copy)]
+enum Count {
+    MessagesIn,
+    BytesIn,
+    BytesOut,
+    ReplicationBytesIn,
+    ReplicationBytesOut,
+    FailedProduce,
+    FailedFetch,
+    TotalProduce,
+    TotalFetch,
+}
+
+const COUNTS: usize = 9;
+
+/// Each count's series, and whether Kafka reports it per topic (the replication bytes
+/// are for all topics only).
+const SERIES: [(Count, &str, bool); COUNTS] = [
+    (Count::MessagesIn, names::MESSAGES_IN, true),
+    (Count::BytesIn, names::BYTES_IN, true),
+    (Count::BytesOut, names::BYTES_OUT, true),
+    (
+        Count::ReplicationBytesIn,
+        names::REPLICATION_BYTES_IN,
+        false,
+    ),
+    (
+        Count::ReplicationBytesOut,
+        names::REPLICATION_BYTES_OUT,
+        false,
+    ),
+    (Count::FailedProduce, names::FAILED_PRODUCE, true),
+    (Count::FailedFetch, names::FAILED_FETCH, true),
+    (Count::TotalProduce, names::TOTAL_PRODUCE, true),
+    (Count::TotalFetch, names::TOTAL_FETCH, true),
+];
+
+/// One topic's counts. The request path adds to plain atomics of the topic's own; a
+/// scrape copies them into the exported counters and sums them into the all-topics ones
+/// (`export`), so an append pays three uncontended adds, not a shared counter per event.
 #[derive(Debug)]
 pub struct TopicMetrics {
-    pub messages_in: Counter,
-    pub bytes_in: Counter,
-    pub bytes_out: Counter,
-    pub replication_bytes_out: Counter,
-    pub failed_produce: Counter,
-    pub failed_fetch: Counter,
-    pub total_produce: Counter,
-    pub total_fetch: Counter,
+    counts: [AtomicU64; COUNTS],
+    exported: [Counter; COUNTS],
 }
 
 impl TopicMetrics {
-    /// Registers `topic`'s counters (None: the all-topics ones, without a label).
-    pub fn register(recorder: &PrometheusRecorder, topic: Option<&str>) -> TopicMetrics {
-        let labels = || -> Vec<Label> {
-            topic
-                .map(|t| vec![Label::new("topic", t.to_string())])
-                .unwrap_or_default()
-        };
+    /// `topic`'s counters, registered.
+    pub fn register(recorder: &PrometheusRecorder, topic: &str) -> TopicMetrics {
         TopicMetrics {
-            messages_in: counter(recorder, names::MESSAGES_IN, labels()),
-            bytes_in: counter(recorder, names::BYTES_IN, labels()),
-            bytes_out: counter(recorder, names::BYTES_OUT, labels()),
-            replication_bytes_out: counter(recorder, names::REPLICATION_BYTES_OUT, labels()),
-            failed_produce: counter(recorder, names::FAILED_PRODUCE, labels()),
-            failed_fetch: counter(recorder, names::FAILED_FETCH, labels()),
-            total_produce: counter(recorder, names::TOTAL_PRODUCE, labels()),
-            total_fetch: counter(recorder, names::TOTAL_FETCH, labels()),
+            counts: Default::default(),
+            exported: SERIES.map(|(_, name, per_topic)| {
+                if per_topic {
+                    counter(recorder, name, vec![Label::new("topic", topic.to_string())])
+                } else {
+                    Counter::noop()
+                }
+            }),
         }
     }
 
-    /// Counters that count nothing (a partition made outside a broker, in tests).
+    /// Counts that go nowhere (a partition made outside a broker, in tests).
     pub fn detached() -> TopicMetrics {
         TopicMetrics {
-            messages_in: Counter::noop(),
-            bytes_in: Counter::noop(),
-            bytes_out: Counter::noop(),
-            replication_bytes_out: Counter::noop(),
-            failed_produce: Counter::noop(),
-            failed_fetch: Counter::noop(),
-            total_produce: Counter::noop(),
-            total_fetch: Counter::noop(),
+            counts: Default::default(),
+            exported: SERIES.map(|_| Counter::noop()),
+        }
+    }
+
+    fn add(&self, count: Count, value: u64) {
+        self.counts[count as usize].fetch_add(value, Ordering::Relaxed);
+    }
+
+    /// Copies the counts into the exported series, adding them to `totals`.
+    fn export(&self, totals: &mut [u64; COUNTS]) {
+        for (index, (count, exported)) in self.counts.iter().zip(&self.exported).enumerate() {
+            let value = count.load(Ordering::Relaxed);
+            exported.absolute(value);
+            totals[index] += value;
         }
     }
 }
 
-/// A partition's counters: its topic's and the all-topics ones, each event counted in
-/// both as Kafka does; and the broker-wide ones a partition's events feed.
+/// The all-topics series of BrokerTopicMetrics (no topic label).
+#[derive(Debug)]
+pub struct AllTopics([Counter; COUNTS]);
+
+impl AllTopics {
+    pub fn register(recorder: &PrometheusRecorder) -> AllTopics {
+        AllTopics(SERIES.map(|(_, name, _)| counter(recorder, name, Vec::new())))
+    }
+
+    /// Exports every topic's counts, and their sums as the all-topics series (a deleted
+    /// topic's counts stay in the sums: counters never go down).
+    pub fn export<'a>(&self, topics: impl Iterator<Item = &'a Arc<TopicMetrics>>) {
+        let mut totals = [0u64; COUNTS];
+        for topic in topics {
+            topic.export(&mut totals);
+        }
+        for (counter, total) in self.0.iter().zip(totals) {
+            counter.absolute(total);
+        }
+    }
+}
+
+/// A partition's counters: its topic's BrokerTopicMetrics, and the broker-wide ones
+/// its events feed.
 #[derive(Debug, Clone)]
 pub struct PartitionCounters {
     topic: Arc<TopicMetrics>,
-    all: Arc<TopicMetrics>,
     isr_shrinks: Counter,
     isr_expands: Counter,
     /// LogFlushRateAndTimeMs
@@ -72,7 +131,6 @@ impl PartitionCounters {
     pub fn new(metrics: &super::Metrics, topic: &str) -> PartitionCounters {
         PartitionCounters {
             topic: metrics.topic(topic),
-            all: metrics.all_topics.clone(),
             isr_shrinks: metrics.isr_shrinks.clone(),
             isr_expands: metrics.isr_expands.clone(),
             flush_ms: metrics.log_flush_ms.clone(),
@@ -80,10 +138,8 @@ impl PartitionCounters {
     }
 
     pub fn detached() -> PartitionCounters {
-        let none = Arc::new(TopicMetrics::detached());
         PartitionCounters {
-            topic: none.clone(),
-            all: none,
+            topic: Arc::new(TopicMetrics::detached()),
             isr_shrinks: Counter::noop(),
             isr_expands: Counter::noop(),
             flush_ms: Histogram::noop(),
@@ -98,22 +154,15 @@ impl PartitionCounters {
         self.isr_expands.increment(1);
     }
 
-    fn both(&self, count: impl Fn(&TopicMetrics)) {
-        count(&self.topic);
-        count(&self.all);
-    }
-
     /// A producer's batch for this partition, before the append.
     pub fn produce_requested(&self) {
-        self.both(|m| m.total_produce.increment(1));
+        self.topic.add(Count::TotalProduce, 1);
     }
 
     /// A producer's batch appended.
     pub fn appended(&self, records: u64, bytes: u64) {
-        self.both(|m| {
-            m.messages_in.increment(records);
-            m.bytes_in.increment(bytes);
-        });
+        self.topic.add(Count::MessagesIn, records);
+        self.topic.add(Count::BytesIn, bytes);
     }
 
     /// A producer's batch refused with `code`. As Kafka, the refusals that are a
@@ -121,28 +170,32 @@ impl PartitionCounters {
     /// failures of the broker and are not counted.
     pub fn append_refused(&self, code: i16) {
         if !EXPECTED_PRODUCE_ERRORS.contains(&code) {
-            self.both(|m| m.failed_produce.increment(1));
+            self.topic.add(Count::FailedProduce, 1);
         }
     }
 
     /// A partition's read answered: `bytes` of records to a consumer or a follower.
     pub fn fetched(&self, bytes: u64, follower: bool) {
-        self.both(|m| {
-            m.total_fetch.increment(1);
-            if follower {
-                m.replication_bytes_out.increment(bytes);
-            } else {
-                m.bytes_out.increment(bytes);
-            }
-        });
+        self.topic.add(Count::TotalFetch, 1);
+        let count = if follower {
+            Count::ReplicationBytesOut
+        } else {
+            Count::BytesOut
+        };
+        self.topic.add(count, bytes);
     }
 
     /// A partition's read failed with `code`: only an unexpected failure counts
     /// (Kafka's ReplicaManager.readFromLog).
     pub fn fetch_failed(&self, code: i16) {
         if !EXPECTED_FETCH_ERRORS.contains(&code) {
-            self.both(|m| m.failed_fetch.increment(1));
+            self.topic.add(Count::FailedFetch, 1);
         }
+    }
+
+    /// A follower appended `bytes` fetched from its leader.
+    pub fn replicated_in(&self, bytes: u64) {
+        self.topic.add(Count::ReplicationBytesIn, bytes);
     }
 }
 

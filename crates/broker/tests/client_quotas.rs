@@ -394,12 +394,14 @@ async fn a_client_over_its_request_percentage_is_throttled_on_any_api_and_anothe
     )
     .await;
     assert_eq!(stored.responses[0].partition_responses[0].error_code, 0);
-    // A ten-thousandth of a percent of a thread: any request's time is over it.
+    // A hundred-millionth of a percent of a thread (0.1 us a second over the quota's
+    // ten-second window): any request's time is over it. (A ten-thousandth let a
+    // Metadata answered in 10 us through.)
     let answer = alter(
         &mut admin,
         vec![entry(
             &[("client-id", Some("busy"))],
-            &[("request_percentage", Some(0.0001))],
+            &[("request_percentage", Some(0.000_000_01))],
         )],
         false,
     )

@@ -5,6 +5,9 @@ controller-only node and one broker-only node (a learner of the metadata log).
 Checks that the controller-only node serves no Kafka listener and is not a broker, that
 the broker-only node registers, receives the metadata and gets replicas, and that records
 produced with acks=all to an RF=3 topic placed on nodes 1, 2 and 4 are read back in full.
+Every node serves HTTP: the controller-only node's /metrics carries the KafkaController
+gauges (as a Kafka KRaft controller's do), exactly one node reports itself the active
+controller, and the broker-only node never does.
 """
 
 import os
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -22,6 +26,36 @@ sys.path.insert(0, HERE)
 from cluster import fail, free_port, log  # noqa: E402
 
 COUNT = 3000
+
+
+def scrape(port):
+    """{series: value} of a node's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def check_http(http):
+    for i, port in http.items():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            if response.status != 200:
+                fail(f"node {i} /health answered {response.status}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5) as response:
+            if response.status != 200:
+                fail(f"node {i} /ready answered {response.status}")
+    active = "kafka_controller_kafkacontroller_activecontrollercount"
+    counts = {i: scrape(port).get(active) for i, port in http.items()}
+    if None in counts.values():
+        fail(f"a node serves no {active}: {counts}")
+    if sum(counts.values()) != 1 or counts[4] != 0:
+        fail(f"{active} by node: {counts} (one controller, never the broker-only node 4)")
+    controller = scrape(http[3])
+    if controller.get("kafka_controller_kafkacontroller_globalpartitioncount", 0) < 3 and counts[3] == 1:
+        fail(f"the active controller-only node counts no partitions: {controller}")
+    if controller.get("kafka_controller_kafkacontroller_activebrokercount") not in (None, 0.0, 3.0):
+        fail(f"active brokers on node 3: {controller}")
+    log(f"HTTP on every node; {active} by node {counts}")
 
 
 def main():
@@ -36,13 +70,15 @@ def main():
         3: ["--process-roles", "controller"],
         4: ["--listen", f"127.0.0.1:{kafka[4]}", "--quorum-listen", f"127.0.0.1:{quorum[4]}"],
     }
+    http = {i: free_port() for i in nodes}
     procs = {}
     try:
         for i, extra in nodes.items():
             out = open(os.path.join(root, f"n{i}.log"), "w")
             procs[i] = subprocess.Popen(
                 [binary, "serve", "--node-id", str(i), "--data-dir", os.path.join(root, f"n{i}"),
-                 "--controllers", controllers] + extra, stdout=out, stderr=out)
+                 "--controllers", controllers, "--http-listen", f"127.0.0.1:{http[i]}"] + extra,
+                stdout=out, stderr=out)
         bootstrap = f"127.0.0.1:{kafka[4]}"
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         deadline = time.time() + 60
@@ -97,6 +133,7 @@ def main():
         if len(seen) != COUNT:
             fail(f"read {len(seen)} of {COUNT}")
         log(f"RF=3 topic on nodes 1, 2, 4: {COUNT} records acknowledged with acks=all and read back")
+        check_http(http)
         log("PASS")
         return 0
     finally:

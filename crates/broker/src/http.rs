@@ -7,7 +7,9 @@
 //! connection lives at most `CONNECTION_LIFETIME_MAX`.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,9 +70,69 @@ impl HttpListen {
     }
 }
 
+/// What the HTTP listener reports on: a broker, or a controller-only node.
+pub trait Observed: Send + Sync + 'static {
+    /// /metrics: the Prometheus text exposition, read now.
+    fn metrics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>>;
+    /// /ready: Ok, or why not.
+    fn readiness(&self) -> Result<(), String>;
+}
+
+impl Observed for Broker {
+    fn metrics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
+        Box::pin(self.metrics.render(self))
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        Broker::readiness(self)
+    }
+}
+
+/// A controller-only node (process.roles=controller): its KafkaController gauges, as a
+/// Kafka KRaft controller reports them, and ready once the quorum has a leader.
+pub struct ControllerNode {
+    node_id: u64,
+    raft: strand_raft::Raft,
+    metadata: watch::Receiver<strand_raft::state_machine::Published>,
+    metrics: crate::metrics::Metrics,
+}
+
+impl ControllerNode {
+    pub fn new(node_id: i32, quorum: &strand_raft::node::QuorumNode) -> ControllerNode {
+        ControllerNode {
+            node_id: node_id as u64,
+            raft: quorum.raft.clone(),
+            metadata: quorum.metadata.clone(),
+            metrics: crate::metrics::Metrics::new(),
+        }
+    }
+
+    fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+}
+
+impl Observed for ControllerNode {
+    fn metrics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
+        let counts = if self.leader() == Some(self.node_id) {
+            crate::metrics::ControllerCounts::active(&self.metadata.borrow().image)
+        } else {
+            crate::metrics::ControllerCounts::inactive()
+        };
+        Box::pin(std::future::ready(self.metrics.render_controller(counts)))
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match self.leader() {
+            Some(_) => Ok(()),
+            None => Err("the metadata quorum has no leader".into()),
+        }
+    }
+}
+
 /// Serves HTTP on `listener` until `shutdown` turns true.
-pub async fn serve(
-    broker: Arc<Broker>,
+pub async fn serve<O: Observed + ?Sized>(
+    observed: Arc<O>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -91,11 +153,11 @@ pub async fn serve(
             tracing::debug!(%peer, "closing HTTP connection: too many at once");
             continue;
         };
-        let broker = broker.clone();
+        let observed = observed.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                let broker = broker.clone();
-                async move { Ok::<_, Infallible>(answer(&broker, request).await) }
+                let observed = observed.clone();
+                async move { Ok::<_, Infallible>(answer(&*observed, request).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -111,13 +173,16 @@ pub async fn serve(
     }
 }
 
-async fn answer(broker: &Broker, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer<O: Observed + ?Sized>(
+    observed: &O,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
     }
     match request.uri().path() {
         "/metrics" => {
-            let mut response = text(StatusCode::OK, broker.metrics.render(broker).await);
+            let mut response = text(StatusCode::OK, observed.metrics().await);
             response.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -125,7 +190,7 @@ async fn answer(broker: &Broker, request: Request<Incoming>) -> Response<Full<By
             response
         }
         "/health" => text(StatusCode::OK, "ok\n".into()),
-        "/ready" => match broker.readiness() {
+        "/ready" => match observed.readiness() {
             Ok(()) => text(StatusCode::OK, "ready\n".into()),
             Err(why) => text(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 mod bench;
 mod cli;
@@ -268,6 +269,15 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
     Ok(config)
 }
 
+/// A line for whoever started the broker (scripts read its port from it). A closed
+/// standard output (the reader went away) must not stop a broker, as println! would.
+macro_rules! announce {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = broker_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -282,15 +292,31 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             let quorum =
                 strand_broker::cluster::start_controller_only(node_id, &data_dir, cluster_config)
                     .await?;
-            println!(
+            announce!(
                 "strand {} node {node_id}: controller only, quorum at {}, data in {}",
                 env!("CARGO_PKG_VERSION"),
                 cluster_config.quorum_listen,
                 data_dir.display()
             );
+            // /metrics (KafkaController), /health and /ready as a KRaft controller's.
+            let (stop_http, http_stopping) = tokio::sync::watch::channel(false);
+            let http = config
+                .http_listen()
+                .map_err(anyhow::Error::msg)?
+                .bind()
+                .await?;
+            if let Some(http) = http {
+                let address = http.local_addr()?;
+                let node = Arc::new(strand_broker::http::ControllerNode::new(node_id, &quorum));
+                tokio::spawn(strand_broker::http::serve(node, http, http_stopping));
+                announce!(
+                    "strand node {node_id} serving HTTP on {address} (/metrics, /health, /ready)"
+                );
+            }
             shutdown.recv().await;
+            let _ = stop_http.send(true);
             quorum.shutdown().await;
-            println!("strand stopped cleanly");
+            announce!("strand stopped cleanly");
             return Ok(());
         }
         // Bound now and listening once the broker is ready, so that a port of 0 is
@@ -316,7 +342,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             Some(cluster_config) => {
                 let quorum = cluster_config.quorum_listen;
                 let cluster = Cluster::start(&broker, cluster_config).await?;
-                println!(
+                announce!(
                     "strand node {} joined the metadata quorum at {quorum}; waiting to be unfenced",
                     broker.node_id()
                 );
@@ -326,7 +352,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                     _ = cluster.wait_until_unfenced() => {}
                     _ = shutdown.recv() => {
                         cluster.shutdown().await;
-                        println!("strand stopped cleanly");
+                        announce!("strand stopped cleanly");
                         return Ok(());
                     }
                 }
@@ -352,7 +378,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             })
             .collect();
         let (addresses, handle, server) = serve_listeners(broker.clone(), listeners)?;
-        println!(
+        announce!(
             "strand {} node {} listening on {} (advertised {}:{}), data in {}",
             env!("CARGO_PKG_VERSION"),
             broker.node_id(),
@@ -362,10 +388,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             data_dir.display()
         );
         for line in others {
-            println!("{line}");
+            announce!("{line}");
         }
         if let Some(address) = http_address {
-            println!(
+            announce!(
                 "strand node {} serving HTTP on {address} (/metrics, /health, /ready)",
                 broker.node_id()
             );
@@ -380,7 +406,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         handle.shutdown();
         let _ = stop_http.send(true);
         server.await??;
-        println!("strand stopped cleanly");
+        announce!("strand stopped cleanly");
         Ok(())
     })
 }

@@ -113,7 +113,7 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
     set(names::AT_MIN_ISR, Vec::new(), at_min_isr as f64);
     set(names::OFFLINE_REPLICAS, Vec::new(), offline as f64);
 
-    controller(broker, observed.active_controller, &set);
+    ControllerCounts::of_broker(broker, observed.active_controller).set(&set);
 
     let operation = |name: &str| vec![Label::new("delayedoperation", name.to_string())];
     let waiting_produces = metrics
@@ -171,40 +171,69 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
     }
 }
 
-/// The KafkaController gauges. As on Kafka, only the active controller reports the
-/// cluster's counts; the others report zeros.
-fn controller(broker: &Broker, active: bool, set: &impl Fn(&'static str, Vec<Label>, f64)) {
-    let (mut topics, mut partitions, mut offline, mut brokers, mut fenced) = (0, 0, 0, 0, 0);
-    if active {
+/// What the KafkaController gauges count. As on Kafka, only the active controller
+/// reports the cluster's counts; the others report zeros.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ControllerCounts {
+    pub active: bool,
+    topics: usize,
+    partitions: usize,
+    offline: usize,
+    brokers: usize,
+    fenced: usize,
+}
+
+impl ControllerCounts {
+    /// The counts of `image` as its active controller reports them.
+    pub fn active(image: &strand_metadata::MetadataImage) -> ControllerCounts {
+        let partitions = image.topics.values().flat_map(|topic| &topic.partitions);
+        let fenced = image.brokers.values().filter(|b| b.fenced).count();
+        ControllerCounts {
+            active: true,
+            topics: image.topics.len(),
+            partitions: partitions.clone().count(),
+            offline: partitions.filter(|p| p.leader < 0).count(),
+            brokers: image.brokers.len() - fenced,
+            fenced,
+        }
+    }
+
+    /// A node that is not the active controller.
+    pub fn inactive() -> ControllerCounts {
+        ControllerCounts::default()
+    }
+
+    fn of_broker(broker: &Broker, active: bool) -> ControllerCounts {
+        if !active {
+            return ControllerCounts::inactive();
+        }
         match broker.cluster() {
-            Some(cluster) => {
-                let image = cluster.image();
-                topics = image.topics.len();
-                for topic in image.topics.values() {
-                    partitions += topic.partitions.len();
-                    offline += topic.partitions.iter().filter(|p| p.leader < 0).count();
-                }
-                fenced = image.brokers.values().filter(|b| b.fenced).count();
-                brokers = image.brokers.len() - fenced;
-            }
+            Some(cluster) => ControllerCounts::active(&cluster.image()),
             None => {
+                // A single node is its own controller, over its topic registry.
                 let registry = broker.registry();
-                for topic in registry.all() {
-                    topics += 1;
-                    partitions += topic.partitions.max(0) as usize;
+                ControllerCounts {
+                    active: true,
+                    topics: registry.all().count(),
+                    partitions: registry.all().map(|t| t.partitions.max(0) as usize).sum(),
+                    offline: 0,
+                    brokers: 1,
+                    fenced: 0,
                 }
-                brokers = 1;
             }
         }
     }
-    set(
-        names::ACTIVE_CONTROLLER,
-        Vec::new(),
-        f64::from(u8::from(active)),
-    );
-    set(names::GLOBAL_TOPICS, Vec::new(), topics as f64);
-    set(names::GLOBAL_PARTITIONS, Vec::new(), partitions as f64);
-    set(names::OFFLINE_PARTITIONS, Vec::new(), offline as f64);
-    set(names::ACTIVE_BROKERS, Vec::new(), brokers as f64);
-    set(names::FENCED_BROKERS, Vec::new(), fenced as f64);
+
+    pub(super) fn set(&self, set: &impl Fn(&'static str, Vec<Label>, f64)) {
+        set(
+            names::ACTIVE_CONTROLLER,
+            Vec::new(),
+            f64::from(u8::from(self.active)),
+        );
+        set(names::GLOBAL_TOPICS, Vec::new(), self.topics as f64);
+        set(names::GLOBAL_PARTITIONS, Vec::new(), self.partitions as f64);
+        set(names::OFFLINE_PARTITIONS, Vec::new(), self.offline as f64);
+        set(names::ACTIVE_BROKERS, Vec::new(), self.brokers as f64);
+        set(names::FENCED_BROKERS, Vec::new(), self.fenced as f64);
+    }
 }

@@ -27,6 +27,7 @@ use metrics_util::MetricKindMask;
 use strand_protocol::RequestMemory;
 
 use crate::net::listener::Listener;
+pub use gauges::ControllerCounts;
 pub use requests::{RequestMetrics, RequestTimes};
 pub use topic::TopicMetrics;
 
@@ -157,6 +158,13 @@ impl Metrics {
         // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
         // select it by that string.
         text.replace("quantile=\"0.5\"", "quantile=\"0.50\"")
+    }
+
+    /// The text exposition of a controller-only node: its KafkaController gauges.
+    pub fn render_controller(&self, counts: gauges::ControllerCounts) -> String {
+        let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        counts.set(&|name, labels, value| gauge(&self.recorder, name, labels).set(value));
+        self.handle.render()
     }
 
     pub(crate) fn recorder(&self) -> &PrometheusRecorder {

@@ -237,8 +237,9 @@ impl LogManager {
         Ok((manager, reports))
     }
 
-    /// Moves a stop interrupted while copying (their `-future` copy was left behind, and
-    /// dropped): queued again from the start, as Kafka resumes a future replica.
+    /// Moves a stop interrupted, queued or copying (their `-future` directory was left
+    /// behind, and dropped): queued again from the start, as Kafka resumes a future
+    /// replica.
     fn resume_moves(&mut self, interrupted: Vec<(usize, TopicPartition)>) {
         for (index, tp) in interrupted {
             let destination = self.dirs[index].path.clone();
@@ -535,6 +536,10 @@ impl LogManager {
             return Ok(false);
         }
         let log_move = LogMove::new(tp.clone(), dir.path.clone());
+        if let Err(error) = log_move.mark_future() {
+            // The move still runs; only a stop before it would forget it.
+            tracing::warn!(partition = %tp, log_dir = %dir.path.display(), %error, "cannot mark a queued log move on disk");
+        }
         self.moves.insert(tp.clone(), log_move.clone());
         self.pending.push_back(MoveJob {
             log_move,
@@ -581,8 +586,13 @@ impl LogManager {
     fn cancel_move(&mut self, tp: &TopicPartition) {
         if let Some(running) = self.moves.remove(tp) {
             running.cancel();
+            let queued = self.pending.len();
             self.pending
                 .retain(|job| !Arc::ptr_eq(&job.log_move, &running));
+            if self.pending.len() < queued {
+                // Never started: nothing else will remove its mark.
+                running.forget_future();
+            }
         }
     }
 

@@ -68,6 +68,12 @@ pub struct LogMove {
     pub tp: TopicPartition,
     /// The log directory the log goes to.
     pub destination: PathBuf,
+    /// `<destination>/<topic>-<partition>.<tag>-future`: made when the move is asked for
+    /// (as Kafka makes its future replica), so a stop before the move ran leaves it
+    /// behind and the next start queues the move again; the copy is made in it.
+    future: PathBuf,
+    /// Its `<tag>`, also naming the `-moved` copy.
+    tag: String,
     cancelled: AtomicBool,
     progress: Mutex<MoveProgress>,
 }
@@ -81,12 +87,29 @@ struct SegmentSeen {
 
 impl LogMove {
     pub fn new(tp: TopicPartition, destination: PathBuf) -> Arc<LogMove> {
+        // No '.' or '-' in the tag: the partition is what precedes its '.'.
+        let tag = format!("{}x{}", std::process::id(), unique_tag());
+        let future = destination.join(format!("{tp}.{tag}{FUTURE_SUFFIX}"));
         Arc::new(LogMove {
             tp,
             destination,
+            future,
+            tag,
             cancelled: AtomicBool::new(false),
             progress: Mutex::new(MoveProgress::default()),
         })
+    }
+
+    /// Makes the `-future` directory that stands for the move until it has run.
+    pub fn mark_future(&self) -> std::io::Result<()> {
+        fs::create_dir_all(&self.future)
+    }
+
+    /// Removes the `-future` directory (the move ran, or will not).
+    pub fn forget_future(&self) {
+        if self.future.exists() {
+            let _ = fs::remove_dir_all(&self.future);
+        }
     }
 
     /// Stops the move at its next step; the log stays where it was.
@@ -119,18 +142,12 @@ impl LogMove {
         health: Arc<DirHealth>,
         bytes_per_second: Option<u64>,
     ) -> LogResult<MoveOutcome> {
-        if self.is_cancelled() {
-            return Ok(MoveOutcome::Cancelled);
-        }
-        // No '.' or '-' in the tag: the partition is what precedes its '.'.
-        let tag = format!("{}x{}", std::process::id(), unique_tag());
-        let future = self
-            .destination
-            .join(format!("{}.{tag}{FUTURE_SUFFIX}", self.tp));
-        let result = self.copy_and_swap(log, &health, &future, &tag, bytes_per_second);
-        if future.exists() {
-            let _ = fs::remove_dir_all(&future);
-        }
+        let result = if self.is_cancelled() {
+            Ok(MoveOutcome::Cancelled)
+        } else {
+            self.copy_and_swap(log, &health, &self.future, &self.tag, bytes_per_second)
+        };
+        self.forget_future();
         result
     }
 

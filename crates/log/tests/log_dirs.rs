@@ -337,7 +337,18 @@ fn a_move_interrupted_by_a_crash_keeps_one_complete_copy() {
     copy_into("t-0.1x2-future");
     let (manager, _) = LogManager::open(&dirs, options()).unwrap();
     assert_eq!(manager.dir_of(&tp), Some(dirs[0].as_path()));
-    assert_eq!(partition_dirs(&dirs[1]), 0);
+    // Nothing of the old copies stays: only the queued move's mark.
+    let left: Vec<String> = std::fs::read_dir(&dirs[1])
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].starts_with("t-0.") && left[0].ends_with("-future"),
+        "{left:?}"
+    );
     assert!(manager.has_queued_moves());
     manager.shutdown().unwrap();
     drop(manager);
@@ -376,4 +387,58 @@ fn a_move_a_stop_interrupted_while_copying_is_resumed_at_start() {
     assert_eq!(manager.dir_of(&tp), Some(dirs[1].as_path()));
     let log = manager.get(&tp).unwrap();
     assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 20);
+}
+
+#[test]
+fn moves_still_queued_when_the_broker_stopped_are_resumed_at_start() {
+    use strand_log::log_move::MoveOutcome;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let (first, second) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    for tp in [&first, &second] {
+        manager.get_or_create(tp, None).unwrap();
+        for n in 0..10 {
+            append(&manager, tp, n).unwrap();
+        }
+    }
+    // Each asked to move to the other directory; the mover never ran either.
+    let other = |manager: &LogManager, tp: &TopicPartition| {
+        let here = manager.dir_of(tp).unwrap().to_path_buf();
+        dirs.iter().find(|d| **d != here).unwrap().clone()
+    };
+    let wanted = [
+        (first.clone(), other(&manager, &first)),
+        (second.clone(), other(&manager, &second)),
+    ];
+    for (tp, destination) in &wanted {
+        assert!(manager.begin_move(tp, destination).unwrap());
+    }
+    manager.shutdown().unwrap();
+    drop(manager);
+
+    let (mut manager, _) = LogManager::open(&dirs, options()).unwrap();
+    let mut resumed = Vec::new();
+    while let Some(job) = manager.next_move() {
+        resumed.push((job.log_move.tp.clone(), job.log_move.destination.clone()));
+        let outcome = job.run(None);
+        manager.finish_move(&job, &outcome);
+        assert_eq!(outcome.unwrap(), MoveOutcome::Moved);
+    }
+    resumed.sort_by_key(|(tp, _)| tp.partition);
+    assert_eq!(resumed, wanted, "both queued moves come back");
+    for (tp, destination) in &wanted {
+        assert_eq!(manager.dir_of(tp), Some(destination.as_path()));
+        let log = manager.get(tp).unwrap();
+        assert_eq!(read_records(&log.lock().unwrap(), 0).len(), 20);
+    }
+    // A move cancelled before it ran leaves no mark to resume.
+    let back = other(&manager, &first);
+    assert!(manager.begin_move(&first, &back).unwrap());
+    let here = manager.dir_of(&first).unwrap().to_path_buf();
+    assert!(!manager.begin_move(&first, &here).unwrap(), "cancelled");
+    manager.shutdown().unwrap();
+    drop(manager);
+    let (manager, _) = LogManager::open(&dirs, options()).unwrap();
+    assert!(!manager.has_queued_moves());
 }

@@ -4,7 +4,8 @@ answers PromQL written for Kafka's JMX exporter names:
 
 - every node is up, no partition is under-replicated, exactly one active controller;
 - messages in, summed over the cluster for a topic, equal what a librdkafka producer had
-  acknowledged (leaders count them, followers do not);
+  acknowledged (leaders count them, followers do not); each follower replica reports its
+  lag behind the leader, 0 once caught up;
 - after kill -9 of a node, `sum(kafka_server_replicamanager_underreplicatedpartitions)`
   turns positive and `up` shows the node down; there is still one active controller;
 - after its restart the under-replicated count returns to 0 and the node's /ready says
@@ -125,6 +126,11 @@ def main():
         until(f"PromQL to count the {RECORDS} records produced",
               lambda: scalar(url, messages_in) == float(RECORDS), timeout=30)
         log(f"{messages_in} = {RECORDS}")
+        # Every follower replica reports its lag behind the leader, caught up at 0.
+        lag = "kafka_server_fetcherlagmetrics_consumerlag"
+        until("a lag series for each of the 12 follower replicas, all 0",
+              lambda: scalar(url, f"count({lag})") == 2.0 * PARTITIONS
+              and scalar(url, f"max({lag})") == 0.0, timeout=30)
 
         victim = 2
         log(f"kill -9 node {victim}")

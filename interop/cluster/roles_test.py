@@ -51,6 +51,9 @@ def check_http(http):
     if sum(counts.values()) != 1 or counts[4] != 0:
         fail(f"{active} by node: {counts} (one controller, never the broker-only node 4)")
     controller = scrape(http[3])
+    broker_series = [name for name in controller if not name.startswith("kafka_controller_")]
+    if broker_series:
+        fail(f"the controller-only node reports a broker's series: {broker_series[:5]}")
     if controller.get("kafka_controller_kafkacontroller_globalpartitioncount", 0) < 3 and counts[3] == 1:
         fail(f"the active controller-only node counts no partitions: {controller}")
     if controller.get("kafka_controller_kafkacontroller_activebrokercount") not in (None, 0.0, 3.0):

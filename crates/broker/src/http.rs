@@ -94,7 +94,8 @@ pub struct ControllerNode {
     node_id: u64,
     raft: strand_raft::Raft,
     metadata: watch::Receiver<strand_raft::state_machine::Published>,
-    metrics: crate::metrics::Metrics,
+    /// Only the controller's gauges: nothing of a broker's is registered here.
+    exposition: crate::metrics::Exposition,
 }
 
 impl ControllerNode {
@@ -103,7 +104,7 @@ impl ControllerNode {
             node_id: node_id as u64,
             raft: quorum.raft.clone(),
             metadata: quorum.metadata.clone(),
-            metrics: crate::metrics::Metrics::new(),
+            exposition: crate::metrics::Exposition::new(),
         }
     }
 
@@ -119,7 +120,10 @@ impl Observed for ControllerNode {
         } else {
             crate::metrics::ControllerCounts::inactive()
         };
-        Box::pin(std::future::ready(self.metrics.render_controller(counts)))
+        let recorder = self.exposition.recorder();
+        Box::pin(std::future::ready(
+            self.exposition.render(|| counts.export(recorder)),
+        ))
     }
 
     fn readiness(&self) -> Result<(), String> {

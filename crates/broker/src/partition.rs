@@ -293,9 +293,9 @@ pub struct Partition {
     failure_reported: Mutex<Option<(i32, i32)>>,
     /// What its producers and consumers moved, its ISR changes and flush times.
     counters: PartitionCounters,
-    /// As a follower: records between its log end and the leader's high watermark at
-    /// the last fetch (FetcherLagMetrics ConsumerLag).
-    follower_lag: std::sync::atomic::AtomicI64,
+    /// As a follower: the leader's high watermark in its last fetch answer (a scrape
+    /// derives FetcherLagMetrics ConsumerLag from it and the log end).
+    leader_high_watermark: std::sync::atomic::AtomicI64,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
@@ -342,7 +342,7 @@ impl Partition {
             flushing: Arc::new(AtomicBool::new(false)),
             failure_reported: Mutex::new(None),
             counters: PartitionCounters::detached(),
-            follower_lag: std::sync::atomic::AtomicI64::new(0),
+            leader_high_watermark: std::sync::atomic::AtomicI64::new(0),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
@@ -360,13 +360,14 @@ impl Partition {
         &self.counters
     }
 
-    pub fn set_follower_lag(&self, lag: i64) {
-        self.follower_lag.store(lag.max(0), Ordering::Relaxed);
+    /// A follower's fetch answer said the leader's high watermark is `offset`.
+    pub fn saw_leader_high_watermark(&self, offset: i64) {
+        self.leader_high_watermark.store(offset, Ordering::Relaxed);
     }
 
-    /// Records this follower was behind its leader at its last fetch.
-    pub fn follower_lag(&self) -> i64 {
-        self.follower_lag.load(Ordering::Relaxed)
+    /// The leader's high watermark as this follower last heard it.
+    pub fn leader_high_watermark(&self) -> i64 {
+        self.leader_high_watermark.load(Ordering::Relaxed)
     }
 
     pub fn min_insync_replicas(&self) -> i32 {

@@ -20,11 +20,11 @@ use crate::net::Listener;
 /// How often group session and rebalance deadlines are checked.
 const GROUP_TICK: Duration = Duration::from_millis(100);
 
-/// Runs blocking broker housekeeping (flushes, retention, compaction) every `interval_ms`
-/// on a blocking thread, until aborted.
 /// How often recorded latencies move into their summaries (the exporter's default).
 const METRICS_UPKEEP_MS: u64 = 5_000;
 
+/// Runs blocking broker housekeeping (flushes, retention, compaction) every `interval_ms`
+/// on a blocking thread, until aborted.
 fn every(broker: &Arc<Broker>, interval_ms: u64, work: fn(&Broker)) -> tokio::task::JoinHandle<()> {
     let broker = broker.clone();
     let interval = Duration::from_millis(interval_ms.max(100));

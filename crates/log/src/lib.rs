@@ -56,7 +56,9 @@ pub use file_cache::FileCache;
 pub use leader_epoch::{EpochEntry, LeaderEpochCache};
 pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult, TimestampOffset};
 pub use log_loader::{LogOpenState, RecoveryReport};
-pub use log_manager::{flush_if_due, upkeep, LogManager, LogManagerOptions, TopicPartition};
+pub use log_manager::{
+    flush_if_due, remove_doomed, upkeep, LogManager, LogManagerOptions, TopicPartition,
+};
 pub use producer_state::{
     AbortedTxn, CompletedTxn, Origin, ProducerCheck, ProducerError, ProducerStateManager,
 };

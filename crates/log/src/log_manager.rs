@@ -889,7 +889,7 @@ pub fn flush_if_due(log: &Mutex<Log>) -> LogResult<bool> {
 }
 
 /// Removes the files of `log`'s retired segments, without holding its lock.
-fn remove_doomed(log: &Mutex<Log>) {
+pub fn remove_doomed(log: &Mutex<Log>) {
     let doomed = lock(log).take_doomed();
     for path in doomed {
         match fs::remove_file(&path) {

@@ -287,6 +287,15 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         let mut shutdown = ShutdownSignal::install()?;
         let data_dir = config.data_dir.clone();
         let cluster_config = config.cluster_config().map_err(anyhow::Error::msg)?;
+        // /metrics, /health and /ready: bound now (a taken address given explicitly stops
+        // the start), served by the broker or, on a controller-only node, the controller.
+        let http = config
+            .http_listen()
+            .map_err(anyhow::Error::msg)?
+            .bind()
+            .await?;
+        let http_address = http.as_ref().and_then(|l| l.local_addr().ok());
+        let (stop_http, http_stopping) = tokio::sync::watch::channel(false);
         if let Some(cluster_config) = cluster_config.as_ref().filter(|c| !c.broker_role) {
             let node_id = config.node_id;
             let quorum =
@@ -298,15 +307,8 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                 cluster_config.quorum_listen,
                 data_dir.display()
             );
-            // /metrics (KafkaController), /health and /ready as a KRaft controller's.
-            let (stop_http, http_stopping) = tokio::sync::watch::channel(false);
-            let http = config
-                .http_listen()
-                .map_err(anyhow::Error::msg)?
-                .bind()
-                .await?;
-            if let Some(http) = http {
-                let address = http.local_addr()?;
+            // The KafkaController gauges, as a KRaft controller's.
+            if let (Some(http), Some(address)) = (http, http_address) {
                 let node = Arc::new(strand_broker::http::ControllerNode::new(node_id, &quorum));
                 tokio::spawn(strand_broker::http::serve(node, http, http_stopping));
                 announce!(
@@ -322,15 +324,8 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         // Bound now and listening once the broker is ready, so that a port of 0 is
         // replaced by the one the OS picked before the broker advertises it.
         let listeners = strand_broker::server::bind_listeners(&mut config)?;
-        let http = config
-            .http_listen()
-            .map_err(anyhow::Error::msg)?
-            .bind()
-            .await?;
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         // /health and /ready answer from now on (not ready until clients are served).
-        let (stop_http, http_stopping) = tokio::sync::watch::channel(false);
-        let http_address = http.as_ref().and_then(|l| l.local_addr().ok());
         if let Some(http) = http {
             tokio::spawn(strand_broker::http::serve(
                 broker.clone(),

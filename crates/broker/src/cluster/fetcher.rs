@@ -566,10 +566,8 @@ async fn fetch_once(
                             if matches!(appended, Some(Some(_))) {
                                 partition.counters().replicated_in(records.len() as u64);
                             }
-                            // FetcherLagMetrics: how far behind the leader's high
-                            // watermark this replica is, as of this answer.
-                            let end = partition.log().log_end_offset();
-                            partition.set_follower_lag(answer.high_watermark - end);
+                            // FetcherLagMetrics is this less the log end, at the scrape.
+                            partition.saw_leader_high_watermark(answer.high_watermark);
                             if let Err(error) =
                                 partition.follow_log_start(*epoch, answer.log_start_offset)
                             {

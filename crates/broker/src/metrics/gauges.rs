@@ -6,21 +6,23 @@
 use metrics::Label;
 use std::collections::BTreeMap;
 
+use metrics_exporter_prometheus::PrometheusRecorder;
+
 use super::{gauge, names, Metrics};
 use crate::Broker;
 
 /// What a scrape reads from the broker before it sets the gauges: the parts that need to
 /// wait (the quorum's view, the group coordinator's shards).
 #[derive(Debug, Default)]
-pub struct Observed {
+pub struct Gathered {
     /// This node is the quorum's leader (a single node is its own controller).
     pub active_controller: bool,
     /// Each group's committed offsets: group -> (topic, partition) -> offset.
     pub group_offsets: BTreeMap<String, BTreeMap<(String, i32), i64>>,
 }
 
-impl Observed {
-    pub async fn read(broker: &Broker) -> Observed {
+impl Gathered {
+    pub async fn read(broker: &Broker) -> Gathered {
         let active_controller = match broker.cluster() {
             None => true,
             Some(cluster) => cluster.controller_id().await == Some(broker.node_id()),
@@ -40,14 +42,14 @@ impl Observed {
                 .collect();
             group_offsets.insert(group.group_id, committed);
         }
-        Observed {
+        Gathered {
             active_controller,
             group_offsets,
         }
     }
 }
 
-pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
+pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
     let recorder = metrics.recorder();
     let set = |name: &'static str, labels: Vec<Label>, value: f64| {
         gauge(recorder, name, labels).set(value);
@@ -74,14 +76,6 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
             at_min_isr += u64::from(assignment.isr.len() == min_isr);
         }
         parked_fetches += partition.parked_fetch_count();
-        if assignment.leader >= 0 && assignment.leader != node {
-            let mut labels = vec![Label::new(
-                "clientid",
-                format!("ReplicaFetcherThread-0-{}", assignment.leader),
-            )];
-            labels.extend(tp_labels(&partition.tp.topic, partition.tp.partition));
-            set(names::FOLLOWER_LAG, labels, partition.follower_lag() as f64);
-        }
         let tp = &partition.tp;
         let (size, start, end, segments, high_watermark, is_offline) = {
             let log = partition.log();
@@ -95,7 +89,19 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Observed) {
             )
         };
         offline += u64::from(is_offline);
-        high_watermarks.insert((tp.topic.clone(), tp.partition), high_watermark);
+        if assignment.leader >= 0 && assignment.leader != node {
+            // As Kafka's fetcher: the leader's high watermark less this replica's end.
+            let lag = (partition.leader_high_watermark() - end).max(0);
+            let mut labels = vec![Label::new(
+                "clientid",
+                format!("ReplicaFetcherThread-0-{}", assignment.leader),
+            )];
+            labels.extend(tp_labels(&tp.topic, tp.partition));
+            set(names::FOLLOWER_LAG, labels, lag as f64);
+        }
+        if !observed.group_offsets.is_empty() {
+            high_watermarks.insert((tp.topic.clone(), tp.partition), high_watermark);
+        }
         let log_gauges = [
             (names::LOG_SIZE, size as f64),
             (names::LOG_START_OFFSET, start as f64),
@@ -224,7 +230,12 @@ impl ControllerCounts {
         }
     }
 
-    pub(super) fn set(&self, set: &impl Fn(&'static str, Vec<Label>, f64)) {
+    /// Sets the KafkaController gauges in `recorder`.
+    pub fn export(&self, recorder: &PrometheusRecorder) {
+        self.set(&|name, labels, value| gauge(recorder, name, labels).set(value));
+    }
+
+    fn set(&self, set: &impl Fn(&'static str, Vec<Label>, f64)) {
         set(
             names::ACTIVE_CONTROLLER,
             Vec::new(),

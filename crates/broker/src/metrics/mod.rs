@@ -3,13 +3,13 @@
 //! topic=t` is `kafka_server_brokertopicmetrics_messagesin_total{topic="t"}`), so the
 //! dashboards and alerts written for Kafka work on Strand unchanged.
 //!
-//! Counters and latency histograms are handles of the `metrics` crate registered once
-//! (per topic, per API) and kept where they are counted, so the request path pays an
-//! atomic add, not a lookup. Everything that is a state rather than an event (partition
-//! counts, log sizes, consumer lag, purgatory sizes) is read from the broker when
-//! /metrics is scraped (`gauges.rs`), so the request path pays nothing for it. The
-//! registry is the broker's own, not a process-wide one: tests run several brokers in one
-//! process.
+//! Latency histograms and request counters are handles of the `metrics` crate registered
+//! once (per API) and kept where they are counted; a topic's counts are atomics of its
+//! own, exported at the scrape (`topic.rs`). So the request path pays atomic adds, not
+//! lookups. Everything that is a state rather than an event (partition counts, log sizes,
+//! consumer lag, purgatory sizes) is read from the broker when /metrics is scraped
+//! (`gauges.rs`), so the request path pays nothing for it. The registry is the node's
+//! own (`Exposition`), not a process-wide one: tests run several brokers in one process.
 
 mod gauges;
 pub mod names;
@@ -38,12 +38,61 @@ const QUANTILES: [f64; 6] = [0.5, 0.75, 0.95, 0.98, 0.99, 0.999];
 static METADATA: Metadata<'static> =
     Metadata::new("strand", metrics::Level::INFO, Some(module_path!()));
 
-pub struct Metrics {
+/// A node's registry and its Prometheus text rendering.
+pub struct Exposition {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     /// One scrape at a time: a scrape sets every state gauge and then renders, and a
     /// gauge not set by it (a deleted partition's) is dropped from the output.
     scrape: Mutex<()>,
+}
+
+impl Default for Exposition {
+    fn default() -> Self {
+        Exposition::new()
+    }
+}
+
+impl Exposition {
+    pub fn new() -> Exposition {
+        let recorder = PrometheusBuilder::new()
+            .set_quantiles(&QUANTILES)
+            .expect("quantiles are in 0..=1")
+            // The state gauges are all set by each scrape: one it did not set is gone.
+            .idle_timeout(MetricKindMask::GAUGE, Some(Duration::ZERO))
+            .build_recorder();
+        names::describe(&recorder);
+        Exposition {
+            handle: recorder.handle(),
+            recorder,
+            scrape: Mutex::new(()),
+        }
+    }
+
+    pub fn recorder(&self) -> &PrometheusRecorder {
+        &self.recorder
+    }
+
+    /// The text exposition: `collect` sets the state gauges (and exports what is
+    /// counted outside the registry), then everything is rendered.
+    pub fn render(&self, collect: impl FnOnce()) -> String {
+        let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        collect();
+        let text = self.handle.render();
+        // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
+        // select it by that string.
+        text.replace("quantile=\"0.5\"", "quantile=\"0.50\"")
+    }
+
+    /// Moves recorded latencies into their summaries; without it they would pile up
+    /// between scrapes (or forever, with nobody scraping).
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+}
+
+pub struct Metrics {
+    exposition: Exposition,
     /// BrokerTopicMetrics without a topic label: all topics.
     all_topics: topic::AllTopics,
     topics: Mutex<HashMap<String, Arc<TopicMetrics>>>,
@@ -88,23 +137,15 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let recorder = PrometheusBuilder::new()
-            .set_quantiles(&QUANTILES)
-            .expect("quantiles are in 0..=1")
-            // The state gauges are all set by each scrape: one it did not set is gone.
-            .idle_timeout(MetricKindMask::GAUGE, Some(Duration::ZERO))
-            .build_recorder();
-        let handle = recorder.handle();
-        names::describe(&recorder);
-        let all_topics = topic::AllTopics::register(&recorder);
+        let exposition = Exposition::new();
+        let recorder = exposition.recorder();
+        let all_topics = topic::AllTopics::register(recorder);
         let requests = RequestMetrics::new();
-        let isr_shrinks = counter(&recorder, names::ISR_SHRINKS, Vec::new());
-        let isr_expands = counter(&recorder, names::ISR_EXPANDS, Vec::new());
-        let log_flush_ms = histogram(&recorder, names::LOG_FLUSH_MS, Vec::new());
+        let isr_shrinks = counter(recorder, names::ISR_SHRINKS, Vec::new());
+        let isr_expands = counter(recorder, names::ISR_EXPANDS, Vec::new());
+        let log_flush_ms = histogram(recorder, names::LOG_FLUSH_MS, Vec::new());
         Metrics {
-            recorder,
-            handle,
-            scrape: Mutex::new(()),
+            exposition,
             all_topics,
             topics: Mutex::new(HashMap::new()),
             requests,
@@ -121,7 +162,7 @@ impl Metrics {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         topics
             .entry(topic.to_string())
-            .or_insert_with(|| Arc::new(TopicMetrics::register(&self.recorder, topic)))
+            .or_insert_with(|| Arc::new(TopicMetrics::register(self.recorder(), topic)))
             .clone()
     }
 
@@ -139,36 +180,22 @@ impl Metrics {
         });
     }
 
-    /// Moves recorded latencies into their summaries; without it they would pile up
-    /// between scrapes (or forever, with nobody scraping).
     pub fn upkeep(&self) {
-        self.handle.run_upkeep();
+        self.exposition.upkeep();
     }
 
     /// The Prometheus text exposition of everything, the broker's state read now.
     pub async fn render(&self, broker: &crate::Broker) -> String {
-        let observed = gauges::Observed::read(broker).await;
-        let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
-        gauges::collect(self, broker, &observed);
-        {
+        let gathered = gauges::Gathered::read(broker).await;
+        self.exposition.render(|| {
+            gauges::collect(self, broker, &gathered);
             let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
             self.all_topics.export(topics.values());
-        }
-        let text = self.handle.render();
-        // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
-        // select it by that string.
-        text.replace("quantile=\"0.5\"", "quantile=\"0.50\"")
-    }
-
-    /// The text exposition of a controller-only node: its KafkaController gauges.
-    pub fn render_controller(&self, counts: gauges::ControllerCounts) -> String {
-        let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
-        counts.set(&|name, labels, value| gauge(&self.recorder, name, labels).set(value));
-        self.handle.render()
+        })
     }
 
     pub(crate) fn recorder(&self) -> &PrometheusRecorder {
-        &self.recorder
+        self.exposition.recorder()
     }
 }
 

@@ -41,6 +41,8 @@ pub async fn serve_connection(
     request_memory: Arc<RequestMemory>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Counted from its acceptance, TLS handshake included, as Kafka counts it.
+    let _counted = listener.connected();
     let _ = stream.set_nodelay(true);
     if let Ok(bytes) = usize::try_from(broker.config.socket_send_buffer_bytes) {
         if let Err(error) = rustix::net::sockopt::set_socket_send_buffer_size(&stream, bytes) {
@@ -64,7 +66,6 @@ pub async fn serve_connection(
         let scram: Arc<dyn strand_security::sasl::scram::ScramCredentials> = broker.clone();
         Authenticator::new(settings, scram)
     });
-    let _counted = listener.connected();
     let mut context = RequestContext::new(listener.clone(), peer, principal);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let request_max_bytes = broker.config.socket_request_max_bytes;

@@ -328,7 +328,10 @@ class Broker:
             cfg = self.run_dir / "strand.toml"
             cfg.write_text(STRAND_TOML)
             self.argv = [str(self.strand_bin), "serve", "--listen", self.bootstrap,
-                         "--data-dir", str(self.run_dir / "data"), "--config", str(cfg)]
+                         "--data-dir", str(self.run_dir / "data"), "--config", str(cfg),
+                         # metrics stay on, as by default, on a port of their own: a
+                         # cluster's nodes share this machine and the default address
+                         "--http-listen", "127.0.0.1:0"]
             if self.flush:
                 self.argv += ["--flush", self.flush]
             self.argv += list(self.strand_args)

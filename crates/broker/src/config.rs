@@ -40,6 +40,30 @@ pub enum FlushMode {
     EveryBatch,
 }
 
+/// Whether the HTTP listener serves the web console, and whether it may change anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConsoleMode {
+    On,
+    ReadOnly,
+    Off,
+}
+
+impl std::str::FromStr for ConsoleMode {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<ConsoleMode, String> {
+        match value {
+            "on" => Ok(ConsoleMode::On),
+            "read-only" => Ok(ConsoleMode::ReadOnly),
+            "off" => Ok(ConsoleMode::Off),
+            other => Err(format!(
+                "unknown console mode {other:?}: use on, read-only or off"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
@@ -171,6 +195,9 @@ pub struct BrokerConfig {
     /// Strand only (Kafka serves metrics through JMX): the HTTP listener of /metrics,
     /// /health and /ready, `HOST:PORT` or `none` (`--http-listen`).
     pub http_listen: String,
+    /// Strand only (Kafka ships no console): the web console on the HTTP listener,
+    /// `on`, `read-only` or `off` (`--console`).
+    pub console: ConsoleMode,
     /// The Kafka names of the settings given explicitly (file or command line), which
     /// DescribeConfigs reports as STATIC_BROKER_CONFIG; the others are defaults.
     #[serde(skip)]
@@ -209,6 +236,7 @@ impl Default for BrokerConfig {
             queued_request_max_bytes: 512 * 1024 * 1024,
             request_read_timeout_ms: 30_000,
             http_listen: crate::http::HttpListen::DEFAULT.to_string(),
+            console: ConsoleMode::On,
             open_segments_max: 1024,
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
@@ -249,6 +277,24 @@ impl BrokerConfig {
             || self.http_listen != crate::http::HttpListen::DEFAULT;
         crate::http::HttpListen::parse(&self.http_listen, given)
             .map_err(|error| format!("http_listen: {error}"))
+    }
+
+    /// Where a client in this process reaches the broker without credentials: its first
+    /// PLAINTEXT listener (loopback when it listens on every address), if it has one.
+    pub fn plaintext_address(&self) -> Option<SocketAddr> {
+        let spec = self
+            .listeners()
+            .ok()?
+            .into_iter()
+            .find(|spec| spec.protocol == SecurityProtocol::Plaintext)?;
+        let mut address = spec.listen;
+        if address.ip().is_unspecified() {
+            address.set_ip(match address {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        Some(address)
     }
 
     /// Reads a config file: a Kafka server.properties (any name not ending in .toml;

@@ -1,6 +1,7 @@
 //! The broker's HTTP listener (`--http-listen`, 127.0.0.1:9644 by default): /metrics in
 //! Prometheus' text format, /health (the process is up) and /ready (it serves clients
-//! and its replicas are in sync), for Prometheus, load balancers and orchestrators.
+//! and its replicas are in sync), for Prometheus, load balancers and orchestrators; and
+//! everything else to the web console when there is one (`Console`, built by the binary).
 //!
 //! Bounded like the Kafka listeners: at most `HTTP_CONNECTIONS_MAX` connections at once
 //! (more are closed at once), request headers within `HEADER_READ_TIMEOUT`, and a
@@ -134,9 +135,18 @@ impl Observed for ControllerNode {
     }
 }
 
+/// The web console: answers every path but /metrics, /health and /ready.
+pub trait Console: Send + Sync + 'static {
+    fn answer(
+        &self,
+        request: Request<Incoming>,
+    ) -> Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send + '_>>;
+}
+
 /// Serves HTTP on `listener` until `shutdown` turns true.
 pub async fn serve<O: Observed + ?Sized>(
     observed: Arc<O>,
+    console: Option<Arc<dyn Console>>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -158,10 +168,12 @@ pub async fn serve<O: Observed + ?Sized>(
             continue;
         };
         let observed = observed.clone();
+        let console = console.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let observed = observed.clone();
-                async move { Ok::<_, Infallible>(answer(&*observed, request).await) }
+                let console = console.clone();
+                async move { Ok::<_, Infallible>(answer(&*observed, console.as_deref(), request).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -179,12 +191,18 @@ pub async fn serve<O: Observed + ?Sized>(
 
 async fn answer<O: Observed + ?Sized>(
     observed: &O,
+    console: Option<&dyn Console>,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
+    let path = request.uri().path();
+    let ours = ["/metrics", "/health", "/ready"].contains(&path);
+    if let (false, Some(console)) = (ours, console) {
+        return console.answer(request).await;
+    }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
     }
-    match request.uri().path() {
+    match path {
         "/metrics" => {
             let mut response = text(StatusCode::OK, observed.metrics().await);
             response.headers_mut().insert(

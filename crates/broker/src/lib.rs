@@ -40,5 +40,5 @@ pub mod topics;
 pub mod txn;
 
 pub use broker::{ApiError, Broker};
-pub use config::{BrokerConfig, FlushMode};
+pub use config::{BrokerConfig, ConsoleMode, FlushMode};
 pub use server::{bind, serve, serve_listeners, serve_on, ServerHandle};

@@ -43,6 +43,7 @@ async fn serve_with_http() -> Served {
     let (stop_http, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(strand_broker::http::serve(
         broker.clone(),
+        None,
         listener,
         stopping,
     ));

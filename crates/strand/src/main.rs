@@ -8,6 +8,7 @@ use std::sync::Arc;
 mod bench;
 mod cli;
 mod cluster_cmd;
+mod console;
 mod shutdown_signal;
 
 use clap::{Parser, Subcommand};
@@ -119,6 +120,10 @@ struct ServeArgs {
     /// or none. Strand only: Kafka has JMX instead [default: 127.0.0.1:9644].
     #[arg(long)]
     http_listen: Option<String>,
+    /// The web console on the HTTP listener: on, read-only or off. Strand only: Kafka
+    /// ships no console [default: on].
+    #[arg(long)]
+    console: Option<strand_broker::ConsoleMode>,
 }
 
 fn parse_flush(value: &str) -> Result<FlushMode, String> {
@@ -265,6 +270,9 @@ fn broker_config(args: ServeArgs) -> anyhow::Result<BrokerConfig> {
         config.http_listen = value;
         config.explicit.insert("http_listen".into());
     }
+    if let Some(mode) = args.console {
+        config.console = mode;
+    }
     config.validate().map_err(anyhow::Error::msg)?;
     Ok(config)
 }
@@ -308,9 +316,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                 data_dir.display()
             );
             // The KafkaController gauges, as a KRaft controller's.
+            // No console: it is served by brokers, which clients can reach.
             if let (Some(http), Some(address)) = (http, http_address) {
                 let node = Arc::new(strand_broker::http::ControllerNode::new(node_id, &quorum));
-                tokio::spawn(strand_broker::http::serve(node, http, http_stopping));
+                tokio::spawn(strand_broker::http::serve(node, None, http, http_stopping));
                 announce!(
                     "strand node {node_id} serving HTTP on {address} (/metrics, /health, /ready)"
                 );
@@ -324,11 +333,32 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         // Bound now and listening once the broker is ready, so that a port of 0 is
         // replaced by the one the OS picked before the broker advertises it.
         let listeners = strand_broker::server::bind_listeners(&mut config)?;
+        let console_mode = config.console;
+        let console_bootstrap = config.plaintext_address();
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         // /health and /ready answer from now on (not ready until clients are served).
+        let mut console_served = false;
         if let Some(http) = http {
+            let console: Option<Arc<dyn strand_broker::http::Console>> =
+                match (console_mode, console_bootstrap) {
+                    (strand_broker::ConsoleMode::Off, _) => None,
+                    (_, None) => {
+                        tracing::warn!(
+                            "no web console: it needs a PLAINTEXT listener to reach the broker"
+                        );
+                        None
+                    }
+                    (mode, Some(bootstrap)) => Some(console::Console::start(
+                        bootstrap.to_string(),
+                        broker.node_id(),
+                        mode == strand_broker::ConsoleMode::ReadOnly,
+                        http_stopping.clone(),
+                    )),
+                };
+            console_served = console.is_some();
             tokio::spawn(strand_broker::http::serve(
                 broker.clone(),
+                console,
                 http,
                 http_stopping,
             ));
@@ -386,8 +416,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             announce!("{line}");
         }
         if let Some(address) = http_address {
+            let console = if console_served { ", console at /" } else { "" };
             announce!(
-                "strand node {} serving HTTP on {address} (/metrics, /health, /ready)",
+                "strand node {} serving HTTP on {address} (/metrics, /health, /ready{console})",
                 broker.node_id()
             );
         }
@@ -417,8 +448,9 @@ mod tests {
         let command = super::Cli::command();
         let serve = command.find_subcommand("serve").unwrap();
         for arg in serve.get_arguments() {
-            // --http-listen is Strand's own: Kafka has JMX, no HTTP listener.
-            if ["config", "help", "http_listen"].contains(&arg.get_id().as_str()) {
+            // --http-listen and --console are Strand's own: Kafka has JMX, no HTTP
+            // listener, and no console.
+            if ["config", "help", "http_listen", "console"].contains(&arg.get_id().as_str()) {
                 continue;
             }
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();

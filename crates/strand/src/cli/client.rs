@@ -334,6 +334,17 @@ pub fn check(code: i16, message: Option<&str>, what: &str) -> anyhow::Result<()>
     .into())
 }
 
+/// The error a Kafka broker would answer for `what`, found without asking one (a
+/// partition the topic does not have, a group nobody knows).
+pub fn kafka_error(code: i16, what: &str) -> anyhow::Error {
+    KafkaError {
+        code,
+        what: what.to_string(),
+        message: None,
+    }
+    .into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! controller, the brokers, how many topics and partitions it holds and which partitions
 //! are under-replicated or offline.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::client::Client;
 use super::output::{id_list, print_json, table};
@@ -14,27 +14,44 @@ pub struct InfoArgs {
     target: Target,
 }
 
-struct Broker {
-    id: i32,
-    host: String,
-    port: i32,
-    rack: Option<String>,
+#[derive(Debug, Serialize)]
+pub struct Broker {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    /// Replicas it hosts and partitions it leads.
+    pub replicas: usize,
+    pub leaders: usize,
 }
 
-/// A partition that is not fully replicated: (topic, partition, replicas, isr).
-type Degraded = (String, i32, Vec<i32>, Vec<i32>);
+/// A partition that is not fully replicated, or has no leader.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Degraded {
+    pub topic: String,
+    pub partition: i32,
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
 
-pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
-    let client = Client::connect(&args.target.bootstrap_server).await?;
-    // Metadata carries all of it: the cluster id, the controller id clients are given
-    // (DescribeCluster answers the same) and the live brokers.
+/// The cluster as Metadata shows it.
+#[derive(Debug, Serialize)]
+pub struct ClusterState {
+    pub cluster_id: String,
+    pub controller: i32,
+    pub brokers: Vec<Broker>,
+    pub topics: usize,
+    pub partitions: usize,
+    pub under_replicated: Vec<Degraded>,
+    pub offline: Vec<Degraded>,
+}
+
+/// Reads the cluster's state from one Metadata answer: the cluster id, the controller id
+/// clients are given (DescribeCluster answers the same), the live brokers, and every
+/// partition's replicas.
+pub async fn cluster_state(client: &Client) -> anyhow::Result<ClusterState> {
     let metadata = client.metadata(None).await?;
-    let cluster_id = metadata
-        .cluster_id
-        .as_ref()
-        .map(|c| c.to_string())
-        .unwrap_or_default();
-    let controller = metadata.controller_id.0;
     let mut brokers: Vec<Broker> = metadata
         .brokers
         .iter()
@@ -43,12 +60,14 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
             host: b.host.to_string(),
             port: b.port,
             rack: b.rack.as_ref().map(|r| r.to_string()),
+            replicas: 0,
+            leaders: 0,
         })
         .collect();
     brokers.sort_by_key(|b| b.id);
     let mut partitions = 0usize;
-    let mut under_replicated: Vec<Degraded> = Vec::new();
-    let mut offline: Vec<Degraded> = Vec::new();
+    let mut under_replicated = Vec::new();
+    let mut offline = Vec::new();
     for topic in metadata.topics.iter().filter(|t| t.error_code == 0) {
         let name = topic
             .name
@@ -57,41 +76,57 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
             .unwrap_or_default();
         for partition in &topic.partitions {
             partitions += 1;
-            let replicas: Vec<i32> = partition.replica_nodes.iter().map(|r| r.0).collect();
-            let isr: Vec<i32> = partition.isr_nodes.iter().map(|r| r.0).collect();
-            let entry = (name.clone(), partition.partition_index, replicas, isr);
-            if partition.leader_id.0 < 0 {
+            let entry = Degraded {
+                topic: name.clone(),
+                partition: partition.partition_index,
+                leader: partition.leader_id.0,
+                replicas: partition.replica_nodes.iter().map(|r| r.0).collect(),
+                isr: partition.isr_nodes.iter().map(|r| r.0).collect(),
+            };
+            for broker in brokers.iter_mut() {
+                broker.replicas += usize::from(entry.replicas.contains(&broker.id));
+                broker.leaders += usize::from(entry.leader == broker.id);
+            }
+            if entry.leader < 0 {
                 offline.push(entry);
-            } else if entry.3.len() < entry.2.len() {
+            } else if entry.isr.len() < entry.replicas.len() {
                 under_replicated.push(entry);
             }
         }
     }
     under_replicated.sort();
     offline.sort();
-    let topics = metadata.topics.iter().filter(|t| t.error_code == 0).count();
+    Ok(ClusterState {
+        cluster_id: metadata
+            .cluster_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        controller: metadata.controller_id.0,
+        brokers,
+        topics: metadata.topics.iter().filter(|t| t.error_code == 0).count(),
+        partitions,
+        under_replicated,
+        offline,
+    })
+}
+
+pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
+    let client = Client::connect(&args.target.bootstrap_server).await?;
+    let state = cluster_state(&client).await?;
     if args.target.json {
-        let listed = |entries: &[Degraded]| -> Vec<serde_json::Value> {
-            entries
-                .iter()
-                .map(|(topic, partition, replicas, isr)| {
-                    json!({"topic": topic, "partition": partition, "replicas": replicas, "isr": isr})
-                })
-                .collect()
-        };
-        print_json(&json!({
-            "cluster_id": cluster_id,
-            "controller": controller,
-            "brokers": brokers.iter().map(|b| json!({
-                "id": b.id, "host": b.host, "port": b.port, "rack": b.rack,
-            })).collect::<Vec<_>>(),
-            "topics": topics,
-            "partitions": partitions,
-            "under_replicated": listed(&under_replicated),
-            "offline": listed(&offline),
-        }));
+        print_json(&serde_json::to_value(&state)?);
         return Ok(());
     }
+    let ClusterState {
+        cluster_id,
+        controller,
+        brokers,
+        topics,
+        partitions,
+        under_replicated,
+        offline,
+    } = state;
     println!("Cluster id:  {cluster_id}");
     println!("Controller:  {controller}");
     println!("Topics:      {topics} ({partitions} partitions)\n");
@@ -122,12 +157,12 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
         println!("\n{title} partitions:");
         let rows = entries
             .iter()
-            .map(|(topic, partition, replicas, isr)| {
+            .map(|d| {
                 vec![
-                    topic.clone(),
-                    partition.to_string(),
-                    id_list(replicas),
-                    id_list(isr),
+                    d.topic.clone(),
+                    d.partition.to_string(),
+                    id_list(&d.replicas),
+                    id_list(&d.isr),
                 ]
             })
             .collect();

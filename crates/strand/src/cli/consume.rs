@@ -284,30 +284,17 @@ async fn fetch_round(
     // Several leaders are fetched from in turn, so each waits less.
     let wait = FETCH_MAX_WAIT_MS / by_leader.len().max(1) as i32;
     for (leader, partitions) in by_leader.into_iter().filter(|(leader, _)| *leader >= 0) {
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(wait)
-            .with_min_bytes(1)
-            .with_max_bytes(FETCH_MAX_BYTES)
-            .with_isolation_level(i8::from(args.read_committed))
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(topic_name(&args.topic))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| {
-                            FetchPartition::default()
-                                .with_partition(p)
-                                .with_current_leader_epoch(-1)
-                                .with_fetch_offset(positions.next[&p])
-                                .with_last_fetched_epoch(-1)
-                                .with_log_start_offset(-1)
-                                .with_partition_max_bytes(PARTITION_MAX_BYTES)
-                        })
-                        .collect(),
-                )]);
+        let from: Vec<(i32, i64)> = partitions
+            .iter()
+            .map(|&p| (p, positions.next[&p]))
+            .collect();
+        let request = fetch_request(
+            &args.topic,
+            &from,
+            wait,
+            args.read_committed,
+            PARTITION_MAX_BYTES,
+        );
         let response: FetchResponse = client
             .call_node(leader, ApiKey::Fetch, version, &request)
             .await?;
@@ -377,6 +364,41 @@ async fn fetch_round(
         }
     }
     Ok(round)
+}
+
+/// A consumer's Fetch (v12 and older: topics by name) of `partitions` ((partition,
+/// offset)) of one topic, in a session of its own.
+pub fn fetch_request(
+    topic: &str,
+    partitions: &[(i32, i64)],
+    max_wait_ms: i32,
+    read_committed: bool,
+    partition_max_bytes: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_isolation_level(i8::from(read_committed))
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(topic))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(partition, offset)| {
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_current_leader_epoch(-1)
+                            .with_fetch_offset(offset)
+                            .with_last_fetched_epoch(-1)
+                            .with_log_start_offset(-1)
+                            .with_partition_max_bytes(partition_max_bytes)
+                    })
+                    .collect(),
+            )])
 }
 
 fn print(out: &mut impl Write, args: &ConsumeArgs, record: &ConsumedRecord) -> std::io::Result<()> {

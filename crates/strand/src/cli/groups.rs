@@ -11,9 +11,10 @@ use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
     ListGroupsResponse,
 };
+use serde::Serialize;
 use serde_json::json;
 
-use super::client::{check, error_name, Client, KafkaError};
+use super::client::{check, kafka_error, Client, KafkaError};
 use super::group_member::decode_assignment;
 use super::group_offsets::{self, group_id, Offsets};
 use super::offsets::{list_offsets, EARLIEST, LATEST};
@@ -106,7 +107,18 @@ pub async fn run(args: GroupArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn list(client: &Client, json_output: bool) -> anyhow::Result<()> {
+/// A group as ListGroups names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedGroup {
+    pub group: String,
+    pub state: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub protocol_type: String,
+}
+
+/// Every group of the cluster, from each broker's ListGroups, sorted by id.
+pub async fn list_groups(client: &Client) -> anyhow::Result<Vec<ListedGroup>> {
     let version = client.version(ApiKey::ListGroups, 5)?;
     let metadata = client.metadata(Some(&[])).await?;
     let mut groups = BTreeMap::new();
@@ -124,35 +136,30 @@ async fn list(client: &Client, json_output: bool) -> anyhow::Result<()> {
             None,
             &format!("listing the groups of broker {}", broker.node_id.0),
         )?;
-        for group in response.groups {
-            groups.insert(group.group_id.0.to_string(), group);
+        for g in response.groups {
+            let group = g.group_id.0.to_string();
+            groups.insert(
+                group.clone(),
+                ListedGroup {
+                    group,
+                    state: g.group_state.to_string(),
+                    kind: g.group_type.to_lowercase(),
+                    protocol_type: g.protocol_type.to_string(),
+                },
+            );
         }
     }
+    Ok(groups.into_values().collect())
+}
+
+async fn list(client: &Client, json_output: bool) -> anyhow::Result<()> {
+    let groups = list_groups(client).await?;
     if json_output {
-        print_json(&serde_json::Value::Array(
-            groups
-                .values()
-                .map(|g| {
-                    json!({
-                        "group": g.group_id.0.as_str(),
-                        "state": g.group_state.as_str(),
-                        "type": g.group_type.to_lowercase(),
-                        "protocol_type": g.protocol_type.as_str(),
-                    })
-                })
-                .collect(),
-        ));
+        print_json(&serde_json::to_value(&groups)?);
     } else {
         let rows = groups
-            .values()
-            .map(|g| {
-                vec![
-                    g.group_id.0.to_string(),
-                    g.group_state.to_string(),
-                    g.group_type.to_lowercase(),
-                    g.protocol_type.to_string(),
-                ]
-            })
+            .into_iter()
+            .map(|g| vec![g.group, g.state, g.kind, g.protocol_type])
             .collect();
         println!(
             "{}",
@@ -178,8 +185,8 @@ struct OffsetRow {
     member_id: Option<String>,
 }
 
-struct Described {
-    group: String,
+pub struct Described {
+    pub group: String,
     state: String,
     kind: &'static str,
     coordinator: i32,
@@ -188,7 +195,7 @@ struct Described {
 }
 
 impl Described {
-    fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(&self) -> serde_json::Value {
         json!({
             "group": self.group,
             "state": self.state,
@@ -267,13 +274,13 @@ impl OffsetRow {
 }
 
 /// A group's members and offsets; GROUP_ID_NOT_FOUND when it does not exist.
-async fn describe(client: &Client, group: &str) -> anyhow::Result<Described> {
+pub async fn describe(client: &Client, group: &str) -> anyhow::Result<Described> {
     let coordinator = client.group_coordinator(group).await?;
     let (state, kind, members) = match describe_classic(client, coordinator, group).await? {
         Some(found) => found,
         None => describe_consumer(client, coordinator, group)
             .await?
-            .with_context(|| format!("group {group}: {}", error_name(GROUP_ID_NOT_FOUND)))?,
+            .ok_or_else(|| kafka_error(GROUP_ID_NOT_FOUND, &format!("group {group}")))?,
     };
     let committed = group_offsets::fetch_committed(client, coordinator, group, None).await?;
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();

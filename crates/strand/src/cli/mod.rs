@@ -3,17 +3,17 @@
 //! It speaks the Kafka protocol only, so it works against any Kafka broker, not only
 //! Strand. Human tables by default, `--json` for scripts; errors carry Kafka's error names.
 
-mod client;
+pub mod client;
 pub mod cluster;
 pub mod consume;
 mod group_member;
-mod group_offsets;
+pub mod group_offsets;
 pub mod groups;
-mod offsets;
+pub mod offsets;
 mod output;
 mod partitioner;
 pub mod produce;
-mod records;
+pub mod records;
 pub mod topic;
 
 /// Where to connect and how to print: every client subcommand takes these.

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use serde_json::json;
+use serde::Serialize;
 
 use super::client::{check, topic_name, Client};
 use super::output::{id_list, print_json, table};
@@ -97,35 +97,56 @@ pub async fn run(args: TopicArgs) -> anyhow::Result<()> {
             replication_factor,
             configs,
         } => {
-            create(
-                &client,
-                json,
-                &name,
-                partitions,
-                replication_factor,
-                configs,
-            )
-            .await
+            let created =
+                create_topic(&client, &name, partitions, replication_factor, configs).await?;
+            if json {
+                print_json(&serde_json::to_value(&created)?);
+            } else {
+                println!("created topic {name}");
+            }
+            Ok(())
         }
         TopicCommand::List { internal } => list(&client, json, internal).await,
         TopicCommand::Describe { names, all_configs } => {
             describe(&client, json, &names, all_configs).await
         }
         TopicCommand::AlterConfig { name, set, delete } => {
-            alter_config(&client, &name, set, delete).await
+            alter_topic_configs(&client, &name, set, delete).await?;
+            println!("altered the configs of topic {name}");
+            Ok(())
         }
-        TopicCommand::Delete { names } => delete_topics(&client, &names).await,
+        TopicCommand::Delete { names } => {
+            let mut failed = Vec::new();
+            for (name, result) in delete_topics(&client, &names).await? {
+                match result {
+                    Ok(()) => println!("deleted topic {name}"),
+                    Err(error) => failed.push(error.to_string()),
+                }
+            }
+            if !failed.is_empty() {
+                bail!("{}", failed.join("; "));
+            }
+            Ok(())
+        }
     }
 }
 
-async fn create(
+/// What CreateTopics answered for a created topic.
+#[derive(Debug, Serialize)]
+pub struct CreatedTopic {
+    pub topic: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+}
+
+/// Creates a topic; -1 partitions or replication factor take the broker's defaults.
+pub async fn create_topic(
     client: &Client,
-    json: bool,
     name: &str,
     partitions: i32,
     replication_factor: i16,
     configs: Vec<(String, String)>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<CreatedTopic> {
     let version = client.version(ApiKey::CreateTopics, 7)?;
     let topic = CreatableTopic::default()
         .with_name(topic_name(name))
@@ -155,49 +176,54 @@ async fn create(
         result.error_message.as_deref(),
         &format!("creating topic {name}"),
     )?;
-    if json {
-        print_json(&json!({
-            "topic": name,
-            "partitions": result.num_partitions,
-            "replication_factor": result.replication_factor,
-        }));
-    } else {
-        println!("created topic {name}");
+    Ok(CreatedTopic {
+        topic: name.to_string(),
+        partitions: result.num_partitions,
+        replication_factor: result.replication_factor,
+    })
+}
+
+/// A topic as Metadata lists it.
+#[derive(Debug, Serialize)]
+pub struct ListedTopic {
+    pub name: String,
+    pub id: String,
+    pub partitions: usize,
+    pub replication_factor: usize,
+    pub internal: bool,
+}
+
+impl ListedTopic {
+    pub fn of(topic: &MetadataResponseTopic) -> ListedTopic {
+        ListedTopic {
+            name: name_of(topic),
+            id: topic.topic_id.to_string(),
+            partitions: topic.partitions.len(),
+            replication_factor: replication_factor(topic),
+            internal: topic.is_internal,
+        }
     }
-    Ok(())
 }
 
 async fn list(client: &Client, json: bool, internal: bool) -> anyhow::Result<()> {
     let metadata = client.metadata(None).await?;
-    let mut topics: Vec<&MetadataResponseTopic> = metadata
+    let mut topics: Vec<ListedTopic> = metadata
         .topics
         .iter()
         .filter(|topic| internal || !topic.is_internal)
+        .map(ListedTopic::of)
         .collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     if json {
-        print_json(&serde_json::Value::Array(
-            topics
-                .iter()
-                .map(|topic| {
-                    json!({
-                        "name": name_of(topic),
-                        "id": topic.topic_id.to_string(),
-                        "partitions": topic.partitions.len(),
-                        "replication_factor": replication_factor(topic),
-                        "internal": topic.is_internal,
-                    })
-                })
-                .collect(),
-        ));
+        print_json(&serde_json::to_value(&topics)?);
     } else {
         let rows = topics
             .iter()
             .map(|topic| {
                 vec![
-                    name_of(topic),
-                    topic.partitions.len().to_string(),
-                    replication_factor(topic).to_string(),
+                    topic.name.clone(),
+                    topic.partitions.to_string(),
+                    topic.replication_factor.to_string(),
                 ]
             })
             .collect();
@@ -206,7 +232,7 @@ async fn list(client: &Client, json: bool, internal: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-fn name_of(topic: &MetadataResponseTopic) -> String {
+pub fn name_of(topic: &MetadataResponseTopic) -> String {
     topic
         .name
         .as_ref()
@@ -223,111 +249,146 @@ fn replication_factor(topic: &MetadataResponseTopic) -> usize {
         .unwrap_or(0)
 }
 
+/// A topic's partitions with their offsets, and its configs.
+#[derive(Debug, Serialize)]
+pub struct TopicDescription {
+    pub name: String,
+    pub id: String,
+    pub internal: bool,
+    pub partitions: Vec<PartitionDescription>,
+    pub configs: Vec<TopicConfig>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PartitionDescription {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub offline: Vec<i32>,
+    pub log_start_offset: Option<i64>,
+    pub high_watermark: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct TopicConfig {
+    pub name: String,
+    /// None when sensitive or unset.
+    pub value: Option<String>,
+    /// Kafka's name of where the value comes from (DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG...).
+    pub source: String,
+}
+
+/// Describes one topic: Metadata, its offsets from each leader, and its configs (all of
+/// them, or those set on it).
+pub async fn describe_topic(
+    client: &Client,
+    name: &str,
+    all_configs: bool,
+) -> anyhow::Result<TopicDescription> {
+    let metadata = client.metadata(Some(&[name.to_string()])).await?;
+    let topic = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
+        .with_context(|| format!("topic {name} missing from the Metadata answer"))?;
+    check(topic.error_code, None, &format!("describing topic {name}"))?;
+    let leaders: BTreeMap<i32, i32> = topic
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0))
+        .collect();
+    let earliest =
+        super::offsets::list_offsets(client, name, &leaders, super::offsets::EARLIEST).await?;
+    let latest =
+        super::offsets::list_offsets(client, name, &leaders, super::offsets::LATEST).await?;
+    let configs = topic_configs(client, name, all_configs).await?;
+    let ids = |nodes: &[kafka_protocol::messages::BrokerId]| nodes.iter().map(|b| b.0).collect();
+    let mut partitions: Vec<PartitionDescription> = topic
+        .partitions
+        .iter()
+        .map(|p| PartitionDescription {
+            partition: p.partition_index,
+            leader: p.leader_id.0,
+            leader_epoch: p.leader_epoch,
+            replicas: ids(&p.replica_nodes),
+            isr: ids(&p.isr_nodes),
+            offline: ids(&p.offline_replicas),
+            log_start_offset: earliest.get(&p.partition_index).copied(),
+            high_watermark: latest.get(&p.partition_index).copied(),
+        })
+        .collect();
+    partitions.sort_by_key(|p| p.partition);
+    Ok(TopicDescription {
+        name: name_of(topic),
+        id: topic.topic_id.to_string(),
+        internal: topic.is_internal,
+        partitions,
+        configs,
+    })
+}
+
 async fn describe(
     client: &Client,
     json: bool,
     names: &[String],
     all_configs: bool,
 ) -> anyhow::Result<()> {
-    let metadata = client.metadata(Some(names)).await?;
     let mut described = Vec::new();
     for name in names {
-        let topic = metadata
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
-            .with_context(|| format!("topic {name} missing from the Metadata answer"))?;
-        check(topic.error_code, None, &format!("describing topic {name}"))?;
-        let mut partitions: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
-        partitions.sort_unstable();
-        let leaders: BTreeMap<i32, i32> = topic
-            .partitions
-            .iter()
-            .map(|p| (p.partition_index, p.leader_id.0))
-            .collect();
-        let earliest =
-            super::offsets::list_offsets(client, name, &leaders, super::offsets::EARLIEST).await?;
-        let latest =
-            super::offsets::list_offsets(client, name, &leaders, super::offsets::LATEST).await?;
-        let configs = topic_configs(client, name, all_configs).await?;
-        described.push((topic, earliest, latest, configs));
+        described.push(describe_topic(client, name, all_configs).await?);
     }
     if json {
-        let value: Vec<serde_json::Value> = described
-            .iter()
-            .map(|(topic, earliest, latest, configs)| {
-                let mut partitions: Vec<_> = topic.partitions.iter().collect();
-                partitions.sort_by_key(|p| p.partition_index);
-                json!({
-                    "name": name_of(topic),
-                    "id": topic.topic_id.to_string(),
-                    "internal": topic.is_internal,
-                    "partitions": partitions.iter().map(|p| json!({
-                        "partition": p.partition_index,
-                        "leader": p.leader_id.0,
-                        "leader_epoch": p.leader_epoch,
-                        "replicas": p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
-                        "isr": p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
-                        "offline": p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
-                        "log_start_offset": earliest.get(&p.partition_index),
-                        "high_watermark": latest.get(&p.partition_index),
-                    })).collect::<Vec<_>>(),
-                    "configs": configs.iter().map(|(name, value, source)| json!({
-                        "name": name, "value": value, "source": source,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        print_json(&serde_json::Value::Array(value));
+        print_json(&serde_json::to_value(&described)?);
         return Ok(());
     }
-    for (index, (topic, earliest, latest, configs)) in described.iter().enumerate() {
+    for (index, topic) in described.iter().enumerate() {
         if index > 0 {
             println!();
         }
-        println!("NAME        {}", name_of(topic));
-        println!("ID          {}", topic.topic_id);
-        println!("INTERNAL    {}", topic.is_internal);
+        let replicas = topic
+            .partitions
+            .iter()
+            .map(|p| p.replicas.len())
+            .max()
+            .unwrap_or(0);
+        println!("NAME        {}", topic.name);
+        println!("ID          {}", topic.id);
+        println!("INTERNAL    {}", topic.internal);
         println!("PARTITIONS  {}", topic.partitions.len());
-        println!("REPLICAS    {}", replication_factor(topic));
+        println!("REPLICAS    {replicas}");
         println!();
-        if !configs.is_empty() {
-            let rows = configs
+        if !topic.configs.is_empty() {
+            let rows = topic
+                .configs
                 .iter()
-                .map(|(name, value, source)| {
+                .map(|c| {
                     vec![
-                        name.clone(),
-                        value.clone().unwrap_or_default(),
-                        source.clone(),
+                        c.name.clone(),
+                        c.value.clone().unwrap_or_default(),
+                        c.source.clone(),
                     ]
                 })
                 .collect();
             println!("{}", table(&["CONFIG", "VALUE", "SOURCE"], rows));
             println!();
         }
-        let mut partitions: Vec<_> = topic.partitions.iter().collect();
-        partitions.sort_by_key(|p| p.partition_index);
-        let offset = |offsets: &BTreeMap<i32, i64>, p: i32| {
-            offsets
-                .get(&p)
-                .map(i64::to_string)
-                .unwrap_or_else(|| "-".into())
-        };
-        let rows = partitions
+        let offset =
+            |offset: Option<i64>| offset.map(|o| o.to_string()).unwrap_or_else(|| "-".into());
+        let rows = topic
+            .partitions
             .iter()
             .map(|p| {
-                let ids = |nodes: &[kafka_protocol::messages::BrokerId]| {
-                    id_list(&nodes.iter().map(|b| b.0).collect::<Vec<_>>())
-                };
                 vec![
-                    p.partition_index.to_string(),
-                    p.leader_id.0.to_string(),
+                    p.partition.to_string(),
+                    p.leader.to_string(),
                     p.leader_epoch.to_string(),
-                    ids(&p.replica_nodes),
-                    ids(&p.isr_nodes),
-                    ids(&p.offline_replicas),
-                    offset(earliest, p.partition_index),
-                    offset(latest, p.partition_index),
+                    id_list(&p.replicas),
+                    id_list(&p.isr),
+                    id_list(&p.offline),
+                    offset(p.log_start_offset),
+                    offset(p.high_watermark),
                 ]
             })
             .collect();
@@ -351,12 +412,8 @@ async fn describe(
     Ok(())
 }
 
-/// (name, value, source) of the topic's configs: those set on it, or all of them.
-async fn topic_configs(
-    client: &Client,
-    name: &str,
-    all: bool,
-) -> anyhow::Result<Vec<(String, Option<String>, String)>> {
+/// The topic's configs: those set on it, or all of them, sorted by name.
+async fn topic_configs(client: &Client, name: &str, all: bool) -> anyhow::Result<Vec<TopicConfig>> {
     let version = client.version(ApiKey::DescribeConfigs, 4)?;
     let request =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
@@ -375,20 +432,18 @@ async fn topic_configs(
         result.error_message.as_deref(),
         &format!("describing the configs of {name}"),
     )?;
-    let mut configs: Vec<_> = result
+    let mut configs: Vec<TopicConfig> = result
         .configs
         .iter()
         .filter(|config| all || config.config_source == 1)
-        .map(|config| {
-            (
-                config.name.to_string(),
-                if config.is_sensitive {
-                    None
-                } else {
-                    config.value.as_ref().map(|v| v.to_string())
-                },
-                config_source_name(config.config_source).to_string(),
-            )
+        .map(|config| TopicConfig {
+            name: config.name.to_string(),
+            value: if config.is_sensitive {
+                None
+            } else {
+                config.value.as_ref().map(|v| v.to_string())
+            },
+            source: config_source_name(config.config_source).to_string(),
         })
         .collect();
     configs.sort();
@@ -410,7 +465,8 @@ fn config_source_name(source: i8) -> &'static str {
     }
 }
 
-async fn alter_config(
+/// Sets and removes configs of a topic (IncrementalAlterConfigs).
+pub async fn alter_topic_configs(
     client: &Client,
     name: &str,
     set: Vec<(String, String)>,
@@ -453,12 +509,14 @@ async fn alter_config(
         result.error_code,
         result.error_message.as_deref(),
         &format!("altering the configs of {name}"),
-    )?;
-    println!("altered the configs of topic {name}");
-    Ok(())
+    )
 }
 
-async fn delete_topics(client: &Client, names: &[String]) -> anyhow::Result<()> {
+/// Deletes topics: each name with whether its deletion succeeded.
+pub async fn delete_topics(
+    client: &Client,
+    names: &[String],
+) -> anyhow::Result<Vec<(String, anyhow::Result<()>)>> {
     let version = client.version(ApiKey::DeleteTopics, 6)?;
     let mut request = DeleteTopicsRequest::default().with_timeout_ms(ADMIN_TIMEOUT_MS);
     if version >= 6 {
@@ -471,24 +529,21 @@ async fn delete_topics(client: &Client, names: &[String]) -> anyhow::Result<()> 
     }
     let response: DeleteTopicsResponse =
         client.call(ApiKey::DeleteTopics, version, &request).await?;
-    let mut failed = Vec::new();
-    for result in &response.responses {
-        let name = result
-            .name
-            .as_ref()
-            .map(|n| n.0.to_string())
-            .unwrap_or_default();
-        match check(
-            result.error_code,
-            result.error_message.as_deref(),
-            &format!("deleting topic {name}"),
-        ) {
-            Ok(()) => println!("deleted topic {name}"),
-            Err(error) => failed.push(error.to_string()),
-        }
-    }
-    if !failed.is_empty() {
-        bail!("{}", failed.join("; "));
-    }
-    Ok(())
+    Ok(response
+        .responses
+        .iter()
+        .map(|result| {
+            let name = result
+                .name
+                .as_ref()
+                .map(|n| n.0.to_string())
+                .unwrap_or_default();
+            let outcome = check(
+                result.error_code,
+                result.error_message.as_deref(),
+                &format!("deleting topic {name}"),
+            );
+            (name, outcome)
+        })
+        .collect())
 }

@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -79,6 +79,7 @@ if want oauthbearer; then echo "=== oauthbearer (SASL/OAUTHBEARER, Kafka's unsec
 if want server-properties; then echo "=== server-properties (strand serve --config with a Kafka server.properties)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 server_properties_test.py); fi
 if want log-dirs; then echo "=== log-dirs (two log.dirs: kafka-log-dirs, kafka-reassign-partitions moving replicas between them)"; (cd interop/python && STRAND_BIN="$BIN" timeout 300 python3 log_dirs_test.py); fi
 if want metrics; then echo "=== metrics (/metrics against strand bench while it runs: messages and bytes in and out within 1%; a librdkafka group's lag rising and falling; JSON logs, no colour codes in a file)"; timeout 600 python3 interop/python/metrics_test.py; fi
+if want console; then echo "=== console (the web console in headless Chromium: a topic created, its messages browsed as text, JSON and hex, a config altered, a group's lag rising and falling, live throughput, a topic deleted; read-only mode; screenshots in docs/console)"; timeout 600 python3 interop/python/console_test.py; fi
 if want restart; then echo "=== restart"; timeout 600 python3 interop/python/restart_test.py; fi
 if want kip848-restart; then echo "=== kip848-restart (KIP-848 consumer group members keep their epochs and partitions across kill -9 of the coordinator, librdkafka)"; (cd interop/python && timeout 300 python3 kip848_restart_test.py); fi
 if want transactions-restart; then echo "=== transactions-restart (transactions across kill -9 of the broker)"; timeout 600 python3 interop/python/transactions_restart_test.py; fi

@@ -25,8 +25,8 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BIN = os.path.abspath(os.environ.get("STRAND_BIN", os.path.join(HERE, "../../target/release/strand")))
+from http_broker import BIN, HttpBroker
+
 BENCH_RECORDS = 200_000
 SERIES = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
@@ -40,27 +40,9 @@ def log(message):
     print(message, flush=True)
 
 
-class Broker:
-    """`strand serve` on free ports (Kafka and HTTP read from its first lines)."""
-
+class Broker(HttpBroker):
     def __init__(self, root, *extra):
-        self.log_path = os.path.join(root, "broker.log")
-        self.stderr_path = os.path.join(root, "broker.err")
-        self.process = subprocess.Popen(
-            [BIN, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-             "--data-dir", os.path.join(root, "data"), *extra],
-            stdout=open(self.log_path, "w"), stderr=open(self.stderr_path, "w"))
-        deadline = time.time() + 30
-        self.kafka = self.http = None
-        while self.http is None:
-            text = open(self.log_path).read()
-            kafka = re.search(r"listening on (127\.0\.0\.1:\d+)", text)
-            http = re.search(r"serving HTTP on (127\.0\.0\.1:\d+)", text)
-            if kafka and http:
-                self.kafka, self.http = kafka.group(1), http.group(1)
-            elif time.time() > deadline or self.process.poll() is not None:
-                fail(f"the broker did not start: {text} {open(self.stderr_path).read()}")
-            time.sleep(0.1)
+        super().__init__(root, *extra, fail=fail)
 
     def scrape(self):
         with urllib.request.urlopen(f"http://{self.http}/metrics", timeout=10) as response:

@@ -279,24 +279,6 @@ impl BrokerConfig {
             .map_err(|error| format!("http_listen: {error}"))
     }
 
-    /// Where a client in this process reaches the broker without credentials: its first
-    /// PLAINTEXT listener (loopback when it listens on every address), if it has one.
-    pub fn plaintext_address(&self) -> Option<SocketAddr> {
-        let spec = self
-            .listeners()
-            .ok()?
-            .into_iter()
-            .find(|spec| spec.protocol == SecurityProtocol::Plaintext)?;
-        let mut address = spec.listen;
-        if address.ip().is_unspecified() {
-            address.set_ip(match address {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        Some(address)
-    }
-
     /// Reads a config file: a Kafka server.properties (any name not ending in .toml;
     /// see `broker_configs`) or Strand's TOML. Returns the config and the Kafka names the
     /// file gave that Strand does not implement.

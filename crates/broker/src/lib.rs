@@ -13,6 +13,7 @@ pub mod broker_configs;
 pub mod cluster;
 pub mod cold_reads;
 pub mod config;
+pub mod console_access;
 pub mod dynamic_broker_configs;
 pub use strand_types::error_code;
 pub mod features;

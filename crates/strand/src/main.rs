@@ -334,26 +334,24 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         // replaced by the one the OS picked before the broker advertises it.
         let listeners = strand_broker::server::bind_listeners(&mut config)?;
         let console_mode = config.console;
-        let console_bootstrap = config.plaintext_address();
+        let console_access = strand_broker::console_access::ConsoleAccess::of(&config);
         let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
         // /health and /ready answer from now on (not ready until clients are served).
         let mut console_served = false;
         if let Some(http) = http {
             let console: Option<Arc<dyn strand_broker::http::Console>> =
-                match (console_mode, console_bootstrap) {
+                match (console_mode, console_access) {
                     (strand_broker::ConsoleMode::Off, _) => None,
-                    (_, None) => {
-                        tracing::warn!(
-                            "no web console: it needs a PLAINTEXT listener to reach the broker"
-                        );
+                    (_, Err(why)) => {
+                        tracing::warn!("no web console: {why}");
                         None
                     }
-                    (mode, Some(bootstrap)) => Some(console::Console::start(
-                        bootstrap.to_string(),
+                    (mode, Ok(access)) => Some(console::Console::start(
+                        access,
                         broker.node_id(),
                         mode == strand_broker::ConsoleMode::ReadOnly,
                         http_stopping.clone(),
-                    )),
+                    )?),
                 };
             console_served = console.is_some();
             tokio::spawn(strand_broker::http::serve(

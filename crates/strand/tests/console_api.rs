@@ -37,6 +37,14 @@ fn address_after(line: &str, marker: &str) -> Option<String> {
 
 fn start(extra: &[&str]) -> Broker {
     let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_path_buf();
+    start_with(
+        &[extra, &["--data-dir", data_dir.to_str().unwrap()]].concat(),
+        data,
+    )
+}
+
+fn start_with(extra: &[&str], data: tempfile::TempDir) -> Broker {
     let mut child = Command::new(env!("CARGO_BIN_EXE_strand"))
         .args([
             "serve",
@@ -46,8 +54,6 @@ fn start(extra: &[&str]) -> Broker {
             "127.0.0.1:0",
         ])
         .args(extra)
-        .arg("--data-dir")
-        .arg(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -72,14 +78,30 @@ fn start(extra: &[&str]) -> Broker {
 
 /// One HTTP/1.1 request: (status, JSON body or Null).
 fn call(http: &str, method: &str, path: &str, body: Option<(&str, &str)>) -> (u16, Value) {
+    let (content_type, body) = body.unwrap_or(("application/json", ""));
+    request(
+        http,
+        method,
+        path,
+        &format!("Content-Type: {content_type}\r\n"),
+        body,
+    )
+}
+
+/// A JSON request signed in with `authorization`.
+fn call_as(http: &str, method: &str, path: &str, authorization: &str, body: &str) -> (u16, Value) {
+    let headers = format!("Content-Type: application/json\r\nAuthorization: {authorization}\r\n");
+    request(http, method, path, &headers, body)
+}
+
+fn request(http: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, Value) {
     let mut stream = TcpStream::connect(http).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    let (content_type, body) = body.unwrap_or(("application/json", ""));
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -270,4 +292,88 @@ fn a_read_only_console_changes_nothing() {
         (200, Value::Null),
         "the page (HTML) is served"
     );
+}
+
+/// A broker whose only listener is SASL_PLAINTEXT with PLAIN users and ACLs: the console
+/// asks people to sign in with their Kafka password, refuses a wrong one, and acts as
+/// whoever signed in (a super user creates a topic; a user without ACLs sees no topics
+/// and may not create one, as Kafka would answer them).
+#[test]
+fn people_sign_in_with_their_kafka_password_and_act_as_themselves() {
+    let data = tempfile::tempdir().unwrap();
+    let controller = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let properties = data.path().join("server.properties");
+    std::fs::write(
+        &properties,
+        [
+            "process.roles=broker,controller".to_string(),
+            "node.id=1".into(),
+            format!("controller.quorum.voters=1@127.0.0.1:{controller}"),
+            format!("listeners=SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller}"),
+            "controller.listener.names=CONTROLLER".into(),
+            "inter.broker.listener.name=SASL_PLAINTEXT".into(),
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT".into(),
+            "sasl.enabled.mechanisms=PLAIN".into(),
+            "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\" user_bob=\"bob-secret\";".into(),
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".into(),
+            "super.users=User:admin;User:alice".into(),
+            "offsets.topic.replication.factor=1".into(),
+            format!("log.dirs={}", data.path().join("logs").display()),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let mut broker = start_with(&["--config", properties.to_str().unwrap()], data);
+    let http = broker.http.clone();
+    let http = http.as_str();
+    let basic = |user: &str, password: &str| {
+        use base64::Engine;
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Basic {encoded}")
+    };
+    let (status, _) = get(http, "/");
+    assert_eq!(status, 401, "the page asks for a sign-in");
+    let (status, answer) = get(http, "/api/overview");
+    assert_eq!(status, 401, "{answer}");
+    let (status, answer) = call_as(http, "GET", "/api/overview", &basic("alice", "wrong"), "");
+    assert_eq!(status, 401, "a wrong password: {answer}");
+
+    let alice = basic("alice", "alice-secret");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call_as(http, "GET", "/api/overview", &alice, "").0 != 200 {
+        assert!(Instant::now() < deadline, "alice never got in");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let body = json!({"name": "alices", "partitions": 1, "replication_factor": 1}).to_string();
+    let (status, answer) = call_as(http, "POST", "/api/topics", &alice, &body);
+    assert_eq!(status, 201, "{answer}");
+
+    let bob = basic("bob", "bob-secret");
+    let (status, listed) = call_as(http, "GET", "/api/topics", &bob, "");
+    assert_eq!(
+        (status, &listed["total"]),
+        (200, &json!(0)),
+        "bob may see no topic: {listed}"
+    );
+    let body = json!({"name": "bobs", "partitions": 1, "replication_factor": 1}).to_string();
+    let (status, answer) = call_as(http, "POST", "/api/topics", &bob, &body);
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("AUTHORIZATION_FAILED"),
+        "{answer}"
+    );
+    let (status, listed) = call_as(http, "GET", "/api/topics", &alice, "");
+    assert_eq!((status, &listed["total"]), (200, &json!(1)), "{listed}");
+    // /health stays open for probes.
+    assert_eq!(get(http, "/health").0, 200);
+    let _ = broker.child.kill();
 }

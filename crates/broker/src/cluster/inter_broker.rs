@@ -33,7 +33,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// for an expired session (Kafka's clients re-authenticate at 85 to 95% of it).
 const SESSION_RETIRE_FRACTION: f64 = 0.85;
 
-/// The security of the inter-broker listener, from this broker's side as a client.
+/// The security of a listener from a client's side: the inter-broker listener, as this
+/// broker connects to its peers, or any listener (`for_listener`: the web console).
 pub struct InterBrokerSecurity {
     tls: Option<ReloadingClientConfig>,
     sasl: Option<SaslLogin>,
@@ -55,14 +56,6 @@ impl InterBrokerSecurity {
         let listener = &listeners[0];
         let name = listener.name.as_str();
         let setting = |key: &str| config.security_setting(name, key);
-        let tls = if listener.protocol.uses_tls() {
-            let settings = TlsSettings::from_config(&setting)
-                .and_then(ReloadingClientConfig::client)
-                .map_err(|e| format!("inter-broker listener {name}: {e}"))?;
-            Some(settings)
-        } else {
-            None
-        };
         let sasl = if listener.protocol.uses_sasl() {
             // Kafka's default is GSSAPI (Kerberos), which Strand does not serve.
             let mechanism = setting("sasl.mechanism.inter.broker.protocol")
@@ -80,6 +73,26 @@ impl InterBrokerSecurity {
                 SaslLogin::from_login_module(&mechanism, &module)
                     .map_err(|e| format!("inter-broker listener {name}: {e}"))?,
             )
+        } else {
+            None
+        };
+        InterBrokerSecurity::for_listener(config, listener, sasl)
+    }
+
+    /// A client of listener `listener` of a broker configured as `config`, logging in as
+    /// `sasl` when it is a SASL listener (the web console, as the person signed in).
+    pub fn for_listener(
+        config: &BrokerConfig,
+        listener: &crate::config::ListenerSpec,
+        sasl: Option<SaslLogin>,
+    ) -> Result<InterBrokerSecurity, String> {
+        let name = listener.name.as_str();
+        let setting = |key: &str| config.security_setting(name, key);
+        let tls = if listener.protocol.uses_tls() {
+            let settings = TlsSettings::from_config(&setting)
+                .and_then(ReloadingClientConfig::client)
+                .map_err(|e| format!("listener {name}: {e}"))?;
+            Some(settings)
         } else {
             None
         };

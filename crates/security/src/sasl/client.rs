@@ -86,6 +86,23 @@ impl SaslLogin {
         })
     }
 
+    /// A user's login with a password, by PLAIN or a SCRAM mechanism (a person signing in
+    /// to the web console with the password they use for Kafka).
+    pub fn with_password(
+        mechanism: &str,
+        username: &str,
+        password: &str,
+    ) -> Result<SaslLogin, String> {
+        if mechanism != plain::MECHANISM && ScramMechanism::from_name(mechanism).is_none() {
+            return Err(format!("{mechanism} does not log in with a password"));
+        }
+        Ok(SaslLogin {
+            mechanism: mechanism.to_string(),
+            username: username.to_string(),
+            password: password.to_string(),
+        })
+    }
+
     /// The principal name this login authenticates as.
     pub fn username(&self) -> &str {
         &self.username

@@ -5,6 +5,8 @@
 //! particular shape (names rather than topic ids, single-group OffsetFetch).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,23 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const RETRY_DEADLINE: Duration = Duration::from_secs(15);
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
+/// Opens a connection to a broker at "host:port": plain TCP for the CLI; TLS and SASL
+/// for the console acting as the person signed in.
+pub type Connector = Arc<
+    dyn Fn(String) -> Pin<Box<dyn Future<Output = anyhow::Result<Connection>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A connector of plain TCP connections naming themselves `client_id`.
+pub fn plain_connector(client_id: &'static str) -> Connector {
+    Arc::new(move |address: String| {
+        Box::pin(async move { Connection::connect_as(&address, 8, client_id).await })
+    })
+}
+
 pub struct Client {
+    connector: Connector,
     bootstrap: Arc<Connection>,
     /// api key -> (min, max) version the cluster serves.
     versions: HashMap<i16, (i16, i16)>,
@@ -39,13 +57,18 @@ impl Client {
     /// Connects to the first answering address of a comma-separated bootstrap list and
     /// asks which API versions the cluster speaks.
     pub async fn connect(bootstrap: &str) -> anyhow::Result<Client> {
+        Client::connect_via(bootstrap, plain_connector(CLIENT_ID)).await
+    }
+
+    /// As `connect`, opening every connection with `connector`.
+    pub async fn connect_via(bootstrap: &str, connector: Connector) -> anyhow::Result<Client> {
         let mut last_error = None;
         for address in bootstrap
             .split(',')
             .map(str::trim)
             .filter(|a| !a.is_empty())
         {
-            match Self::connect_one(address).await {
+            match Self::connect_one(address, connector.clone()).await {
                 Ok(client) => return Ok(client),
                 Err(error) => last_error = Some(error),
             }
@@ -53,8 +76,8 @@ impl Client {
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no bootstrap server given")))
     }
 
-    async fn connect_one(address: &str) -> anyhow::Result<Client> {
-        let connection = Connection::connect_as(address, 8, CLIENT_ID).await?;
+    async fn connect_one(address: &str, connector: Connector) -> anyhow::Result<Client> {
+        let connection = connector(address.to_string()).await?;
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("strand-cli"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
@@ -73,6 +96,7 @@ impl Client {
             .map(|key| (key.api_key, (key.min_version, key.max_version)))
             .collect();
         Ok(Client {
+            connector,
             bootstrap: Arc::new(connection),
             versions,
             brokers: Mutex::default(),
@@ -153,7 +177,7 @@ impl Client {
                     .with_context(|| format!("broker {node} is not in the cluster's metadata"))?
             }
         };
-        let connection = Arc::new(Connection::connect_as(&address, 8, CLIENT_ID).await?);
+        let connection = Arc::new((self.connector)(address).await?);
         connections.insert(node, connection.clone());
         Ok(connection)
     }

@@ -29,6 +29,7 @@ fn refused(status: StatusCode, why: impl Into<String>) -> Answer {
 
 pub async fn answer(
     console: &Console,
+    client: &crate::cli::client::Client,
     method: &Method,
     path: &[String],
     query: &HashMap<String, String>,
@@ -42,8 +43,6 @@ pub async fn answer(
         );
     }
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
-    let client = console.client().await?;
-    let client = &*client;
     match (method.clone(), path.as_slice()) {
         (Method::GET, ["overview"]) => overview(console, client).await,
         (Method::GET, ["topics"]) => topics(console, client, query).await,
@@ -79,7 +78,7 @@ pub async fn answer(
             described["lag_history"] = Value::Array(history);
             Ok((StatusCode::OK, described))
         }
-        (Method::GET, ["throughput"]) => Ok((StatusCode::OK, throughput(console))),
+        (Method::GET, ["throughput"]) => throughput(console, client).await,
         _ => refused(
             StatusCode::NOT_FOUND,
             format!("no API at {method} /api/{}", path.join("/")),
@@ -285,11 +284,15 @@ async fn groups(
     Ok((StatusCode::OK, page.answer("groups", total, items)))
 }
 
-fn throughput(console: &Console) -> Value {
+/// The busiest of the topics the caller may see (Metadata lists only those).
+async fn throughput(console: &Console, client: &crate::cli::client::Client) -> Answer {
+    let metadata = client.metadata(None).await?;
+    let visible: std::collections::HashSet<String> = metadata.topics.iter().map(name_of).collect();
     let samples = console.samples.lock().unwrap();
     let mut busiest: Vec<(&String, f64)> = samples
         .topic_rates
         .iter()
+        .filter(|(topic, _)| visible.contains(*topic))
         .filter_map(|(topic, series)| Some((topic, series.back()?.1)))
         .collect();
     busiest.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
@@ -304,10 +307,13 @@ fn throughput(console: &Console) -> Value {
             json!({ "topic": topic, "messages_per_sec": rate, "history": history })
         })
         .collect();
-    json!({
-        "interval_ms": super::sampler::SAMPLE_INTERVAL.as_millis() as u64,
-        "topics": topics,
-    })
+    Ok((
+        StatusCode::OK,
+        json!({
+            "interval_ms": super::sampler::SAMPLE_INTERVAL.as_millis() as u64,
+            "topics": topics,
+        }),
+    ))
 }
 
 /// A number from the query, or why not.

@@ -148,6 +148,10 @@ pub async fn sample(client: &Client, samples: &std::sync::Mutex<Samples>) -> any
         match crate::cli::group_offsets::fetch_committed(client, coordinator, &group.group, None)
             .await
         {
+            // A group that has committed nothing has no lag to show (not a lag of 0).
+            Ok(committed) if committed.is_empty() => {
+                coordinators.insert(group.group.clone(), coordinator);
+            }
             Ok(committed) => {
                 coordinators.insert(group.group.clone(), coordinator);
                 let lag = committed
@@ -169,7 +173,7 @@ pub async fn sample(client: &Client, samples: &std::sync::Mutex<Samples>) -> any
     samples
         .group_lag
         .retain(|group, _| groups.iter().any(|g| &g.group == group));
-    coordinators.retain(|group, _| samples.group_lag.contains_key(group));
+    coordinators.retain(|group, _| groups.iter().any(|g| &g.group == group));
     samples.coordinators = coordinators;
     Ok(())
 }

@@ -7,15 +7,18 @@ the broker-only node registers, receives the metadata and gets replicas, and tha
 produced with acks=all to an RF=3 topic placed on nodes 1, 2 and 4 are read back in full.
 Every node serves HTTP: the controller-only node's /metrics carries the KafkaController
 gauges (as a Kafka KRaft controller's do), exactly one node reports itself the active
-controller, and the broker-only node never does.
+controller, and the broker-only node never does; the web console shows every node with
+its roles, and the controller-only node serves none.
 """
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -59,6 +62,31 @@ def check_http(http):
     if controller.get("kafka_controller_kafkacontroller_activebrokercount") not in (None, 0.0, 3.0):
         fail(f"active brokers on node 3: {controller}")
     log(f"HTTP on every node; {active} by node {counts}")
+    check_console(http)
+
+
+def check_console(http):
+    """The web console of the broker-only node lists every node with its roles, the
+    controller-only node included (from DescribeQuorum), and one quorum leader; the
+    controller-only node serves no console (it has no Kafka listener)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http[4]}/api/overview", timeout=30) as response:
+        overview = json.load(response)
+    roles = {b["id"]: (b["roles"], b["state"]) for b in overview["brokers"]}
+    want_roles = {1: "broker,controller", 2: "broker,controller", 3: "controller", 4: "broker"}
+    if {i: r for i, (r, _) in roles.items()} != want_roles:
+        fail(f"console nodes {roles}, expected roles {want_roles}")
+    if any(state != "running" for i, (r, state) in roles.items() if "broker" in r):
+        fail(f"a broker not running in the console: {roles}")
+    leaders = [b["id"] for b in overview["brokers"] if b.get("quorum_role") == "leader"]
+    if len(leaders) != 1 or overview["quorum"]["leader"] != leaders[0]:
+        fail(f"quorum leaders in the console: {leaders}, quorum {overview['quorum']}")
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{http[3]}/api/overview", timeout=5)
+        fail("the controller-only node serves a console")
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            fail(f"the controller-only node answered /api/overview with {e.code}")
+    log(f"console: nodes {roles}, quorum leader {leaders[0]}")
 
 
 def main():

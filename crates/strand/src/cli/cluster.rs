@@ -2,9 +2,17 @@
 //! controller, the brokers, how many topics and partitions it holds and which partitions
 //! are under-replicated or offline.
 
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{
+    ApiKey, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse,
+};
 use serde::Serialize;
 
-use super::client::Client;
+use super::client::{topic_name, Client};
+
+/// The metadata log's topic, as DescribeQuorum names it.
+const METADATA_TOPIC: &str = "__cluster_metadata";
 use super::output::{id_list, print_json, table};
 use super::Target;
 
@@ -14,15 +22,35 @@ pub struct InfoArgs {
     target: Target,
 }
 
+/// A node of the cluster: a broker (in Metadata, or fenced), a controller (a voter of the
+/// metadata quorum), or both.
 #[derive(Debug, Serialize)]
 pub struct Broker {
     pub id: i32,
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// "broker", "controller" or "broker,controller" (process.roles).
+    pub roles: String,
+    /// A broker: "running" (unfenced, serving) or "fenced"; a controller-only node:
+    /// "leader" or "voter".
+    pub state: String,
     /// Replicas it hosts and partitions it leads.
     pub replicas: usize,
     pub leaders: usize,
+    /// In the metadata quorum: "leader", "voter" or "observer", and how many records of
+    /// the metadata log it is behind the leader.
+    pub quorum_role: Option<String>,
+    pub quorum_lag: Option<i64>,
+}
+
+/// The metadata quorum as DescribeQuorum shows it.
+#[derive(Debug, Serialize)]
+pub struct Quorum {
+    pub leader: i32,
+    pub epoch: i32,
+    pub high_watermark: i64,
+    pub voters: Vec<i32>,
 }
 
 /// A partition that is not fully replicated, or has no leader.
@@ -41,6 +69,7 @@ pub struct ClusterState {
     pub cluster_id: String,
     pub controller: i32,
     pub brokers: Vec<Broker>,
+    pub quorum: Option<Quorum>,
     pub topics: usize,
     pub partitions: usize,
     pub under_replicated: Vec<Degraded>,
@@ -60,10 +89,16 @@ pub async fn cluster_state(client: &Client) -> anyhow::Result<ClusterState> {
             host: b.host.to_string(),
             port: b.port,
             rack: b.rack.as_ref().map(|r| r.to_string()),
+            roles: "broker".into(),
+            state: "running".into(),
             replicas: 0,
             leaders: 0,
+            quorum_role: None,
+            quorum_lag: None,
         })
         .collect();
+    brokers.extend(fenced_brokers(client).await);
+    let quorum = quorum(client, &mut brokers).await;
     brokers.sort_by_key(|b| b.id);
     let mut partitions = 0usize;
     let mut under_replicated = Vec::new();
@@ -104,10 +139,123 @@ pub async fn cluster_state(client: &Client) -> anyhow::Result<ClusterState> {
             .unwrap_or_default(),
         controller: metadata.controller_id.0,
         brokers,
+        quorum,
         topics: metadata.topics.iter().filter(|t| t.error_code == 0).count(),
         partitions,
         under_replicated,
         offline,
+    })
+}
+
+/// Brokers registered but fenced (DescribeCluster v2 and later list them; Metadata never
+/// does). Nothing when the cluster cannot say.
+async fn fenced_brokers(client: &Client) -> Vec<Broker> {
+    let Ok(2..) = client.version(ApiKey::DescribeCluster, 2) else {
+        return Vec::new();
+    };
+    let request = DescribeClusterRequest::default().with_include_fenced_brokers(true);
+    let Ok(response) = client
+        .call::<_, DescribeClusterResponse>(ApiKey::DescribeCluster, 2, &request)
+        .await
+    else {
+        return Vec::new();
+    };
+    response
+        .brokers
+        .iter()
+        .filter(|b| b.is_fenced)
+        .map(|b| Broker {
+            id: b.broker_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+            rack: b.rack.as_ref().map(|r| r.to_string()),
+            roles: "broker".into(),
+            state: "fenced".into(),
+            replicas: 0,
+            leaders: 0,
+            quorum_role: None,
+            quorum_lag: None,
+        })
+        .collect()
+}
+
+/// The metadata quorum (DescribeQuorum), marking each node's place in it and adding the
+/// controller-only nodes to `nodes`; None when the cluster does not answer it.
+async fn quorum(client: &Client, nodes: &mut Vec<Broker>) -> Option<Quorum> {
+    let version = client.version(ApiKey::DescribeQuorum, 2).ok()?;
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(topic_name(METADATA_TOPIC))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let response: DescribeQuorumResponse = client
+        .call(ApiKey::DescribeQuorum, version, &request)
+        .await
+        .ok()?;
+    if response.error_code != 0 {
+        return None;
+    }
+    let partition = response.topics.first()?.partitions.first()?;
+    if partition.error_code != 0 {
+        return None;
+    }
+    let leader = partition.leader_id.0;
+    let leader_end = partition
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id.0 == leader)
+        .map_or(partition.high_watermark, |v| v.log_end_offset);
+    let members = partition
+        .current_voters
+        .iter()
+        .map(|v| (v, true))
+        .chain(partition.observers.iter().map(|o| (o, false)));
+    for (member, voter) in members {
+        let id = member.replica_id.0;
+        let role = match (id == leader, voter) {
+            (true, _) => "leader",
+            (false, true) => "voter",
+            (false, false) => "observer",
+        };
+        let lag = (member.log_end_offset >= 0).then(|| (leader_end - member.log_end_offset).max(0));
+        let node = match nodes.iter_mut().position(|n| n.id == id) {
+            Some(index) => &mut nodes[index],
+            None if voter => {
+                // A controller-only node: reachable on its quorum listener.
+                let endpoint = response
+                    .nodes
+                    .iter()
+                    .find(|n| n.node_id.0 == id)
+                    .and_then(|n| n.listeners.first());
+                nodes.push(Broker {
+                    id,
+                    host: endpoint.map(|l| l.host.to_string()).unwrap_or_default(),
+                    port: endpoint.map_or(0, |l| i32::from(l.port)),
+                    rack: None,
+                    roles: "controller".into(),
+                    state: role.into(),
+                    replicas: 0,
+                    leaders: 0,
+                    quorum_role: None,
+                    quorum_lag: None,
+                });
+                nodes.last_mut().expect("just pushed")
+            }
+            None => continue,
+        };
+        if voter && node.roles == "broker" {
+            node.roles = "broker,controller".into();
+        }
+        node.quorum_role = Some(role.into());
+        node.quorum_lag = lag;
+    }
+    Some(Quorum {
+        leader,
+        epoch: partition.leader_epoch,
+        high_watermark: partition.high_watermark,
+        voters: partition
+            .current_voters
+            .iter()
+            .map(|v| v.replica_id.0)
+            .collect(),
     })
 }
 
@@ -122,6 +270,7 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
         cluster_id,
         controller,
         brokers,
+        quorum,
         topics,
         partitions,
         under_replicated,
@@ -129,12 +278,22 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
     } = state;
     println!("Cluster id:  {cluster_id}");
     println!("Controller:  {controller}");
+    if let Some(quorum) = quorum {
+        println!(
+            "Quorum:      leader {}, epoch {}, voters {}",
+            quorum.leader,
+            quorum.epoch,
+            id_list(&quorum.voters)
+        );
+    }
     println!("Topics:      {topics} ({partitions} partitions)\n");
     let rows = brokers
         .iter()
         .map(|b| {
             vec![
                 b.id.to_string(),
+                b.roles.clone(),
+                b.state.clone(),
                 b.host.clone(),
                 b.port.to_string(),
                 b.rack.clone().unwrap_or_else(|| "-".into()),
@@ -144,7 +303,10 @@ pub async fn info(args: InfoArgs) -> anyhow::Result<()> {
         .collect();
     println!(
         "{}",
-        table(&["ID", "HOST", "PORT", "RACK", "CONTROLLER"], rows)
+        table(
+            &["ID", "ROLES", "STATE", "HOST", "PORT", "RACK", "CONTROLLER"],
+            rows
+        )
     );
     for (title, entries) in [
         ("Under-replicated", &under_replicated),

@@ -241,9 +241,13 @@ async function overviewPage({ alive }) {
   if (!alive()) return;
   S.overview = o;
   setReadOnly(o.read_only);
+  const quorumOf = (b) => b.quorum_role == null ? '–'
+    : b.quorum_role + (b.quorum_lag ? ` (${fmtNum(b.quorum_lag)} behind)` : '');
   const brokers = (o.brokers || []).map((b) => el('tr', { 'data-broker': b.id },
-    numTd(b.id, 'id'), td(`${b.host}:${b.port}`, 'address', 'mono'), td(b.rack || '–', 'rack'),
-    td(b.controller ? badge('', 'yes') : 'no', 'controller'),
+    numTd(b.id, 'id'), td(b.roles || 'broker', 'roles'),
+    td(badge(b.state === 'fenced' ? 'bad' : '', b.state || 'running'), 'state'),
+    td(b.port ? `${b.host}:${b.port}` : '–', 'address', 'mono'), td(b.rack || '–', 'rack'),
+    td(b.controller ? badge('', 'yes') : 'no', 'controller'), td(quorumOf(b), 'quorum'),
     numTd(fmtNum(b.replicas), 'replicas'), numTd(fmtNum(b.leaders), 'leaders'),
     numTd(fmtBytes(b.disk_bytes), 'disk', { 'data-bytes': b.disk_bytes == null ? '' : b.disk_bytes })));
   show(
@@ -257,9 +261,9 @@ async function overviewPage({ alive }) {
       stat('Partitions', fmtNum(o.partitions), 'overview-partitions'),
       stat('Under-replicated', fmtNum(o.under_replicated_count), 'overview-under-replicated'),
       stat('Offline', fmtNum(o.offline_count), 'overview-offline')),
-    el('h2', null, 'Brokers'),
-    table('brokers-table', ['Id#', 'Host:port', 'Rack', 'Controller', 'Replicas#',
-      'Leaders#', 'Disk use#'], brokers, 'No brokers'),
+    el('h2', null, 'Nodes'),
+    table('brokers-table', ['Id#', 'Roles', 'State', 'Host:port', 'Rack', 'Controller', 'Metadata quorum',
+      'Replicas#', 'Leaders#', 'Disk use#'], brokers, 'No brokers'),
     el('h2', null, `Under-replicated partitions (${fmtNum(o.under_replicated_count)})`),
     partitionList('under-replicated', o.under_replicated || [], o.under_replicated_count || 0),
     el('h2', null, `Offline partitions (${fmtNum(o.offline_count)})`),

@@ -112,6 +112,27 @@ fn request(http: &str, method: &str, path: &str, headers: &str, body: &str) -> (
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// The headers of a GET answer, names lower-cased.
+fn head(http: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(http).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (headers, _) = answer.split_once("\r\n\r\n").unwrap();
+    headers
+        .lines()
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_lowercase()),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn get(http: &str, path: &str) -> (u16, Value) {
     call(http, "GET", path, None)
 }
@@ -291,6 +312,11 @@ fn a_read_only_console_changes_nothing() {
         (status, page),
         (200, Value::Null),
         "the page (HTML) is served"
+    );
+    let headers = head(http, "/");
+    assert!(
+        headers.contains("x-frame-options: DENY") && headers.contains("frame-ancestors 'none'"),
+        "the page may not be framed by another site: {headers}"
     );
 }
 

@@ -28,7 +28,10 @@ use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{
+    HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE,
+    WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::watch;
 
@@ -400,6 +403,22 @@ fn asset(body: &'static str, content_type: &'static str) -> Response<Full<Bytes>
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    guarded(response)
+}
+
+/// Headers that keep the console to itself: its own script and styles only, never inside
+/// another site's frame (where a click could be borrowed to delete a topic), and no
+/// content-type guessing.
+fn guarded(mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+        ),
+    );
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
 
@@ -409,5 +428,5 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> 
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    guarded(response)
 }

@@ -346,12 +346,20 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
                         tracing::warn!("no web console: {why}");
                         None
                     }
-                    (mode, Ok(access)) => Some(console::Console::start(
+                    // A console that cannot log in (no inter-broker login for its
+                    // sampler) is left out; the broker serves on without it.
+                    (mode, Ok(access)) => match console::Console::start(
                         access,
                         broker.node_id(),
                         mode == strand_broker::ConsoleMode::ReadOnly,
                         http_stopping.clone(),
-                    )?),
+                    ) {
+                        Ok(console) => Some(console),
+                        Err(error) => {
+                            tracing::warn!("no web console: {error:#}");
+                            None
+                        }
+                    },
                 };
             console_served = console.is_some();
             tokio::spawn(strand_broker::http::serve(

@@ -169,6 +169,17 @@ fn topics_are_created_browsed_altered_and_deleted_through_the_api() {
         Some(("text/plain", r#"{"name":"web","partitions":2}"#)),
     );
     assert_eq!(status, 415, "a change not sent as JSON is refused");
+    let huge = json!({"name": "web", "partitions": 1u64 << 33}).to_string();
+    let (status, answer) = call(
+        http,
+        "POST",
+        "/api/topics",
+        Some(("application/json", &huge)),
+    );
+    assert_eq!(
+        status, 400,
+        "partitions beyond an i32 are refused, not wrapped: {answer}"
+    );
     let created = json!({"name": "web", "partitions": 2, "replication_factor": 1,
                          "configs": {"retention.ms": 3600000}});
     let (status, answer) = call(

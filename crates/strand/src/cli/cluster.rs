@@ -3,6 +3,7 @@
 //! are under-replicated or offline.
 
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use kafka_protocol::messages::{
     ApiKey, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
     DescribeQuorumResponse,
@@ -61,6 +62,25 @@ pub struct Degraded {
     pub leader: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+}
+
+/// A partition as Metadata shows it: offline without a leader, under-replicated when led
+/// with fewer replicas in sync than assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    InSync,
+    UnderReplicated,
+    Offline,
+}
+
+pub fn health(partition: &MetadataResponsePartition) -> Health {
+    if partition.leader_id.0 < 0 {
+        Health::Offline
+    } else if partition.isr_nodes.len() < partition.replica_nodes.len() {
+        Health::UnderReplicated
+    } else {
+        Health::InSync
+    }
 }
 
 /// The cluster as Metadata shows it.
@@ -122,10 +142,10 @@ pub async fn cluster_state(client: &Client) -> anyhow::Result<ClusterState> {
                 broker.replicas += usize::from(entry.replicas.contains(&broker.id));
                 broker.leaders += usize::from(entry.leader == broker.id);
             }
-            if entry.leader < 0 {
-                offline.push(entry);
-            } else if entry.isr.len() < entry.replicas.len() {
-                under_replicated.push(entry);
+            match health(partition) {
+                Health::Offline => offline.push(entry),
+                Health::UnderReplicated => under_replicated.push(entry),
+                Health::InSync => {}
             }
         }
     }

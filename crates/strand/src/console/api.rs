@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 
-use anyhow::Context;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::Console;
-use crate::cli::cluster::cluster_state;
+use crate::cli::cluster::{cluster_state, health, Health};
 use crate::cli::groups::{describe as describe_group, list_groups};
 use crate::cli::topic::{
     alter_topic_configs, create_topic, delete_topics, describe_topic, name_of, ListedTopic,
@@ -67,15 +66,14 @@ pub async fn answer(
         (Method::GET, ["groups"]) => groups(console, client, query).await,
         (Method::GET, ["groups", group]) => {
             let mut described = describe_group(client, group).await?.to_json();
-            let history: Vec<Value> = console
+            // [[unix ms, lag], ...], as a series serializes.
+            described["lag_history"] = json!(console
                 .samples
                 .lock()
                 .unwrap()
                 .group_lag
                 .get(*group)
-                .map(|series| series.iter().map(|&(at, lag)| json!([at, lag])).collect())
-                .unwrap_or_default();
-            described["lag_history"] = Value::Array(history);
+                .unwrap_or(&Default::default()));
             Ok((StatusCode::OK, described))
         }
         (Method::GET, ["throughput"]) => throughput(console, client).await,
@@ -135,6 +133,14 @@ impl Page {
         }
     }
 
+    /// How many `items` there are, and those of this page.
+    fn window<T>(&self, items: Vec<T>) -> (usize, impl Iterator<Item = T>) {
+        (
+            items.len(),
+            items.into_iter().skip(self.offset).take(self.limit),
+        )
+    }
+
     fn matches(&self, name: &str) -> bool {
         self.filter.is_empty() || name.to_lowercase().contains(&self.filter)
     }
@@ -159,24 +165,20 @@ async fn topics(
         .filter(|t| page.matches(&name_of(t)))
         .collect();
     listed.sort_by_key(|t| name_of(t));
-    let total = listed.len();
+    let (total, shown) = page.window(listed);
     let samples = console.samples.lock().unwrap();
-    let items = listed
-        .into_iter()
-        .skip(page.offset)
-        .take(page.limit)
+    let items = shown
         .map(|topic| {
             let described = ListedTopic::of(topic);
-            let under_replicated = topic
-                .partitions
-                .iter()
-                .filter(|p| p.leader_id.0 >= 0 && p.isr_nodes.len() < p.replica_nodes.len())
-                .count();
-            let offline = topic
-                .partitions
-                .iter()
-                .filter(|p| p.leader_id.0 < 0)
-                .count();
+            let count = |wanted: Health| {
+                topic
+                    .partitions
+                    .iter()
+                    .filter(|p| health(p) == wanted)
+                    .count()
+            };
+            let (under_replicated, offline) =
+                (count(Health::UnderReplicated), count(Health::Offline));
             let mut value = serde_json::to_value(&described).unwrap_or_default();
             value["under_replicated"] = json!(under_replicated);
             value["offline"] = json!(offline);
@@ -192,14 +194,29 @@ async fn create(client: &crate::cli::client::Client, body: Value) -> Answer {
     let Some(name) = body["name"].as_str().filter(|n| !n.is_empty()) else {
         return refused(StatusCode::BAD_REQUEST, "a topic needs a name");
     };
-    let partitions = body["partitions"].as_i64().unwrap_or(-1) as i32;
-    let replication_factor = body["replication_factor"].as_i64().unwrap_or(-1) as i16;
+    let (Some(partitions), Some(replication_factor)) = (
+        json_number::<i32>(&body["partitions"]),
+        json_number::<i16>(&body["replication_factor"]),
+    ) else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "partitions and replication_factor must be whole numbers (-1: the broker's default)",
+        );
+    };
     let configs = match string_map(&body["configs"]) {
         Ok(configs) => configs,
         Err(why) => return refused(StatusCode::BAD_REQUEST, why),
     };
     let created = create_topic(client, name, partitions, replication_factor, configs).await?;
     Ok((StatusCode::CREATED, serde_json::to_value(&created)?))
+}
+
+/// A whole number of type T from a JSON field; absent is -1 (the broker's default).
+fn json_number<T: TryFrom<i64>>(value: &Value) -> Option<T> {
+    match value {
+        Value::Null => T::try_from(-1).ok(),
+        value => T::try_from(value.as_i64()?).ok(),
+    }
 }
 
 /// {NAME: VALUE} as (name, value) pairs; values may be JSON strings, numbers or booleans.
@@ -229,11 +246,7 @@ async fn topic(console: &Console, client: &crate::cli::client::Client, name: &st
             partition["bytes"] = json!(samples.partition_bytes.get(&(name.to_string(), index)));
         }
     }
-    value["throughput"] = samples
-        .topic_rates
-        .get(name)
-        .map(|series| series.iter().map(|&(at, rate)| json!([at, rate])).collect())
-        .unwrap_or(Value::Array(Vec::new()));
+    value["throughput"] = json!(samples.topic_rates.get(name).unwrap_or(&Default::default()));
     Ok((StatusCode::OK, value))
 }
 
@@ -268,12 +281,9 @@ async fn groups(
         .into_iter()
         .filter(|g| page.matches(&g.group))
         .collect();
-    let total = listed.len();
+    let (total, shown) = page.window(listed);
     let samples = console.samples.lock().unwrap();
-    let items = listed
-        .into_iter()
-        .skip(page.offset)
-        .take(page.limit)
+    let items = shown
         .map(|group| {
             let lag = samples.latest_lag(&group.group);
             let mut value = serde_json::to_value(&group).unwrap_or_default();
@@ -300,10 +310,7 @@ async fn throughput(console: &Console, client: &crate::cli::client::Client) -> A
         .into_iter()
         .take(BUSIEST_TOPICS)
         .map(|(topic, rate)| {
-            let history: Vec<Value> = samples.topic_rates[topic]
-                .iter()
-                .map(|&(at, rate)| json!([at, rate]))
-                .collect();
+            let history = &samples.topic_rates[topic];
             json!({ "topic": topic, "messages_per_sec": rate, "history": history })
         })
         .collect();
@@ -321,10 +328,11 @@ pub fn query_number<T: std::str::FromStr>(
     query: &HashMap<String, String>,
     name: &str,
 ) -> Result<Option<T>, String> {
-    query
-        .get(name)
-        .filter(|v| !v.is_empty())
-        .map(|v| v.parse().ok().with_context(|| name.to_string()))
-        .transpose()
-        .map_err(|_| format!("{name} must be a number"))
+    match query.get(name).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(value) => value
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{name} must be a number")),
+    }
 }

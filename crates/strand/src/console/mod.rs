@@ -199,12 +199,12 @@ impl Console {
             match connect(&login.address().to_string(), secured_connector(security)).await {
                 Ok(client) => {
                     let mut signed_in = self.signed_in.lock().await;
-                    if signed_in.len() >= SIGNED_IN_MAX {
-                        let oldest = signed_in
-                            .iter()
-                            .min_by_key(|(_, s)| s.used)
-                            .map(|(name, _)| name.clone());
-                        signed_in.remove(&oldest.unwrap_or_default());
+                    let oldest = signed_in
+                        .iter()
+                        .min_by_key(|(_, s)| s.used)
+                        .map(|(name, _)| name.clone());
+                    if let Some(oldest) = oldest.filter(|_| signed_in.len() >= SIGNED_IN_MAX) {
+                        signed_in.remove(&oldest);
                     }
                     signed_in.insert(
                         username.clone(),

@@ -5,7 +5,7 @@
 //! Bounded: five minutes of rates per topic, an hour of lag for at most `GROUPS_MAX`
 //! groups; topics and groups that disappear are forgotten at the next sample.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse};
@@ -80,8 +80,9 @@ impl Samples {
                 trim(series, now_ms, RATE_HISTORY);
             }
         }
+        let present: HashSet<&str> = ends.keys().map(|(topic, _)| topic.as_str()).collect();
         self.topic_rates
-            .retain(|topic, _| ends.keys().any(|(t, _)| t == topic));
+            .retain(|topic, _| present.contains(topic.as_str()));
         self.ends = Some((at, ends));
     }
 
@@ -124,7 +125,6 @@ pub async fn sample(client: &Client, samples: &std::sync::Mutex<Samples>) -> any
     let now_ms = unix_ms();
     let (size_now, mut coordinators) = {
         let mut samples = samples.lock().unwrap();
-        samples.record_ends(at, now_ms, ends.clone());
         samples.taken += 1;
         let size_now =
             samples.taken % SIZES_EVERY == 1 || samples.partitions_sized != leaders.len();
@@ -166,14 +166,16 @@ pub async fn sample(client: &Client, samples: &std::sync::Mutex<Samples>) -> any
             }
         }
     }
+    let listed: HashSet<&str> = groups.iter().map(|g| g.group.as_str()).collect();
     let mut samples = samples.lock().unwrap();
+    samples.record_ends(at, now_ms, ends);
     for (group, lag) in lags {
         samples.record_lag(now_ms, &group, lag);
     }
     samples
         .group_lag
-        .retain(|group, _| groups.iter().any(|g| &g.group == group));
-    coordinators.retain(|group, _| groups.iter().any(|g| &g.group == group));
+        .retain(|group, _| listed.contains(group.as_str()));
+    coordinators.retain(|group, _| listed.contains(group.as_str()));
     samples.coordinators = coordinators;
     Ok(())
 }

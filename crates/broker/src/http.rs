@@ -123,7 +123,7 @@ impl Observed for ControllerNode {
         };
         let recorder = self.exposition.recorder();
         Box::pin(std::future::ready(
-            self.exposition.render(|| counts.export(recorder)),
+            self.exposition.render(|| counts.export(recorder), |_| {}),
         ))
     }
 

@@ -35,6 +35,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::error_code;
 use crate::metrics::topic::PartitionCounters;
+use crate::metrics::Summary;
 
 /// A pending durability wait: everything below `end` must reach the disk.
 #[derive(Debug)]
@@ -42,7 +43,7 @@ pub struct Durable {
     gate: Arc<strand_log::SyncGate>,
     end: i64,
     /// LogFlushRateAndTimeMs: the syncs this wait runs.
-    flush_ms: metrics::Histogram,
+    flush_ms: Arc<Summary>,
 }
 
 impl Durable {
@@ -94,19 +95,19 @@ impl Durable {
 }
 
 /// Runs a flush (fsyncs), its time recorded in `flush_ms` (LogFlushRateAndTimeMs).
-pub fn timed_flush<T>(flush_ms: &metrics::Histogram, flush: impl FnOnce() -> T) -> T {
+pub fn timed_flush<T>(flush_ms: &Summary, flush: impl FnOnce() -> T) -> T {
     let started = std::time::Instant::now();
     let result = flush();
-    flush_ms.record(started.elapsed().as_secs_f64() * 1000.0);
+    flush_ms.record_duration(started.elapsed());
     result
 }
 
 /// A flush.messages / flush.ms flush if one is due, its time recorded if it ran.
-pub fn flush_if_due_timed(log: &Mutex<Log>, flush_ms: &metrics::Histogram) -> LogResult<bool> {
+pub fn flush_if_due_timed(log: &Mutex<Log>, flush_ms: &Summary) -> LogResult<bool> {
     let started = std::time::Instant::now();
     let ran = strand_log::flush_if_due(log);
     if matches!(ran, Ok(true)) {
-        flush_ms.record(started.elapsed().as_secs_f64() * 1000.0);
+        flush_ms.record_duration(started.elapsed());
     }
     ran
 }

@@ -41,7 +41,8 @@ pub async fn route(
     parsed: Result<ParsedRequest, HeaderError>,
     context: &RequestContext,
 ) -> Outcome {
-    route_measured(broker, parsed, context, Instant::now())
+    let request_bytes = parsed.as_ref().map_or(0, |request| request.body.len());
+    route_measured(broker, parsed, context, Instant::now(), request_bytes)
         .await
         .0
 }
@@ -53,6 +54,7 @@ pub async fn route_measured(
     parsed: Result<ParsedRequest, HeaderError>,
     context: &RequestContext,
     read: Instant,
+    request_bytes: usize,
 ) -> (Outcome, Option<RequestTimes>) {
     let request = match parsed {
         Ok(request) => request,
@@ -71,6 +73,7 @@ pub async fn route_measured(
         version,
         request_quota::is_follower_fetch(&request),
         read,
+        request_bytes,
     );
     if api_key == ApiKey::ApiVersions {
         let outcome = api::api_versions::handle(broker, &request);
@@ -86,6 +89,8 @@ pub async fn route_measured(
     };
     let (outcome, busy) = request_quota::timed(dispatch(broker, request, context)).await;
     times.handled(busy);
+    // A produce, fetch or topic-mutation quota the handler applied (ThrottleTimeMs).
+    times.throttled(context.throttle.take_throttle_ms());
     let Some(quota) = quota else {
         return (outcome, Some(times));
     };
@@ -93,6 +98,7 @@ pub async fn route_measured(
     if throttle_ms == 0 {
         return (outcome, Some(times));
     }
+    times.throttled(throttle_ms);
     context.throttle.mute_for(throttle_ms);
     let outcome = request_quota::with_throttle_time(outcome, api_key, version, throttle_ms);
     (outcome, Some(times))

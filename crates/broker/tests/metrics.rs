@@ -10,13 +10,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{call, fetch_request, open_broker, HANG_GUARD};
+use common::{call, call_from, fetch_request, open_broker, produce_request, HANG_GUARD};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchResponse, ProduceRequest, ProduceResponse, TopicName,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse, ProduceRequest,
+    ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_broker::Broker;
@@ -248,6 +250,24 @@ async fn metrics_report_what_clients_sent() {
     assert!(metrics.contains(
         "kafka_network_requestmetrics_totaltimems{request=\"Produce\",quantile=\"0.999\"}"
     ));
+    // RequestBytes: each produce's frame, its batch and a little framing.
+    let request_bytes = |series: &str| {
+        value(
+            &metrics,
+            &format!("kafka_network_requestmetrics_requestbytes{series}{{request=\"Produce\"}}"),
+        )
+        .unwrap()
+    };
+    assert_eq!(request_bytes("_count"), 21.0);
+    let framing = request_bytes("_sum") - bytes as f64;
+    assert!((21.0 * 20.0..21.0 * 200.0).contains(&framing), "{framing}");
+    assert_eq!(
+        value(
+            &metrics,
+            "kafka_network_requestmetrics_throttletimems_sum{request=\"Produce\"}"
+        ),
+        Some(0.0)
+    );
     let log = |name: &str| value(&metrics, &format!("{name}{{topic=\"m\",partition=\"0\"}}"));
     assert_eq!(log("kafka_log_log_logendoffset"), Some(records as f64));
     assert_eq!(log("kafka_log_log_logstartoffset"), Some(0.0));
@@ -360,4 +380,60 @@ async fn a_broker_not_serving_yet_is_not_ready() {
         assert!(tokio::time::Instant::now() < deadline);
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// ThrottleTimeMs: a producer over its byte rate is throttled, and its request's summary
+/// says for how long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_request_reports_its_throttle_time() {
+    let served = serve_with_http().await;
+    let mut admin = TcpStream::connect(served.kafka).await.unwrap();
+    create_topic(&mut admin, "q", &[]).await;
+    let quota = EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(text("client-id"))
+            .with_entity_name(Some(text("slow")))])
+        .with_ops(vec![OpData::default()
+            .with_key(text("producer_byte_rate"))
+            .with_value(100_000.0)]);
+    let altered: AlterClientQuotasResponse = call(
+        &mut admin,
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default().with_entries(vec![quota]),
+    )
+    .await;
+    assert_eq!(altered.entries[0].error_code, 0);
+    // 1.2 MB in the 10 s window is 20% over 100 KB/s: a throttle of about 2 s.
+    let mut slow = TcpStream::connect(served.kafka).await.unwrap();
+    let value_bytes = vec![7u8; 600_000];
+    let mut throttled_ms = 0;
+    for _ in 0..2 {
+        let answer: ProduceResponse = call_from(
+            &mut slow,
+            "slow",
+            ApiKey::Produce,
+            9,
+            &produce_request("q", 0, 1, &value_bytes),
+        )
+        .await;
+        throttled_ms += answer.throttle_time_ms;
+    }
+    assert!(throttled_ms >= 1_000, "{throttled_ms}");
+    let metrics = scrape(served.http).await;
+    let series = |name: &str| value(&metrics, &format!("{name}{{request=\"Produce\"}}"));
+    assert_eq!(
+        series("kafka_network_requestmetrics_throttletimems_sum"),
+        Some(f64::from(throttled_ms))
+    );
+    let worst = value(
+        &metrics,
+        "kafka_network_requestmetrics_throttletimems{request=\"Produce\",quantile=\"0.999\"}",
+    )
+    .unwrap();
+    let throttled = f64::from(throttled_ms);
+    assert!(
+        worst >= throttled && worst <= throttled * 1.07,
+        "{worst} vs {throttled}"
+    );
 }

@@ -3,10 +3,11 @@
 //! topic=t` is `kafka_server_brokertopicmetrics_messagesin_total{topic="t"}`), so the
 //! dashboards and alerts written for Kafka work on Strand unchanged.
 //!
-//! Latency histograms and request counters are handles of the `metrics` crate registered
-//! once (per API) and kept where they are counted; a topic's counts are atomics of its
-//! own, exported at the scrape (`topic.rs`). So the request path pays atomic adds, not
-//! lookups. Everything that is a state rather than an event (partition counts, log sizes,
+//! Request counters are handles of the `metrics` crate registered once (per API and
+//! version) and kept where they are counted; request times and sizes are summaries of
+//! atomic buckets (`summary.rs`) kept per API the same way; a topic's counts are atomics
+//! of its own, exported at the scrape (`topic.rs`). So the request path pays atomic adds,
+//! not lookups. Everything that is a state rather than an event (partition counts, log sizes,
 //! consumer lag, purgatory sizes) is read from the broker when /metrics is scraped
 //! (`gauges.rs`), so the request path pays nothing for it. The registry is the node's
 //! own (`Exposition`), not a process-wide one: tests run several brokers in one process.
@@ -14,6 +15,7 @@
 mod gauges;
 pub mod names;
 pub mod requests;
+pub mod summary;
 pub mod topic;
 
 use std::collections::HashMap;
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder};
+use metrics::{Counter, Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use metrics_util::MetricKindMask;
 use strand_protocol::RequestMemory;
@@ -29,10 +31,8 @@ use strand_protocol::RequestMemory;
 use crate::net::listener::Listener;
 pub use gauges::ControllerCounts;
 pub use requests::{RequestMetrics, RequestTimes};
+pub use summary::{Summary, Unit};
 pub use topic::TopicMetrics;
-
-/// Kafka's histogram percentiles (Yammer's 50th..999th), as the JMX exporter labels them.
-const QUANTILES: [f64; 6] = [0.5, 0.75, 0.95, 0.98, 0.99, 0.999];
 
 /// Where registered handles come from.
 static METADATA: Metadata<'static> =
@@ -56,8 +56,6 @@ impl Default for Exposition {
 impl Exposition {
     pub fn new() -> Exposition {
         let recorder = PrometheusBuilder::new()
-            .set_quantiles(&QUANTILES)
-            .expect("quantiles are in 0..=1")
             // The state gauges are all set by each scrape: one it did not set is gone.
             .idle_timeout(MetricKindMask::GAUGE, Some(Duration::ZERO))
             .build_recorder();
@@ -74,18 +72,17 @@ impl Exposition {
     }
 
     /// The text exposition: `collect` sets the state gauges (and exports what is
-    /// counted outside the registry), then everything is rendered.
-    pub fn render(&self, collect: impl FnOnce()) -> String {
+    /// counted outside the registry), then everything is rendered, and `summaries`
+    /// write theirs after it.
+    pub fn render(&self, collect: impl FnOnce(), summaries: impl FnOnce(&mut String)) -> String {
         let _scrape = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         collect();
-        let text = self.handle.render();
-        // The JMX exporter labels Yammer's 50thPercentile "0.50"; Kafka dashboards
-        // select it by that string.
-        text.replace("quantile=\"0.5\"", "quantile=\"0.50\"")
+        let mut text = self.handle.render();
+        summaries(&mut text);
+        text
     }
 
-    /// Moves recorded latencies into their summaries; without it they would pile up
-    /// between scrapes (or forever, with nobody scraping).
+    /// Drops what the scrape no longer sets (see `new`).
     pub fn upkeep(&self) {
         self.handle.run_upkeep();
     }
@@ -101,7 +98,7 @@ pub struct Metrics {
     pub isr_shrinks: Counter,
     pub isr_expands: Counter,
     /// kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs: each log flush's fsyncs.
-    pub log_flush_ms: Histogram,
+    pub log_flush_ms: Arc<Summary>,
     /// Produce requests waiting for their syncs or replication (Kafka's produce
     /// purgatory).
     waiting_produces: Arc<AtomicI64>,
@@ -143,7 +140,7 @@ impl Metrics {
         let requests = RequestMetrics::new();
         let isr_shrinks = counter(recorder, names::ISR_SHRINKS, Vec::new());
         let isr_expands = counter(recorder, names::ISR_EXPANDS, Vec::new());
-        let log_flush_ms = histogram(recorder, names::LOG_FLUSH_MS, Vec::new());
+        let log_flush_ms = Arc::new(Summary::new(Unit::Millis));
         Metrics {
             exposition,
             all_topics,
@@ -182,16 +179,27 @@ impl Metrics {
 
     pub fn upkeep(&self) {
         self.exposition.upkeep();
+        let now = std::time::Instant::now();
+        self.requests.upkeep(now);
+        self.log_flush_ms.upkeep(now);
     }
 
     /// The Prometheus text exposition of everything, the broker's state read now.
     pub async fn render(&self, broker: &crate::Broker) -> String {
         let gathered = gauges::Gathered::read(broker).await;
-        self.exposition.render(|| {
-            gauges::collect(self, broker, &gathered);
-            let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
-            self.all_topics.export(topics.values());
-        })
+        self.exposition.render(
+            || {
+                gauges::collect(self, broker, &gathered);
+                let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+                self.all_topics.export(topics.values());
+            },
+            |out| {
+                self.requests.render(out);
+                let flush = [("", &*self.log_flush_ms)];
+                let help = names::help(names::LOG_FLUSH_MS);
+                summary::render(out, names::LOG_FLUSH_MS, help, flush);
+            },
+        )
     }
 
     pub(crate) fn recorder(&self) -> &PrometheusRecorder {
@@ -217,12 +225,4 @@ pub(crate) fn gauge(
     labels: Vec<Label>,
 ) -> Gauge {
     recorder.register_gauge(&key(name, labels), &METADATA)
-}
-
-pub(crate) fn histogram(
-    recorder: &PrometheusRecorder,
-    name: &'static str,
-    labels: Vec<Label>,
-) -> Histogram {
-    recorder.register_histogram(&key(name, labels), &METADATA)
 }

@@ -24,6 +24,8 @@ pub const LOCAL_TIME_MS: &str = "kafka_network_requestmetrics_localtimems";
 pub const REMOTE_TIME_MS: &str = "kafka_network_requestmetrics_remotetimems";
 pub const RESPONSE_QUEUE_TIME_MS: &str = "kafka_network_requestmetrics_responsequeuetimems";
 pub const RESPONSE_SEND_TIME_MS: &str = "kafka_network_requestmetrics_responsesendtimems";
+pub const THROTTLE_TIME_MS: &str = "kafka_network_requestmetrics_throttletimems";
+pub const REQUEST_BYTES: &str = "kafka_network_requestmetrics_requestbytes";
 
 pub const PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";
 pub const LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount";
@@ -76,6 +78,8 @@ const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (Kind::Summary, REMOTE_TIME_MS, "kafka.network:type=RequestMetrics,name=RemoteTimeMs: time waiting (syncs, replication, a fetch's long poll)"),
     (Kind::Summary, RESPONSE_QUEUE_TIME_MS, "kafka.network:type=RequestMetrics,name=ResponseQueueTimeMs: from the answer ready to its writing"),
     (Kind::Summary, RESPONSE_SEND_TIME_MS, "kafka.network:type=RequestMetrics,name=ResponseSendTimeMs: writing the answer"),
+    (Kind::Summary, THROTTLE_TIME_MS, "kafka.network:type=RequestMetrics,name=ThrottleTimeMs: how long the client was throttled for this request (its quotas)"),
+    (Kind::Summary, REQUEST_BYTES, "kafka.network:type=RequestMetrics,name=RequestBytes: the request's size"),
     (Kind::Gauge, PARTITION_COUNT, "kafka.server:type=ReplicaManager,name=PartitionCount: partitions hosted here"),
     (Kind::Gauge, LEADER_COUNT, "kafka.server:type=ReplicaManager,name=LeaderCount: partitions led here"),
     (Kind::Gauge, UNDER_REPLICATED, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions: partitions led here whose ISR is smaller than their replicas"),
@@ -113,16 +117,25 @@ enum Kind {
     Summary,
 }
 
-/// Gives each metric its HELP line.
+/// Gives each metric the exporter renders its HELP line (summaries are rendered by
+/// `summary`, which asks `help`).
 pub fn describe(recorder: &PrometheusRecorder) {
     for (kind, name, help) in DESCRIPTIONS {
         let (name, help) = (metrics::KeyName::from_const_str(name), (*help).into());
         match kind {
             Kind::Counter => recorder.describe_counter(name, None, help),
             Kind::Gauge => recorder.describe_gauge(name, None, help),
-            Kind::Summary => recorder.describe_histogram(name, None, help),
+            Kind::Summary => {}
         }
     }
+}
+
+/// The HELP line of `name`.
+pub fn help(name: &str) -> &'static str {
+    DESCRIPTIONS
+        .iter()
+        .find(|(_, described, _)| *described == name)
+        .map_or("", |(_, _, help)| help)
 }
 
 #[cfg(test)]

@@ -12,16 +12,18 @@
 //!   leave in request order);
 //! - response send: writing it.
 //!
-//! Fetch is also counted as FetchConsumer or FetchFollower, as Kafka does.
+//! Fetch is also counted as FetchConsumer or FetchFollower, as Kafka does. Besides the
+//! times, each request's throttle (ThrottleTimeMs) and size (RequestBytes).
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
-use metrics::{Counter, Histogram, Label};
+use metrics::{Counter, Label};
 use metrics_exporter_prometheus::PrometheusRecorder;
 
-use super::{counter, histogram, names};
+use super::summary::{self, Summary, Unit};
+use super::{counter, names};
 
 /// Kafka's API keys stay below this; slots past it are Fetch's two kinds.
 const API_KEYS_MAX: usize = 128;
@@ -39,26 +41,47 @@ pub struct RequestMetrics {
 #[derive(Debug)]
 pub struct ApiMetrics {
     name: String,
+    /// `request="NAME"`, as the summaries are labelled.
+    label: String,
     versions: Vec<OnceLock<Counter>>,
-    total: Histogram,
-    request_queue: Histogram,
-    local: Histogram,
-    remote: Histogram,
-    response_queue: Histogram,
-    response_send: Histogram,
+    summaries: [Summary; SUMMARIES],
 }
 
+/// Each request's summaries, in this order.
+const SUMMARIES: usize = 8;
+const TOTAL: usize = 0;
+const REQUEST_QUEUE: usize = 1;
+const LOCAL: usize = 2;
+const REMOTE: usize = 3;
+const RESPONSE_QUEUE: usize = 4;
+const RESPONSE_SEND: usize = 5;
+const THROTTLE: usize = 6;
+const REQUEST_BYTES: usize = 7;
+
+/// Each summary's name, in the order above.
+const SUMMARY_NAMES: [&str; SUMMARIES] = [
+    names::TOTAL_TIME_MS,
+    names::REQUEST_QUEUE_TIME_MS,
+    names::LOCAL_TIME_MS,
+    names::REMOTE_TIME_MS,
+    names::RESPONSE_QUEUE_TIME_MS,
+    names::RESPONSE_SEND_TIME_MS,
+    names::THROTTLE_TIME_MS,
+    names::REQUEST_BYTES,
+];
+
 impl ApiMetrics {
-    fn register(recorder: &PrometheusRecorder, name: String) -> ApiMetrics {
-        let labels = || vec![Label::new("request", name.clone())];
+    fn register(name: String) -> ApiMetrics {
         ApiMetrics {
             versions: (0..VERSIONS_MAX).map(|_| OnceLock::new()).collect(),
-            total: histogram(recorder, names::TOTAL_TIME_MS, labels()),
-            request_queue: histogram(recorder, names::REQUEST_QUEUE_TIME_MS, labels()),
-            local: histogram(recorder, names::LOCAL_TIME_MS, labels()),
-            remote: histogram(recorder, names::REMOTE_TIME_MS, labels()),
-            response_queue: histogram(recorder, names::RESPONSE_QUEUE_TIME_MS, labels()),
-            response_send: histogram(recorder, names::RESPONSE_SEND_TIME_MS, labels()),
+            summaries: std::array::from_fn(|index| {
+                Summary::new(if index == REQUEST_BYTES {
+                    Unit::Plain
+                } else {
+                    Unit::Millis
+                })
+            }),
+            label: format!("request=\"{name}\""),
             name,
         }
     }
@@ -98,7 +121,7 @@ impl RequestMetrics {
         name: impl FnOnce() -> String,
         version: i16,
     ) -> (usize, usize) {
-        let api = self.apis[slot].get_or_init(|| ApiMetrics::register(recorder, name()));
+        let api = self.apis[slot].get_or_init(|| ApiMetrics::register(name()));
         (slot, api.register_version(recorder, version))
     }
 
@@ -112,6 +135,7 @@ impl RequestMetrics {
         version: i16,
         follower_fetch: bool,
         read: Instant,
+        request_bytes: usize,
     ) -> RequestTimes {
         let key = api_key as i16;
         let slot = (key.max(0) as usize).min(API_KEYS_MAX - 1);
@@ -129,6 +153,8 @@ impl RequestMetrics {
             started: Instant::now(),
             busy: Duration::ZERO,
             handled: None,
+            throttle_ms: 0,
+            request_bytes: u64::try_from(request_bytes).unwrap_or(u64::MAX),
         }
     }
 
@@ -162,21 +188,45 @@ impl RequestMetrics {
     ) {
         let handled = times.handled.unwrap_or(writing);
         let ready = deferred_ready.map_or(handled, |ready| ready.max(handled));
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let request_queue = ms(times.started.saturating_duration_since(times.read));
-        let local = ms(times.busy);
         let waited = ready.saturating_duration_since(times.started);
-        let remote = ms(waited.saturating_sub(times.busy));
-        let response_queue = ms(writing.saturating_duration_since(ready));
-        let response_send = ms(written.saturating_duration_since(writing));
-        let total = ms(written.saturating_duration_since(times.read));
+        let mut durations = [Duration::ZERO; THROTTLE];
+        durations[TOTAL] = written.saturating_duration_since(times.read);
+        durations[REQUEST_QUEUE] = times.started.saturating_duration_since(times.read);
+        durations[LOCAL] = times.busy;
+        durations[REMOTE] = waited.saturating_sub(times.busy);
+        durations[RESPONSE_QUEUE] = writing.saturating_duration_since(ready);
+        durations[RESPONSE_SEND] = written.saturating_duration_since(writing);
         for (api, _) in self.each(&times) {
-            api.total.record(total);
-            api.request_queue.record(request_queue);
-            api.local.record(local);
-            api.remote.record(remote);
-            api.response_queue.record(response_queue);
-            api.response_send.record(response_send);
+            for (summary, duration) in api.summaries.iter().zip(durations) {
+                summary.record_duration(duration);
+            }
+            api.summaries[THROTTLE].record(u64::from(times.throttle_ms) * 1000);
+            api.summaries[REQUEST_BYTES].record(times.request_bytes);
+        }
+    }
+
+    fn registered(&self) -> impl Iterator<Item = &ApiMetrics> {
+        self.apis.iter().filter_map(OnceLock::get)
+    }
+
+    /// Moves every summary's window (see `summary`).
+    pub fn upkeep(&self, now: Instant) {
+        for api in self.registered() {
+            for summary in &api.summaries {
+                summary.upkeep(now);
+            }
+        }
+    }
+
+    /// Writes the summaries of every API that has served a request.
+    pub fn render(&self, out: &mut String) {
+        let mut apis: Vec<&ApiMetrics> = self.registered().collect();
+        apis.sort_by(|a, b| a.name.cmp(&b.name));
+        for (index, name) in SUMMARY_NAMES.iter().enumerate() {
+            let summaries = apis
+                .iter()
+                .map(|api| (api.label.as_str(), &api.summaries[index]));
+            summary::render(out, name, names::help(name), summaries);
         }
     }
 }
@@ -190,6 +240,8 @@ pub struct RequestTimes {
     started: Instant,
     busy: Duration,
     handled: Option<Instant>,
+    throttle_ms: u32,
+    request_bytes: u64,
 }
 
 impl RequestTimes {
@@ -202,5 +254,10 @@ impl RequestTimes {
     pub fn handled(&mut self, busy: Duration) {
         self.busy = busy;
         self.handled = Some(Instant::now());
+    }
+
+    /// The client was throttled for `ms` on account of this request (its quotas).
+    pub fn throttled(&mut self, ms: u32) {
+        self.throttle_ms = self.throttle_ms.max(ms);
     }
 }

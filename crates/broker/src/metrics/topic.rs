@@ -4,9 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use metrics::{Counter, Histogram, Label};
+use metrics::{Counter, Label};
 use metrics_exporter_prometheus::PrometheusRecorder;
 
+use super::summary::{Summary, Unit};
 use super::{counter, names};
 use strand_types::error_code;
 
@@ -124,7 +125,7 @@ pub struct PartitionCounters {
     isr_shrinks: Counter,
     isr_expands: Counter,
     /// LogFlushRateAndTimeMs
-    pub flush_ms: Histogram,
+    pub flush_ms: Arc<Summary>,
 }
 
 impl PartitionCounters {
@@ -142,7 +143,7 @@ impl PartitionCounters {
             topic: Arc::new(TopicMetrics::detached()),
             isr_shrinks: Counter::noop(),
             isr_expands: Counter::noop(),
-            flush_ms: Histogram::noop(),
+            flush_ms: Arc::new(Summary::new(Unit::Millis)),
         }
     }
 

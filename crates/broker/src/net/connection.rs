@@ -120,12 +120,14 @@ pub async fn serve_connection(
                 break;
             }
         };
-        activity.touch();
         let read = std::time::Instant::now();
+        activity.touch();
         let (outcome, times) = match &mut authenticator {
-            None => route_measured(&broker, parse_request_header(body), &context, read).await,
+            None => route_measured(&broker, parse_request_header(body), &context, read, size).await,
             Some(gate) => match gate.on_frame(body, read) {
-                Gate::Route(request) => route_measured(&broker, Ok(request), &context, read).await,
+                Gate::Route(request) => {
+                    route_measured(&broker, Ok(request), &context, read, size).await
+                }
                 Gate::Answer(outcome) => {
                     if let Some(principal) = gate.principal() {
                         context.principal = principal.clone();
@@ -254,7 +256,8 @@ async fn write_responses(
             outcome = deferred.await;
             deferred_ready = Some(std::time::Instant::now());
         }
-        let writing = std::time::Instant::now();
+        // A deferred answer is written as soon as it is ready: one clock read serves both.
+        let writing = deferred_ready.unwrap_or_else(std::time::Instant::now);
         let request_metrics = &broker.metrics.requests;
         if let Some(times) = &times {
             request_metrics.count(times);
@@ -283,10 +286,11 @@ async fn write_responses(
             return;
         }
         pending.writing.store(false, Ordering::Release);
+        let written = std::time::Instant::now();
         activity.touch();
         pending.unanswered.fetch_sub(1, Ordering::AcqRel);
         if let Some(times) = times {
-            request_metrics.written(times, deferred_ready, writing, std::time::Instant::now());
+            request_metrics.written(times, deferred_ready, writing, written);
         }
     }
 }

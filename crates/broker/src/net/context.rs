@@ -26,6 +26,9 @@ pub struct RequestContext {
 #[derive(Debug, Default)]
 pub struct Throttle {
     until: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The longest throttle set since the router last took it: the request being handled
+    /// (they are handled one at a time) reports it as its ThrottleTimeMs.
+    throttle_ms: std::sync::atomic::AtomicU32,
 }
 
 impl Throttle {
@@ -34,11 +37,19 @@ impl Throttle {
         if ms == 0 {
             return;
         }
+        self.throttle_ms
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
         let until = std::time::Instant::now() + std::time::Duration::from_millis(ms.into());
         let mut current = self.until.lock().unwrap_or_else(|p| p.into_inner());
         if current.is_none_or(|c| c < until) {
             *current = Some(until);
         }
+    }
+
+    /// The longest throttle set since the last call (and clears it).
+    pub fn take_throttle_ms(&self) -> u32 {
+        self.throttle_ms
+            .swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The end of the mute, if one is pending (and clears it).

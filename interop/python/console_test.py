@@ -8,7 +8,9 @@ records a librdkafka (confluent-kafka) client really produced and a group it rea
 2. 200 JSON records with keys and a header (and one that is not JSON) are produced; the
    message browser shows each at the offset the producer was acknowledged, with its key,
    value, header and timestamp, as text, pretty-printed JSON (the plain one as text with a
-   note) and hex; the next page, newest and from-a-time starts.
+   note) and hex; the next page, newest and from-a-time starts. A transactional producer's
+   aborted, committed and open transactions: read_uncommitted shows all their records,
+   read_committed only the committed ones (up to the last stable offset).
 3. retention.ms and max.message.bytes are set through the alter form, max.message.bytes
    deleted again; the config table shows what the broker then describes.
 4. A group `console-group` commits part of the records; more are produced: the group page
@@ -20,6 +22,10 @@ records a librdkafka (confluent-kafka) client really produced and a group it rea
 7. A broker with --console read-only: the badge shows, no create, alter or delete
    control, and POST /api/topics (application/json) answers 403; a form-encoded POST to a
    read-write broker creates nothing. With --console off: 404 for the page and the API.
+8. A broker whose only listener is SASL_PLAINTEXT with ACLs: the page and the API answer
+   401 without a sign-in or with a wrong password; signed in as bob (no ACLs) the browser
+   shows no topic and creating one shows TOPIC_AUTHORIZATION_FAILED; signed in as alice
+   (a super user) it creates one and lists it, and bob still does not see it.
 
 Screenshots of each page go to docs/console/NAME.png (1280x900, reduced to 64 colours
 when Pillow is installed). Needs chromium and chromedriver (CHROME_BIN, CHROMEDRIVER
@@ -57,7 +63,7 @@ from http_broker import HttpBroker
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHOTS = os.path.abspath(os.environ.get("CONSOLE_SCREENSHOTS", os.path.join(HERE, "../../docs/console")))
 ASSETS = os.environ.get("CONSOLE_ASSETS")
-TOPIC, THROWAWAY, GROUP = "console-demo", "console-throwaway", "console-group"
+TOPIC, THROWAWAY, GROUP, TXN_TOPIC = "console-demo", "console-throwaway", "console-group", "console-txn"
 ODD_GROUP = '<i>console</i> & "group"'
 RECORDS = 200
 OTHER_TOPICS = [("orders", 6, 120), ("payments", 3, 40), ("clickstream", 12, 250)]  # name, partitions, msg/s
@@ -93,10 +99,12 @@ class Broker(HttpBroker):
         PROCESSES.append(self.process)
         self.url = f"http://{self.http}"
 
-    def request(self, method, path, body=None, content_type="application/json"):
+    def request(self, method, path, body=None, content_type="application/json", authorization=None):
         """(status, parsed JSON or text) of one request to the HTTP listener."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         request = urllib.request.Request(self.url + path, data=data, method=method)
+        if authorization:
+            request.add_header("Authorization", authorization)
         if content_type and method != "GET":
             request.add_header("Content-Type", content_type)
         try:
@@ -396,6 +404,56 @@ def message_browser(page, acknowledged):
     Select(page.find("#messages-format")).select_by_value("text")
 
 
+def transactions(page, broker):
+    """A transactional producer aborts three records, commits two and leaves one open:
+    read_uncommitted shows all six, read_committed the two committed ones and nothing
+    past the open transaction (the last stable offset)."""
+    admin = AdminClient({"bootstrap.servers": broker.kafka})
+    for future in admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": broker.kafka, "transactional.id": "console-txn"})
+    producer.init_transactions(30)
+    for outcome, count in (("aborted", 3), ("committed", 2), ("open", 1)):
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(TXN_TOPIC, key=f"{outcome}-{i}", value=f"{outcome} {i}")
+        producer.flush(30)
+        if outcome == "aborted":
+            producer.abort_transaction(30)
+        elif outcome == "committed":
+            producer.commit_transaction(30)
+
+    def shown(isolation):
+        page.go(f"#/messages/{TXN_TOPIC}", "#messages-table")
+        Select(page.find("#messages-isolation")).select_by_value(isolation)
+        Select(page.find("#messages-start")).select_by_value("offset")
+        page.type("#messages-offset", "0")
+        page.driver.execute_script("document.getElementById('messages-table').remove()")
+        page.find("#messages-load").click()
+        page.wait_css("#messages-table")
+        return [r["key"] for r in page.driver.execute_script(ROWS_JS)]
+
+    everything = shown("read_uncommitted")
+    check(everything == ["aborted-0", "aborted-1", "aborted-2", "committed-0", "committed-1", "open-0"],
+          f"read_uncommitted: every record, aborted and open ones too ({everything})")
+    committed = shown("read_committed")
+    check(committed == ["committed-0", "committed-1"],
+          f"read_committed: only the committed transaction's records ({committed})")
+    info = page.text("#messages-info")
+    check("last stable" in info, f"the info line gives the last stable offset: {info!r}")
+    status, answer = broker.request("GET", f"/api/topics/{TXN_TOPIC}/messages?offset=0&isolation=read_committed")
+    check(status == 200 and answer["last_stable_offset"] < answer["high_watermark"]
+          and answer["isolation"] == "read_committed",
+          f"GET .../messages?isolation=read_committed: last stable {answer.get('last_stable_offset')}"
+          f" < high watermark {answer.get('high_watermark')}")
+    status, answer = broker.request("GET", f"/api/topics/{TXN_TOPIC}/messages?isolation=dirty")
+    check(status == 400, f"an unknown isolation: 400 ({answer})")
+    producer.commit_transaction(30)
+    del producer
+    check(wait_for("the open transaction's record, once committed", lambda: "open-0" in shown("read_committed")),
+          "read_committed: the last transaction's record once it commits")
+
+
 def alter_configs(page, broker):
     page.go(f"#/topics/{TOPIC}", "#configs-table")
     page.type("#alter-config-set", "retention.ms=3600000\nmax.message.bytes=2000000")
@@ -608,6 +666,84 @@ def read_only(root):
     broker.stop()
 
 
+def basic(user, password):
+    import base64
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def signed_in(root):
+    """The console of a broker that only takes SASL logins, in the browser as two people
+    (HTTP Basic sent by Chromium itself through the DevTools protocol, as it would after
+    its sign-in prompt)."""
+    directory = os.path.join(root, "signed-in")
+    os.makedirs(directory, exist_ok=True)
+    controller = free_port()
+    properties = os.path.join(directory, "server.properties")
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
+    with open(properties, "w") as out:
+        out.write("\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller}",
+            f"listeners=SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller}",
+            "controller.listener.names=CONTROLLER", "inter.broker.listener.name=SASL_PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin;User:alice", "offsets.topic.replication.factor=1",
+            f"log.dirs={os.path.join(directory, 'logs')}", ""]))
+    broker = Broker(directory, "--config", properties)
+    page = None
+    try:
+        for path in ("/", "/api/overview"):
+            status, _ = broker.request("GET", path)
+            check(status == 401, f"GET {path} without a sign-in: {status}")
+        status, _ = broker.request("GET", "/api/overview", authorization=basic("alice", "wrong"))
+        check(status == 401, f"a wrong password: {status}")
+
+        page = Page(ASSETS and asset_proxy(broker.url) or broker.url)
+        page.driver.execute_cdp_cmd("Network.enable", {})
+
+        def sign_in(user, password):
+            """Sends `user`'s password from now on, and loads the topic list afresh."""
+            page.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders",
+                                        {"headers": {"Authorization": basic(user, password)}})
+            page.driver.get("about:blank")
+            page.open("#/topics", "#create-topic-form")
+
+        sign_in("bob", "bob-secret")
+        wait_for("the topic list (empty for bob)", lambda: page.text("#topics-table") is not None)
+        check(not page.all("#topics-table tr[data-topic]"), "bob sees no topic")
+        create_through_form(page, "bobs-topic", 1)
+        error = wait_for("an error in the message area", lambda: page.errors())
+        check("AUTHORIZATION_FAILED" in error[0], f"bob may not create a topic: {error[0]!r}")
+
+        sign_in("alice", "alice-secret")
+        create_through_form(page, "alices-topic", 2)
+        wait_for("a created message", lambda: "created" in (page.text("#flash .ok") or ""))
+        wait_for("alices-topic in alice's topic list",
+                 lambda: page.all('#topics-table tr[data-topic="alices-topic"]'))
+        check(page.text('#topics-table tr[data-topic="alices-topic"] td[data-col=partitions]') == "2",
+              "alice (a super user) creates alices-topic through the form and sees it listed")
+
+        sign_in("bob", "bob-secret")
+        wait_for("the topic list", lambda: page.text("#topics-table") is not None)
+        check(not page.all("#topics-table tr[data-topic]"), "bob still sees no topic: the console acts as him")
+    finally:
+        if page:
+            page.quit()
+    broker.stop()
+
+
+def free_port():
+    """A port free on loopback now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def console_off(root):
     broker = Broker(os.path.join(root, "off"), "--console", "off")
     for path in ("/", "/console.js", "/api/overview"):
@@ -644,6 +780,7 @@ def main():
         acknowledged = produce_records(broker)
         other_topics(broker)
         message_browser(page, acknowledged)
+        transactions(page, broker)
         alter_configs(page, broker)
         consumer = group_lag(page, broker, acknowledged)
         throughput(page, broker)
@@ -660,6 +797,7 @@ def main():
         broker.stop()
         read_only(root)
         console_off(root)
+        signed_in(root)
         failed = False
         log("console: passed")
     finally:

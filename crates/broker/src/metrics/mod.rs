@@ -202,7 +202,7 @@ impl Metrics {
         )
     }
 
-    pub(crate) fn recorder(&self) -> &PrometheusRecorder {
+    pub fn recorder(&self) -> &PrometheusRecorder {
         self.exposition.recorder()
     }
 }

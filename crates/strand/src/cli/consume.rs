@@ -345,15 +345,7 @@ async fn fetch_round(
                         &format!("fetching {}-{index}", args.topic),
                     )?,
                 }
-                let aborted = partition
-                    .aborted_transactions
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|a| AbortedTransaction {
-                        producer_id: a.producer_id.0,
-                        first_offset: a.first_offset,
-                    })
-                    .collect();
+                let aborted = AbortedTransaction::of(&partition);
                 let bytes = partition.records.unwrap_or_default();
                 let decoded = decode(index, &bytes, from, aborted)?;
                 round.records.extend(decoded.records);

@@ -3,6 +3,7 @@
 //! out under read_committed as Kafka's consumer does), and the records `strand produce`
 //! read, built into batches.
 
+use kafka_protocol::messages::fetch_response::PartitionData;
 use std::collections::HashSet;
 
 use strand_records::{
@@ -25,6 +26,22 @@ pub struct ConsumedRecord {
 pub struct AbortedTransaction {
     pub producer_id: i64,
     pub first_offset: i64,
+}
+
+impl AbortedTransaction {
+    /// The aborted transactions of a partition's Fetch answer (none under
+    /// read_uncommitted).
+    pub fn of(partition: &PartitionData) -> Vec<AbortedTransaction> {
+        partition
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| AbortedTransaction {
+                producer_id: a.producer_id.0,
+                first_offset: a.first_offset,
+            })
+            .collect()
+    }
 }
 
 pub struct Decoded {

@@ -1,6 +1,7 @@
 //! The message browser: records of one partition from an offset, a time, or the newest,
-//! fetched from its leader as a consumer would (read_uncommitted, as
-//! kafka-console-consumer by default). Keys, values and header values go out as base64,
+//! fetched from its leader as a consumer would: read_uncommitted by default, as
+//! kafka-console-consumer; `isolation=read_committed` leaves out aborted transactions and
+//! stops at the last stable offset, as a read_committed consumer sees the log. Keys, values and header values go out as base64,
 //! each cut at `FIELD_MAX_BYTES`; the page shows them as text, JSON or hex.
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +14,7 @@ use super::api::query_number;
 use crate::cli::client::{check, kafka_error, Client};
 use crate::cli::consume::fetch_request;
 use crate::cli::offsets::{list_offsets, EARLIEST, LATEST};
-use crate::cli::records::{decode, ConsumedRecord};
+use crate::cli::records::{decode, AbortedTransaction, ConsumedRecord};
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LIMIT_DEFAULT: usize = 50;
@@ -28,6 +29,7 @@ pub struct Browse {
     offset: Option<i64>,
     timestamp: Option<i64>,
     limit: usize,
+    read_committed: bool,
 }
 
 impl Browse {
@@ -39,6 +41,15 @@ impl Browse {
             limit: query_number(query, "limit")?
                 .unwrap_or(LIMIT_DEFAULT)
                 .clamp(1, LIMIT_MAX),
+            read_committed: match query.get("isolation").map(String::as_str) {
+                None | Some("read_uncommitted") => false,
+                Some("read_committed") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "isolation {other:?} is not read_uncommitted or read_committed"
+                    ))
+                }
+            },
         })
     }
 
@@ -69,19 +80,23 @@ impl Browse {
             (None, None) => high_watermark - self.limit as i64,
         }
         .clamp(log_start, high_watermark);
-        let records = self
+        let (records, last_stable) = self
             .fetch(client, topic, leader, start, high_watermark)
             .await?;
         Ok(json!({
             "partition": self.partition,
+            "isolation": if self.read_committed { "read_committed" } else { "read_uncommitted" },
             "log_start_offset": log_start,
             "high_watermark": high_watermark,
+            "last_stable_offset": last_stable,
             "messages": records.iter().map(message).collect::<Vec<_>>(),
         }))
     }
 
     /// Up to `limit` records from `start`, stopping at `end` (the high watermark as it
-    /// was read: no waiting for records that are not there).
+    /// was read: no waiting for records that are not there), and the last stable offset
+    /// the leader reported (None if it answered no fetch). Under read_committed the
+    /// leader returns nothing past that offset.
     async fn fetch(
         &self,
         client: &Client,
@@ -89,9 +104,10 @@ impl Browse {
         leader: i32,
         start: i64,
         end: i64,
-    ) -> anyhow::Result<Vec<ConsumedRecord>> {
+    ) -> anyhow::Result<(Vec<ConsumedRecord>, Option<i64>)> {
         let version = client.version(ApiKey::Fetch, 12)?;
         let mut records = Vec::new();
+        let mut last_stable = None;
         let mut position = start;
         let mut fetched = 0;
         while records.len() < self.limit && position < end && fetched < FETCHED_MAX_BYTES {
@@ -99,7 +115,7 @@ impl Browse {
                 topic,
                 &[(self.partition, position)],
                 0,
-                false,
+                self.read_committed,
                 PARTITION_MAX_BYTES,
             );
             let response: FetchResponse = client
@@ -119,9 +135,11 @@ impl Browse {
                 None,
                 &format!("fetching {topic}-{}", self.partition),
             )?;
+            last_stable = Some(answer.last_stable_offset);
+            let aborted = AbortedTransaction::of(&answer);
             let bytes = answer.records.unwrap_or_default();
             fetched += bytes.len();
-            let decoded = decode(self.partition, &bytes, position, Vec::new())?;
+            let decoded = decode(self.partition, &bytes, position, aborted)?;
             let before = position;
             position = decoded.next_offset;
             records.extend(
@@ -132,10 +150,11 @@ impl Browse {
                     .take(self.limit - records.len()),
             );
             if position <= before {
-                break; // nothing whole came back (a record over the partition limit)
+                break; // nothing whole came back (a record over the partition limit, or
+                       // the last stable offset reached)
             }
         }
-        Ok(records)
+        Ok((records, last_stable))
     }
 }
 

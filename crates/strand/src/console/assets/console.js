@@ -18,7 +18,7 @@
  *          (NAME=VALUE lines), #alter-config-delete (names), #alter-config-submit, #delete-topic
  * #/messages/TOPIC[?partition=N]  #messages-partition, #messages-start (newest|offset|timestamp),
  *          #messages-offset, #messages-timestamp (datetime-local), #messages-limit, #messages-load,
- *          #messages-format (text|json|hex), #messages-info, #messages-next, #messages-table
+ *          #messages-isolation (read_uncommitted|read_committed), #messages-format (text|json|hex), #messages-info, #messages-next, #messages-table
  *          tr[data-partition][data-offset] (cols offset timestamp key value headers; .note
  *          when the JSON view shows text)
  * #/groups #groups-filter, #groups-prev, #groups-next, #groups-page, #groups-table
@@ -460,6 +460,8 @@ async function messagesPage(ctx) {
   const limit = el('input', { id: 'messages-limit', type: 'number', min: 1, max: 500, value: '50', style: 'width:80px' });
   const format = el('select', { id: 'messages-format' }, ['text', 'json', 'hex'].map((f) =>
     el('option', { value: f, selected: f === S.format }, f === 'json' ? 'JSON' : f)));
+  const isolation = el('select', { id: 'messages-isolation', title: 'isolation.level' },
+    el('option', { value: 'read_uncommitted' }, 'uncommitted'), el('option', { value: 'read_committed' }, 'committed'));
   const info = el('span', { id: 'messages-info', class: 'muted' });
   const box = el('div');
   let last = [];
@@ -482,7 +484,8 @@ async function messagesPage(ctx) {
   let seq = 0;
   const load = async () => {
     const mine = ++seq;
-    const q = { partition: partition.value, limit: Math.min(500, Math.max(1, parseInt(limit.value, 10) || 50)) };
+    const q = { partition: partition.value, limit: Math.min(500, Math.max(1, parseInt(limit.value, 10) || 50)),
+      isolation: isolation.value };
     if (start.value === 'offset') q.offset = Math.max(0, parseInt(offset.value, 10) || 0);
     if (start.value === 'timestamp') {
       const ms = new Date(stamp.value).getTime();
@@ -493,7 +496,9 @@ async function messagesPage(ctx) {
       const r = await api('GET', `/api/topics/${enc}/messages?` + qs(q));
       if (!ctx.alive() || mine !== seq) return;
       last = r.messages || [];
-      info.textContent = `partition ${r.partition}: log start ${fmtNum(r.log_start_offset)}, high watermark ${fmtNum(r.high_watermark)}; ${last.length} shown`;
+      const stable = r.last_stable_offset != null && r.last_stable_offset !== r.high_watermark
+        ? `, last stable ${fmtNum(r.last_stable_offset)}` : '';
+      info.textContent = `partition ${r.partition}: log start ${fmtNum(r.log_start_offset)}, high watermark ${fmtNum(r.high_watermark)}${stable}; ${last.length} shown`;
       draw();
     } catch (e) { if (ctx.alive()) report(e); }
   };
@@ -503,6 +508,7 @@ async function messagesPage(ctx) {
     el('form', { class: 'toolbar card', id: 'messages-form', onsubmit: (ev) => { ev.preventDefault(); load(); } },
       el('label', { class: 'field' }, 'Partition', partition), el('label', { class: 'field' }, 'Start', start),
       offset, stamp, el('label', { class: 'field' }, 'Limit', limit),
+      el('label', { class: 'field' }, 'Isolation', isolation),
       el('button', { id: 'messages-load', type: 'submit', class: 'primary' }, 'Load'),
       el('span', { class: 'spacer' }), el('label', { class: 'field' }, 'Format', format)),
     info, box);

@@ -498,7 +498,7 @@ fn private_key(pem: &str, password: Option<&str>) -> Result<PrivateKeyDer<'stati
             + END.len();
         let (_, der) = pkcs8::der::pem::decode_vec(&pem.as_bytes()[start..end])
             .map_err(|e| format!("cannot read the encrypted private key: {e}"))?;
-        let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice())
+        let encrypted = pkcs8::EncryptedPrivateKeyInfoRef::try_from(der.as_slice())
             .map_err(|e| format!("cannot read the encrypted private key: {e}"))?;
         let decrypted = encrypted
             .decrypt(password)

@@ -87,20 +87,17 @@ pub async fn route_measured(
         let client_id = request.client_id();
         broker.request_quota(context, client_id)
     };
-    let (outcome, busy) = request_quota::timed(dispatch(broker, request, context)).await;
+    let (mut outcome, busy) = request_quota::timed(dispatch(broker, request, context)).await;
     times.handled(busy);
-    // A produce, fetch or topic-mutation quota the handler applied (ThrottleTimeMs).
-    times.throttled(context.throttle.take_throttle_ms());
-    let Some(quota) = quota else {
-        return (outcome, Some(times));
-    };
-    let throttle_ms = broker.record_request_time(quota, busy);
-    if throttle_ms == 0 {
-        return (outcome, Some(times));
+    let throttle_ms = quota.map_or(0, |quota| broker.record_request_time(quota, busy));
+    if throttle_ms > 0 {
+        context.throttle.mute_for(throttle_ms);
+        outcome = request_quota::with_throttle_time(outcome, api_key, version, throttle_ms);
     }
-    times.throttled(throttle_ms);
-    context.throttle.mute_for(throttle_ms);
-    let outcome = request_quota::with_throttle_time(outcome, api_key, version, throttle_ms);
+    // Every throttle this request caused (the handler's produce, fetch or mutation quota,
+    // the request quota above), taken after the last one is set so that none is left for
+    // the connection's next request to report (ThrottleTimeMs).
+    times.throttled(context.throttle.take_throttle_ms());
     (outcome, Some(times))
 }
 

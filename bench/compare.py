@@ -19,6 +19,9 @@ load generator); the start-up and partition-count workloads use confluent-kafka
   W6  1,000 and 10,000 partitions: creation time, metadata request time, RSS
   W7  a cluster of 3 brokers on loopback: 6 partitions with RF=3, min.insync.replicas=2,
       1 KiB records, acks=all, maximum throughput (CPU and RSS summed over the nodes)
+  W9  share groups (KIP-932): consume a topic written just before with Kafka's
+      ShareConsumerPerformance (kafka-tools 4.4.0, one KafkaShareConsumer, implicit
+      acknowledgement: every record acquired, delivered and acknowledged durably)
   W8  transactions: one Java producer with a transactional.id (kafka-clients 4.4.0 through
       bench/txn-perf.sh, its defaults otherwise: acks=all, idempotent), 6 partitions,
       1 KiB records, 100 records per transaction round-robin over all 6 partitions, a
@@ -94,6 +97,7 @@ QUICK = dict(
     w6_runs=1,
     w7_records=200_000,
     w8_transactions=2_000,
+    w9_mib=256,
     iperf_seconds=3,
 )
 PROFILES = {
@@ -101,18 +105,18 @@ PROFILES = {
     "full": dict(QUICK, runs=5, w1_records=2_500_000, w2_records=1_000_000,
                  warmup_records=300_000, w3_seconds=30, w4_mib=5120, w4_passes=3, w5_runs=5,
                  w5_idle_s=5.0, w6_runs=3, w7_records=1_000_000,
-                 w8_transactions=10_000, iperf_seconds=10),
+                 w8_transactions=10_000, w9_mib=1024, iperf_seconds=10),
     "smoke": dict(QUICK, runs=1, w1_records=20_000, w2_records=10_000, warmup_records=5_000,
                   w3_seconds=2, w4_mib=32, w4_passes=1, w5_runs=1, w5_idle_s=0.5,
                   w6_partitions=[1000], w7_records=10_000, w8_transactions=50,
-                  iperf_seconds=1),
+                  w9_mib=8, iperf_seconds=1),
 }
 # W1-W4 and W7 run once per client (--client); W5 and W6 use confluent-kafka whatever it
 # is, W8 the Java driver bench/TxnPerf.java.
 CLIENT_WORKLOADS = ["W1", "W2", "W3", "W4", "W7"]
 OTHER_CLIENT = "confluent-kafka"
-FIXED_CLIENTS = {"W8": "TxnPerf"}
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
+FIXED_CLIENTS = {"W8": "TxnPerf", "W9": "ShareConsumerPerformance"}
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"]
 RECORD_SIZE = 1024
 PARTITIONS = 6
 # Kafka's controller refuses one operation that would write more than 10,000 metadata
@@ -1490,6 +1494,84 @@ class Bench:
                 self.measure(key, v, self.txn_run, key, v, transactions)
 
 
+    # ---- W9: share-group consumption
+
+    def share_run(self, key: str, variant: str, records: int) -> dict:
+        quiet = self.quiet()
+        b = self.broker(variant)
+        run: dict = {"quiet": quiet}
+        tools = KafkaTools(self.strand_bin)
+        group = "share-perf"
+        try:
+            run["start_s"] = b.start()
+            self.note_command(key, b.argv)
+            create_topic(b, "bench", PARTITIONS)
+            res, perf = tools.produce(b, "bench", records, "1", -1,
+                                      timeout=max(600.0, records / 1000))
+            self.note_command(key, res.argv)
+            if perf is None or perf["records"] != records:
+                self.issue(key, variant, f"writing the topic failed (exit {res.rc})",
+                           (res.out + res.err).splitlines()[-15:])
+                return run
+            # A share group starts at the end of the log unless told otherwise.
+            argv = kafka_tool("kafka-configs", "--bootstrap-server", b.bootstrap, "--alter",
+                              "--entity-type", "groups", "--entity-name", group,
+                              "--add-config", "share.auto.offset.reset=earliest")
+            res = run_tool(argv, 120)
+            self.note_command(key, argv)
+            if res.rc != 0:
+                self.issue(key, variant, "setting share.auto.offset.reset failed",
+                           (res.out + res.err).splitlines()[-15:])
+                return run
+            argv = kafka_tool("kafka-share-consumer-perf-test", "--bootstrap-server",
+                              b.bootstrap, "--topic", "bench", "--group", group,
+                              "--num-records", str(records), "--timeout", "60000")
+            with CpuWindow(b) as w:
+                res = run_tool(argv, max(600.0, records / 500))
+            self.note_command(key, argv)
+            perf = parse_share_perf(res.out)
+            run.update({**(perf or {}), **w.metrics(), "client_issues": client_issues(res)})
+            if perf is None or res.rc != 0 or perf["records"] < records:
+                self.issue(key, variant, f"ShareConsumerPerformance failed or short "
+                           f"(exit {res.rc})", (res.out + res.err).splitlines()[-15:])
+            elif perf.get("mb"):
+                run["broker_cpu_s_per_gib"] = run["broker_cpu_s"] / (perf["mb"] / 1024)
+        finally:
+            self.finish_broker(b, key, run)
+        self.record(key, variant, run)
+        log(f"{key} {variant}: {run.get('mb_per_s', float('nan')):.0f} MB/s, CPU "
+            f"{run.get('broker_cpu_s', float('nan')):.1f} s")
+        return run
+
+    def w9(self) -> None:
+        records = self.prof["w9_mib"] * MIB // RECORD_SIZE
+        key = "W9"
+        log(f"W9 (ShareConsumerPerformance): write {self.prof['w9_mib']} MiB, then one "
+            f"share consumer reads it all; {self.prof['runs']} runs per broker")
+        self.results["workloads"][key] = {
+            "variants": {}, "client": FIXED_CLIENTS[key], "records": records,
+            "record_size": RECORD_SIZE, "partitions": PARTITIONS}
+        for i in range(self.prof["runs"]):
+            for v in self.order(["strand", "kafka"], i):
+                self.measure(key, v, self.share_run, key, v, records)
+
+
+def parse_share_perf(out: str) -> dict | None:
+    """ShareConsumerPerformance's summary: start.time, end.time, data.consumed.in.MB,
+    MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms (from the consumer's start,
+    so the group join and the first assignment are in it)."""
+    lines = out.strip().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("start.time") and i + 1 < len(lines):
+            v = [x.strip() for x in lines[i + 1].split(",")]
+            try:
+                return {"mb": float(v[2]), "mb_per_s": float(v[3]), "records_per_s": float(v[4]),
+                        "records": int(v[5]), "fetch_ms": float(v[6])}
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 TXN_PERF_RE = re.compile(r"^TXNPERF (.*)$", re.M)
 
 
@@ -1598,6 +1680,11 @@ ROWS += [
     ("W8", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
     ("W8", "broker_cpu_s_per_gib", "broker CPU s per GiB", "strand", "kafka", "down"),
     ("W8", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
+    ("W9", "mb_per_s", "share consume MB/s", "strand", "kafka", "up"),
+    ("W9", "records_per_s", "share consume records/s", "strand", "kafka", "up"),
+    ("W9", "broker_cpu_s", "broker CPU s", "strand", "kafka", "down"),
+    ("W9", "broker_cpu_s_per_gib", "broker CPU s per GiB read", "strand", "kafka", "down"),
+    ("W9", "peak_rss_mib", "peak RSS MiB", "strand", "kafka", "down"),
 ]
 
 

@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -67,6 +67,7 @@ if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/ru
 # The same driver with Kafka 4.1.1's clients, so older clients stay covered.
 if want java-4.1 && [ -x interop/java/run.sh ]; then run_driver java-4.1 env STRAND_KAFKA_VERSION=4.1.1 interop/java/run.sh; fi
 if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
+if want java-share-groups && [ -x interop/java/share-groups.sh ]; then run_driver java-share-groups interop/java/share-groups.sh; fi
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
 if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
@@ -112,6 +113,7 @@ if want cluster-deposed-coordinator; then echo "=== cluster-deposed-coordinator 
 if want cluster-reassignment; then echo "=== cluster-reassignment (kafka-reassign-partitions: generate, execute with a replication throttle, list, verify, cancel; grow RF 1 to 3 and move a leader's replica under an acks=all producer, nothing acknowledged lost; 3 nodes)"; timeout 900 python3 interop/cluster/reassignment_test.py; fi
 if want cluster-corruption; then echo "=== cluster-corruption (a leader whose read finds a damaged batch steps down; the consumer reads everything from a healthy replica; 3 nodes)"; timeout 600 python3 interop/cluster/corruption_failover_test.py; fi
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
+if want cluster-share-groups; then echo "=== cluster-share-groups (Java share consumers and Admin, 3 nodes, a leader kill)"; timeout 1200 python3 interop/cluster/share_groups_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi
 if want cluster-transactions; then echo "=== cluster-transactions (librdkafka transactions through kills of the transaction coordinator and of a partition leader; read_committed sees every committed transaction whole, nothing aborted, 3 nodes)"; timeout 900 python3 interop/cluster/transactions_failover_test.py; fi
 if want cluster-streams-eos; then echo "=== cluster-streams-eos (Kafka Streams exactly_once_v2 word count through kill -9 of its transaction coordinator; every count update once, in order, 3 nodes)"; timeout 600 python3 interop/cluster/streams_eos_failover_test.py; fi

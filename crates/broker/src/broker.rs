@@ -60,6 +60,10 @@ pub struct Broker {
     pub groups: crate::group::GroupCoordinator,
     pub txns: crate::txn::TxnCoordinator,
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// Share groups' share-partitions and share sessions on this broker (KIP-932).
+    pub share: crate::share::ShareManager,
+    /// The share coordinator's shards of `__share_group_state` this broker leads.
+    pub share_coordinator: crate::share::coordinator::ShareCoordinator,
     /// Flips to true when shutdown begins, so parked fetches return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
     /// Set once, at startup, when the node is part of a replicated cluster.
@@ -178,6 +182,7 @@ impl Broker {
         let (advertised_host, advertised_port) = config.advertised().map_err(anyhow::Error::msg)?;
         let log_dir_states = logs.dirs();
         let topics = Arc::new(Mutex::new(topics));
+        let share_sessions_max = config.group_share_max_share_sessions.max(1) as usize;
         let group_settings = strand_coordinator::group::shard::GroupSettings {
             classic: crate::group::classic::GroupLimits {
                 min_session_timeout_ms: config.group_min_session_timeout_ms,
@@ -189,6 +194,11 @@ impl Broker {
                 session_timeout_ms: config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
                 max_size: config.group_max_size,
+            },
+            share: strand_coordinator::group::share::ShareGroupLimits {
+                session_timeout_ms: config.group_share_session_timeout_ms,
+                heartbeat_interval_ms: config.group_share_heartbeat_interval_ms,
+                max_size: config.group_share_max_size.max(1) as usize,
             },
             offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
         };
@@ -235,6 +245,8 @@ impl Broker {
                 crate::group::coordinator::RegistryTopics(topics.clone()),
             ),
             txns: crate::txn::TxnCoordinator::new(txn_settings),
+            share: crate::share::ShareManager::new(share_sessions_max),
+            share_coordinator: Default::default(),
             fetch_sessions: crate::fetch_session::FetchSessionCache::new(
                 crate::fetch_session::FETCH_SESSION_SLOTS_DEFAULT,
             ),

@@ -431,6 +431,43 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         1
     ),
     field!(
+        "group.share.session.timeout.ms",
+        group_share_session_timeout_ms,
+        Int,
+        1
+    ),
+    field!(
+        "group.share.heartbeat.interval.ms",
+        group_share_heartbeat_interval_ms,
+        Int,
+        1
+    ),
+    field!("group.share.max.size", group_share_max_size, Int, 1),
+    field!(
+        "group.share.record.lock.duration.ms",
+        group_share_record_lock_duration_ms,
+        Int,
+        1000
+    ),
+    field!(
+        "group.share.delivery.count.limit",
+        group_share_delivery_count_limit,
+        Int,
+        2
+    ),
+    field!(
+        "group.share.partition.max.record.locks",
+        group_share_partition_max_record_locks,
+        Int,
+        100
+    ),
+    field!(
+        "group.share.max.share.sessions",
+        group_share_max_share_sessions,
+        Int,
+        1
+    ),
+    field!(
         "broker.heartbeat.interval.ms",
         broker_heartbeat_interval_ms,
         Int,

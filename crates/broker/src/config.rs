@@ -169,6 +169,21 @@ pub struct BrokerConfig {
     pub group_consumer_session_timeout_ms: i32,
     /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
     pub group_consumer_heartbeat_interval_ms: i32,
+    /// group.share.session.timeout.ms (KIP-932 share groups)
+    pub group_share_session_timeout_ms: i32,
+    /// group.share.heartbeat.interval.ms
+    pub group_share_heartbeat_interval_ms: i32,
+    /// group.share.max.size
+    pub group_share_max_size: i32,
+    /// group.share.record.lock.duration.ms: how long a member holds the records it
+    /// acquired before they go back to the others.
+    pub group_share_record_lock_duration_ms: i32,
+    /// group.share.delivery.count.limit: deliveries of a record before it is archived.
+    pub group_share_delivery_count_limit: i32,
+    /// group.share.partition.max.record.locks: records in flight per share-partition.
+    pub group_share_partition_max_record_locks: i32,
+    /// group.share.max.share.sessions: share sessions this broker keeps.
+    pub group_share_max_share_sessions: i32,
     /// The metadata quorum, `ID@HOST:PORT,...` (controller.quorum.voters). Unset: a
     /// single node with its metadata in topics.json.
     pub controllers: Option<String>,
@@ -254,6 +269,13 @@ impl Default for BrokerConfig {
             transaction_remove_expired_transaction_cleanup_interval_ms: 3_600_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
+            group_share_session_timeout_ms: 45_000,
+            group_share_heartbeat_interval_ms: 5_000,
+            group_share_max_size: 200,
+            group_share_record_lock_duration_ms: 30_000,
+            group_share_delivery_count_limit: 5,
+            group_share_partition_max_record_locks: 2_000,
+            group_share_max_share_sessions: 2_000,
             controllers: None,
             quorum_listen: None,
             process_roles: None,

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use strand_metadata::features::{
-    check_updates, FeatureUpdate, FinalizedFeatures, GROUP_VERSION, TRANSACTION_VERSION,
+    check_updates, FeatureUpdate, FinalizedFeatures, GROUP_VERSION, SHARE_VERSION,
+    TRANSACTION_VERSION,
 };
 use strand_metadata::ControllerCommand;
 
@@ -53,6 +54,11 @@ impl Broker {
     /// Whether KIP-848's consumer protocol is on (`group.version` 1).
     pub fn consumer_protocol_enabled(&self) -> bool {
         self.finalized_features().level(GROUP_VERSION) >= 1
+    }
+
+    /// `share.version` 1 or more: share groups (KIP-932) are served.
+    pub fn share_groups_enabled(&self) -> bool {
+        self.finalized_features().level(SHARE_VERSION) >= 1
     }
 
     /// UpdateFeatures: Kafka's checks, then in a cluster through the controller (answered

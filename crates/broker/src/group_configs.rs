@@ -11,8 +11,12 @@
 //! share.auto.offset.reset one of Kafka's forms. A group need not exist.
 //!
 //! What takes effect: a KIP-848 group's session timeout and heartbeat interval, at each
-//! member's next heartbeat. The share.*, streams.* and errors.* configs are stored and
-//! described; Strand has no share or streams groups yet, so they change nothing.
+//! member's next heartbeat; a share group's session timeout and heartbeat interval, and
+//! on its share-partitions the lock duration, delivery count limit, in-flight limit,
+//! auto offset reset, isolation level and renew switch (`share::GroupShareSettings`).
+//! The streams.* and errors.* (dead-letter queue) configs are stored and described;
+//! Strand has no streams groups or share-group dead-letter queue yet, so they change
+//! nothing.
 //!
 //! Where they live: in a cluster, the metadata log (`SetGroupConfigs`); on a single node,
 //! `group_configs.json` in the data directory.
@@ -22,6 +26,7 @@ use std::path::Path;
 use std::sync::{LazyLock, Mutex};
 
 use strand_coordinator::group::consumer::ConsumerGroupLimits;
+use strand_coordinator::group::share::ShareGroupLimits;
 use strand_metadata::ControllerCommand;
 
 use crate::broker::{ApiError, Broker};
@@ -129,11 +134,33 @@ pub fn validate(configs: &BTreeMap<String, String>, broker: &BrokerConfig) -> Re
                         HEARTBEAT_RANGE,
                         broker.group_consumer_heartbeat_interval_ms,
                     )),
+                    // Kafka's group.share.min/max.* defaults, widened likewise.
+                    "share.session.timeout.ms" => Some(range_with(
+                        SESSION_RANGE,
+                        broker.group_share_session_timeout_ms,
+                    )),
+                    "share.heartbeat.interval.ms" => Some(range_with(
+                        HEARTBEAT_RANGE,
+                        broker.group_share_heartbeat_interval_ms,
+                    )),
+                    "share.record.lock.duration.ms" => Some(range_with(
+                        (15_000, 60_000),
+                        broker.group_share_record_lock_duration_ms,
+                    )),
+                    "share.delivery.count.limit" => {
+                        Some(range_with((2, 10), broker.group_share_delivery_count_limit))
+                    }
+                    "share.partition.max.record.locks" => Some(range_with(
+                        (100, 4_000),
+                        broker.group_share_partition_max_record_locks,
+                    )),
+                    "share.assignment.interval.ms" => Some((0, 15_000)),
                     _ => None,
                 };
                 if let Some((low, high)) = range {
-                    if number < 1 {
-                        return Err(bad("Value must be at least 1".into()));
+                    let least = if low == 0 { 0 } else { 1 };
+                    if number < least {
+                        return Err(bad(format!("Value must be at least {least}")));
                     }
                     if number < low || number > high {
                         return Err(invalid(format!(
@@ -145,10 +172,20 @@ pub fn validate(configs: &BTreeMap<String, String>, broker: &BrokerConfig) -> Re
             "BOOLEAN" if !matches!(trimmed.to_ascii_lowercase().as_str(), "true" | "false") => {
                 return Err(bad("Expected value to be either true or false".into()));
             }
+            _ if def.name == "share.isolation.level"
+                && !matches!(trimmed, "read_committed" | "read_uncommitted") =>
+            {
+                return Err(bad(
+                    "String must be one of: read_committed, read_uncommitted".into(),
+                ));
+            }
             _ if def.name == "share.auto.offset.reset" => {
+                // The parser the share-partitions use, so a value accepted here is one
+                // they understand.
                 let by_duration = trimmed
                     .strip_prefix("by_duration:")
-                    .is_some_and(|d| d.starts_with('P'));
+                    .and_then(crate::share::parse_duration_ms)
+                    .is_some();
                 if !matches!(trimmed, "earliest" | "latest") && !by_duration {
                     return Err(bad(format!(
                         "Invalid value `{value}` for configuration {name}. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
@@ -170,6 +207,20 @@ pub fn consumer_limits(
     ConsumerGroupLimits {
         session_timeout_ms: get(CONSUMER_SESSION_TIMEOUT).unwrap_or(base.session_timeout_ms),
         heartbeat_interval_ms: get(CONSUMER_HEARTBEAT_INTERVAL)
+            .unwrap_or(base.heartbeat_interval_ms),
+        ..base
+    }
+}
+
+/// A share group's limits: the broker's, with the group's overrides.
+pub fn share_limits(
+    base: ShareGroupLimits,
+    configs: &BTreeMap<String, String>,
+) -> ShareGroupLimits {
+    let get = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i32>().ok());
+    ShareGroupLimits {
+        session_timeout_ms: get("share.session.timeout.ms").unwrap_or(base.session_timeout_ms),
+        heartbeat_interval_ms: get("share.heartbeat.interval.ms")
             .unwrap_or(base.heartbeat_interval_ms),
         ..base
     }
@@ -281,8 +332,17 @@ mod tests {
             ("consumer.session.timeout.ms", "1000", Some("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")),
             ("consumer.session.timeout.ms", "600000", Some("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")),
             ("consumer.heartbeat.interval.ms", "100", Some("consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.")),
+            ("share.auto.offset.reset", "by_duration:PT1H30M", None),
+            ("share.auto.offset.reset", "by_duration:PXYZ", Some("Invalid value by_duration:PXYZ for configuration share.auto.offset.reset: Invalid value `by_duration:PXYZ` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")),
             ("share.auto.offset.reset", "bogus", Some("Invalid value bogus for configuration share.auto.offset.reset: Invalid value `bogus` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")),
             ("share.session.timeout.ms", "50000", None),
+            ("share.record.lock.duration.ms", "15000", None),
+            ("share.record.lock.duration.ms", "1000", Some("share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive.")),
+            ("share.delivery.count.limit", "11", Some("share.delivery.count.limit must be in the range 2 to 10 inclusive.")),
+            ("share.partition.max.record.locks", "5000", Some("share.partition.max.record.locks must be in the range 100 to 4000 inclusive.")),
+            ("share.assignment.interval.ms", "0", None),
+            ("share.isolation.level", "read_committed", None),
+            ("share.isolation.level", "serializable", Some("Invalid value serializable for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted")),
             ("streams.num.standby.replicas", "1", None),
             ("retention.ms", "1000", Some("Unknown group config name: retention.ms")),
         ];

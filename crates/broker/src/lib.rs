@@ -36,6 +36,7 @@ pub mod router;
 pub mod scram_credentials;
 pub mod server;
 pub mod shard_log;
+pub mod share;
 pub mod topic_config;
 pub mod topics;
 pub mod txn;

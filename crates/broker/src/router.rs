@@ -151,6 +151,36 @@ async fn dispatch(
         ApiKey::ConsumerGroupDescribe => {
             api::consumer_group_describe::handle(broker, request, context).await
         }
+        ApiKey::ShareGroupHeartbeat => {
+            api::share_group_heartbeat::handle(broker, request, context).await
+        }
+        ApiKey::ShareGroupDescribe => {
+            api::share_group_describe::handle(broker, request, context).await
+        }
+        ApiKey::ShareFetch => api::share_fetch::handle(broker, request, context).await,
+        ApiKey::ShareAcknowledge => api::share_acknowledge::handle(broker, request, context).await,
+        ApiKey::DescribeShareGroupOffsets => {
+            api::share_group_offsets::describe(broker, request, context).await
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            api::share_group_offsets::alter(broker, request, context).await
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            api::share_group_offsets::delete(broker, request, context).await
+        }
+        ApiKey::InitializeShareGroupState => {
+            api::share_group_state::initialize(broker, request, context).await
+        }
+        ApiKey::ReadShareGroupState => api::share_group_state::read(broker, request, context).await,
+        ApiKey::WriteShareGroupState => {
+            api::share_group_state::write(broker, request, context).await
+        }
+        ApiKey::DeleteShareGroupState => {
+            api::share_group_state::delete(broker, request, context).await
+        }
+        ApiKey::ReadShareGroupStateSummary => {
+            api::share_group_state::read_summary(broker, request, context).await
+        }
         ApiKey::DescribeCluster => api::describe_cluster::handle(broker, request, context).await,
         ApiKey::AddPartitionsToTxn => {
             api::add_partitions_to_txn::handle(broker, request, context).await

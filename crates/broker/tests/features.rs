@@ -13,7 +13,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_broker::serve;
-use strand_metadata::features::{FeatureUpdate, UpgradeType, GROUP_VERSION, TRANSACTION_VERSION};
+use strand_metadata::features::{
+    FeatureUpdate, UpgradeType, GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION,
+};
 use tokio::net::TcpStream;
 
 fn update(name: &str, level: i16, upgrade_type: UpgradeType) -> FeatureUpdate {
@@ -31,7 +33,11 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         let broker = open_broker(dir.path(), |_| {});
         assert_eq!(
             broker.finalized_features().finalized(),
-            [(GROUP_VERSION, 1), (TRANSACTION_VERSION, 2)]
+            [
+                (GROUP_VERSION, 1),
+                (SHARE_VERSION, 1),
+                (TRANSACTION_VERSION, 2)
+            ]
         );
         let downgrades = [
             update(GROUP_VERSION, 0, UpgradeType::SafeDowngrade),
@@ -63,7 +69,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
     let broker = open_broker(dir.path(), |_| {});
     assert_eq!(
         broker.finalized_features().finalized(),
-        [(TRANSACTION_VERSION, 1)]
+        [(SHARE_VERSION, 1), (TRANSACTION_VERSION, 1)]
     );
     assert_eq!(broker.txns.transaction_version(), 1, "followed at start");
     let (address, _handle, server) = serve(broker).await.unwrap();
@@ -84,7 +90,13 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         .iter()
         .map(|f| (f.name.to_string(), f.max_version_level))
         .collect();
-    assert_eq!(finalized, [(TRANSACTION_VERSION.to_string(), 1)]);
+    assert_eq!(
+        finalized,
+        [
+            (SHARE_VERSION.to_string(), 1),
+            (TRANSACTION_VERSION.to_string(), 1)
+        ]
+    );
     assert_eq!(
         versions.finalized_features_epoch, 2,
         "one change after the start"
@@ -94,7 +106,10 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         .iter()
         .map(|f| f.name.to_string())
         .collect();
-    assert_eq!(supported, [GROUP_VERSION, TRANSACTION_VERSION]);
+    assert_eq!(
+        supported,
+        [GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION]
+    );
 
     let heartbeat: ConsumerGroupHeartbeatResponse = call(
         &mut stream,

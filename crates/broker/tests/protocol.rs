@@ -886,6 +886,71 @@ async fn every_advertised_version_of_every_api_answers() {
                     let request = kafka_protocol::messages::AlterClientQuotasRequest::default();
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::ShareGroupHeartbeat => {
+                    let request = kafka_protocol::messages::ShareGroupHeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("share")))
+                        .with_member_id(StrBytes::from_static_str("m"))
+                        .with_subscribed_topic_names(Some(vec![]));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ShareGroupDescribe => {
+                    let request = kafka_protocol::messages::ShareGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId(StrBytes::from_static_str("share"))]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ShareFetch => {
+                    let request = kafka_protocol::messages::ShareFetchRequest::default()
+                        .with_group_id(Some(GroupId(StrBytes::from_static_str("share"))))
+                        .with_member_id(Some(StrBytes::from_static_str("m")))
+                        .with_share_session_epoch(-1);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ShareAcknowledge => {
+                    let request = kafka_protocol::messages::ShareAcknowledgeRequest::default()
+                        .with_group_id(Some(GroupId(StrBytes::from_static_str("share"))))
+                        .with_member_id(Some(StrBytes::from_static_str("m")))
+                        .with_share_session_epoch(-1);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DescribeShareGroupOffsets => {
+                    let request =
+                        kafka_protocol::messages::DescribeShareGroupOffsetsRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::AlterShareGroupOffsets => {
+                    let request =
+                        kafka_protocol::messages::AlterShareGroupOffsetsRequest::default()
+                            .with_group_id(GroupId(StrBytes::from_static_str("share")));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteShareGroupOffsets => {
+                    let request =
+                        kafka_protocol::messages::DeleteShareGroupOffsetsRequest::default()
+                            .with_group_id(GroupId(StrBytes::from_static_str("share")));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::InitializeShareGroupState => {
+                    let request =
+                        kafka_protocol::messages::InitializeShareGroupStateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ReadShareGroupState => {
+                    let request = kafka_protocol::messages::ReadShareGroupStateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::WriteShareGroupState => {
+                    let request = kafka_protocol::messages::WriteShareGroupStateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::DeleteShareGroupState => {
+                    let request = kafka_protocol::messages::DeleteShareGroupStateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::ReadShareGroupStateSummary => {
+                    let request =
+                        kafka_protocol::messages::ReadShareGroupStateSummaryRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -5,4 +5,5 @@
 pub mod codec;
 pub mod group;
 pub mod runtime;
+pub mod share;
 pub mod txn;

@@ -4,11 +4,13 @@
 //! (interop/kafka/reference-4.4/update_features.json).
 //!
 //! Strand lists only the features whose levels it acts on: `transaction.version` (the
-//! transaction protocol clients speak, KIP-890) and `group.version` (the KIP-848 consumer
-//! protocol). Kafka 4.4 also lists metadata.version, kraft.version, share.version,
-//! streams.version and eligible.leader.replicas.version: they gate Kafka's own metadata
-//! records and quorum, share groups, streams groups and KIP-966, which Strand does not
-//! have, so it does not claim them (docs/ARCHITECTURE.md, deliberate differences).
+//! transaction protocol clients speak, KIP-890), `group.version` (the KIP-848 consumer
+//! protocol) and `share.version` (KIP-932 share groups, up to 1: level 2 adds Kafka's
+//! share-group dead-letter queue, which Strand does not have). Kafka 4.4 also lists
+//! metadata.version, kraft.version, streams.version and eligible.leader.replicas.version:
+//! they gate Kafka's own metadata records and quorum, streams groups and KIP-966, which
+//! Strand does not have, so it does not claim them (docs/ARCHITECTURE.md, deliberate
+//! differences).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const GROUP_VERSION: &str = "group.version";
+pub const SHARE_VERSION: &str = "share.version";
 
 /// A feature Strand implements: the levels it supports and a new cluster's level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,15 @@ pub struct Feature {
 pub const FEATURES: &[Feature] = &[
     Feature {
         name: GROUP_VERSION,
+        min_level: 0,
+        max_level: 1,
+        default_level: 1,
+    },
+    // KIP-932 share groups: on from level 1. Kafka 4.4 goes to 2 (and finalizes 2 in a
+    // new cluster), which adds only the share groups' dead-letter queue (KIP-1191): Strand
+    // does not have it, so it supports and finalizes 1.
+    Feature {
+        name: SHARE_VERSION,
         min_level: 0,
         max_level: 1,
         default_level: 1,
@@ -219,11 +231,18 @@ mod tests {
         let mut features = FinalizedFeatures::default();
         assert_eq!(
             features.finalized(),
-            [(GROUP_VERSION, 1), (TRANSACTION_VERSION, 2)]
+            [
+                (GROUP_VERSION, 1),
+                (SHARE_VERSION, 1),
+                (TRANSACTION_VERSION, 2)
+            ]
         );
         let levels = check_updates(&features, &[update(TRANSACTION_VERSION, 0, 3)], 1).unwrap();
         features.apply(&levels);
-        assert_eq!(features.finalized(), [(GROUP_VERSION, 1)]);
+        assert_eq!(
+            features.finalized(),
+            [(GROUP_VERSION, 1), (SHARE_VERSION, 1)]
+        );
         assert_eq!(features.level(TRANSACTION_VERSION), 0);
         assert_eq!(features.epoch, 1);
         // Back up, as an upgrade.

@@ -76,6 +76,20 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeTopicPartitions, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // Share groups (KIP-932), while `share.version` is finalized at 1 or more.
+    api(ApiKey::ShareGroupHeartbeat, 1, 1),
+    api(ApiKey::ShareGroupDescribe, 1, 1),
+    api(ApiKey::ShareFetch, 1, 2),
+    api(ApiKey::ShareAcknowledge, 1, 2),
+    api(ApiKey::DescribeShareGroupOffsets, 0, 1),
+    api(ApiKey::AlterShareGroupOffsets, 0, 0),
+    api(ApiKey::DeleteShareGroupOffsets, 0, 0),
+    // The share coordinator's APIs, which brokers send each other.
+    api(ApiKey::InitializeShareGroupState, 0, 0),
+    api(ApiKey::ReadShareGroupState, 0, 0),
+    api(ApiKey::WriteShareGroupState, 0, 1),
+    api(ApiKey::DeleteShareGroupState, 0, 0),
+    api(ApiKey::ReadShareGroupStateSummary, 0, 1),
     // Transactions. Clients use transaction version 2 (EndTxn v5, TxnOffsetCommit v5,
     // partitions added by Produce v12+) once ApiVersions finalizes `transaction.version`
     // 2 (TRANSACTION_VERSION); older clients speak version 0 (AddPartitionsToTxn up to

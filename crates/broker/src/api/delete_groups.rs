@@ -1,4 +1,5 @@
-//! DeleteGroups (42): removes empty groups and their offsets (NON_EMPTY_GROUP otherwise).
+//! DeleteGroups (42): removes empty groups and their offsets (NON_EMPTY_GROUP otherwise);
+//! a share group's share state goes first, as on Kafka.
 
 use std::sync::Arc;
 
@@ -24,7 +25,10 @@ pub async fn handle(
     let authorization = broker.authorization(context);
     for group_id in &body.groups_names {
         let code = if authorization.allows_group(AclOperation::Delete, group_id.as_str()) {
-            broker.groups.delete_group(broker, group_id.as_str()).await
+            match crate::share::admin::delete_group_state(broker, group_id.as_str()).await {
+                Ok(()) => broker.groups.delete_group(broker, group_id.as_str()).await,
+                Err(code) => code,
+            }
         } else {
             crate::error_code::GROUP_AUTHORIZATION_FAILED
         };

@@ -16,9 +16,12 @@ use crate::group::records::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIO
 use crate::net::RequestContext;
 use crate::router::{decode, respond, Outcome};
 use crate::txn::{TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC};
+use strand_coordinator::share::{SHARE_STATE_PARTITIONS, SHARE_STATE_TOPIC};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+/// A share-partition's share coordinator: "group:topicId:partition" (KIP-932).
+const KEY_TYPE_SHARE: i8 = 2;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -117,6 +120,28 @@ async fn lookup(
                 .await
                 .map_err(|error| (error.code, error.message))?;
             (TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_PARTITIONS)
+        }
+        KEY_TYPE_SHARE => {
+            // Kafka's check for the brokers' own lookups: CLUSTER_ACTION.
+            if !broker
+                .authorization(context)
+                .allows_cluster(AclOperation::ClusterAction)
+            {
+                return Err((error_code::CLUSTER_AUTHORIZATION_FAILED, None));
+            }
+            let parts: Vec<&str> = key.rsplitn(3, ':').collect();
+            if parts.len() != 3 || parts[0].parse::<i32>().is_err() || parts[2].is_empty() {
+                return Err((
+                    error_code::INVALID_REQUEST,
+                    Some(format!("Invalid coordinator key {key}")),
+                ));
+            }
+            broker
+                .share_coordinator
+                .ensure_topic(broker)
+                .await
+                .map_err(|error| (error.code, error.message))?;
+            (SHARE_STATE_TOPIC, SHARE_STATE_PARTITIONS)
         }
         other => {
             return Err((

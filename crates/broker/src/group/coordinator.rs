@@ -24,7 +24,12 @@ use strand_coordinator::group::records::{
     self, CommittedOffset, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS,
 };
 pub use strand_coordinator::group::shard::TxnCommitter;
-use strand_coordinator::group::shard::{self, Answer, GroupSettings, GroupShard};
+use strand_coordinator::group::shard::{
+    self, Answer, ForgottenTopics, GroupSettings, GroupShard, SharePartitionsView,
+};
+use strand_coordinator::group::share::{
+    ShareGroup, ShareGroupLimits, ShareHeartbeat, ShareHeartbeatResult,
+};
 use strand_coordinator::runtime::{Shard, Step};
 use strand_log::TopicPartition;
 
@@ -140,6 +145,14 @@ fn load(partition: &Partition, mut state: GroupShard) -> GroupShard {
         }
     }
     state
+}
+
+/// A heartbeat whose shard stopped or was not there.
+fn not_coordinator(code: i16) -> HeartbeatError {
+    HeartbeatError {
+        code,
+        message: "This is not the correct coordinator.".into(),
+    }
 }
 
 /// Waits for a parked JoinGroup or SyncGroup's reply: at the limit the member must
@@ -511,14 +524,18 @@ impl GroupCoordinator {
         let group = group_id.to_string();
         shard
             .read(move |state: &mut GroupShard| {
+                // Kafka: "Group {id} is not a consumer group."
+                if state.is_share_group(&group) {
+                    return Err(error_code::GROUP_ID_NOT_FOUND);
+                }
                 let unstable = if require_stable {
                     state.unstable_offsets(&group)
                 } else {
                     BTreeSet::new()
                 };
-                (state.fetch_offsets(&group, partitions), unstable)
+                Ok((state.fetch_offsets(&group, partitions), unstable))
             })
-            .await
+            .await?
     }
 
     /// TxnOffsetCommit: offsets the producer's transaction commits. `offsets`: (topic,
@@ -632,6 +649,30 @@ impl GroupCoordinator {
             .await?
     }
 
+    /// The shard of a heartbeat's group: `empty` (Kafka's code and words, which differ by
+    /// protocol) for an empty group id.
+    async fn heartbeat_shard(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        empty: (i16, &str),
+    ) -> Result<Arc<Shard<GroupShard>>, HeartbeatError> {
+        if group_id.is_empty() {
+            return Err(HeartbeatError {
+                code: empty.0,
+                message: empty.1.into(),
+            });
+        }
+        self.shard_for(broker, group_id)
+            .await
+            .map_err(|e| HeartbeatError {
+                code: e.code,
+                message: e
+                    .message
+                    .unwrap_or_else(|| "This is not the correct coordinator.".into()),
+            })
+    }
+
     /// ConsumerGroupHeartbeat (KIP-848).
     pub async fn consumer_heartbeat(
         &self,
@@ -639,20 +680,13 @@ impl GroupCoordinator {
         group_id: &str,
         request: Heartbeat,
     ) -> Result<HeartbeatResult, HeartbeatError> {
-        let refuse = |code, message: Option<String>| HeartbeatError {
-            code,
-            message: message.unwrap_or_else(|| "This is not the correct coordinator.".into()),
-        };
-        if group_id.is_empty() {
-            return Err(refuse(
-                error_code::INVALID_GROUP_ID,
-                Some("The group id can't be empty.".into()),
-            ));
-        }
         let shard = self
-            .shard_for(broker, group_id)
-            .await
-            .map_err(|e| refuse(e.code, e.message))?;
+            .heartbeat_shard(
+                broker,
+                group_id,
+                (error_code::INVALID_GROUP_ID, "The group id can't be empty."),
+            )
+            .await?;
         let group = group_id.to_string();
         // The group's own session timeout and heartbeat interval (group configs), if set.
         let overrides = broker.group_configs_of(group_id);
@@ -669,7 +703,99 @@ impl GroupCoordinator {
                 state.consumer_heartbeat_with(&group, request, limits, now_ms())
             })
             .await
-            .map_err(|code| refuse(code, None))?
+            .map_err(not_coordinator)?
+    }
+
+    /// ShareGroupHeartbeat (KIP-932).
+    pub async fn share_heartbeat(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        request: ShareHeartbeat,
+    ) -> Result<ShareHeartbeatResult, HeartbeatError> {
+        let shard = self
+            .heartbeat_shard(
+                broker,
+                group_id,
+                (error_code::INVALID_REQUEST, "GroupId can't be empty."),
+            )
+            .await?;
+        let group = group_id.to_string();
+        let overrides = broker.group_configs_of(group_id);
+        let limits = (!overrides.is_empty()).then(|| {
+            let base = ShareGroupLimits {
+                session_timeout_ms: broker.config.group_share_session_timeout_ms,
+                heartbeat_interval_ms: broker.config.group_share_heartbeat_interval_ms,
+                max_size: broker.config.group_share_max_size.max(1) as usize,
+            };
+            crate::group_configs::share_limits(base, &overrides)
+        });
+        shard
+            .call(move |state: &mut GroupShard| {
+                state.share_heartbeat(&group, request, limits, now_ms())
+            })
+            .await
+            .map_err(not_coordinator)?
+    }
+
+    /// A share group's members, epoch and initialized partitions (None: no share group).
+    pub async fn share_group_view(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+    ) -> Result<Option<SharePartitionsView>, i16> {
+        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
+            return Ok(None);
+        };
+        let group = group_id.to_string();
+        shard
+            .read(move |state: &mut GroupShard| state.share_group_view(&group))
+            .await
+    }
+
+    /// AlterShareGroupOffsets, the group's side (`GroupShard::share_alter`).
+    pub async fn share_alter(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        partitions: BTreeMap<String, BTreeSet<i32>>,
+    ) -> Result<i32, i16> {
+        let shard = self.shard_for(broker, group_id).await.map_err(|e| e.code)?;
+        let group = group_id.to_string();
+        shard
+            .call(move |state: &mut GroupShard| state.share_alter(&group, partitions))
+            .await?
+    }
+
+    /// DeleteShareGroupOffsets, the group's side (`GroupShard::share_forget`).
+    pub async fn share_forget(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        topics: Vec<String>,
+    ) -> Result<ForgottenTopics, i16> {
+        let shard = self
+            .existing_shard_for(broker, group_id)?
+            .ok_or(error_code::GROUP_ID_NOT_FOUND)?;
+        let group = group_id.to_string();
+        shard
+            .call(move |state: &mut GroupShard| state.share_forget(&group, topics))
+            .await?
+    }
+
+    /// ShareGroupDescribe: the share group, or None if the id is not one.
+    pub async fn describe_share_group(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+    ) -> Result<Option<ShareGroup>, i16> {
+        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
+            return Ok(None);
+        };
+        let group = group_id.to_string();
+        shard
+            .read(move |state: &mut GroupShard| state.describe_share_group(&group))
+            .await
     }
 
     /// ConsumerGroupDescribe: the consumer group, or None if the id is not one.

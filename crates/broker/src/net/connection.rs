@@ -165,6 +165,8 @@ pub async fn serve_connection(
         }
     }
     drop(responses);
+    // The share sessions this connection opened close with it (KIP-932).
+    crate::share::connection_closed(&broker, context.connection_id);
     if idle_closed {
         // Its peer has not read for the whole idle period: nothing more will be sent.
         writer_task.abort();

@@ -19,7 +19,12 @@ pub struct RequestContext {
     /// Set by a request whose client went over its quota: the connection is not read from
     /// until then.
     pub throttle: Arc<Throttle>,
+    /// This connection among all the broker's (share sessions belong to one).
+    pub connection_id: u64,
 }
+
+/// Numbers connections as they open.
+static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// When a throttled connection may be read from again (Kafka mutes a throttled client's
 /// channel for its throttle time).
@@ -70,6 +75,7 @@ impl RequestContext {
             principal,
             host: peer.ip().to_string(),
             throttle: Arc::default(),
+            connection_id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 

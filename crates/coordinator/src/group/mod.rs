@@ -6,3 +6,5 @@ pub mod consumer;
 pub mod consumer_records;
 pub mod records;
 pub mod shard;
+pub mod share;
+pub mod share_records;

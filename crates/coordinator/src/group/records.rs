@@ -7,6 +7,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::consumer_records::{self, ConsumerRecord};
+use super::share_records::{self, ShareRecord};
 use crate::codec::{put_string, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -60,6 +61,8 @@ pub enum OffsetsRecord {
     },
     /// A KIP-848 consumer group's record (consumer_records.rs).
     Consumer(ConsumerRecord),
+    /// A share group's record (share_records.rs).
+    Share(ShareRecord),
 }
 
 fn put_nullable_string(out: &mut BytesMut, text: Option<&str>) {
@@ -158,6 +161,9 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<OffsetsRecord> {
                 value,
             )?))
         }
+        record_type if share_records::is_share_record(record_type) => Some(OffsetsRecord::Share(
+            share_records::decode(record_type, &mut key_reader, value)?,
+        )),
         _ => None,
     }
 }

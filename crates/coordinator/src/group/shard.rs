@@ -31,6 +31,11 @@ use super::consumer::{
 };
 use super::consumer_records::{self, Loading};
 use super::records::{self, CommittedOffset, OffsetsRecord, StoredGroup, StoredMember};
+use super::share::{
+    SavedShareGroup, ShareGroup, ShareGroupLimits, ShareGroupState, ShareHeartbeat,
+    ShareHeartbeatResult,
+};
+use super::share_records::{self, InitializedTopics, ShareRecord};
 use crate::runtime::Records;
 
 /// offset.metadata.max.bytes
@@ -43,6 +48,7 @@ pub const GROUPS_MAX: usize = 100_000;
 pub struct GroupSettings {
     pub classic: GroupLimits,
     pub consumer: ConsumerGroupLimits,
+    pub share: ShareGroupLimits,
     /// offsets.retention.minutes, in ms.
     pub offsets_retention_ms: i64,
 }
@@ -59,6 +65,11 @@ pub struct SyncRequest {
     /// The leader's assignment: (member id, assignment).
     pub assignments: Vec<(String, Bytes)>,
 }
+
+/// (has members, group epoch, initialized partitions by topic name) of a share group.
+pub type SharePartitionsView = (bool, i32, BTreeMap<String, BTreeSet<i32>>);
+/// (topic, the partitions it had state for) of a DeleteShareGroupOffsets.
+pub type ForgottenTopics = Vec<(String, Option<BTreeSet<i32>>)>;
 
 /// One offset of an OffsetCommit, already checked against the broker's topics by the
 /// caller: the offset to store, or the error code to answer for it.
@@ -120,6 +131,8 @@ struct GroupEntry {
     classic: Option<ClassicGroup>,
     /// A KIP-848 consumer group; a group id is one kind or the other while it has members.
     consumer: Option<ConsumerGroup>,
+    /// A KIP-932 share group: while it exists the id is no other kind of group.
+    share: Option<ShareGroup>,
     /// A write of the consumer group's changes failed: the log lags the state, so the
     /// next write is the whole group (consumer_records::changes from nothing).
     consumer_unsaved: bool,
@@ -151,6 +164,7 @@ impl GroupEntry {
     fn has_members(&self) -> bool {
         self.classic.as_ref().is_some_and(|g| !g.is_empty())
             || self.consumer.as_ref().is_some_and(|g| !g.is_empty())
+            || self.share.as_ref().is_some_and(|g| !g.is_empty())
     }
 }
 
@@ -219,6 +233,8 @@ pub struct GroupShard {
     topics: Arc<dyn TopicView + Send + Sync>,
     /// Consumer groups' records read so far, during a load (`finish_load` builds them).
     loading: HashMap<String, Loading>,
+    /// Share groups' records read so far, during a load: (epoch, initialized topics).
+    share_loading: HashMap<String, (Option<i32>, InitializedTopics)>,
 }
 
 impl std::fmt::Debug for GroupShard {
@@ -247,6 +263,7 @@ impl GroupShard {
             settings,
             topics,
             loading: HashMap::new(),
+            share_loading: HashMap::new(),
         }
     }
 
@@ -256,6 +273,22 @@ impl GroupShard {
         let Some(record) = records::decode(key, value) else {
             return false;
         };
+        if let OffsetsRecord::Share(record) = record {
+            let group = record.group().to_string();
+            match record {
+                ShareRecord::Metadata { epoch: None, .. } => {
+                    self.share_loading.remove(&group);
+                }
+                ShareRecord::Metadata { epoch, .. } => {
+                    self.share_loading.entry(group).or_default().0 = epoch;
+                }
+                ShareRecord::StatePartitions { initialized, .. } => {
+                    self.share_loading.entry(group).or_default().1 =
+                        initialized.unwrap_or_default();
+                }
+            }
+            return true;
+        }
         if let OffsetsRecord::Consumer(record) = record {
             let group = record.group().to_string();
             if !self.loading.entry(group.clone()).or_default().apply(record) {
@@ -270,6 +303,24 @@ impl GroupShard {
     /// The end of a load: the consumer groups rebuilt from their records (members get a
     /// session from now). A group id with a consumer group that has members is that.
     pub fn finish_load(&mut self, now_ms: i64) {
+        for (group_id, (epoch, initialized)) in std::mem::take(&mut self.share_loading) {
+            let Some(epoch) = epoch else {
+                continue;
+            };
+            let mut by_name: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+            for (id, (name, partitions)) in initialized {
+                // A topic deleted since has no share state left to speak of.
+                if let Some(name) = self.topics.name_of(id).or(Some(name)) {
+                    if self.topics.id(&name) == Some(id) {
+                        by_name.entry(name).or_default().extend(partitions);
+                    }
+                }
+            }
+            let group = ShareGroup::restored(&group_id, self.settings.share, epoch, by_name);
+            let entry = self.groups.entry(group_id).or_default();
+            entry.share = Some(group);
+            entry.empty_since_ms = now_ms;
+        }
         let limits = self.settings.consumer;
         for (group_id, loading) in std::mem::take(&mut self.loading) {
             let mut group = ConsumerGroup::new(&group_id, limits);
@@ -525,7 +576,7 @@ impl GroupShard {
         }
         let limits = self.settings.classic;
         let entry = self.groups.entry(group_id.to_string()).or_default();
-        if entry.consumer.as_ref().is_some_and(|g| !g.is_empty()) {
+        if entry.consumer.as_ref().is_some_and(|g| !g.is_empty()) || entry.share.is_some() {
             return answer_now(error(error_code::INCONSISTENT_GROUP_PROTOCOL));
         }
         entry.consumer = None;
@@ -786,6 +837,11 @@ impl GroupShard {
         let transactional = matches!(commit, CommitKind::Transactional { .. });
         let anonymous = generation_id < 0 && member_id.is_empty() && group_instance_id.is_none();
         let entry = self.groups.get(group_id);
+        // Kafka: "Group {id} is not a consumer group." (a share group keeps its offsets in
+        // the share coordinator).
+        if entry.is_some_and(|e| e.share.is_some()) {
+            return Err(error_code::GROUP_ID_NOT_FOUND);
+        }
         match entry.map(|e| (&e.classic, &e.consumer)) {
             None | Some((None, None)) => match commit {
                 _ if generation_id < 0 => Ok(()),
@@ -899,6 +955,10 @@ impl GroupShard {
         if let Some(group) = &entry.consumer {
             tombstones.extend(consumer_records::tombstones(group));
         }
+        if entry.share.is_some() {
+            tombstones.push((share_records::metadata_key(group_id), None));
+            tombstones.push((share_records::state_partitions_key(group_id), None));
+        }
         let group_id = group_id.to_string();
         (
             tombstones,
@@ -909,6 +969,10 @@ impl GroupShard {
                     if let Some(entry) = shard.groups.get_mut(&group_id) {
                         for key in &keys {
                             entry.offsets.remove(key);
+                        }
+                        if let Some(group) = entry.share.as_mut() {
+                            // A member joined meanwhile: the group is written afresh.
+                            group.mark_unsaved();
                         }
                         if !entry.has_members()
                             && entry.offsets.is_empty()
@@ -1011,7 +1075,7 @@ impl GroupShard {
         let limits = limits.unwrap_or(self.settings.consumer);
         let topics = self.topics.clone();
         let entry = self.groups.entry(group_id.to_string()).or_default();
-        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) {
+        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) || entry.share.is_some() {
             return refuse(
                 error_code::GROUP_ID_NOT_FOUND,
                 &format!("Group {group_id} is not a consumer group."),
@@ -1052,8 +1116,217 @@ impl GroupShard {
         self.groups.get(group_id).and_then(|e| e.consumer.clone())
     }
 
+    /// ShareGroupHeartbeat (KIP-932) under `limits` (the group's own settings where its
+    /// group configs set any). A group id that is a classic or consumer group with
+    /// members, or holds their committed offsets, is not a share group. The group's
+    /// epoch and initialized partitions are written when they change; the answer waits
+    /// for that write.
+    pub fn share_heartbeat(
+        &mut self,
+        group_id: &str,
+        request: ShareHeartbeat,
+        limits: Option<ShareGroupLimits>,
+        now_ms: i64,
+    ) -> (
+        Records,
+        Answerer<Result<ShareHeartbeatResult, HeartbeatError>>,
+    ) {
+        let refuse = |code, message: String| answer_now(Err(HeartbeatError { code, message }));
+        if group_id.is_empty() {
+            return refuse(
+                error_code::INVALID_REQUEST,
+                "GroupId can't be empty.".into(),
+            );
+        }
+        if !self.room_for(group_id) {
+            return refuse(
+                error_code::COORDINATOR_NOT_AVAILABLE,
+                "too many groups".into(),
+            );
+        }
+        let limits = limits.unwrap_or(self.settings.share);
+        let topics = self.topics.clone();
+        let entry = self.groups.entry(group_id.to_string()).or_default();
+        if entry.share.is_none()
+            && (entry.classic.is_some()
+                || entry.consumer.is_some()
+                || !entry.offsets.is_empty()
+                || !entry.pending.is_empty())
+        {
+            let message = format!("Group {group_id} is not a share group.");
+            if !entry.has_members() && entry.offsets.is_empty() && entry.pending.is_empty() {
+                // An empty leftover of another kind (no members, no offsets) gives way.
+                entry.classic = None;
+                entry.consumer = None;
+            } else {
+                return refuse(error_code::GROUP_ID_NOT_FOUND, message);
+            }
+        }
+        if entry.share.is_none() && request.member_epoch != 0 {
+            let message = if request.member_epoch == super::share::LEAVE_EPOCH {
+                format!("Group {group_id} not found.")
+            } else {
+                format!("Share group {group_id} not found.")
+            };
+            if !entry.has_members() && entry.offsets.is_empty() && entry.pending.is_empty() {
+                self.groups.remove(group_id);
+            }
+            return refuse(error_code::GROUP_ID_NOT_FOUND, message);
+        }
+        let group = entry
+            .share
+            .get_or_insert_with(|| ShareGroup::new(group_id, limits));
+        group.set_limits(limits);
+        let was_empty = group.is_empty();
+        let result = group.heartbeat(request, now_ms, topics.as_ref());
+        if group.is_empty() && !was_empty {
+            entry.empty_since_ms = now_ms;
+        }
+        let (records, answer) =
+            self.write_share_group(group_id, topics.as_ref(), move |_| Ok(result));
+        (
+            records,
+            Box::new(move |shard, written| {
+                answer(shard, written).unwrap_or_else(|code| {
+                    Err(HeartbeatError {
+                        code,
+                        message: "The coordinator could not write the group's state.".into(),
+                    })
+                })
+            }),
+        )
+    }
+
+    /// A share group as its offsets admin sees it: (has members, group epoch,
+    /// initialized partitions); None if the id is no share group.
+    pub fn share_group_view(&self, group_id: &str) -> Option<SharePartitionsView> {
+        self.groups
+            .get(group_id)
+            .and_then(|e| e.share.as_ref())
+            .map(|g| (!g.is_empty(), g.group_epoch, g.initialized.clone()))
+    }
+
+    /// AlterShareGroupOffsets, the group's side: the partitions join the group's
+    /// initialized ones (the group is created if it does not exist; a group with
+    /// members is NON_EMPTY_GROUP, another kind of group GROUP_ID_NOT_FOUND). Answers the
+    /// group epoch once written.
+    pub fn share_alter(
+        &mut self,
+        group_id: &str,
+        partitions: BTreeMap<String, BTreeSet<i32>>,
+    ) -> (Records, Answerer<Result<i32, i16>>) {
+        if !self.room_for(group_id) {
+            return answer_now(Err(error_code::COORDINATOR_NOT_AVAILABLE));
+        }
+        let limits = self.settings.share;
+        let topics = self.topics.clone();
+        let entry = self.groups.entry(group_id.to_string()).or_default();
+        if entry.share.is_none()
+            && (entry.classic.is_some() || entry.consumer.is_some() || !entry.offsets.is_empty())
+        {
+            return answer_now(Err(error_code::GROUP_ID_NOT_FOUND));
+        }
+        let group = entry
+            .share
+            .get_or_insert_with(|| ShareGroup::new(group_id, limits));
+        if !group.is_empty() {
+            return answer_now(Err(error_code::NON_EMPTY_GROUP));
+        }
+        for (topic, ids) in partitions {
+            group.initialized.entry(topic).or_default().extend(ids);
+        }
+        let epoch = group.group_epoch;
+        self.write_share_group(group_id, topics.as_ref(), move |_| Ok(epoch))
+    }
+
+    /// DeleteShareGroupOffsets, the group's side: `topics` leave the group's initialized
+    /// partitions; for each, the partitions that had state (None: it had none).
+    pub fn share_forget(
+        &mut self,
+        group_id: &str,
+        topics_to_forget: Vec<String>,
+    ) -> (Records, Answerer<Result<ForgottenTopics, i16>>) {
+        let topics = self.topics.clone();
+        let Some(group) = self.groups.get_mut(group_id).and_then(|e| e.share.as_mut()) else {
+            return answer_now(Err(error_code::GROUP_ID_NOT_FOUND));
+        };
+        if !group.is_empty() {
+            return answer_now(Err(error_code::NON_EMPTY_GROUP));
+        }
+        let forgotten: ForgottenTopics = topics_to_forget
+            .into_iter()
+            .map(|topic| {
+                let had = group.initialized.remove(&topic);
+                (topic, had)
+            })
+            .collect();
+        self.write_share_group(group_id, topics.as_ref(), move |_| Ok(forgotten))
+    }
+
+    /// Writes a share group's epoch and initialized partitions if they changed, and
+    /// answers `reply` once written.
+    fn write_share_group<R: Send + 'static>(
+        &mut self,
+        group_id: &str,
+        topics: &dyn TopicView,
+        reply: impl FnOnce(&mut GroupShard) -> Result<R, i16> + Send + 'static,
+    ) -> (Records, Answerer<Result<R, i16>>) {
+        let Some(group) = self.groups.get_mut(group_id).and_then(|e| e.share.as_mut()) else {
+            return answer_now(Err(error_code::GROUP_ID_NOT_FOUND));
+        };
+        let (records, saved) = share_write(group_id, group, topics);
+        let group_id = group_id.to_string();
+        (
+            records,
+            Box::new(move |shard, written| match written {
+                Ok(()) => {
+                    if let (Some(saved), Some(group)) = (
+                        saved,
+                        shard
+                            .groups
+                            .get_mut(&group_id)
+                            .and_then(|e| e.share.as_mut()),
+                    ) {
+                        group.mark_saved(saved);
+                    }
+                    reply(shard)
+                }
+                Err(code) => Err(coordinator_error_for_append(code)),
+            }),
+        )
+    }
+
+    /// Whether `group_id` is a share group (offsets and classic requests refuse it).
+    pub fn is_share_group(&self, group_id: &str) -> bool {
+        self.groups.get(group_id).is_some_and(|e| e.share.is_some())
+    }
+
+    /// ShareGroupDescribe: the share group, or None if the id is not one.
+    pub fn describe_share_group(&self, group_id: &str) -> Option<ShareGroup> {
+        self.groups.get(group_id).and_then(|e| e.share.clone())
+    }
+
+    /// Share groups' session timeouts (nothing is written: share group membership is
+    /// kept in memory, see docs/ARCHITECTURE.md).
+    fn tick_share_groups(&mut self, now_ms: i64) {
+        let topics = self.topics.clone();
+        for entry in self.groups.values_mut() {
+            let Some(group) = entry.share.as_mut() else {
+                continue;
+            };
+            if group.next_deadline().is_some_and(|d| d <= now_ms) {
+                let was_empty = group.is_empty();
+                group.tick(now_ms, topics.as_ref());
+                if group.is_empty() && !was_empty {
+                    entry.empty_since_ms = now_ms;
+                }
+            }
+        }
+    }
+
     /// Timers: session and rebalance timeouts of every group whose deadline has come.
     pub fn tick(&mut self, now_ms: i64) -> (Records, Answerer<()>) {
+        self.tick_share_groups(now_ms);
         let topics = self.topics.clone();
         let mut consumer_changes = Vec::new();
         for (group_id, entry) in self.groups.iter_mut() {
@@ -1129,8 +1402,9 @@ impl GroupShard {
         let mut tombstones = Vec::new();
         let mut expired = Vec::new();
         for (group_id, entry) in &self.groups {
-            // A commit on its way is the group's latest word: wait for it.
-            if entry.has_members() || !entry.pending.is_empty() {
+            // A commit on its way is the group's latest word: wait for it. A share group
+            // has no offsets here and stays until deleted, as on Kafka.
+            if entry.has_members() || !entry.pending.is_empty() || entry.share.is_some() {
                 continue;
             }
             let empty_since = entry.empty_since_ms;
@@ -1183,7 +1457,53 @@ impl GroupShard {
     }
 }
 
+/// The records of a share group's change, if its epoch or initialized partitions moved,
+/// and what to mark saved once they commit.
+fn share_write(
+    group_id: &str,
+    group: &mut ShareGroup,
+    topics: &dyn TopicView,
+) -> (Records, Option<SavedShareGroup>) {
+    let Some((epoch, initialized)) = group.unsaved() else {
+        return (Vec::new(), None);
+    };
+    let by_id: InitializedTopics = initialized
+        .iter()
+        .filter_map(|(name, partitions)| {
+            topics
+                .id(name)
+                .map(|id| (id, (name.clone(), partitions.clone())))
+        })
+        .collect();
+    let records = vec![
+        (
+            share_records::metadata_key(group_id),
+            Some(share_records::metadata_value(epoch)),
+        ),
+        (
+            share_records::state_partitions_key(group_id),
+            Some(share_records::state_partitions_value(&by_id)),
+        ),
+    ];
+    (records, Some((epoch, initialized)))
+}
+
 fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
+    if let Some(group) = &entry.share {
+        let state = match group.state() {
+            ShareGroupState::Empty => GroupState::Empty,
+            ShareGroupState::Stable => GroupState::Stable,
+        };
+        return GroupDescription {
+            group_id: group_id.to_string(),
+            state,
+            protocol_type: "share".into(),
+            protocol_name: String::new(),
+            members: Vec::new(),
+            group_type: "share",
+            state_name: group.state().name(),
+        };
+    }
     if let Some(group) = &entry.consumer {
         let state = match group.state() {
             ConsumerGroupState::Empty => GroupState::Empty,
@@ -1305,7 +1625,7 @@ fn apply_loaded(
             groups.remove(&group);
         }
         // Gathered by GroupShard::replay and built at the end of the load.
-        OffsetsRecord::Consumer(_) => {}
+        OffsetsRecord::Consumer(_) | OffsetsRecord::Share(_) => {}
         OffsetsRecord::Group {
             group,
             value: Some(stored),
@@ -1393,6 +1713,7 @@ mod tests {
                 ..GroupLimits::default()
             },
             consumer: ConsumerGroupLimits::default(),
+            share: Default::default(),
             offsets_retention_ms: 60_000,
         };
         GroupShard::new(settings, Arc::new(NoTopics))

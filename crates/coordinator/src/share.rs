@@ -1,0 +1,415 @@
+//! The share coordinator's state (KIP-932): for each share-partition (group, topic id,
+//! partition) the state its leader needs to go on after a restart or a leadership
+//! change: the start offset, the state epoch, the leader epoch that last wrote it, and
+//! the in-flight records that are settled or were delivered before. Kept in
+//! `__share_group_state` as one snapshot record per share-partition (the latest wins, so
+//! compaction keeps the topic small), in the layout of Kafka's ShareSnapshot records.
+//!
+//! A shard holds one partition of the topic; its operations are Kafka's
+//! Initialize/Read/Write/Delete/ReadSummary ShareGroupState with their epoch checks: a
+//! write from an older leader epoch is FENCED_LEADER_EPOCH, a write under another state
+//! epoch (the group's offsets were reset or deleted meanwhile) FENCED_STATE_EPOCH.
+
+use std::collections::HashMap;
+
+use bytes::{BufMut, BytesMut};
+use strand_types::error_code;
+use uuid::Uuid;
+
+use crate::codec::{put_compact_len, put_no_tags, put_string, Reader};
+use crate::runtime::Records;
+
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
+/// share.coordinator.state.topic.num.partitions
+pub const SHARE_STATE_PARTITIONS: i32 = 50;
+
+/// Kafka's record type of a ShareSnapshot key.
+const SNAPSHOT_KEY_TYPE: i16 = 0;
+const SNAPSHOT_VALUE_VERSION: i16 = 0;
+
+/// (group id, topic id, partition)
+pub type ShareStateKey = (String, Uuid, i32);
+
+/// The coordinator's key string of a share-partition: "group:topicId:partition", which
+/// FindCoordinator (key type 2) and the partitioning use.
+pub fn coordinator_key(key: &ShareStateKey) -> String {
+    format!("{}:{}:{}", key.0, topic_id_string(&key.1), key.2)
+}
+
+/// A topic id as Kafka prints it (URL-safe base64 without padding).
+fn topic_id_string(id: &Uuid) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// One run of records: `first..=last` in `state` (Kafka's ids: 0 available, 2
+/// acknowledged, 4 archived), delivered `delivery_count` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateBatch {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub delivery_state: i8,
+    pub delivery_count: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub snapshot_epoch: i32,
+    pub state_epoch: i32,
+    pub leader_epoch: i32,
+    pub start_offset: i64,
+    pub create_timestamp: i64,
+    pub write_timestamp: i64,
+    pub batches: Vec<StateBatch>,
+}
+
+pub fn key(key: &ShareStateKey) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    out.put_i16(SNAPSHOT_KEY_TYPE);
+    put_string(&mut out, &key.0);
+    out.put_slice(key.1.as_bytes());
+    out.put_i32(key.2);
+    out.to_vec()
+}
+
+pub fn value(snapshot: &Snapshot) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    out.put_i16(SNAPSHOT_VALUE_VERSION);
+    out.put_i32(snapshot.snapshot_epoch);
+    out.put_i32(snapshot.state_epoch);
+    out.put_i32(snapshot.leader_epoch);
+    out.put_i64(snapshot.start_offset);
+    out.put_i64(snapshot.create_timestamp);
+    out.put_i64(snapshot.write_timestamp);
+    put_compact_len(&mut out, snapshot.batches.len());
+    for batch in &snapshot.batches {
+        out.put_i64(batch.first_offset);
+        out.put_i64(batch.last_offset);
+        out.put_i8(batch.delivery_state);
+        out.put_i16(batch.delivery_count);
+        put_no_tags(&mut out);
+    }
+    put_no_tags(&mut out);
+    out.to_vec()
+}
+
+fn decode_key(bytes: &[u8]) -> Option<ShareStateKey> {
+    let mut reader = Reader::new(bytes);
+    if reader.i16()? != SNAPSHOT_KEY_TYPE {
+        return None;
+    }
+    let group = reader.string()?;
+    let topic = reader.uuid()?;
+    let partition = reader.i32()?;
+    Some((group, topic, partition))
+}
+
+fn decode_value(bytes: &[u8]) -> Option<Snapshot> {
+    let mut reader = Reader::new(bytes);
+    if reader.i16()? != SNAPSHOT_VALUE_VERSION {
+        return None;
+    }
+    let mut snapshot = Snapshot {
+        snapshot_epoch: reader.i32()?,
+        state_epoch: reader.i32()?,
+        leader_epoch: reader.i32()?,
+        start_offset: reader.i64()?,
+        create_timestamp: reader.i64()?,
+        write_timestamp: reader.i64()?,
+        batches: Vec::new(),
+    };
+    for _ in 0..reader.compact_len()? {
+        snapshot.batches.push(StateBatch {
+            first_offset: reader.i64()?,
+            last_offset: reader.i64()?,
+            delivery_state: reader.i8()?,
+            delivery_count: reader.i16()?,
+        });
+        reader.skip_tags()?;
+    }
+    reader.skip_tags()?;
+    Some(snapshot)
+}
+
+/// What a share-partition's state says in summary (ReadShareGroupStateSummary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub state_epoch: i32,
+    pub leader_epoch: i32,
+    pub start_offset: i64,
+    /// Records at or after the start offset already settled (acknowledged or archived):
+    /// KIP-1226's DeliveryCompleteCount, which the lag leaves out.
+    pub delivery_complete_count: i32,
+}
+
+/// The share-partitions of one `__share_group_state` partition.
+#[derive(Debug, Default)]
+pub struct ShareStateShard {
+    snapshots: HashMap<ShareStateKey, Snapshot>,
+}
+
+/// What runs once a write settled.
+pub type Answer<R> = Box<dyn FnOnce(&mut ShareStateShard, Result<(), i16>) -> R + Send>;
+
+fn now<R: Send + 'static>(reply: R) -> (Records, Answer<R>) {
+    (Vec::new(), Box::new(move |_, _| reply))
+}
+
+impl ShareStateShard {
+    /// Replays one record at load (the latest for a key wins; a tombstone removes it).
+    /// False for a record that is not a share snapshot.
+    pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let Some(key) = decode_key(key) else {
+            return false;
+        };
+        match value {
+            None => {
+                self.snapshots.remove(&key);
+                true
+            }
+            Some(value) => match decode_value(value) {
+                Some(snapshot) => {
+                    self.snapshots.insert(key, snapshot);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn put(
+        &mut self,
+        key: ShareStateKey,
+        snapshot: Snapshot,
+    ) -> (Records, Answer<Result<(), i16>>) {
+        let records = vec![(self::key(&key), Some(value(&snapshot)))];
+        (
+            records,
+            Box::new(move |shard, written| {
+                written.map_err(coordinator_error)?;
+                shard.snapshots.insert(key, snapshot);
+                Ok(())
+            }),
+        )
+    }
+
+    /// InitializeShareGroupState: a share-partition's first state (or a reset of its
+    /// start offset under a new state epoch). An older state epoch is fenced.
+    pub fn initialize(
+        &mut self,
+        key: ShareStateKey,
+        state_epoch: i32,
+        start_offset: i64,
+        now_ms: i64,
+    ) -> (Records, Answer<Result<(), i16>>) {
+        if let Some(current) = self.snapshots.get(&key) {
+            if state_epoch < current.state_epoch {
+                return now(Err(error_code::FENCED_STATE_EPOCH));
+            }
+        }
+        let snapshot = Snapshot {
+            snapshot_epoch: 0,
+            state_epoch,
+            leader_epoch: -1,
+            start_offset,
+            create_timestamp: now_ms,
+            write_timestamp: now_ms,
+            batches: Vec::new(),
+        };
+        self.put(key, snapshot)
+    }
+
+    /// ReadShareGroupState by the leader in `leader_epoch`: the state, or None if the
+    /// share-partition has none. A read from an older leader epoch is fenced; a newer one
+    /// is recorded, so the leader it replaced can no longer write.
+    pub fn read(
+        &mut self,
+        key: ShareStateKey,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> (Records, Answer<Result<Option<Snapshot>, i16>>) {
+        let Some(current) = self.snapshots.get(&key).cloned() else {
+            return now(Ok(None));
+        };
+        if leader_epoch < current.leader_epoch {
+            return now(Err(error_code::FENCED_LEADER_EPOCH));
+        }
+        if leader_epoch == current.leader_epoch {
+            return now(Ok(Some(current)));
+        }
+        let snapshot = Snapshot {
+            leader_epoch,
+            snapshot_epoch: current.snapshot_epoch + 1,
+            write_timestamp: now_ms,
+            ..current
+        };
+        let (records, answer) = self.put(key, snapshot.clone());
+        (
+            records,
+            Box::new(move |shard, written| answer(shard, written).map(|()| Some(snapshot))),
+        )
+    }
+
+    /// WriteShareGroupState: the leader's new state of the share-partition.
+    pub fn write(
+        &mut self,
+        key: ShareStateKey,
+        state_epoch: i32,
+        leader_epoch: i32,
+        start_offset: i64,
+        batches: Vec<StateBatch>,
+        now_ms: i64,
+    ) -> (Records, Answer<Result<(), i16>>) {
+        // Kafka: "Write operation on uninitialized share partition not allowed." (a
+        // leader still holding a share-partition whose state was deleted must not bring
+        // it back).
+        let Some(current) = self.snapshots.get(&key).cloned() else {
+            return now(Err(error_code::INVALID_REQUEST));
+        };
+        if leader_epoch < current.leader_epoch {
+            return now(Err(error_code::FENCED_LEADER_EPOCH));
+        }
+        if state_epoch != current.state_epoch {
+            return now(Err(error_code::FENCED_STATE_EPOCH));
+        }
+        let current = Some(current);
+        let snapshot = Snapshot {
+            snapshot_epoch: current.as_ref().map_or(0, |c| c.snapshot_epoch + 1),
+            state_epoch,
+            leader_epoch,
+            start_offset,
+            create_timestamp: current.as_ref().map_or(now_ms, |c| c.create_timestamp),
+            write_timestamp: now_ms,
+            batches,
+        };
+        self.put(key, snapshot)
+    }
+
+    /// DeleteShareGroupState: the share-partition's state goes (a tombstone).
+    pub fn delete(&mut self, key: ShareStateKey) -> (Records, Answer<Result<(), i16>>) {
+        if !self.snapshots.contains_key(&key) {
+            return now(Ok(()));
+        }
+        let records = vec![(self::key(&key), None)];
+        (
+            records,
+            Box::new(move |shard, written| {
+                written.map_err(coordinator_error)?;
+                shard.snapshots.remove(&key);
+                Ok(())
+            }),
+        )
+    }
+
+    /// ReadShareGroupStateSummary: without moving the leader epoch.
+    pub fn summary(&self, key: &ShareStateKey) -> Option<Summary> {
+        self.snapshots.get(key).map(|s| Summary {
+            state_epoch: s.state_epoch,
+            leader_epoch: s.leader_epoch,
+            start_offset: s.start_offset,
+            delivery_complete_count: s
+                .batches
+                .iter()
+                .filter(|b| matches!(b.delivery_state, 2 | 4))
+                // Batches come from the wire (WriteShareGroupState): no overflow.
+                .map(|b| {
+                    b.last_offset
+                        .saturating_sub(b.first_offset.max(s.start_offset))
+                        .saturating_add(1)
+                        .max(0)
+                })
+                .fold(0i64, i64::saturating_add)
+                .min(i32::MAX as i64) as i32,
+        })
+    }
+}
+
+/// A failed write of the share state, as the leader is told: retriable.
+fn coordinator_error(code: i16) -> i16 {
+    match code {
+        error_code::NOT_LEADER_OR_FOLLOWER | error_code::NOT_COORDINATOR => {
+            error_code::NOT_COORDINATOR
+        }
+        _ => error_code::COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k() -> ShareStateKey {
+        ("g".into(), Uuid::from_u128(9), 3)
+    }
+
+    fn apply<R>((records, answer): (Records, Answer<R>), shard: &mut ShareStateShard) -> R {
+        let _ = records;
+        answer(shard, Ok(()))
+    }
+
+    #[test]
+    fn records_round_trip_and_replay_keeps_the_latest() {
+        let snapshot = Snapshot {
+            snapshot_epoch: 2,
+            state_epoch: 1,
+            leader_epoch: 7,
+            start_offset: 42,
+            create_timestamp: 1,
+            write_timestamp: 2,
+            batches: vec![StateBatch {
+                first_offset: 42,
+                last_offset: 50,
+                delivery_state: 2,
+                delivery_count: 3,
+            }],
+        };
+        assert_eq!(decode_value(&value(&snapshot)), Some(snapshot.clone()));
+        assert_eq!(decode_key(&key(&k())), Some(k()));
+        let mut shard = ShareStateShard::default();
+        assert!(shard.replay(&key(&k()), Some(&value(&Snapshot::default()))));
+        assert!(shard.replay(&key(&k()), Some(&value(&snapshot))));
+        assert_eq!(shard.summary(&k()).unwrap().start_offset, 42);
+        assert!(shard.replay(&key(&k()), None));
+        assert_eq!(shard.summary(&k()), None);
+        assert!(!shard.replay(b"\x00\x01", Some(b"junk")));
+    }
+
+    #[test]
+    fn leaders_and_state_epochs_fence_stale_writers() {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        let read = apply(shard.read(k(), 5, 0), &mut shard).unwrap().unwrap();
+        assert_eq!((read.start_offset, read.leader_epoch), (10, 5));
+        apply(shard.write(k(), 0, 5, 12, Vec::new(), 1), &mut shard).unwrap();
+        // A newer leader read it: the old one is fenced.
+        apply(shard.read(k(), 6, 2), &mut shard).unwrap();
+        assert_eq!(
+            apply(shard.write(k(), 0, 5, 13, Vec::new(), 3), &mut shard),
+            Err(error_code::FENCED_LEADER_EPOCH)
+        );
+        // The offsets were reset under a new state epoch: the leader's writes are fenced.
+        apply(shard.initialize(k(), 1, 0, 4), &mut shard).unwrap();
+        assert_eq!(
+            apply(shard.write(k(), 0, 6, 14, Vec::new(), 5), &mut shard),
+            Err(error_code::FENCED_STATE_EPOCH)
+        );
+        assert_eq!(shard.summary(&k()).unwrap().start_offset, 0);
+        assert!(shard.summary(&k()).is_some());
+        apply(shard.delete(k()), &mut shard).unwrap();
+        assert!(shard.summary(&k()).is_none());
+        assert_eq!(
+            apply(shard.write(k(), 1, 6, 14, Vec::new(), 6), &mut shard),
+            Err(error_code::INVALID_REQUEST),
+            "a deleted state is not written back"
+        );
+    }
+
+    #[test]
+    fn coordinator_keys_name_the_topic_as_kafka_prints_ids() {
+        let id = Uuid::from_u128(0);
+        assert_eq!(
+            coordinator_key(&("g".into(), id, 1)),
+            "g:AAAAAAAAAAAAAAAAAAAAAA:1"
+        );
+    }
+}

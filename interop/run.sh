@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -68,6 +68,7 @@ if want java && [ -x interop/java/run.sh ]; then run_driver java interop/java/ru
 if want java-4.1 && [ -x interop/java/run.sh ]; then run_driver java-4.1 env STRAND_KAFKA_VERSION=4.1.1 interop/java/run.sh; fi
 if want java-transactions && [ -x interop/java/transactions.sh ]; then run_driver java-transactions interop/java/transactions.sh; fi
 if want java-share-groups && [ -x interop/java/share-groups.sh ]; then run_driver java-share-groups interop/java/share-groups.sh; fi
+if want java-streams-groups && [ -x interop/java/streams-groups.sh ]; then run_driver java-streams-groups interop/java/streams-groups.sh; fi
 if want streams-eos && [ -x interop/java/streams-eos.sh ]; then run_driver streams-eos interop/java/streams-eos.sh; fi
 if want franz-go-kgo && [ -x interop/go/kgo-suite.sh ]; then run_driver franz-go-kgo interop/go/kgo-suite.sh; fi
 if want cli && [ -x interop/cli/run.sh ]; then run_driver cli interop/cli/run.sh; fi
@@ -94,13 +95,14 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # The same requests as interop/kafka/reference-4.4/capture.py sent Kafka 4.4.0, answers
 # compared field by field with its (volatile fields normalised). Allowed: Kafka reports
 # min.insync.replicas as the cluster's dynamic default (its reference broker sets it so; on
-# Strand it is a start setting), and Kafka's features Strand does not claim (it has no
-# Kafka metadata records, dynamic voters, share or streams groups, or KIP-966: ARCHITECTURE).
+# Strand it is a start setting), and Kafka's features Strand does not claim or claims
+# lower (it has no Kafka metadata records, dynamic voters, share-group dead-letter queue
+# (share.version 2) or KIP-966: ARCHITECTURE).
 # kafka44_versions: the versions Kafka 4.4 added over 4.1.
 want reference && run_driver reference python3 interop/python/reference_compare.py \
   --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' \
-  --allow 'update_features .*(metadata|kraft|share|streams|eligible\.leader\.replicas)\.version'
+  --allow 'update_features .*(metadata|kraft|share|eligible\.leader\.replicas)\.version'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features, a live topic default; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi

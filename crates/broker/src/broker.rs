@@ -200,6 +200,7 @@ impl Broker {
                 heartbeat_interval_ms: config.group_share_heartbeat_interval_ms,
                 max_size: config.group_share_max_size.max(1) as usize,
             },
+            streams: crate::group_configs::streams_limits_of(&config),
             offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
         };
         let txn_settings = strand_coordinator::txn::shard::TxnSettings {

@@ -468,6 +468,37 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         1
     ),
     field!(
+        "group.streams.session.timeout.ms",
+        group_streams_session_timeout_ms,
+        Int,
+        1
+    ),
+    field!(
+        "group.streams.heartbeat.interval.ms",
+        group_streams_heartbeat_interval_ms,
+        Int,
+        1
+    ),
+    field!("group.streams.max.size", group_streams_max_size, Int, 1),
+    field!(
+        "group.streams.num.standby.replicas",
+        group_streams_num_standby_replicas,
+        Int,
+        0
+    ),
+    field!(
+        "group.streams.initial.rebalance.delay.ms",
+        group_streams_initial_rebalance_delay_ms,
+        Int,
+        0
+    ),
+    field!(
+        "group.streams.assignment.interval.ms",
+        group_streams_assignment_interval_ms,
+        Int,
+        0
+    ),
+    field!(
         "broker.heartbeat.interval.ms",
         broker_heartbeat_interval_ms,
         Int,

@@ -184,6 +184,19 @@ pub struct BrokerConfig {
     pub group_share_partition_max_record_locks: i32,
     /// group.share.max.share.sessions: share sessions this broker keeps.
     pub group_share_max_share_sessions: i32,
+    /// group.streams.session.timeout.ms (KIP-1071 streams groups)
+    pub group_streams_session_timeout_ms: i32,
+    /// group.streams.heartbeat.interval.ms
+    pub group_streams_heartbeat_interval_ms: i32,
+    /// group.streams.max.size
+    pub group_streams_max_size: i32,
+    /// group.streams.num.standby.replicas: standby tasks per stateful task.
+    pub group_streams_num_standby_replicas: i32,
+    /// group.streams.initial.rebalance.delay.ms: how long a new group waits for more
+    /// members before its first assignment.
+    pub group_streams_initial_rebalance_delay_ms: i32,
+    /// group.streams.assignment.interval.ms: the least time between two assignments.
+    pub group_streams_assignment_interval_ms: i32,
     /// The metadata quorum, `ID@HOST:PORT,...` (controller.quorum.voters). Unset: a
     /// single node with its metadata in topics.json.
     pub controllers: Option<String>,
@@ -276,6 +289,12 @@ impl Default for BrokerConfig {
             group_share_delivery_count_limit: 5,
             group_share_partition_max_record_locks: 2_000,
             group_share_max_share_sessions: 2_000,
+            group_streams_session_timeout_ms: 45_000,
+            group_streams_heartbeat_interval_ms: 5_000,
+            group_streams_max_size: i32::MAX,
+            group_streams_num_standby_replicas: 0,
+            group_streams_initial_rebalance_delay_ms: 3_000,
+            group_streams_assignment_interval_ms: 1_000,
             controllers: None,
             quorum_listen: None,
             process_roles: None,

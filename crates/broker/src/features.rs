@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use strand_metadata::features::{
-    check_updates, FeatureUpdate, FinalizedFeatures, GROUP_VERSION, SHARE_VERSION,
+    check_updates, FeatureUpdate, FinalizedFeatures, GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION,
     TRANSACTION_VERSION,
 };
 use strand_metadata::ControllerCommand;
@@ -59,6 +59,11 @@ impl Broker {
     /// `share.version` 1 or more: share groups (KIP-932) are served.
     pub fn share_groups_enabled(&self) -> bool {
         self.finalized_features().level(SHARE_VERSION) >= 1
+    }
+
+    /// `streams.version` 1 or more: streams groups (KIP-1071) are served.
+    pub fn streams_groups_enabled(&self) -> bool {
+        self.finalized_features().level(STREAMS_VERSION) >= 1
     }
 
     /// UpdateFeatures: Kafka's checks, then in a cluster through the controller (answered

@@ -14,9 +14,10 @@
 //! member's next heartbeat; a share group's session timeout and heartbeat interval, and
 //! on its share-partitions the lock duration, delivery count limit, in-flight limit,
 //! auto offset reset, isolation level and renew switch (`share::GroupShareSettings`).
-//! The streams.* and errors.* (dead-letter queue) configs are stored and described;
-//! Strand has no streams groups or share-group dead-letter queue yet, so they change
-//! nothing.
+//! A streams group's session timeout, heartbeat interval, standby replicas, initial
+//! rebalance delay and assignment interval (`streams_limits`). The errors.* (dead-letter
+//! queue) configs are stored and described; Strand has no share-group dead-letter queue
+//! yet, so they change nothing.
 //!
 //! Where they live: in a cluster, the metadata log (`SetGroupConfigs`); on a single node,
 //! `group_configs.json` in the data directory.
@@ -27,6 +28,7 @@ use std::sync::{LazyLock, Mutex};
 
 use strand_coordinator::group::consumer::ConsumerGroupLimits;
 use strand_coordinator::group::share::ShareGroupLimits;
+use strand_coordinator::group::streams::{StreamsGroupLimits, ASSIGNOR_STICKY};
 use strand_metadata::ControllerCommand;
 
 use crate::broker::{ApiError, Broker};
@@ -155,6 +157,22 @@ pub fn validate(configs: &BTreeMap<String, String>, broker: &BrokerConfig) -> Re
                         broker.group_share_partition_max_record_locks,
                     )),
                     "share.assignment.interval.ms" => Some((0, 15_000)),
+                    // Kafka's group.streams.min/max.* defaults, widened likewise.
+                    "streams.session.timeout.ms" => Some(range_with(
+                        SESSION_RANGE,
+                        broker.group_streams_session_timeout_ms,
+                    )),
+                    "streams.heartbeat.interval.ms" => Some(range_with(
+                        HEARTBEAT_RANGE,
+                        broker.group_streams_heartbeat_interval_ms,
+                    )),
+                    // group.streams.max.standby.replicas
+                    "streams.num.standby.replicas" => Some(range_with(
+                        (0, 2),
+                        broker.group_streams_num_standby_replicas,
+                    )),
+                    "streams.assignment.interval.ms" => Some((0, 15_000)),
+                    "streams.initial.rebalance.delay.ms" => Some((0, i32::MAX)),
                     _ => None,
                 };
                 if let Some((low, high)) = range {
@@ -178,6 +196,11 @@ pub fn validate(configs: &BTreeMap<String, String>, broker: &BrokerConfig) -> Re
                 return Err(bad(
                     "String must be one of: read_committed, read_uncommitted".into(),
                 ));
+            }
+            _ if def.name == "streams.assignor.name" && trimmed != ASSIGNOR_STICKY => {
+                return Err(invalid(format!(
+                    "{name} '{value}' is not a registered task assignor. Registered assignors are: [{ASSIGNOR_STICKY}]."
+                )));
             }
             _ if def.name == "share.auto.offset.reset" => {
                 // The parser the share-partitions use, so a value accepted here is one
@@ -222,6 +245,39 @@ pub fn share_limits(
         session_timeout_ms: get("share.session.timeout.ms").unwrap_or(base.session_timeout_ms),
         heartbeat_interval_ms: get("share.heartbeat.interval.ms")
             .unwrap_or(base.heartbeat_interval_ms),
+        ..base
+    }
+}
+
+/// The broker's settings for streams groups (group.streams.*).
+pub fn streams_limits_of(broker: &BrokerConfig) -> StreamsGroupLimits {
+    StreamsGroupLimits {
+        session_timeout_ms: broker.group_streams_session_timeout_ms,
+        heartbeat_interval_ms: broker.group_streams_heartbeat_interval_ms,
+        max_size: broker.group_streams_max_size.max(1) as usize,
+        num_standby_replicas: broker.group_streams_num_standby_replicas.max(0) as u32,
+        initial_rebalance_delay_ms: broker.group_streams_initial_rebalance_delay_ms.max(0),
+        assignment_interval_ms: broker.group_streams_assignment_interval_ms.max(0),
+        ..StreamsGroupLimits::default()
+    }
+}
+
+/// A streams group's limits: the broker's, with the group's streams.* overrides.
+pub fn streams_limits(
+    base: StreamsGroupLimits,
+    configs: &BTreeMap<String, String>,
+) -> StreamsGroupLimits {
+    let get = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i32>().ok());
+    StreamsGroupLimits {
+        session_timeout_ms: get("streams.session.timeout.ms").unwrap_or(base.session_timeout_ms),
+        heartbeat_interval_ms: get("streams.heartbeat.interval.ms")
+            .unwrap_or(base.heartbeat_interval_ms),
+        num_standby_replicas: get("streams.num.standby.replicas")
+            .map_or(base.num_standby_replicas, |n| n.max(0) as u32),
+        initial_rebalance_delay_ms: get("streams.initial.rebalance.delay.ms")
+            .map_or(base.initial_rebalance_delay_ms, |n| n.max(0)),
+        assignment_interval_ms: get("streams.assignment.interval.ms")
+            .map_or(base.assignment_interval_ms, |n| n.max(0)),
         ..base
     }
 }

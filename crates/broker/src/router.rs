@@ -157,6 +157,15 @@ async fn dispatch(
         ApiKey::ShareGroupDescribe => {
             api::share_group_describe::handle(broker, request, context).await
         }
+        ApiKey::StreamsGroupHeartbeat => {
+            api::streams_group_heartbeat::handle(broker, request, context).await
+        }
+        ApiKey::StreamsGroupDescribe => {
+            api::streams_group_describe::handle(broker, request, context).await
+        }
+        ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+            api::streams_group_describe::topology_description_update(broker, request, context).await
+        }
         ApiKey::ShareFetch => api::share_fetch::handle(broker, request, context).await,
         ApiKey::ShareAcknowledge => api::share_acknowledge::handle(broker, request, context).await,
         ApiKey::DescribeShareGroupOffsets => {

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strand_broker::serve;
 use strand_metadata::features::{
-    FeatureUpdate, UpgradeType, GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION,
+    FeatureUpdate, UpgradeType, GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION, TRANSACTION_VERSION,
 };
 use tokio::net::TcpStream;
 
@@ -36,6 +36,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
             [
                 (GROUP_VERSION, 1),
                 (SHARE_VERSION, 1),
+                (STREAMS_VERSION, 1),
                 (TRANSACTION_VERSION, 2)
             ]
         );
@@ -69,7 +70,11 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
     let broker = open_broker(dir.path(), |_| {});
     assert_eq!(
         broker.finalized_features().finalized(),
-        [(SHARE_VERSION, 1), (TRANSACTION_VERSION, 1)]
+        [
+            (SHARE_VERSION, 1),
+            (STREAMS_VERSION, 1),
+            (TRANSACTION_VERSION, 1)
+        ]
     );
     assert_eq!(broker.txns.transaction_version(), 1, "followed at start");
     let (address, _handle, server) = serve(broker).await.unwrap();
@@ -94,6 +99,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         finalized,
         [
             (SHARE_VERSION.to_string(), 1),
+            (STREAMS_VERSION.to_string(), 1),
             (TRANSACTION_VERSION.to_string(), 1)
         ]
     );
@@ -108,7 +114,12 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         .collect();
     assert_eq!(
         supported,
-        [GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION]
+        [
+            GROUP_VERSION,
+            SHARE_VERSION,
+            STREAMS_VERSION,
+            TRANSACTION_VERSION
+        ]
     );
 
     let heartbeat: ConsumerGroupHeartbeatResponse = call(

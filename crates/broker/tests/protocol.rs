@@ -951,6 +951,21 @@ async fn every_advertised_version_of_every_api_answers() {
                         kafka_protocol::messages::ReadShareGroupStateSummaryRequest::default();
                     encode_request(api.key, version, correlation, &request)
                 }
+                ApiKey::StreamsGroupHeartbeat => {
+                    let request = kafka_protocol::messages::StreamsGroupHeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("streams-group")))
+                        .with_member_id(StrBytes::from_static_str("m"));
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::StreamsGroupDescribe => {
+                    let request = kafka_protocol::messages::StreamsGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId(StrBytes::from_static_str("streams-group"))]);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+                    let request = kafka_protocol::messages::StreamsGroupTopologyDescriptionUpdateRequest::default();
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

@@ -5,12 +5,12 @@
 //!
 //! Strand lists only the features whose levels it acts on: `transaction.version` (the
 //! transaction protocol clients speak, KIP-890), `group.version` (the KIP-848 consumer
-//! protocol) and `share.version` (KIP-932 share groups, up to 1: level 2 adds Kafka's
-//! share-group dead-letter queue, which Strand does not have). Kafka 4.4 also lists
-//! metadata.version, kraft.version, streams.version and eligible.leader.replicas.version:
-//! they gate Kafka's own metadata records and quorum, streams groups and KIP-966, which
-//! Strand does not have, so it does not claim them (docs/ARCHITECTURE.md, deliberate
-//! differences).
+//! protocol), `share.version` (KIP-932 share groups, up to 1: level 2 adds Kafka's
+//! share-group dead-letter queue, which Strand does not have) and `streams.version`
+//! (KIP-1071 streams groups). Kafka 4.4 also lists metadata.version, kraft.version and
+//! eligible.leader.replicas.version: they gate Kafka's own metadata records and quorum
+//! and KIP-966, which Strand does not have, so it does not claim them
+//! (docs/ARCHITECTURE.md, deliberate differences).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// A feature Strand implements: the levels it supports and a new cluster's level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,14 @@ pub const FEATURES: &[Feature] = &[
     // does not have it, so it supports and finalizes 1.
     Feature {
         name: SHARE_VERSION,
+        min_level: 0,
+        max_level: 1,
+        default_level: 1,
+    },
+    // KIP-1071 streams groups (Kafka Streams' group.protocol=streams): on from level 1,
+    // which a new Kafka 4.4 cluster finalizes.
+    Feature {
+        name: STREAMS_VERSION,
         min_level: 0,
         max_level: 1,
         default_level: 1,
@@ -234,6 +243,7 @@ mod tests {
             [
                 (GROUP_VERSION, 1),
                 (SHARE_VERSION, 1),
+                (STREAMS_VERSION, 1),
                 (TRANSACTION_VERSION, 2)
             ]
         );
@@ -241,7 +251,7 @@ mod tests {
         features.apply(&levels);
         assert_eq!(
             features.finalized(),
-            [(GROUP_VERSION, 1), (SHARE_VERSION, 1)]
+            [(GROUP_VERSION, 1), (SHARE_VERSION, 1), (STREAMS_VERSION, 1)]
         );
         assert_eq!(features.level(TRANSACTION_VERSION), 0);
         assert_eq!(features.epoch, 1);

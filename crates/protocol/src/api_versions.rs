@@ -90,6 +90,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::WriteShareGroupState, 0, 1),
     api(ApiKey::DeleteShareGroupState, 0, 0),
     api(ApiKey::ReadShareGroupStateSummary, 0, 1),
+    // Streams groups (KIP-1071), while `streams.version` is finalized at 1 or more; 93
+    // answers as Kafka's does without a topology description plugin.
+    api(ApiKey::StreamsGroupHeartbeat, 0, 1),
+    api(ApiKey::StreamsGroupDescribe, 0, 1),
+    api(ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 0),
     // Transactions. Clients use transaction version 2 (EndTxn v5, TxnOffsetCommit v5,
     // partitions added by Produce v12+) once ApiVersions finalizes `transaction.version`
     // 2 (TRANSACTION_VERSION); older clients speak version 0 (AddPartitionsToTxn up to

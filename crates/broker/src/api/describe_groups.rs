@@ -58,15 +58,18 @@ pub async fn handle(
             Ok(None) => described
                 .with_error_code(error_code::NONE)
                 .with_group_state(str_bytes("Dead")),
-            // Kafka describes classic groups only: a share group is "not a classic group".
-            Ok(Some(group)) if group.group_type == "share" && version >= 6 => described
-                .with_error_code(error_code::GROUP_ID_NOT_FOUND)
-                .with_error_message(Some(str_bytes(format!(
-                    "Group {} is not a classic group.",
-                    group_id.as_str()
-                ))))
-                .with_group_state(str_bytes("Dead")),
-            Ok(Some(group)) if group.group_type == "share" => described
+            // Kafka describes classic groups only: a share or streams group is "not a
+            // classic group".
+            Ok(Some(group)) if matches!(group.group_type, "share" | "streams") && version >= 6 => {
+                described
+                    .with_error_code(error_code::GROUP_ID_NOT_FOUND)
+                    .with_error_message(Some(str_bytes(format!(
+                        "Group {} is not a classic group.",
+                        group_id.as_str()
+                    ))))
+                    .with_group_state(str_bytes("Dead"))
+            }
+            Ok(Some(group)) if matches!(group.group_type, "share" | "streams") => described
                 .with_error_code(error_code::NONE)
                 .with_group_state(str_bytes("Dead")),
             Ok(Some(group)) => described

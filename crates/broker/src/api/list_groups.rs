@@ -22,10 +22,13 @@ pub async fn handle(
         Err(outcome) => return outcome,
     };
     let version = request.header.request_api_version;
+    // Compared without case or underscores: Kafka's Admin sends "NotReady" for a streams
+    // group's state and Kafka 4.4 matches "not_ready"; both are taken here.
+    let normal = |state: &str| state.to_lowercase().replace('_', "");
     let states: Vec<String> = body
         .states_filter
         .iter()
-        .map(|s| s.as_str().to_lowercase())
+        .map(|s| normal(s.as_str()))
         .collect();
     let types: Vec<String> = body
         .types_filter
@@ -40,7 +43,7 @@ pub async fn handle(
     let groups = listed
         .into_iter()
         .filter(|g| every_group || authorization.allows_group(AclOperation::Describe, &g.group_id))
-        .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
+        .filter(|g| states.is_empty() || states.contains(&normal(g.state_name)))
         .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let listed = ListedGroup::default()

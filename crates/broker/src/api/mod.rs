@@ -48,6 +48,8 @@ pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_group_offsets;
 pub mod share_group_state;
+pub mod streams_group_describe;
+pub mod streams_group_heartbeat;
 pub mod sync_group;
 pub mod topic_ids;
 pub mod txn_offset_commit;

@@ -30,11 +30,13 @@ use strand_coordinator::group::shard::{
 use strand_coordinator::group::share::{
     ShareGroup, ShareGroupLimits, ShareHeartbeat, ShareHeartbeatResult,
 };
+use strand_coordinator::group::streams::{StreamsGroup, StreamsHeartbeat, StreamsHeartbeatResult};
 use strand_coordinator::runtime::{Shard, Step};
 use strand_log::TopicPartition;
 
 pub use strand_coordinator::group::shard::{GroupDescription, OFFSET_METADATA_MAX_BYTES};
 
+use super::streams_topics::StreamsTopics;
 use crate::broker::{ApiError, Broker};
 use crate::error_code;
 use crate::partition::Partition;
@@ -107,6 +109,8 @@ pub struct GroupCoordinator {
     settings: GroupSettings,
     topics: RegistryTopics,
     shards: Mutex<HashMap<i32, ShardSlot>>,
+    /// Streams groups' internal topics being created, and recent failures.
+    pub streams_topics: StreamsTopics,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -172,6 +176,7 @@ impl GroupCoordinator {
             settings,
             topics,
             shards: Mutex::new(HashMap::new()),
+            streams_topics: StreamsTopics::default(),
         }
     }
 
@@ -736,6 +741,58 @@ impl GroupCoordinator {
             })
             .await
             .map_err(not_coordinator)?
+    }
+
+    /// StreamsGroupHeartbeat (KIP-1071).
+    pub async fn streams_heartbeat(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        request: StreamsHeartbeat,
+    ) -> Result<StreamsHeartbeatResult, HeartbeatError> {
+        let shard = self
+            .heartbeat_shard(
+                broker,
+                group_id,
+                (error_code::INVALID_REQUEST, "GroupId can't be empty."),
+            )
+            .await?;
+        let group = group_id.to_string();
+        let limits = crate::group_configs::streams_limits(
+            crate::group_configs::streams_limits_of(&broker.config),
+            &broker.group_configs_of(group_id),
+        );
+        shard
+            .call(move |state: &mut GroupShard| {
+                state.streams_heartbeat(&group, request, limits, now_ms())
+            })
+            .await
+            .map_err(not_coordinator)?
+    }
+
+    /// StreamsGroupDescribe: the streams group, or the error and message Kafka gives.
+    pub async fn describe_streams_group(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+    ) -> Result<StreamsGroup, (i16, Option<String>)> {
+        let not_found = || {
+            (
+                error_code::GROUP_ID_NOT_FOUND,
+                Some(format!("Group {group_id} not found.")),
+            )
+        };
+        let Some(shard) = self
+            .existing_shard_for(broker, group_id)
+            .map_err(|code| (code, None))?
+        else {
+            return Err(not_found());
+        };
+        let group = group_id.to_string();
+        shard
+            .read(move |state: &mut GroupShard| state.describe_streams_group(&group))
+            .await
+            .map_err(|code| (code, None))?
     }
 
     /// A share group's members, epoch and initialized partitions (None: no share group).

@@ -4,5 +4,6 @@
 pub use strand_coordinator::group::{classic, consumer, records};
 
 pub mod coordinator;
+pub mod streams_topics;
 
 pub use coordinator::GroupCoordinator;

@@ -1,5 +1,6 @@
-//! Consumer groups: the classic and KIP-848 state machines, their records in
-//! `__consumer_offsets`, and the shard that holds one partition's groups.
+//! Groups: the classic, KIP-848 consumer, KIP-932 share and KIP-1071 streams state
+//! machines, their records in `__consumer_offsets`, and the shard that holds one
+//! partition's groups.
 
 pub mod classic;
 pub mod consumer;
@@ -8,3 +9,8 @@ pub mod records;
 pub mod shard;
 pub mod share;
 pub mod share_records;
+pub mod streams;
+pub mod streams_assignor;
+pub mod streams_persist;
+pub mod streams_records;
+pub mod streams_topology;

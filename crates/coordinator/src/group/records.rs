@@ -8,6 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::consumer_records::{self, ConsumerRecord};
 use super::share_records::{self, ShareRecord};
+use super::streams_records::{self, StreamsRecord};
 use crate::codec::{put_string, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -63,6 +64,8 @@ pub enum OffsetsRecord {
     Consumer(ConsumerRecord),
     /// A share group's record (share_records.rs).
     Share(ShareRecord),
+    /// A streams group's record (streams_records.rs).
+    Streams(StreamsRecord),
 }
 
 fn put_nullable_string(out: &mut BytesMut, text: Option<&str>) {
@@ -164,6 +167,13 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<OffsetsRecord> {
         record_type if share_records::is_share_record(record_type) => Some(OffsetsRecord::Share(
             share_records::decode(record_type, &mut key_reader, value)?,
         )),
+        record_type if streams_records::is_streams_record(record_type) => {
+            Some(OffsetsRecord::Streams(streams_records::decode(
+                record_type,
+                &mut key_reader,
+                value,
+            )?))
+        }
         _ => None,
     }
 }

@@ -36,6 +36,10 @@ use super::share::{
     ShareHeartbeatResult,
 };
 use super::share_records::{self, InitializedTopics, ShareRecord};
+use super::streams::{
+    StreamsGroup, StreamsGroupLimits, StreamsGroupState, StreamsHeartbeat, StreamsHeartbeatResult,
+};
+use super::streams_persist::{self, StreamsLoading};
 use crate::runtime::Records;
 
 /// offset.metadata.max.bytes
@@ -49,6 +53,7 @@ pub struct GroupSettings {
     pub classic: GroupLimits,
     pub consumer: ConsumerGroupLimits,
     pub share: ShareGroupLimits,
+    pub streams: StreamsGroupLimits,
     /// offsets.retention.minutes, in ms.
     pub offsets_retention_ms: i64,
 }
@@ -133,6 +138,10 @@ struct GroupEntry {
     consumer: Option<ConsumerGroup>,
     /// A KIP-932 share group: while it exists the id is no other kind of group.
     share: Option<ShareGroup>,
+    /// A KIP-1071 streams group: while it exists the id is no other kind of group.
+    streams: Option<StreamsGroup>,
+    /// A write of the streams group's changes failed: the next write is all of it.
+    streams_unsaved: bool,
     /// A write of the consumer group's changes failed: the log lags the state, so the
     /// next write is the whole group (consumer_records::changes from nothing).
     consumer_unsaved: bool,
@@ -165,6 +174,7 @@ impl GroupEntry {
         self.classic.as_ref().is_some_and(|g| !g.is_empty())
             || self.consumer.as_ref().is_some_and(|g| !g.is_empty())
             || self.share.as_ref().is_some_and(|g| !g.is_empty())
+            || self.streams.as_ref().is_some_and(|g| !g.is_empty())
     }
 }
 
@@ -235,6 +245,8 @@ pub struct GroupShard {
     loading: HashMap<String, Loading>,
     /// Share groups' records read so far, during a load: (epoch, initialized topics).
     share_loading: HashMap<String, (Option<i32>, InitializedTopics)>,
+    /// Streams groups' records read so far, during a load.
+    streams_loading: HashMap<String, StreamsLoading>,
 }
 
 impl std::fmt::Debug for GroupShard {
@@ -248,6 +260,28 @@ impl std::fmt::Debug for GroupShard {
 
 /// What runs once a write settled, with the shard and the write's outcome.
 pub type Answerer<R> = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> R + Send>;
+
+/// What a group's write leaves in the shard once it settled.
+type Settle = Box<dyn FnOnce(&mut GroupShard, &Result<(), i16>) + Send>;
+
+/// What a group's write leaves once settled: a failed write marks the group unsaved
+/// (`flag`; its next write is all of it), a successful whole write clears the mark.
+fn settle_unsaved(
+    group_id: String,
+    whole: bool,
+    flag: fn(&mut GroupEntry) -> &mut bool,
+) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
+    move |shard, written| {
+        if let Some(entry) = shard.groups.get_mut(&group_id) {
+            let unsaved = flag(entry);
+            match written {
+                Err(_) => *unsaved = true,
+                Ok(()) if whole => *unsaved = false,
+                Ok(()) => {}
+            }
+        }
+    }
+}
 
 /// An answer that does not depend on a write.
 fn answer_now<R: Send + 'static>(reply: R) -> (Records, Answerer<R>) {
@@ -264,6 +298,7 @@ impl GroupShard {
             topics,
             loading: HashMap::new(),
             share_loading: HashMap::new(),
+            streams_loading: HashMap::new(),
         }
     }
 
@@ -287,6 +322,11 @@ impl GroupShard {
                         initialized.unwrap_or_default();
                 }
             }
+            return true;
+        }
+        if let OffsetsRecord::Streams(record) = record {
+            let group = record.group().to_string();
+            self.streams_loading.entry(group).or_default().apply(record);
             return true;
         }
         if let OffsetsRecord::Consumer(record) = record {
@@ -320,6 +360,17 @@ impl GroupShard {
             let entry = self.groups.entry(group_id).or_default();
             entry.share = Some(group);
             entry.empty_since_ms = now_ms;
+        }
+        for (group_id, loading) in std::mem::take(&mut self.streams_loading) {
+            let Some(group) = loading.finish(&group_id, self.settings.streams, now_ms) else {
+                continue;
+            };
+            let entry = self.groups.entry(group_id).or_default();
+            if group.is_empty() {
+                entry.empty_since_ms = now_ms;
+            }
+            entry.classic = None;
+            entry.streams = Some(group);
         }
         let limits = self.settings.consumer;
         for (group_id, loading) in std::mem::take(&mut self.loading) {
@@ -366,16 +417,7 @@ impl GroupShard {
             }
             _ => (Vec::new(), false),
         };
-        let group_id = group_id.to_string();
-        let settle = move |shard: &mut GroupShard, written: &Result<(), i16>| {
-            if let Some(entry) = shard.groups.get_mut(&group_id) {
-                match written {
-                    Err(_) => entry.consumer_unsaved = true,
-                    Ok(()) if whole => entry.consumer_unsaved = false,
-                    Ok(()) => {}
-                }
-            }
-        };
+        let settle = settle_unsaved(group_id.to_string(), whole, |e| &mut e.consumer_unsaved);
         (records, settle)
     }
 
@@ -576,10 +618,18 @@ impl GroupShard {
         }
         let limits = self.settings.classic;
         let entry = self.groups.entry(group_id.to_string()).or_default();
-        if entry.consumer.as_ref().is_some_and(|g| !g.is_empty()) || entry.share.is_some() {
+        if entry.consumer.as_ref().is_some_and(|g| !g.is_empty())
+            || entry.share.is_some()
+            || entry.streams.as_ref().is_some_and(|g| !g.is_empty())
+        {
             return answer_now(error(error_code::INCONSISTENT_GROUP_PROTOCOL));
         }
         entry.consumer = None;
+        // An empty streams group gives way to the classic one (Kafka deletes it).
+        let replaced_streams = entry
+            .streams
+            .take()
+            .map(|g| streams_persist::tombstones(&g));
         let group = entry
             .classic
             .get_or_insert_with(|| ClassicGroup::new(group_id, limits));
@@ -593,9 +643,13 @@ impl GroupShard {
             completions,
             now_ms,
         };
-        self.answer_change(change, reply, Waiter::Join, move |code| {
+        let (mut records, answer) = self.answer_change(change, reply, Waiter::Join, move |code| {
             JoinResult::error(code, &requester)
-        })
+        });
+        if let Some(tombstones) = replaced_streams {
+            records.splice(0..0, tombstones);
+        }
+        (records, answer)
     }
 
     pub fn sync(
@@ -842,6 +896,16 @@ impl GroupShard {
         if entry.is_some_and(|e| e.share.is_some()) {
             return Err(error_code::GROUP_ID_NOT_FOUND);
         }
+        if let Some(group) = entry.and_then(|e| e.streams.as_ref()) {
+            return may_commit_streams(
+                group,
+                generation_id,
+                member_id,
+                anonymous,
+                commit,
+                partitions,
+            );
+        }
         match entry.map(|e| (&e.classic, &e.consumer)) {
             None | Some((None, None)) => match commit {
                 _ if generation_id < 0 => Ok(()),
@@ -959,6 +1023,9 @@ impl GroupShard {
             tombstones.push((share_records::metadata_key(group_id), None));
             tombstones.push((share_records::state_partitions_key(group_id), None));
         }
+        if let Some(group) = &entry.streams {
+            tombstones.extend(streams_persist::tombstones(group));
+        }
         let group_id = group_id.to_string();
         (
             tombstones,
@@ -973,6 +1040,9 @@ impl GroupShard {
                         if let Some(group) = entry.share.as_mut() {
                             // A member joined meanwhile: the group is written afresh.
                             group.mark_unsaved();
+                        }
+                        if entry.streams.is_some() {
+                            entry.streams_unsaved = true;
                         }
                         if !entry.has_members()
                             && entry.offsets.is_empty()
@@ -1005,6 +1075,10 @@ impl GroupShard {
             .unwrap_or_default();
         if let Some(group) = &entry.consumer {
             subscribed.extend(group.subscribed_topics(self.topics.as_ref()));
+        }
+        // A streams group's input topics, while it has members (Kafka's rule).
+        if let Some(group) = entry.streams.as_ref().filter(|g| !g.is_empty()) {
+            subscribed.extend(group.subscribed_topics());
         }
         let mut codes = Vec::with_capacity(partitions.len());
         let mut removed = Vec::new();
@@ -1075,7 +1149,10 @@ impl GroupShard {
         let limits = limits.unwrap_or(self.settings.consumer);
         let topics = self.topics.clone();
         let entry = self.groups.entry(group_id.to_string()).or_default();
-        if entry.classic.as_ref().is_some_and(|g| !g.is_empty()) || entry.share.is_some() {
+        if entry.classic.as_ref().is_some_and(|g| !g.is_empty())
+            || entry.share.is_some()
+            || entry.streams.is_some()
+        {
             return refuse(
                 error_code::GROUP_ID_NOT_FOUND,
                 &format!("Group {group_id} is not a consumer group."),
@@ -1150,11 +1227,16 @@ impl GroupShard {
         if entry.share.is_none()
             && (entry.classic.is_some()
                 || entry.consumer.is_some()
+                || entry.streams.is_some()
                 || !entry.offsets.is_empty()
                 || !entry.pending.is_empty())
         {
             let message = format!("Group {group_id} is not a share group.");
-            if !entry.has_members() && entry.offsets.is_empty() && entry.pending.is_empty() {
+            if !entry.has_members()
+                && entry.offsets.is_empty()
+                && entry.pending.is_empty()
+                && entry.streams.is_none()
+            {
                 // An empty leftover of another kind (no members, no offsets) gives way.
                 entry.classic = None;
                 entry.consumer = None;
@@ -1222,7 +1304,10 @@ impl GroupShard {
         let topics = self.topics.clone();
         let entry = self.groups.entry(group_id.to_string()).or_default();
         if entry.share.is_none()
-            && (entry.classic.is_some() || entry.consumer.is_some() || !entry.offsets.is_empty())
+            && (entry.classic.is_some()
+                || entry.consumer.is_some()
+                || entry.streams.is_some()
+                || !entry.offsets.is_empty())
         {
             return answer_now(Err(error_code::GROUP_ID_NOT_FOUND));
         }
@@ -1306,6 +1391,132 @@ impl GroupShard {
         self.groups.get(group_id).and_then(|e| e.share.clone())
     }
 
+    /// StreamsGroupHeartbeat (KIP-1071) under `limits` (the broker's, with the group's
+    /// streams.* configs). A group id that is another kind of group (a classic group
+    /// with members, a consumer or share group) is not a streams group; an empty classic
+    /// group gives way. Answered once the group's change is written.
+    pub fn streams_heartbeat(
+        &mut self,
+        group_id: &str,
+        request: StreamsHeartbeat,
+        limits: StreamsGroupLimits,
+        now_ms: i64,
+    ) -> (
+        Records,
+        Answerer<Result<StreamsHeartbeatResult, HeartbeatError>>,
+    ) {
+        let refuse = |code, message: String| answer_now(Err(HeartbeatError { code, message }));
+        if !self.room_for(group_id) {
+            return refuse(
+                error_code::COORDINATOR_NOT_AVAILABLE,
+                "too many groups".into(),
+            );
+        }
+        let topics = self.topics.clone();
+        let entry = self.groups.entry(group_id.to_string()).or_default();
+        if entry.streams.is_none() {
+            let other_kind = entry.classic.as_ref().is_some_and(|g| !g.is_empty())
+                || entry.consumer.is_some()
+                || entry.share.is_some();
+            if other_kind {
+                return refuse(
+                    error_code::GROUP_ID_NOT_FOUND,
+                    format!("Group {group_id} is not a streams group."),
+                );
+            }
+            if request.member_epoch != 0 {
+                let drop_entry = entry.classic.is_none() && entry.offsets.is_empty();
+                if drop_entry && entry.pending.is_empty() {
+                    self.groups.remove(group_id);
+                }
+                return refuse(
+                    error_code::GROUP_ID_NOT_FOUND,
+                    format!("Streams group {group_id} not found."),
+                );
+            }
+            entry.classic = None;
+        }
+        let group = entry
+            .streams
+            .get_or_insert_with(|| StreamsGroup::new(group_id, limits));
+        group.set_limits(limits);
+        let before = group.clone();
+        let was_empty = group.is_empty();
+        let result = group.heartbeat(request, now_ms, topics.as_ref());
+        if group.is_empty() && !was_empty {
+            entry.empty_since_ms = now_ms;
+        }
+        if result.is_err() && before.group_epoch == 0 && group.group_epoch == 0 {
+            // A refused first join leaves no group behind.
+            entry.streams = None;
+            return answer_now(result);
+        }
+        let (records, settle) = self.streams_write(group_id, before);
+        (
+            records,
+            Box::new(move |shard, written| {
+                settle(shard, &written);
+                match written {
+                    Ok(()) => result,
+                    Err(code) => Err(HeartbeatError {
+                        code: coordinator_error_for_append(code),
+                        message: "The coordinator could not write the group's state.".into(),
+                    }),
+                }
+            }),
+        )
+    }
+
+    /// The records of a streams group's change since `before` (all of it after a
+    /// failed write), and what a failed write leaves: the group marked unsaved.
+    fn streams_write(
+        &mut self,
+        group_id: &str,
+        before: StreamsGroup,
+    ) -> (
+        Records,
+        impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
+    ) {
+        let (records, whole) = match self.groups.get(group_id) {
+            Some(GroupEntry {
+                streams: Some(after),
+                streams_unsaved,
+                ..
+            }) => {
+                let base = (!*streams_unsaved).then_some(&before);
+                (streams_persist::changes(base, after), *streams_unsaved)
+            }
+            _ => (Vec::new(), false),
+        };
+        let settle = settle_unsaved(group_id.to_string(), whole, |e| &mut e.streams_unsaved);
+        (records, settle)
+    }
+
+    /// StreamsGroupDescribe: the streams group, or Kafka's error and message.
+    pub fn describe_streams_group(
+        &self,
+        group_id: &str,
+    ) -> Result<StreamsGroup, (i16, Option<String>)> {
+        match self.groups.get(group_id) {
+            Some(GroupEntry {
+                streams: Some(group),
+                ..
+            }) => Ok(group.clone()),
+            Some(entry)
+                if entry.classic.is_some() || entry.consumer.is_some() || entry.share.is_some() =>
+            {
+                Err((
+                    error_code::GROUP_ID_NOT_FOUND,
+                    Some(format!("Group {group_id} is not a streams group.")),
+                ))
+            }
+            _ => Err((
+                error_code::GROUP_ID_NOT_FOUND,
+                Some(format!("Group {group_id} not found.")),
+            )),
+        }
+    }
+
     /// Share groups' session timeouts (nothing is written: share group membership is
     /// kept in memory, see docs/ARCHITECTURE.md).
     fn tick_share_groups(&mut self, now_ms: i64) {
@@ -1328,6 +1539,21 @@ impl GroupShard {
     pub fn tick(&mut self, now_ms: i64) -> (Records, Answerer<()>) {
         self.tick_share_groups(now_ms);
         let topics = self.topics.clone();
+        let mut streams_changes = Vec::new();
+        for (group_id, entry) in self.groups.iter_mut() {
+            let Some(group) = entry.streams.as_mut() else {
+                continue;
+            };
+            if group.next_deadline().is_some_and(|d| d <= now_ms) {
+                let was_empty = group.is_empty();
+                let before = group.clone();
+                group.tick(now_ms, topics.as_ref());
+                if group.is_empty() && !was_empty {
+                    entry.empty_since_ms = now_ms;
+                }
+                streams_changes.push((group_id.clone(), before));
+            }
+        }
         let mut consumer_changes = Vec::new();
         for (group_id, entry) in self.groups.iter_mut() {
             let Some(group) = entry.consumer.as_mut() else {
@@ -1344,12 +1570,19 @@ impl GroupShard {
             }
         }
         let mut records = Vec::new();
-        let mut settles = Vec::new();
+        let mut settles: Vec<Settle> = Vec::new();
         for (group_id, before) in consumer_changes {
             let (written, settle) = self.consumer_write(&group_id, Some(before));
             if !written.is_empty() {
                 records.extend(written);
-                settles.push(settle);
+                settles.push(Box::new(settle));
+            }
+        }
+        for (group_id, before) in streams_changes {
+            let (written, settle) = self.streams_write(&group_id, before);
+            if !written.is_empty() {
+                records.extend(written);
+                settles.push(Box::new(settle));
             }
         }
         let due: Vec<String> = self
@@ -1422,6 +1655,10 @@ impl GroupShard {
                 if let Some(group) = &entry.consumer {
                     tombstones.extend(consumer_records::tombstones(group));
                 }
+                // An empty streams group goes with its last offset, as on Kafka.
+                if let Some(group) = &entry.streams {
+                    tombstones.extend(streams_persist::tombstones(group));
+                }
                 expired.push((group_id.clone(), None));
             }
         }
@@ -1457,6 +1694,32 @@ impl GroupShard {
     }
 }
 
+/// Kafka's rules for a commit to a streams group (StreamsGroup.validateOffsetCommit): a
+/// reset by the admin (no member, a negative epoch) only while the group is empty; an
+/// anonymous transactional commit always; members commit with OffsetCommit v9+, at
+/// their epoch, or an older one for the active tasks they had by then.
+fn may_commit_streams(
+    group: &StreamsGroup,
+    generation_id: i32,
+    member_id: &str,
+    anonymous: bool,
+    commit: CommitKind,
+    partitions: &[(&str, i32)],
+) -> Result<(), i16> {
+    if generation_id < 0 && group.is_empty() {
+        return Ok(());
+    }
+    if anonymous && matches!(commit, CommitKind::Transactional { .. }) {
+        return Ok(());
+    }
+    if let CommitKind::Offsets { api_version } = commit {
+        if api_version < 9 && group.has_member(member_id) {
+            return Err(error_code::UNSUPPORTED_VERSION);
+        }
+    }
+    group.check_commit(member_id, generation_id, partitions)
+}
+
 /// The records of a share group's change, if its epoch or initialized partitions moved,
 /// and what to mark saved once they commit.
 fn share_write(
@@ -1489,6 +1752,22 @@ fn share_write(
 }
 
 fn describe_entry(group_id: &str, entry: &GroupEntry) -> GroupDescription {
+    if let Some(group) = &entry.streams {
+        let state = match group.state() {
+            StreamsGroupState::Empty => GroupState::Empty,
+            StreamsGroupState::Stable => GroupState::Stable,
+            _ => GroupState::PreparingRebalance,
+        };
+        return GroupDescription {
+            group_id: group_id.to_string(),
+            state,
+            protocol_type: "streams".into(),
+            protocol_name: String::new(),
+            members: Vec::new(),
+            group_type: "streams",
+            state_name: group.state().name(),
+        };
+    }
     if let Some(group) = &entry.share {
         let state = match group.state() {
             ShareGroupState::Empty => GroupState::Empty,
@@ -1625,7 +1904,7 @@ fn apply_loaded(
             groups.remove(&group);
         }
         // Gathered by GroupShard::replay and built at the end of the load.
-        OffsetsRecord::Consumer(_) | OffsetsRecord::Share(_) => {}
+        OffsetsRecord::Consumer(_) | OffsetsRecord::Share(_) | OffsetsRecord::Streams(_) => {}
         OffsetsRecord::Group {
             group,
             value: Some(stored),
@@ -1714,6 +1993,7 @@ mod tests {
             },
             consumer: ConsumerGroupLimits::default(),
             share: Default::default(),
+            streams: Default::default(),
             offsets_retention_ms: 60_000,
         };
         GroupShard::new(settings, Arc::new(NoTopics))

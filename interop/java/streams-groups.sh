@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Streams groups (KIP-1071: Kafka Streams with group.protocol=streams, the broker's
+# StreamsGroupHeartbeat 88 / StreamsGroupDescribe 89) with Kafka Streams 4.4.0, the Admin
+# client and Kafka's kafka-streams-groups tool against a running broker (STRAND_BOOTSTRAP,
+# default 127.0.0.1:9092; interop/run.sh java-streams-groups starts one). Compiles
+# interop/java/src/StreamsGroupsDriver.java like share-groups.sh does (jars from
+# interop/kafka/fetch.sh), runs it (a word count on two instances: counts, the internal
+# topics the broker creates, describe, list, failover, committed offsets), then checks the
+# tool's --list, --describe --state and --delete on the Empty group the driver leaves.
+#
+# Against Apache Kafka 4.4 for comparison: interop/kafka/run-kafka.sh DIR PORT &, then
+# STRAND_BOOTSTRAP=127.0.0.1:PORT interop/java/streams-groups.sh. Kafka needs
+# streams.version >= 1 finalized (a cluster formatted by 4.2 or later has it).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
+command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
+
+libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
+home="$(dirname "$libs")"
+mkdir -p "$home/interop-java"
+build="$(mktemp -d "$home/interop-java/streams-groups.XXXXXX")"
+trap 'rm -rf "$build"' EXIT
+
+# Topic and group names of this run (a broker may have seen an earlier one).
+export STREAMS_GROUPS_RUN="${STREAMS_GROUPS_RUN:--$(date +%s)}"
+javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/StreamsGroupsDriver.java"
+cat >"$build/log4j2.properties" <<'LOG'
+status = warn
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = STDERR
+# Its warnings about configs this driver leaves at their defaults (warm-up replicas, the
+# global thread's exception handler) say nothing about the broker.
+logger.config.name = org.apache.kafka.streams.StreamsConfig
+logger.config.level = error
+LOG
+
+# The driver has its own watchdog (240s); timeout is the backstop. Streams' state dirs
+# (one per instance) go under the build dir, removed on exit.
+export STRAND_STREAMS_STATE_DIR="$build/state"
+timeout -k 10 280 java -Xmx768m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
+  -cp "$build:$libs/*" StreamsGroupsDriver
+
+# kafka-streams-groups on the group the driver left (Empty: both instances left it).
+tool() { timeout 120 "$here/../kafka/kafka-cli.sh" kafka-streams-groups --bootstrap-server "$STRAND_BOOTSTRAP" "$@"; }
+fail() { echo "FAIL: kafka-streams-groups $1"; echo "$2"; exit 1; }
+group=streams-groups-app$STREAMS_GROUPS_RUN
+out=$(tool --list 2>&1) || fail "--list" "$out"
+grep -qx "$group" <<<"$out" || fail "--list does not list $group" "$out"
+echo "ok: kafka-streams-groups --list lists $group"
+out=$(tool --describe --group "$group" --state 2>&1) || fail "--describe --state" "$out"
+# GROUP COORDINATOR (ID) ASSIGNOR STATE #MEMBERS
+awk -v g="$group" '$1 == g && tolower($(NF-1)) == "empty" && $NF == 0 { found = 1 } END { exit !found }' <<<"$out" \
+  || fail "--describe --state: not Empty with 0 members" "$out"
+echo "ok: kafka-streams-groups --describe --state: Empty, 0 members"
+out=$(tool --delete --group "$group" 2>&1) || fail "--delete" "$out"
+grep -qF "Deletion of requested streams groups ('$group') was successful" <<<"$out" \
+  || fail "--delete did not report success" "$out"
+out=$(tool --list 2>&1) || fail "--list" "$out"
+if grep -qx "$group" <<<"$out"; then fail "--delete left the group" "$out"; fi
+echo "ok: kafka-streams-groups --delete removed $group (gone from --list)"
+# StreamsGroupDescribe on the deleted group: GROUP_ID_NOT_FOUND, the tool exits 1.
+if out=$(tool --describe --group "$group" --state 2>&1); then fail "--describe after --delete succeeded" "$out"; fi
+grep -qF "GroupIdNotFoundException" <<<"$out" \
+  || fail "--describe after --delete: not GroupIdNotFoundException" "$out"
+echo "ok: kafka-streams-groups --describe after --delete: group not found"
+# DeleteGroups leaves the internal topics (only --delete-all-internal-topics removes them).
+out=$(timeout 120 "$here/../kafka/kafka-cli.sh" kafka-topics --bootstrap-server "$STRAND_BOOTSTRAP" --list 2>&1) \
+  || { echo "FAIL: kafka-topics --list"; echo "$out"; exit 1; }
+for t in "$group-counts-store-repartition" "$group-counts-store-changelog"; do
+  grep -qx "$t" <<<"$out" || { echo "FAIL: --delete (without --delete-all-internal-topics) removed $t"; echo "$out"; exit 1; }
+done
+echo "ok: the internal topics outlive the group (DeleteGroups does not delete them)"

@@ -196,8 +196,14 @@ async fn a_streams_application_gets_its_internal_topics_and_tasks_and_keeps_them
         ),
         (
             INVALID_REQUEST,
-            Some("If one task-type is non-null, all must be non-null.")
+            Some("ActiveTasks must be empty when (re-)joining.")
         )
+    );
+    let partial = beat("m1", 3, None).with_standby_tasks(Some(vec![]));
+    let refused = heartbeat(&mut a, &partial).await;
+    assert_eq!(
+        refused.error_message.as_ref().map(|m| m.as_str()),
+        Some("If one task-type is non-null, all must be non-null.")
     );
     let mut internal = join("m1");
     internal.topology.as_mut().unwrap().subtopologies[0].source_topics =

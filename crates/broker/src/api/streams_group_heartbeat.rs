@@ -190,22 +190,19 @@ pub async fn handle(
             );
         }
     }
-    let tasks = match (&body.active_tasks, &body.standby_tasks, &body.warmup_tasks) {
-        (Some(active), Some(standby), Some(warmup)) => Some(Tasks {
+    let lists = [&body.active_tasks, &body.standby_tasks, &body.warmup_tasks];
+    let tasks = match lists {
+        [Some(active), Some(standby), Some(warmup)] => Some(Tasks {
             active: ids(active),
             standby: ids(standby),
             warmup: ids(warmup),
         }),
-        (None, None, None) => None,
-        _ => {
-            return respond(
-                &request,
-                &refuse(
-                    error_code::INVALID_REQUEST,
-                    Some("If one task-type is non-null, all must be non-null.".into()),
-                ),
-            )
-        }
+        _ => None,
+    };
+    let partial_task_lists = if tasks.is_none() && lists.iter().any(|l| l.is_some()) {
+        lists.map(|l| l.is_some())
+    } else {
+        [false; 3]
     };
     let heartbeat = StreamsHeartbeat {
         member_id: body.member_id.to_string(),
@@ -216,6 +213,7 @@ pub async fn handle(
         rebalance_timeout_ms: body.rebalance_timeout_ms,
         topology,
         owned: tasks,
+        partial_task_lists,
         process_id: body.process_id.as_ref().map(|p| p.to_string()),
         user_endpoint: body
             .user_endpoint

@@ -188,6 +188,9 @@ pub struct StreamsHeartbeat {
     pub topology: Option<StoredTopology>,
     /// What the member runs (None: unchanged since its last heartbeat).
     pub owned: Option<Tasks>,
+    /// Which of the active, standby and warm-up lists the request carried when it
+    /// carried some but not all (`owned` is then None; Kafka refuses it, in its order).
+    pub partial_task_lists: [bool; 3],
     pub process_id: Option<String>,
     pub user_endpoint: Option<(String, u16)>,
     pub client_tags: Option<Vec<(String, String)>>,
@@ -272,7 +275,12 @@ pub fn validate(request: &StreamsHeartbeat, group_id: &str) -> Result<(), Heartb
             }
             let owned = request.owned.as_ref();
             for (kind, name) in [(0, "ActiveTasks"), (1, "StandbyTasks"), (2, "WarmupTasks")] {
-                if owned.is_none_or(|o| !o.kinds()[kind].is_empty()) {
+                let empty = match owned {
+                    Some(owned) => owned.kinds()[kind].is_empty(),
+                    // Sent (empty) in a partial request: that rule comes later.
+                    None => request.partial_task_lists[kind],
+                };
+                if !empty {
                     return Err(invalid(format!("{name} must be empty when (re-)joining.")));
                 }
             }
@@ -304,6 +312,11 @@ pub fn validate(request: &StreamsHeartbeat, group_id: &str) -> Result<(), Heartb
             )));
         }
         _ => {}
+    }
+    if request.partial_task_lists.iter().any(|sent| *sent) {
+        return Err(invalid(
+            "If one task-type is non-null, all must be non-null.",
+        ));
     }
     if request.member_epoch != 0 && request.topology.is_some() {
         return Err(invalid("Topology can only be provided when (re-)joining."));
@@ -517,10 +530,11 @@ impl StreamsGroup {
             member_epoch: request.member_epoch,
             heartbeat_interval_ms: 0,
             task_offset_interval_ms: 0,
-            acceptable_recovery_lag: 0,
+            // Kafka's leave answer leaves these at their defaults.
+            acceptable_recovery_lag: -1,
             statuses: Vec::new(),
             tasks: None,
-            endpoint_information_epoch: self.endpoint_epoch,
+            endpoint_information_epoch: 0,
             endpoints: None,
             topics_to_create: Vec::new(),
         })

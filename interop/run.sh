@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -99,10 +99,16 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # lower (it has no Kafka metadata records, dynamic voters, share-group dead-letter queue
 # (share.version 2) or KIP-966: ARCHITECTURE).
 # kafka44_versions: the versions Kafka 4.4 added over 4.1.
+# streams_groups: KIP-1071 streams groups (APIs 88, 89, 93) and the other group APIs on one;
+# allowed: a KIP-848 group's first epoch (Kafka's first join ends at 2, Strand's at 1: only
+# compared here, where epochs are exact) and ListGroups' state filter "NotReady", which
+# Kafka's Admin sends and Kafka 4.4 never matches (Strand does: ARCHITECTURE).
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features \
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features,streams_groups \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' \
-  --allow 'update_features .*(metadata|kraft|share|eligible\.leader\.replicas)\.version'
+  --allow 'update_features .*(metadata|kraft|share|eligible\.leader\.replicas)\.version' \
+  --allow 'streams_groups cases\.setup_consumer_group_join\.response\.member_epoch' \
+  --allow 'streams_groups cases\.list_groups_v5_state_NotReady\.response\.groups'
 if want compare; then echo "=== compare (same bytes to Apache Kafka 4.4.0 and Strand)"; timeout 600 python3 interop/python/protocol_compare.py; fi
 if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features, a live topic default; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
@@ -116,6 +122,7 @@ if want cluster-reassignment; then echo "=== cluster-reassignment (kafka-reassig
 if want cluster-corruption; then echo "=== cluster-corruption (a leader whose read finds a damaged batch steps down; the consumer reads everything from a healthy replica; 3 nodes)"; timeout 600 python3 interop/cluster/corruption_failover_test.py; fi
 if want cluster-bench; then echo "=== cluster-bench (strand bench routes to partition leaders, 3 nodes)"; timeout 600 python3 interop/cluster/bench_test.py; fi
 if want cluster-share-groups; then echo "=== cluster-share-groups (Java share consumers and Admin, 3 nodes, a leader kill)"; timeout 1200 python3 interop/cluster/share_groups_test.py; fi
+if want cluster-streams-groups; then echo "=== cluster-streams-groups (Kafka Streams group.protocol=streams: the streams-groups driver on 3 nodes, then an exactly_once_v2 word count through kill -9 of its group coordinator; same members, exact counts)"; timeout 600 python3 interop/cluster/streams_groups_test.py; fi
 if want cluster-clients; then echo "=== cluster-clients (Java and librdkafka through leader kills, 3 nodes)"; timeout 1200 python3 interop/cluster/client_failover.py; fi
 if want cluster-transactions; then echo "=== cluster-transactions (librdkafka transactions through kills of the transaction coordinator and of a partition leader; read_committed sees every committed transaction whole, nothing aborted, 3 nodes)"; timeout 900 python3 interop/cluster/transactions_failover_test.py; fi
 if want cluster-streams-eos; then echo "=== cluster-streams-eos (Kafka Streams exactly_once_v2 word count through kill -9 of its transaction coordinator; every count update once, in order, 3 nodes)"; timeout 600 python3 interop/cluster/streams_eos_failover_test.py; fi

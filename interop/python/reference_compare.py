@@ -39,8 +39,13 @@ Sections (file in the reference dir; the request made):
     group_configs                 group_configs.json: GROUP config describe/alter
     describe_log_dirs, describe_topic_partitions, describe_quorum, elect_leaders,
     list_partition_reassignments, alter_partition_reassignments, update_features,
-    kafka44_versions              the admin API files of the same names (kafka44_versions:
-                                  the versions Kafka 4.4 added over 4.1)
+    kafka44_versions, streams_groups
+                                  the admin API files of the same names (kafka44_versions:
+                                  the versions Kafka 4.4 added over 4.1; streams_groups:
+                                  KIP-1071 StreamsGroupHeartbeat/Describe/TopologyDescription-
+                                  Update refusals, one member's join, describe, leave, and what
+                                  ListGroups, DescribeGroups, ConsumerGroupHeartbeat, OffsetCommit
+                                  and DeleteGroups say about a streams group)
 (aliases: topic_validation, admin_apis = the admin API sections, all)
 
 Exit status: 0 if the sections named by --require have no differences, 1 otherwise, 2 on a
@@ -93,6 +98,19 @@ Normalisation (applied to both sides alike), field by field:
       - paths: log_dir and the value of log.dirs become <log dir> (the data directory).
       - member_id: <member id sent> when the broker echoed the id the request carried (KIP-848
         members choose their id), otherwise kept so a different id shows.
+      - streams_groups: epochs are NOT normalised there but compared exactly (member, group,
+        assignment, topology and endpoint-information epochs, and the KIP-848 member epoch of
+        its consumer group): every group of the section is new and the requests follow a fixed
+        sequence, so Kafka's epochs are the same on every run (checked over four runs against
+        one broker; the one timer, streams.initial.rebalance.delay.ms = 3 s, does not fire
+        between the join and the leave, which are milliseconds apart). Nothing else is added:
+        member ids, process id, client id and group ids are fixed strings we send;
+        client_host ("/127.0.0.1" in Kafka's answer) is compared as is, since the capture and
+        the driver both connect over 127.0.0.1 (compare from another address and it
+        differs). Described groups, ListGroups entries and DeleteGroups results are matched
+        by group_id, so their order in the answer is not compared (Kafka's is not the request
+        order: the "" entry first, then by coordinator shard); task and topic lists are
+        compared in order.
       - synonyms: compared as one value, in order (their order is the precedence), each shown
         as name="value" SOURCE.
       - api_keys (ApiVersions): one entry per key, shown as "min-max"; in an exchange other than
@@ -122,7 +140,7 @@ import capture as cap  # noqa: E402  (interop/kafka/reference-4.4/capture.py)
 
 ADMIN = ['describe_log_dirs', 'alter_replica_log_dirs', 'unregister_broker', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
          'list_partition_reassignments', 'alter_partition_reassignments', 'update_features',
-         'kafka44_versions']
+         'kafka44_versions', 'streams_groups']
 SECTIONS = ['api_versions', 'topic_configs', 'topic_config_validation', 'broker_configs',
             'group_configs'] + ADMIN
 ALIASES = {'topic_validation': ['topic_config_validation'], 'admin_apis': ADMIN, 'all': SECTIONS}
@@ -135,6 +153,7 @@ SECTION_APIS = {
     'list_partition_reassignments': [46], 'alter_partition_reassignments': [45],
     'update_features': [57],
     'kafka44_versions': [2, 8, 9, 18, 28, 42],
+    'streams_groups': [88, 89, 93],
 }
 STATIC_SOURCE = 4
 
@@ -184,6 +203,8 @@ def norm_int(k, v, ctx):
     if k is None:
         return v
     if k.endswith('epoch') or k == 'member_epoch_after_join':
+        if ctx.get('exact_epochs'):
+            return v
         return Sym('<epoch>') if v >= 0 else v
     if k in OFFSET_KEYS:
         return Sym('<offset>') if v >= 0 else v
@@ -805,7 +826,10 @@ def main():
             got = dict(got)
             got.pop('controller_listener', None)
             rep.note('controller_listener: not compared (no --controller)')
-        k, s = norm(ref, kctx), norm(got, sctx)
+        if section == 'streams_groups':  # fresh groups, fixed sequence: Kafka's epochs are exact
+            k, s = norm(ref, dict(kctx, exact_epochs=True)), norm(got, dict(sctx, exact_epochs=True))
+        else:
+            k, s = norm(ref, kctx), norm(got, sctx)
         if section == 'topic_configs' and preexisting:
             k.pop('create_topics', None)
             s.pop('create_topics', None)

@@ -23,7 +23,8 @@ Sections (--only takes a comma list of these):
                      describe_topic_partitions.json, describe_quorum.json,
                      elect_leaders.json, list_partition_reassignments.json,
                      alter_partition_reassignments.json, update_features.json,
-                     kafka44_versions.json
+                     kafka44_versions.json, streams_groups.json
+                     (each of these names alone works too: --only streams_groups)
   dynamic_configs    dynamic_broker_configs.json (no broker: runs DumpDynamicConfigs.java on --kafka-libs)
   schemas            schemas.txt, schema_changes.json (needs --clients-jar; --old-clients-jar to compare)
 
@@ -1499,6 +1500,218 @@ def collect_kafka44_versions(c):
     return {'cases': results}
 
 
+SG_PREFIX = 'strand-ref-streams-'
+SG_APP = SG_PREFIX + 'app'                       # the group that joins successfully
+SG_CONSUMER = SG_PREFIX + 'consumer-group'       # a KIP-848 consumer group
+SG_MISSING = SG_PREFIX + 'no-such-group'
+SG_INPUT = SG_PREFIX + 'input'                   # never created: MISSING_SOURCE_TOPICS
+SG_OUTPUT = SG_PREFIX + 'output'
+SG_PROCESS = '5f0c6e38-0c4b-4f3e-9d59-2d6a1c0f7a11'  # the "Streams instance" (ProcessId)
+SG_MEMBER = 'strand-ref-streams-member-app'
+SG_CONSUMER_MEMBER = 'strand-ref-streams-member-consumer'
+
+
+def sg_topology(app, source_topics=None, regex=None, changelog_partitions=0):
+    """A word-count-like topology as Kafka Streams 4.4 sends it (StreamsGroupHeartbeat
+    Topology): subtopology 0 reads the input and writes the repartition topic, subtopology 1
+    reads it and counts into a store with a changelog."""
+    repartition = f'{app}-counts-store-repartition'
+    changelog = f'{app}-counts-store-changelog'
+    return {'epoch': 0, 'subtopologies': [
+        {'subtopology_id': '0', 'source_topics': [SG_INPUT] if source_topics is None else source_topics,
+         'source_topic_regex': regex or [], 'state_changelog_topics': [],
+         'repartition_sink_topics': [repartition], 'repartition_source_topics': [],
+         'copartition_groups': []},
+        {'subtopology_id': '1', 'source_topics': [], 'source_topic_regex': [],
+         'state_changelog_topics': [
+             {'name': changelog, 'partitions': changelog_partitions, 'replication_factor': -1,
+              'topic_configs': [{'key': 'cleanup.policy', 'value': 'compact'},
+                                {'key': 'message.timestamp.type', 'value': 'CreateTime'}]}],
+         'repartition_sink_topics': [],
+         'repartition_source_topics': [
+             {'name': repartition, 'partitions': 0, 'replication_factor': -1,
+              'topic_configs': [{'key': 'cleanup.policy', 'value': 'delete'},
+                                {'key': 'message.timestamp.type', 'value': 'CreateTime'},
+                                {'key': 'retention.ms', 'value': '-1'},
+                                {'key': 'segment.bytes', 'value': '52428800'}]}],
+         'copartition_groups': []},
+    ]}
+
+
+def sg_heartbeat(group, member, epoch=0, **changes):
+    """A StreamsGroupHeartbeat body: a full (re)join as the Streams client sends it at epoch 0,
+    every "unchanged" field null otherwise; `changes` override fields."""
+    if epoch == 0:
+        body = {'group_id': group, 'member_id': member, 'member_epoch': 0,
+                'endpoint_information_epoch': -1, 'instance_id': None, 'rack_id': None,
+                'rebalance_timeout_ms': 300000, 'topology': sg_topology(group),
+                'active_tasks': [], 'standby_tasks': [], 'warmup_tasks': [],
+                'process_id': SG_PROCESS, 'user_endpoint': None, 'client_tags': [],
+                'task_offsets': [], 'task_end_offsets': [], 'shutdown_application': False}
+    else:
+        body = {'group_id': group, 'member_id': member, 'member_epoch': epoch,
+                'endpoint_information_epoch': -1, 'instance_id': None, 'rack_id': None,
+                'rebalance_timeout_ms': -1, 'topology': None, 'active_tasks': None,
+                'standby_tasks': None, 'warmup_tasks': None, 'process_id': None,
+                'user_endpoint': None, 'client_tags': None, 'task_offsets': None,
+                'task_end_offsets': None, 'shutdown_application': False}
+    body.update(changes)
+    return body
+
+
+def sg_topology_description(app):
+    def node(name, kind, successors, sources=(), sink=None, stores=()):
+        return {'name': name, 'node_type': kind, 'source_topics': list(sources), 'sink_topic': sink,
+                'stores': list(stores), 'successors': list(successors)}
+    repartition = f'{app}-counts-store-repartition'
+    return {'subtopologies': [
+        {'subtopology_id': '0', 'nodes': [
+            node('KSTREAM-SOURCE-0000000000', 1, ['KSTREAM-FLATMAPVALUES-0000000001'], sources=[SG_INPUT]),
+            node('KSTREAM-FLATMAPVALUES-0000000001', 2, ['KSTREAM-KEY-SELECT-0000000002']),
+            node('KSTREAM-KEY-SELECT-0000000002', 2, ['counts-store-repartition-filter']),
+            node('counts-store-repartition-filter', 2, ['counts-store-repartition-sink']),
+            node('counts-store-repartition-sink', 3, [], sink=repartition)]},
+        {'subtopology_id': '1', 'nodes': [
+            node('counts-store-repartition-source', 1, ['KSTREAM-AGGREGATE-0000000003'], sources=[repartition]),
+            node('KSTREAM-AGGREGATE-0000000003', 2, ['KTABLE-TOSTREAM-0000000004'], stores=['counts-store']),
+            node('KTABLE-TOSTREAM-0000000004', 2, ['KSTREAM-SINK-0000000005']),
+            node('KSTREAM-SINK-0000000005', 3, [], sink=SG_OUTPUT)]},
+    ], 'global_stores': []}
+
+
+def ensure_groups_loaded(c, groups):
+    """StreamsGroupDescribe of each group until its answer is not a coordinator error (the
+    __consumer_offsets partition of a new broker may still be loading). Not recorded."""
+    for g in groups:
+        for _ in range(30):
+            try:
+                r = c.call('StreamsGroupDescribe', 0, {'group_ids': [g], 'include_authorized_operations': False})
+            except Exception:
+                c.reconnect()
+                return
+            if r['response']['groups'][0]['error_code'] not in (14, 15, 16):
+                break
+            time.sleep(1)
+
+
+def collect_streams_groups(c):
+    """streams_groups.json: KIP-1071 streams groups (StreamsGroupHeartbeat 88, StreamsGroupDescribe
+    89, StreamsGroupTopologyDescriptionUpdate 93) and what the other group APIs say about a
+    streams group. Refusals first, each with its own group id; then one member joins
+    SG_APP with a topology whose source topic does not exist (statuses ASSIGNMENT_DELAYED and
+    MISSING_SOURCE_TOPICS, no internal topic created, group NotReady), is described, listed,
+    committed to, leaves, and the group is deleted. The broker is left as it was (the consumer
+    group made for the "not a streams group" case is left and deleted too)."""
+    g = lambda label: SG_PREFIX + label.replace('_', '-')
+    m = lambda label: 'strand-ref-streams-member-' + label.replace('_', '-')
+    ensure_group_coordinator(c)
+    ensure_groups_loaded(c, [SG_APP, SG_CONSUMER, SG_MISSING, g('heartbeat_epoch_5_unknown_group')])
+    results = []
+
+    def run(cases):
+        out = run_cases(c, cases)
+        results.extend(out)
+        return out
+
+    def hb(label, version=1, epoch=0, group=None, member=None, **changes):
+        return (label, 'StreamsGroupHeartbeat', version,
+                sg_heartbeat(g(label) if group is None else group, m(label) if member is None else member,
+                             epoch, **changes))
+
+    tasks = lambda *pairs: [{'subtopology_id': s, 'partitions': list(p)} for s, p in pairs]
+    run([
+        hb('heartbeat_blank_member_id', member=''),
+        hb('heartbeat_blank_group_id', group=''),
+        hb('heartbeat_blank_instance_id', instance_id=''),
+        hb('heartbeat_blank_rack_id', rack_id=''),
+        hb('heartbeat_join_active_tasks_null', active_tasks=None),
+        hb('heartbeat_join_standby_tasks_non_empty', standby_tasks=tasks(('0', [0]))),
+        hb('heartbeat_join_without_topology', topology=None),
+        hb('heartbeat_join_rebalance_timeout_unset', rebalance_timeout_ms=-1),
+        hb('heartbeat_epoch_minus_2_without_instance_id', epoch=-2),
+        hb('heartbeat_epoch_minus_3', epoch=-3),
+        hb('heartbeat_epoch_3_task_lists_partially_null', epoch=3, active_tasks=[]),
+        hb('heartbeat_epoch_3_with_topology', epoch=3, topology=sg_topology(g('heartbeat_epoch_3_with_topology')),
+           active_tasks=[], standby_tasks=[], warmup_tasks=[]),
+        hb('heartbeat_join_source_topic_regex',
+           topology=sg_topology(g('heartbeat_join_source_topic_regex'), source_topics=[],
+                                regex=[SG_PREFIX + 'input.*'])),
+        hb('heartbeat_join_changelog_partitions_2',
+           topology=sg_topology(g('heartbeat_join_changelog_partitions_2'), changelog_partitions=2)),
+        hb('heartbeat_join_internal_source_topic',
+           topology=sg_topology(g('heartbeat_join_internal_source_topic'), source_topics=['__consumer_offsets'])),
+        hb('heartbeat_join_invalid_topic_name',
+           topology=sg_topology(g('heartbeat_join_invalid_topic_name'), source_topics=['a b'])),
+        hb('heartbeat_epoch_5_unknown_group', epoch=5, active_tasks=[], standby_tasks=[], warmup_tasks=[]),
+    ])
+
+    # A KIP-848 consumer group of its own, then a streams join to its id.
+    consumer_join = {'group_id': SG_CONSUMER, 'member_id': SG_CONSUMER_MEMBER, 'member_epoch': 0,
+                     'instance_id': None, 'rack_id': None, 'rebalance_timeout_ms': 30000,
+                     'subscribed_topic_names': [T_DEFAULT], 'subscribed_topic_regex': None,
+                     'server_assignor': None, 'topic_partitions': []}
+    for _ in range(30):
+        r = run_cases(c, [('setup_consumer_group_join', 'ConsumerGroupHeartbeat', 1, consumer_join)])[0]
+        if r.get('response', {}).get('error_code') not in (14, 15, 16):
+            break
+        time.sleep(1)
+    results.append(r)
+    run([hb('heartbeat_join_consumer_group_id', group=SG_CONSUMER)])
+
+    # The member that joins: v1, then its next heartbeat (v0) straight away, well inside
+    # streams.initial.rebalance.delay.ms (3 s), so ASSIGNMENT_DELAYED is still reported.
+    join = run([hb('heartbeat_join', group=SG_APP, member=SG_MEMBER)])[0]
+    jr = join.get('response') or {}
+    epoch = jr.get('member_epoch', 1)
+    run([hb('heartbeat_second_v0', version=0, epoch=epoch, group=SG_APP, member=SG_MEMBER,
+            endpoint_information_epoch=jr.get('endpoint_information_epoch', -1))])
+
+    def describe(label, version, groups, include_topology=None):
+        body = {'group_ids': groups, 'include_authorized_operations': False}
+        if include_topology is not None:
+            body['include_topology_description'] = include_topology
+        return (label, 'StreamsGroupDescribe', version, body)
+
+    def list_groups(label, states, types):
+        return (label, 'ListGroups', 5, {'states_filter': states, 'types_filter': types})
+
+    commit = {'group_id': SG_APP, 'generation_id_or_member_epoch': -1, 'member_id': '',
+              'group_instance_id': None, 'topics': [
+                  {'name': T_DEFAULT, 'partitions': [
+                      {'partition_index': 0, 'committed_offset': 0, 'committed_leader_epoch': -1,
+                       'committed_metadata': ''}]}]}
+    run([
+        describe('describe_v0', 0, [SG_APP, SG_MISSING, '']),
+        describe('describe_v1_without_topology_description', 1, [SG_APP, SG_MISSING, '', SG_CONSUMER], False),
+        describe('describe_v1_with_topology_description', 1, [SG_APP, SG_MISSING, ''], True),
+        list_groups('list_groups_v5_type_streams', [], ['streams']),
+        list_groups('list_groups_v5_state_NotReady', ['NotReady'], []),
+        list_groups('list_groups_v5_state_not_ready', ['not_ready'], []),
+        ('describe_groups_v5', 'DescribeGroups', 5, {'groups': [SG_APP], 'include_authorized_operations': False}),
+        ('describe_groups_v6', 'DescribeGroups', 6, {'groups': [SG_APP], 'include_authorized_operations': False}),
+        ('consumer_group_heartbeat_join_streams_group', 'ConsumerGroupHeartbeat', 1,
+         dict(consumer_join, group_id=SG_APP, member_id=m('consumer_on_streams_group'))),
+        ('offset_commit_v9_admin_reset_with_member', 'OffsetCommit', 9, commit),
+        ('delete_groups_v2_non_empty', 'DeleteGroups', 2, {'groups_names': [SG_APP]}),
+        ('topology_description_update_v0', 'StreamsGroupTopologyDescriptionUpdate', 0,
+         {'group_id': SG_APP, 'member_id': SG_MEMBER, 'topology_epoch': 0,
+          'topology_description': sg_topology_description(SG_APP)}),
+        ('topology_description_update_v0_unknown_group', 'StreamsGroupTopologyDescriptionUpdate', 0,
+         {'group_id': SG_MISSING, 'member_id': SG_MEMBER, 'topology_epoch': 0,
+          'topology_description': sg_topology_description(SG_MISSING)}),
+        hb('heartbeat_leave', epoch=-1, group=SG_APP, member=SG_MEMBER),
+        describe('describe_v1_after_leave', 1, [SG_APP], False),
+        list_groups('list_groups_v5_type_streams_after_leave', [], ['streams']),
+        ('offset_commit_v9_admin_reset_empty_group', 'OffsetCommit', 9, commit),
+        ('setup_consumer_group_leave', 'ConsumerGroupHeartbeat', 1,
+         dict(consumer_join, member_epoch=-1, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+              topic_partitions=None)),
+        ('delete_groups_v2', 'DeleteGroups', 2, {'groups_names': [SG_APP, SG_CONSUMER]}),
+        describe('describe_v1_after_delete', 1, [SG_APP, SG_CONSUMER], False),
+    ])
+    return {'cases': results}
+
+
 # The admin_apis section: output file name -> collect function (c, schemas, controller).
 ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
@@ -1511,13 +1724,17 @@ ADMIN_APIS = [
     ('alter_partition_reassignments', lambda c, schemas, controller: collect_alter_partition_reassignments(c)),
     ('update_features', lambda c, schemas, controller: collect_update_features(c)),
     ('kafka44_versions', lambda c, schemas, controller: collect_kafka44_versions(c)),
+    ('streams_groups', lambda c, schemas, controller: collect_streams_groups(c)),
 ]
 
 
-def section_admin_apis(args, schemas, c):
+def section_admin_apis(args, schemas, c, names=None):
+    """All the ADMIN_APIS files, or only those in `names` (--only streams_groups, ...)."""
     ensure_topics(c)
     out = {}
     for name, fn in ADMIN_APIS:
+        if names is not None and name not in names:
+            continue
         out[name] = fn(c, schemas, args.controller)
         dump(os.path.join(args.out, name + '.json'), out[name])
     return out
@@ -1716,12 +1933,19 @@ def main():
         ('broker_configs', lambda: section_broker_configs(args, schemas, conn())),
         ('group_configs', lambda: section_group_configs(args, schemas, conn())),
         ('admin_apis', lambda: section_admin_apis(args, schemas, conn())),
+    ]
+    # One admin API file alone: --only streams_groups (any ADMIN_APIS name); admin_apis has them all.
+    single = [n for n, _ in ADMIN_APIS if n in only and 'admin_apis' not in only]
+    if single:
+        sections.append(('admin_apis:' + ','.join(single),
+                         lambda: section_admin_apis(args, schemas, conn(), single)))
+    sections += [
         ('dynamic_configs', lambda: section_dynamic_configs(args)),
         ('schemas', lambda: section_schemas(args)),
     ]
     failed = []
     for name, fn in sections:
-        if name not in only:
+        if name not in only and not name.startswith('admin_apis:'):
             continue
         try:
             fn()

@@ -112,10 +112,10 @@ pub async fn handle(
                 .with_heartbeat_interval_ms(result.heartbeat_interval_ms)
                 .with_assignment(assignment)
         }
+        // Kafka's error answers leave the member id and epoch at their defaults.
         Err(error) => ConsumerGroupHeartbeatResponse::default()
             .with_error_code(error.code)
-            .with_error_message(Some(str_bytes(error.message)))
-            .with_member_epoch(-1),
+            .with_error_message(Some(str_bytes(error.message))),
     };
     respond(&request, &response)
 }

@@ -95,6 +95,23 @@ def coordinator_partition(key, partitions=50):
     return 0 if h == -(1 << 31) else abs(h) % partitions
 
 
+def partition_leader(admin, topic, partition, timeout=60):
+    """(leader, replicas (the preferred leader first), ISR) of a partition per Metadata,
+    waiting (with a deadline) for it to have a leader."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            meta = admin.list_topics(topic, timeout=5).topics[topic]
+            if meta.error is None and partition in meta.partitions:
+                p = meta.partitions[partition]
+                if p.leader >= 0:
+                    return p.leader, list(p.replicas), sorted(p.isrs)
+        except Exception:
+            pass
+        time.sleep(0.5)
+    fail(f"no leader for {topic}-{partition} within {timeout} s")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -249,6 +266,16 @@ class Cluster:
                 proc.kill()
                 codes[i] = proc.wait()
         return codes
+
+    def stop_checked(self):
+        """stop_all(); a node that panicked or did not exit 0 fails the test."""
+        codes = self.stop_all()
+        panicked = [i for i in self.ids
+                    if "panicked" in open(os.path.join(self.root, f"n{i}.log"), errors="replace").read()]
+        if panicked:
+            fail(f"nodes {panicked} panicked; see {self.root}")
+        if any(code != 0 for code in codes.values()):
+            fail(f"nodes did not stop cleanly: {codes}; see {self.root}")
 
     def heal_all(self):
         for i in list(self.isolated):

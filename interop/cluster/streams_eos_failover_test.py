@@ -41,18 +41,16 @@ took.
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from confluent_kafka.admin import AdminClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, coordinator_partition, fail, log  # noqa: E402
+from cluster import Cluster, coordinator_partition, fail, log, partition_leader  # noqa: E402
+from java_app import JavaApp  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 APP = os.path.join(HERE, "..", "java", "streams-eos-cluster.sh")
@@ -70,91 +68,26 @@ HEALTH_DEADLINE = 120    # full ISRs
 FINAL_DEADLINE = 300     # the app's final checks (its own deadlines are shorter)
 
 
-class App:
-    """The Java app as a child process: its stdout parsed by a thread, commands on stdin."""
+class App(JavaApp):
+    """streams-eos-cluster.sh --controlled; "ids" answered by "txn-ids: ..." or "txn-ids-error: ..."."""
+    ANSWERS = ("txn-ids",)
+    QUIET = ("txn-ids: ",)
 
     def __init__(self, bootstrap, root, strict):
-        self.lines = []
-        self.progress = {}
-        self.replies = []
-        self.cond = threading.Condition()
-        self.ready = None
-        self.shown_progress = 0.0
-        self.stderr = open(os.path.join(root, "java.log"), "w")
-        env = dict(os.environ, STRAND_BOOTSTRAP=bootstrap)
-        self.proc = subprocess.Popen(
+        super().__init__(
             [APP, "--controlled", "--replication", "3", "--min-isr", "2", "--threads", "2",
              "--rate", str(RATE), "--transaction-timeout-ms", str(TXN_TIMEOUT_MS)]
             + (["--strict-txn-state"] if strict else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-            env=env, start_new_session=True)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+            root, STRAND_BOOTSTRAP=bootstrap)
 
-    def _read(self):
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            with self.cond:
-                self.lines.append(line)
-                if line.startswith("progress: "):
-                    self.progress = dict(kv.split("=", 1) for kv in line[len("progress: "):].split())
-                elif line.startswith("txn-ids"):
-                    self.replies.append(line)
-                elif line.startswith("ready: "):
-                    self.ready = dict(kv.split("=", 1) for kv in line[len("ready: "):].split())
-                self.cond.notify_all()
-            if line.startswith("txn-ids: "):
-                continue  # the test logs what it uses
-            if not line.startswith("progress: ") or time.time() - self.shown_progress > 5:
-                if line.startswith("progress: "):
-                    self.shown_progress = time.time()
-                log(f"  app: {line}")
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def updates(self):
-        with self.cond:
-            return int(self.progress.get("updates", 0))
-
-    def require_alive(self, what):
-        if not self.alive():
-            self.reader.join(10)
-            fails = [line for line in self.lines if line.startswith("FAIL")]
-            fail(f"{what}: the app exited {self.proc.returncode}"
-                 + (f" ({fails[0]})" if fails else ""))
-
-    def send(self, command):
-        try:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.require_alive(f"command {command}")
-
-    def wait_updates(self, target, timeout, what):
-        deadline = time.time() + timeout
-        while self.updates() < target:
-            self.require_alive(what)
-            if time.time() > deadline:
-                with self.cond:
-                    progress = dict(self.progress)
-                self.transactions()  # printed, for the diagnosis
-                fail(f"{what}: {self.updates()} committed count updates read, not {target}, "
-                     f"within {timeout} s (progress {progress})")
-            time.sleep(0.2)
+    def diagnose(self):
+        self.transactions()  # printed, for the diagnosis
 
     def transactions(self, timeout=60):
         """[(transactional id, state, coordinator id)] of the app, via "ids"."""
         deadline = time.time() + timeout
         while True:
-            with self.cond:
-                seen = len(self.replies)
-            self.send("ids")
-            with self.cond:
-                while len(self.replies) == seen and self.alive() and time.time() < deadline:
-                    self.cond.wait(1)
-                reply = self.replies[-1] if len(self.replies) > seen else None
-            self.require_alive("ids")
+            reply = self.ask("ids", deadline)
             if reply is not None and reply.startswith("txn-ids: "):
                 found = []
                 for item in reply[len("txn-ids: "):].split():
@@ -164,12 +97,6 @@ class App:
             if time.time() > deadline:
                 fail(f"the app's transactions not listed within {timeout} s: {reply}")
             time.sleep(1)
-
-    def stop(self):
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.stderr.close()
 
 
 def wait_whole(admin, timeout):
@@ -188,21 +115,6 @@ def wait_whole(admin, timeout):
             short = [str(error)]
         time.sleep(0.5)
     fail(f"the ISRs did not become full within {timeout} s: {short[:10] if short else short}")
-
-
-def leader_of(admin, topic, partition, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            meta = admin.list_topics(topic, timeout=5).topics[topic]
-            if meta.error is None and partition in meta.partitions:
-                leader = meta.partitions[partition].leader
-                if leader >= 0:
-                    return leader, sorted(meta.partitions[partition].isrs)
-        except Exception:
-            pass
-        time.sleep(0.5)
-    fail(f"no leader for {topic}-{partition} within {timeout} s")
 
 
 def main():
@@ -242,7 +154,7 @@ def main():
                 state, described = {t: (s, c) for t, s, c in app.transactions()}.get(
                     txn_id, (state, described))
             partition = coordinator_partition(txn_id, STATE_PARTITIONS)
-            victim, isr = leader_of(admin, STATE_TOPIC, partition)
+            victim, _, isr = partition_leader(admin, STATE_TOPIC, partition)
             log(f"round {r + 1}: {txn_id} ({state}) -> {STATE_TOPIC}-{partition}, leader "
                 f"{victim} (ISR {isr}; DescribeTransactions' coordinator {described}); "
                 f"kill -9 node {victim} at {app.updates()} updates")
@@ -255,38 +167,18 @@ def main():
                 fail(f"node {victim} did not come back; see {root}/n{victim}.log")
             target = app.updates() + ROUND_UPDATES
             app.wait_updates(target, ROUND_DEADLINE, f"round {r + 1}: after the restart")
-            leader, isr = leader_of(admin, STATE_TOPIC, partition)
+            leader, _, isr = partition_leader(admin, STATE_TOPIC, partition)
             log(f"round {r + 1}: processing goes on ({app.updates()} updates); "
                 f"{STATE_TOPIC}-{partition} leader {leader} (ISR {isr})")
         wait_whole(admin, HEALTH_DEADLINE)
-        log("stopping the input; the app's final checks")
-        app.send("stop")
-        try:
-            code = app.proc.wait(FINAL_DEADLINE)
-        except subprocess.TimeoutExpired:
-            fail(f"the app did not finish within {FINAL_DEADLINE} s of stop")
-        app.reader.join(10)
-        passed = [line for line in app.lines if line.startswith("PASS")]
-        if code != 0 or not passed:
-            fails = [line for line in app.lines if line.startswith("FAIL")]
-            fail(f"the app exited {code}: {fails[0] if fails else 'no PASS line'}; "
-                 f"client log {root}/java.log")
-        codes = cluster.stop_all()
-        panicked = [i for i in cluster.ids
-                    if "panicked" in open(os.path.join(root, f"n{i}.log"), errors="replace").read()]
-        if panicked:
-            fail(f"nodes {panicked} panicked; see {root}")
-        if any(code != 0 for code in codes.values()):
-            fail(f"nodes did not stop cleanly: {codes}")
+        app.finish(FINAL_DEADLINE)
+        cluster.stop_checked()
         log(f"killed (transactional id, its state then, node): {kills}")
         # What the faults did to the app (reported, not checked): rebalances after the
         # first RUNNING (a fenced producer's tasks migrate), fencing in the client log,
         # records of aborted transactions in the output.
-        states = [line for line in app.lines if line.startswith("streams: ")]
-        first = next((k for k, line in enumerate(states) if line.endswith("-> RUNNING")), len(states))
-        rebalances = sum(1 for line in states[first:] if line.endswith("-> REBALANCING"))
-        with open(os.path.join(root, "java.log"), errors="replace") as f:
-            client_log = f.read()
+        rebalances = app.rebalances("streams: ")
+        client_log = app.client_log()
         fenced = sum(client_log.count(w) for w in ("ProducerFencedException", "InvalidProducerEpochException",
                                                    "TaskMigratedException"))
         aborted = [line.split("records, ")[1].split(" more")[0] for line in app.lines

@@ -40,18 +40,17 @@ a passing run (unless --keep) and kept after a failure. Every wait has a deadlin
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from confluent_kafka.admin import AdminClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster import Cluster, coordinator_partition, fail, log  # noqa: E402
+from cluster import Cluster, coordinator_partition, fail, log, partition_leader  # noqa: E402
+from java_app import JavaApp  # noqa: E402
 from nemesis import SETTINGS  # noqa: E402
 
 DRIVER = os.path.join(HERE, "..", "java", "streams-groups.sh")
@@ -74,69 +73,13 @@ PROGRESS_DEADLINE = 120  # updates after the restart
 FINAL_DEADLINE = 240     # the app's final checks after "stop"
 
 
-class App:
-    """The Java app as a child process: stdout parsed by a thread, commands on stdin."""
+class App(JavaApp):
+    """streams-groups-failover.sh; "describe" answered by "group: ..." or "group-error: ..."."""
+    ANSWERS = QUIET = ("group: ", "group-error: ")
 
     def __init__(self, bootstrap, root):
-        self.lines = []
-        self.progress = {}
-        self.replies = []
-        self.ready = False
-        self.cond = threading.Condition()
-        self.shown_progress = 0.0
-        self.stderr = open(os.path.join(root, "java.log"), "w")
-        env = dict(os.environ, STRAND_BOOTSTRAP=bootstrap, STREAMS_GROUPS_RUN=RUN)
-        self.proc = subprocess.Popen(
-            [APP, "--rate", str(RATE), "--replication", "3", "--min-isr", "2"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-            env=env, start_new_session=True)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            with self.cond:
-                self.lines.append(line)
-                if line.startswith("progress: "):
-                    self.progress = dict(kv.split("=", 1) for kv in line[len("progress: "):].split())
-                elif line.startswith(("group: ", "group-error: ")):
-                    self.replies.append(line)
-                elif line.startswith("ready: "):
-                    self.ready = True
-                self.cond.notify_all()
-            if line.startswith(("group: ", "group-error: ")):
-                continue  # the test logs what it uses
-            if line.startswith("progress: "):
-                if time.time() - self.shown_progress < 5:
-                    continue
-                self.shown_progress = time.time()
-            log(f"  app: {line}")
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def require_alive(self, what):
-        if not self.alive():
-            self.reader.join(10)
-            fails = [line for line in self.lines if line.startswith("FAIL")]
-            fail(f"{what}: the app exited {self.proc.returncode}"
-                 + (f" ({fails[0]})" if fails else ""))
-
-    def updates(self):
-        with self.cond:
-            return int(self.progress.get("updates", 0))
-
-    def states(self):
-        with self.cond:
-            return {k: self.progress.get(k) for k in ("a", "b")}
-
-    def send(self, command):
-        try:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.require_alive(f"command {command}")
+        super().__init__([APP, "--rate", str(RATE), "--replication", "3", "--min-isr", "2"], root,
+                         STRAND_BOOTSTRAP=bootstrap, STREAMS_GROUPS_RUN=RUN)
 
     def wait_ready(self, timeout):
         deadline = time.time() + timeout
@@ -147,14 +90,9 @@ class App:
         if not self.ready:
             fail(f"the app's instances were not RUNNING within {timeout} s")
 
-    def wait_updates(self, target, timeout, what):
-        deadline = time.time() + timeout
-        while self.updates() < target:
-            self.require_alive(what)
-            if time.time() > deadline:
-                fail(f"{what}: {self.updates()} committed count updates read, not {target}, "
-                     f"within {timeout} s (progress {self.progress})")
-            time.sleep(0.2)
+    def states(self):
+        with self.cond:
+            return {k: self.progress.get(k) for k in ("a", "b")}
 
     def wait_running(self, timeout, what):
         deadline = time.time() + timeout
@@ -166,15 +104,7 @@ class App:
 
     def describe(self, timeout=40):
         """The group as the app's Admin client describes it: a dict, or the error text."""
-        with self.cond:
-            seen = len(self.replies)
-        self.send("describe")
-        deadline = time.time() + timeout
-        with self.cond:
-            while len(self.replies) == seen and self.alive() and time.time() < deadline:
-                self.cond.wait(1)
-            reply = self.replies[seen] if len(self.replies) > seen else None
-        self.require_alive("describe")
+        reply = self.ask("describe", time.time() + timeout)
         if reply is None:
             return f"no answer to describe within {timeout} s"
         if reply.startswith("group-error: "):
@@ -187,12 +117,6 @@ class App:
                                   "tasks": set() if tasks == "-" else set(tasks.split("+"))}
         return {"state": fields[0], "epoch": int(fields[1]), "assignment_epoch": int(fields[2]),
                 "coordinator": int(fields[3]), "members": members}
-
-    def stop(self):
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.stderr.close()
 
 
 def stable_full(group):
@@ -227,22 +151,6 @@ def wait_group(app, what, until, timeout=GROUP_DEADLINE):
             return last
         time.sleep(0.5)
     fail(f"{what} not reached within {timeout} s; last description: {show(last)}")
-
-
-def partition_leader(admin, topic, partition, timeout=60):
-    """(leader, replicas (the preferred leader first), isr) of a partition from Metadata."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            meta = admin.list_topics(topic, timeout=5).topics[topic]
-            if meta.error is None and partition in meta.partitions:
-                p = meta.partitions[partition]
-                if p.leader >= 0:
-                    return p.leader, list(p.replicas), sorted(p.isrs)
-        except Exception:
-            pass
-        time.sleep(0.5)
-    fail(f"no leader for {topic}-{partition} within {timeout} s")
 
 
 def last_load(root, node, partition):
@@ -370,24 +278,12 @@ def main():
             f"{epochs}; coordinator {before['coordinator']} -> {during['coordinator']} -> "
             f"{after['coordinator']} ({OFFSETS_TOPIC}-{partition} leader {leader}, ISR {isr})")
 
-        log("stopping the input; the app's final checks")
-        app.send("stop")
-        try:
-            code = app.proc.wait(FINAL_DEADLINE)
-        except subprocess.TimeoutExpired:
-            fail(f"the app did not finish within {FINAL_DEADLINE} s of stop")
-        app.reader.join(10)
-        if code != 0 or "PASS" not in app.lines:
-            fails = [line for line in app.lines if line.startswith("FAIL")]
-            fail(f"the app exited {code}: {fails[0] if fails else 'no PASS line'}; client log {root}/java.log")
+        app.finish(FINAL_DEADLINE)
         log("ok: exactly-once counts through the coordinator's kill (the app's checks above)")
 
         # What the failover did to the app (reported, not checked).
-        states = [line for line in app.lines if line.startswith("streams ")]
-        first = next((k for k, line in enumerate(states) if line.endswith("-> RUNNING")), len(states))
-        rebalances = sum(1 for line in states[first:] if line.endswith("-> REBALANCING"))
-        with open(os.path.join(root, "java.log"), errors="replace") as f:
-            client_log = f.read()
+        rebalances = app.rebalances("streams ")
+        client_log = app.client_log()
         mentions = {w: client_log.count(w) for w in (
             "UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "ProducerFencedException", "TaskMigratedException")}
         # Per member (its main consumer): the coordinators it found and its joins (epoch 0).
@@ -409,13 +305,7 @@ def main():
                         for n, m in sorted(members.items()))
             + f"; client log mentions {mentions}")
 
-        codes = cluster.stop_all()
-        panicked = [i for i in cluster.ids
-                    if "panicked" in open(os.path.join(root, f"n{i}.log"), errors="replace").read()]
-        if panicked:
-            fail(f"nodes {panicked} panicked; see {root}")
-        if any(c != 0 for c in codes.values()):
-            fail(f"nodes did not stop cleanly: {codes}; see {root}")
+        cluster.stop_checked()
         log("ok: the nodes stopped cleanly, none panicked")
         log(f"PASS ({time.time() - started:.0f} s)")
         passed = True

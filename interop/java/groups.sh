@@ -21,27 +21,10 @@
 # kafka-consumer-groups tool and the --kafka broker.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
-
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/groups.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/GroupDriver.java"
+. "$here/lib.sh"
 
 # Client logging: WARN and above to stderr (each member's stderr goes to a file).
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
-LOG
+java_build groups GroupDriver
 
 export GROUP_DRIVER_CLASSPATH="$build:$libs/*"
 export GROUP_DRIVER_LOG4J="$build/log4j2.properties"

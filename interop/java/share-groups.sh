@@ -12,31 +12,14 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
-
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/share.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
 # Topic and group names of this run (a broker may have seen an earlier one).
 export SHARE_RUN="${SHARE_RUN:--$(date +%s)}"
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/ShareGroupsDriver.java"
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
-LOG
+. "$here/lib.sh"
+
+java_build share ShareGroupsDriver
 
 # The driver has its own watchdog (280s); timeout is the backstop.
-timeout -k 10 330 java -Xmx512m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
-  -cp "$build:$libs/*" ShareGroupsDriver "$@"
+java_run 330 512m ShareGroupsDriver "$@"
 
 # kafka-share-groups on the group the explicit section left (empty, nothing left to
 # deliver: lag 0).

@@ -16,36 +16,17 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
+. "$here/lib.sh"
 
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/streams-eos-cluster.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/StreamsEosCluster.java"
-
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
+java_build streams-eos-cluster Checks StreamsWordCount StreamsEosCluster
+cat >>"$build/log4j2.properties" <<'LOG'
 # The producers' transaction states (fatal and abortable errors, epoch bumps) too.
 logger.txn.name = org.apache.kafka.clients.producer.internals.TransactionManager
 logger.txn.level = info
 LOG
 
 # The app has its own watchdog (420s); timeout is the backstop. Not exec: the trap
-# removes the build dir afterwards. --foreground keeps java in this script's process
-# group, so the test's killpg of a failed run reaches it (timeout otherwise makes a
-# group of its own, and the app outlived the run).
+# removes the build dir afterwards. --foreground: the test's killpg of a failed run
+# reaches java (the app outlived the run otherwise).
 export STRAND_STREAMS_STATE_DIR="$build/state"
-status=0
-timeout --foreground -k 10 480 java -Xmx768m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
-  -cp "$build:$libs/*" StreamsEosCluster "$@" || status=$?
-exit "$status"
+java_run --foreground 480 768m StreamsEosCluster "$@"

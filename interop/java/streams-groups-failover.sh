@@ -16,25 +16,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
-
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/streams-groups-failover.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
 export STREAMS_GROUPS_RUN="${STREAMS_GROUPS_RUN:--$(date +%s)}"
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/StreamsGroupsFailover.java"
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
+. "$here/lib.sh"
+
+java_build streams-groups-failover Checks StreamsWordCount StreamsGroupsFailover
+cat >>"$build/log4j2.properties" <<'LOG'
 logger.config.name = org.apache.kafka.streams.StreamsConfig
 logger.config.level = error
 # The streams members' transitions (rejoins, fencing), heartbeat errors and coordinator
@@ -49,10 +35,7 @@ logger.txn.name = org.apache.kafka.clients.producer.internals.TransactionManager
 logger.txn.level = info
 LOG
 
-# The app has its own watchdog (330s); timeout is the backstop. --foreground keeps java in
-# this script's process group, so the test's killpg of a failed run reaches it.
+# The app has its own watchdog (330s); timeout is the backstop. --foreground: the test's
+# killpg of a failed run reaches java.
 export STRAND_STREAMS_STATE_DIR="$build/state"
-status=0
-timeout --foreground -k 10 380 java -Xmx768m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
-  -cp "$build:$libs/*" StreamsGroupsFailover "$@" || status=$?
-exit "$status"
+java_run --foreground 380 768m StreamsGroupsFailover "$@"

@@ -14,26 +14,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
-
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/streams-groups.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
 # Topic and group names of this run (a broker may have seen an earlier one).
 export STREAMS_GROUPS_RUN="${STREAMS_GROUPS_RUN:--$(date +%s)}"
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/StreamsGroupsDriver.java"
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
+. "$here/lib.sh"
+
+java_build streams-groups Checks StreamsGroupsDriver
+cat >>"$build/log4j2.properties" <<'LOG'
 # Its warnings about configs this driver leaves at their defaults (warm-up replicas, the
 # global thread's exception handler) say nothing about the broker.
 logger.config.name = org.apache.kafka.streams.StreamsConfig
@@ -43,8 +29,7 @@ LOG
 # The driver has its own watchdog (240s); timeout is the backstop. Streams' state dirs
 # (one per instance) go under the build dir, removed on exit.
 export STRAND_STREAMS_STATE_DIR="$build/state"
-timeout -k 10 280 java -Xmx768m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
-  -cp "$build:$libs/*" StreamsGroupsDriver
+java_run 280 768m StreamsGroupsDriver
 
 # kafka-streams-groups on the group the driver left (Empty: both instances left it).
 tool() { timeout 120 "$here/../kafka/kafka-cli.sh" kafka-streams-groups --bootstrap-server "$STRAND_BOOTSTRAP" "$@"; }

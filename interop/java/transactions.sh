@@ -16,28 +16,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-command -v javac >/dev/null || { echo "FAIL: javac not found (JDK 17+ needed)"; exit 1; }
+. "$here/lib.sh"
 
-libs="$("$here/../kafka/fetch.sh" | tail -n 1)"
-home="$(dirname "$libs")"
-mkdir -p "$home/interop-java"
-build="$(mktemp -d "$home/interop-java/transactions.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
-
-javac -d "$build" -cp "$libs/*" -Xlint:all "$here/src/TransactionsDriver.java"
-
-# Client logging: WARN and above to stderr (log4j2 through the slf4j binding in libs).
-cat >"$build/log4j2.properties" <<'LOG'
-status = warn
-appender.stderr.type = Console
-appender.stderr.name = STDERR
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = STDERR
-LOG
+# Client logging: WARN and above to stderr.
+java_build transactions Checks TransactionsDriver
 
 # The driver has its own watchdog (420s); timeout is the backstop.
-timeout -k 10 480 java -Xmx512m "-Dlog4j2.configurationFile=file:$build/log4j2.properties" \
-  -cp "$build:$libs/*" TransactionsDriver "$@"
+java_run 480 512m TransactionsDriver "$@"

@@ -30,7 +30,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
@@ -63,17 +62,15 @@ import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
-public final class InteropDriver {
+public final class InteropDriver extends Checks {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
     static final int PARTITIONS = 3;
     static final int RECORDS_PER_CODEC = 40;
     static final long BASE_TIMESTAMP_MS = 1_700_000_000_000L;
     static final String RETENTION_MS = "123456789";
 
-    static final long STEP_SECONDS = 30;
     static final long WATCHDOG_SECONDS = 240;
 
-    static String bootstrap;
     static String topic;
     static Admin admin;
 
@@ -103,14 +100,8 @@ public final class InteropDriver {
 
     // ---- reporting -------------------------------------------------------------------
 
-    static void ok(String message) {
-        System.out.println("ok: " + message);
-        System.out.flush();
-    }
-
-    static void fail(String message) {
-        System.out.println("FAIL: " + message);
-        System.out.flush();
+    /** Best effort, before a FAIL exits: the test topic deleted. */
+    static void dropTopic() {
         if (admin != null && topic != null) {
             try {
                 admin.deleteTopics(List.of(topic)).all().get(5, TimeUnit.SECONDS);
@@ -118,28 +109,6 @@ public final class InteropDriver {
                 // best effort
             }
         }
-        System.exit(1);
-    }
-
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            fail(message);
-        }
-        ok(message);
-    }
-
-    /** Waits for a future with the step timeout; any failure or timeout is a FAIL. */
-    static <T> T await(String what, Future<T> future) {
-        try {
-            return future.get(STEP_SECONDS, TimeUnit.SECONDS);
-        } catch (TimeoutException e) {
-            fail(what + ": no answer within " + STEP_SECONDS + "s");
-        } catch (ExecutionException e) {
-            fail(what + ": " + e.getCause());
-        } catch (InterruptedException e) {
-            fail(what + ": interrupted");
-        }
-        throw new AssertionError("unreachable");
     }
 
     /** Waits for a future that must fail with the given exception type; returns it. */
@@ -196,18 +165,6 @@ public final class InteropDriver {
     }
 
     // ---- clients ---------------------------------------------------------------------
-
-    static Properties common(String clientId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("client.id", clientId);
-        p.put("request.timeout.ms", "15000");
-        p.put("socket.connection.setup.timeout.ms", "5000");
-        p.put("socket.connection.setup.timeout.max.ms", "10000");
-        p.put("reconnect.backoff.max.ms", "1000");
-        p.put("metadata.max.age.ms", "5000");
-        return p;
-    }
 
     static KafkaProducer<byte[], byte[]> producer(String codec, Map<String, String> extra) {
         Properties p = common("strand-interop-java-producer-" + codec);
@@ -556,46 +513,15 @@ public final class InteropDriver {
         ok("describeTopics of the deleted topic -> UnknownTopicOrPartitionException (" + gone.getMessage() + ")");
     }
 
-    /**
-     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
-     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
-     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
-     */
-    static String kafkaVersion() {
-        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
-                .getResourceAsStream("/kafka/kafka-version.properties")) {
-            java.util.Properties p = new java.util.Properties();
-            if (in != null) {
-                p.load(in);
-            }
-            return p.getProperty("version", "unknown");
-        } catch (java.io.IOException e) {
-            return "unknown";
-        }
-    }
-
     public static void main(String[] args) {
-        bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(TimeUnit.SECONDS.toMillis(WATCHDOG_SECONDS));
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: watchdog: run exceeded " + WATCHDOG_SECONDS + "s");
-            System.out.flush();
-            Runtime.getRuntime().halt(2);
-        }, "watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
+        onFail = InteropDriver::dropTopic;
+        watchdog(WATCHDOG_SECONDS, "run exceeded " + WATCHDOG_SECONDS + "s");
 
         long start = System.nanoTime();
         System.out.println("kafka-clients " + kafkaVersion()
                 + " interop against " + bootstrap);
         topic = "java-" + System.nanoTime();
-        Properties adminProps = common("strand-interop-java-admin");
-        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        admin = Admin.create(adminProps);
+        admin = newAdmin("strand-interop-java-admin");
 
         createAndDescribe();
         configs();

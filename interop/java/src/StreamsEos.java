@@ -26,13 +26,8 @@
 // state.dir; default a fresh temp dir).
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -40,24 +35,17 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.UUID;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
-import java.util.stream.Stream;
+import java.util.stream.LongStream;
 
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -68,141 +56,16 @@ import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
-import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
-import org.apache.kafka.streams.kstream.Materialized;
-import org.apache.kafka.streams.kstream.Produced;
 
-public final class StreamsEos {
+public final class StreamsEos extends StreamsWordCount {
     static final int LINES = 2000;
-    static final int VOCABULARY = 50;
-    static final int PARTITIONS = 3;
-    static final long STEP_SECONDS = 30;
     static final long OUTPUT_DEADLINE_SECONDS = 120;
     static final long WATCHDOG_SECONDS = 300;
 
-    static String bootstrap;
-    static Admin admin;
-    static String appId;
-    static final List<String> createdTopics = new ArrayList<>();
-    static KafkaStreams streams;
-    static Path stateDir;
-
-    // ---- reporting -------------------------------------------------------------------
-
-    static void ok(String message) {
-        System.out.println("ok: " + message);
-        System.out.flush();
-    }
-
-    static void fail(String message) {
-        System.out.println("FAIL: " + message);
-        System.out.flush();
-        cleanUp();
-        System.exit(1);
-    }
-
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            fail(message);
-        }
-        ok(message);
-    }
-
-    static <T> T await(String what, Future<T> future) {
-        try {
-            return future.get(STEP_SECONDS, TimeUnit.SECONDS);
-        } catch (TimeoutException e) {
-            fail(what + ": no answer within " + STEP_SECONDS + "s");
-        } catch (ExecutionException e) {
-            e.getCause().printStackTrace(System.out);
-            fail(what + ": " + e.getCause());
-        } catch (InterruptedException e) {
-            fail(what + ": interrupted");
-        }
-        throw new AssertionError("unreachable");
-    }
-
-    /** Best effort: the app stopped, its local state, its topics (internal ones too). */
-    static void cleanUp() {
-        if (streams != null) {
-            streams.close(Duration.ofSeconds(10));
-            streams.cleanUp();
-            streams = null;
-        }
-        if (stateDir != null) {
-            try (Stream<Path> paths = Files.walk(stateDir)) {
-                paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-            } catch (IOException ignored) {
-                // best effort
-            }
-        }
-        if (admin == null) {
-            return;
-        }
-        try {
-            List<String> doomed = new ArrayList<>(createdTopics);
-            for (String t : admin.listTopics().names().get(10, TimeUnit.SECONDS)) {
-                if (t.startsWith(appId + "-")) {
-                    doomed.add(t);
-                }
-            }
-            admin.deleteTopics(doomed).all().get(10, TimeUnit.SECONDS);
-        } catch (Exception ignored) {
-            // best effort
-        }
-    }
-
     // ---- the input -------------------------------------------------------------------
-
-    static String word(int i) {
-        return String.format("w%02d", i);
-    }
-
-    /**
-     * Line i has 1 to 7 words, picked by strides that are co-prime with the vocabulary, so
-     * every word occurs and the counts differ from word to word (uneven distribution).
-     */
-    static String line(int i) {
-        int n = 1 + i % 7;
-        StringBuilder sb = new StringBuilder();
-        for (int j = 0; j < n; j++) {
-            int w = (i * 7 + j * j * 3 + j * 11) % VOCABULARY;
-            if (j > 0) {
-                sb.append(' ');
-            }
-            sb.append(word(w));
-        }
-        return sb.toString();
-    }
-
-    static List<String> words(String line) {
-        return Arrays.asList(line.toLowerCase().split("\\s+"));
-    }
-
-    static Map<String, Long> expectedCounts() {
-        Map<String, Long> counts = new TreeMap<>();
-        for (int i = 0; i < LINES; i++) {
-            for (String w : words(line(i))) {
-                counts.merge(w, 1L, Long::sum);
-            }
-        }
-        return counts;
-    }
-
-    static Properties common(String clientId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("client.id", clientId);
-        p.put("request.timeout.ms", "15000");
-        p.put("socket.connection.setup.timeout.ms", "5000");
-        p.put("socket.connection.setup.timeout.max.ms", "10000");
-        p.put("reconnect.backoff.max.ms", "1000");
-        return p;
-    }
 
     static void produceInput(String topic) {
         Properties p = common("streams-eos-input");
@@ -228,30 +91,14 @@ public final class StreamsEos {
 
     // ---- the application -------------------------------------------------------------
 
-    static KafkaStreams startApp(String input, String output, AtomicReference<Throwable> died) throws IOException {
-        StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-                .flatMapValues(StreamsEos::words)
-                .groupBy((key, w) -> w, Grouped.with(Serdes.String(), Serdes.String()))
-                .count(Materialized.as("counts"))
-                .toStream()
-                .to(output, Produced.with(Serdes.String(), Serdes.Long()));
-
-        // Streams warns about (and the OS may clean) a state dir under /tmp: the script
-        // passes one in its build dir; a temp dir otherwise. Removed at the end either way.
-        String dir = System.getenv("STRAND_STREAMS_STATE_DIR");
-        stateDir = dir != null ? Files.createDirectories(Path.of(dir)) : Files.createTempDirectory("strand-streams-eos-");
-        Properties p = common(appId);
-        p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
-        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+    static KafkaStreams startApp(AtomicReference<Throwable> died) throws IOException {
+        stateDir = makeStateDir("strand-streams-eos-");
+        // Two threads: two transactional producers, and the tasks spread between them.
+        Properties p = eosProps(appId, stateDir, 2);
         // Single broker: the internal topics (repartition, changelog) with one replica.
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
-        // Two threads: two transactional producers, and the tasks spread between them.
-        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
-        p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
-        KafkaStreams app = new KafkaStreams(builder.build(), p);
+        KafkaStreams app = new KafkaStreams(topology(Grouped.with(Serdes.String(), Serdes.String()), "counts"), p);
         app.setUncaughtExceptionHandler(e -> {
             died.compareAndSet(null, e);
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
@@ -274,10 +121,7 @@ public final class StreamsEos {
         long updates = 0;
         try (KafkaConsumer<String, Long> reader = new KafkaConsumer<>(p, new StringDeserializer(),
                 new LongDeserializer())) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int i = 0; i < PARTITIONS; i++) {
-                tps.add(new TopicPartition(output, i));
-            }
+            List<TopicPartition> tps = partitions(output);
             reader.assign(tps);
             reader.seekToBeginning(tps);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(OUTPUT_DEADLINE_SECONDS);
@@ -322,64 +166,35 @@ public final class StreamsEos {
                 + " last for its word and none above the final count)");
     }
 
-    /**
-     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
-     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
-     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
-     */
-    static String kafkaVersion() {
-        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
-                .getResourceAsStream("/kafka/kafka-version.properties")) {
-            java.util.Properties p = new java.util.Properties();
-            if (in != null) {
-                p.load(in);
-            }
-            return p.getProperty("version", "unknown");
-        } catch (java.io.IOException e) {
-            return "unknown";
-        }
-    }
-
     public static void main(String[] args) throws IOException {
-        bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(TimeUnit.SECONDS.toMillis(WATCHDOG_SECONDS));
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: watchdog: run exceeded " + WATCHDOG_SECONDS + "s");
-            System.out.flush();
-            Runtime.getRuntime().halt(2);
-        }, "watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
+        onFail = () -> cleanUp(true);
+        awaitTrace = Trace.BEFORE;
+        metadataMaxAgeMs = null;
+        watchdog(WATCHDOG_SECONDS, "run exceeded " + WATCHDOG_SECONDS + "s");
 
         long start = System.nanoTime();
         String run = UUID.randomUUID().toString().substring(0, 8);
         appId = "strand-eos-" + run;
-        String input = "eos-lines-" + run;
-        String output = "eos-counts-" + run;
+        input = "eos-lines-" + run;
+        output = "eos-counts-" + run;
         System.out.println("kafka-streams " + kafkaVersion()
                 + " exactly_once_v2 word count against " + bootstrap + " (application.id " + appId + ")");
 
-        Properties adminProps = common("streams-eos-admin");
-        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        admin = Admin.create(adminProps);
+        admin = newAdmin("streams-eos-admin");
         await("createTopics", admin.createTopics(List.of(new NewTopic(input, PARTITIONS, (short) 1),
                 new NewTopic(output, PARTITIONS, (short) 1))).all());
         createdTopics.add(input);
         createdTopics.add(output);
 
-        Map<String, Long> expected = expectedCounts();
+        Map<String, Long> expected = expectedCounts(LongStream.range(0, LINES).boxed().collect(Collectors.toList()));
         long total = expected.values().stream().mapToLong(Long::longValue).sum();
-        check(expected.size() == VOCABULARY, "input: " + LINES + " lines, " + total + " words, " + expected.size()
+        check(expected.size() == vocabulary, "input: " + LINES + " lines, " + total + " words, " + expected.size()
                 + " distinct (counts " + expected.values().stream().mapToLong(Long::longValue).min().orElse(0) + ".."
                 + expected.values().stream().mapToLong(Long::longValue).max().orElse(0) + ")");
         produceInput(input);
 
         AtomicReference<Throwable> died = new AtomicReference<>();
-        streams = startApp(input, output, died);
+        streams = startApp(died);
         awaitCounts(output, expected, died);
 
         Set<String> internal = await("listTopics", admin.listTopics().names()).stream()
@@ -395,25 +210,9 @@ public final class StreamsEos {
         // The transaction that made the last counts visible carried the input offsets
         // past every line (each line yields at least one word), so the stable committed
         // offsets are the input's end.
-        Map<TopicPartition, OffsetSpec> latestSpec = new HashMap<>();
-        for (int i = 0; i < PARTITIONS; i++) {
-            latestSpec.put(new TopicPartition(input, i), OffsetSpec.latest());
-        }
-        Map<TopicPartition, Long> ends = new TreeMap<>(Comparator.comparingInt(TopicPartition::partition));
-        await("listOffsets input", admin.listOffsets(latestSpec).all()).forEach((tp, info) -> ends.put(tp, info.offset()));
-        Map<TopicPartition, OffsetAndMetadata> committed = await("listConsumerGroupOffsets " + appId,
-                admin.listConsumerGroupOffsets(appId, new ListConsumerGroupOffsetsOptions().requireStable(true))
-                        .partitionsToOffsetAndMetadata());
-        Map<TopicPartition, Long> committedInput = new TreeMap<>(Comparator.comparingInt(TopicPartition::partition));
-        committed.forEach((tp, om) -> {
-            if (tp.topic().equals(input) && om != null) {
-                committedInput.put(tp, om.offset());
-            }
-        });
-        check(committedInput.equals(ends), "the application's committed input offsets " + committedInput
-                + " are the input's end " + ends);
+        checkCommittedInput("the application's", StreamsWordCount::stableOffsets);
 
-        cleanUp();
+        cleanUp(true);
         admin.close(Duration.ofSeconds(10));
         System.out.printf("PASS streams-eos (kafka-streams %s, exactly_once_v2) in %.1fs%n",
                 kafkaVersion(), (System.nanoTime() - start) / 1e9);

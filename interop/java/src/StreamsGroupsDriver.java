@@ -44,17 +44,14 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
@@ -93,18 +90,15 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 
-public final class StreamsGroupsDriver {
+public final class StreamsGroupsDriver extends Checks {
     static final int PARTITIONS = 3;
     static final long WATCHDOG_SECONDS = 240;
-    /** Per admin call / produce future. */
-    static final long STEP_SECONDS = 30;
     /** Per poll loop (a state, counts, offsets to be reached). */
     static final long WAIT_SECONDS = 60;
     /** Every task of the word count: subtopology 0 reads the input, 1 the repartition topic. */
     static final Set<String> ALL_TASKS = java.util.Collections.unmodifiableSet(
             new TreeSet<>(List.of("0_0", "0_1", "0_2", "1_0", "1_1", "1_2")));
 
-    static String bootstrap;
     static String run = System.getenv().getOrDefault("STREAMS_GROUPS_RUN", "");
     static String appId;
     static String input;
@@ -123,39 +117,12 @@ public final class StreamsGroupsDriver {
         return String.format("%.1fs", (System.nanoTime() - start) / 1e9);
     }
 
-    static void ok(String message) {
-        System.out.println("ok: " + message);
-        System.out.flush();
-    }
-
-    static void fail(String message) {
-        System.out.println("FAIL: " + message);
-        System.out.flush();
+    /** Best effort, before a FAIL exits: the open instances leave the group. */
+    static void closeOpen() {
         for (KafkaStreams s : open) {
             s.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
                     .withTimeout(Duration.ofSeconds(5)));
         }
-        System.exit(1);
-    }
-
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            fail(message);
-        }
-        ok(message);
-    }
-
-    static <T> T await(String what, Future<T> future) {
-        try {
-            return future.get(STEP_SECONDS, TimeUnit.SECONDS);
-        } catch (TimeoutException e) {
-            fail(what + ": no answer within " + STEP_SECONDS + "s");
-        } catch (ExecutionException e) {
-            fail(what + ": " + e.getCause());
-        } catch (InterruptedException e) {
-            fail(what + ": interrupted");
-        }
-        throw new AssertionError("unreachable");
     }
 
     static void sleep(long ms) {
@@ -202,17 +169,6 @@ public final class StreamsGroupsDriver {
                 counts.merge(w, 1L, Long::sum);
             }
         }
-    }
-
-    static Properties common(String clientId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("client.id", clientId);
-        p.put("request.timeout.ms", "15000");
-        p.put("socket.connection.setup.timeout.ms", "5000");
-        p.put("socket.connection.setup.timeout.max.ms", "10000");
-        p.put("reconnect.backoff.max.ms", "1000");
-        return p;
     }
 
     static void produce(int batch, int lines) {
@@ -544,19 +500,9 @@ public final class StreamsGroupsDriver {
     // ---- main ------------------------------------------------------------------------
 
     public static void main(String[] args) throws Exception {
-        bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(TimeUnit.SECONDS.toMillis(WATCHDOG_SECONDS));
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: watchdog: the driver did not finish in " + WATCHDOG_SECONDS + " s");
-            System.out.flush();
-            Runtime.getRuntime().halt(2);
-        }, "watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
+        onFail = StreamsGroupsDriver::closeOpen;
+        metadataMaxAgeMs = null;
+        watchdog(WATCHDOG_SECONDS, "the driver did not finish in " + WATCHDOG_SECONDS + " s");
 
         appId = "streams-groups-app" + run;
         input = "streams-groups-in" + run;
@@ -569,9 +515,7 @@ public final class StreamsGroupsDriver {
         System.out.println("group.protocol=streams word count against " + bootstrap + " (application.id " + appId
                 + ")");
 
-        Properties adminProps = common("streams-groups-admin");
-        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        admin = Admin.create(adminProps);
+        admin = newAdmin("streams-groups-admin");
         await("createTopics", admin.createTopics(List.of(
                 new NewTopic(input, Optional.of(PARTITIONS), Optional.empty()),
                 new NewTopic(output, Optional.of(PARTITIONS), Optional.empty()))).all());

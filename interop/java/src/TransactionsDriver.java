@@ -52,7 +52,6 @@ import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
@@ -83,8 +82,7 @@ import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
-public final class TransactionsDriver {
-    static final long STEP_SECONDS = 30;
+public final class TransactionsDriver extends Checks {
     // Kafka sweeps for expired transactions every 10 s
     // (transaction.abort.timed.out.transaction.cleanup.interval.ms): 3 s timeout + one
     // sweep interval + slack.
@@ -94,7 +92,6 @@ public final class TransactionsDriver {
     static final List<String> SCENARIOS =
             List.of("visibility", "ctp-classic", "ctp-consumer", "fencing", "timeout", "admin");
 
-    static String bootstrap;
     static String run;
     static Admin admin;
     static int transactionVersion;
@@ -108,26 +105,7 @@ public final class TransactionsDriver {
 
     // ---- reporting -------------------------------------------------------------------
 
-    static void ok(String message) {
-        System.out.println("ok: " + message);
-        System.out.flush();
-    }
-
-    static void fail(String message) {
-        System.out.println("FAIL: " + message);
-        System.out.flush();
-        deleteTopics();
-        System.exit(1);
-    }
-
-    static void fail(String message, Throwable cause) {
-        System.out.println("FAIL: " + message);
-        cause.printStackTrace(System.out);
-        System.out.flush();
-        deleteTopics();
-        System.exit(1);
-    }
-
+    /** Best effort (at the end, and before a FAIL exits): the topics of the run deleted. */
     static void deleteTopics() {
         if (admin == null || createdTopics.isEmpty()) {
             return;
@@ -137,26 +115,6 @@ public final class TransactionsDriver {
         } catch (Exception ignored) {
             // best effort
         }
-    }
-
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            fail(message);
-        }
-        ok(message);
-    }
-
-    static <T> T await(String what, Future<T> future) {
-        try {
-            return future.get(STEP_SECONDS, TimeUnit.SECONDS);
-        } catch (TimeoutException e) {
-            fail(what + ": no answer within " + STEP_SECONDS + "s");
-        } catch (ExecutionException e) {
-            fail(what + ": " + e.getCause(), e.getCause());
-        } catch (InterruptedException e) {
-            fail(what + ": interrupted");
-        }
-        throw new AssertionError("unreachable");
     }
 
     /** Runs a client call that must succeed; any exception is a FAIL with its stack. */
@@ -226,18 +184,6 @@ public final class TransactionsDriver {
 
     static String name(String kind) {
         return "jtxn-" + kind + "-" + run;
-    }
-
-    static Properties common(String clientId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("client.id", clientId);
-        p.put("request.timeout.ms", "15000");
-        p.put("socket.connection.setup.timeout.ms", "5000");
-        p.put("socket.connection.setup.timeout.max.ms", "10000");
-        p.put("reconnect.backoff.max.ms", "1000");
-        p.put("metadata.max.age.ms", "5000");
-        return p;
     }
 
     static String createTopic(String kind, int partitions) {
@@ -777,26 +723,9 @@ public final class TransactionsDriver {
         producer.close(Duration.ofSeconds(10));
     }
 
-    /**
-     * The Kafka client version on the classpath, as AppInfoParser reports it (it reads the
-     * same kafka/kafka-version.properties; that class is internal and Kafka 4.4 moved it to
-     * org.apache.kafka.common.utils.internals, so it is not called, to compile against both).
-     */
-    static String kafkaVersion() {
-        try (java.io.InputStream in = org.apache.kafka.clients.producer.KafkaProducer.class
-                .getResourceAsStream("/kafka/kafka-version.properties")) {
-            java.util.Properties p = new java.util.Properties();
-            if (in != null) {
-                p.load(in);
-            }
-            return p.getProperty("version", "unknown");
-        } catch (java.io.IOException e) {
-            return "unknown";
-        }
-    }
-
     public static void main(String[] args) {
-        bootstrap = System.getenv().getOrDefault("STRAND_BOOTSTRAP", "127.0.0.1:9092");
+        onFail = TransactionsDriver::deleteTopics;
+        awaitTrace = Trace.AFTER;
         Set<String> wanted = new HashSet<>(args.length == 0 ? SCENARIOS : List.of(args));
         for (String w : wanted) {
             if (!SCENARIOS.contains(w)) {
@@ -804,24 +733,11 @@ public final class TransactionsDriver {
                 System.exit(2);
             }
         }
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(TimeUnit.SECONDS.toMillis(WATCHDOG_SECONDS));
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: watchdog: run exceeded " + WATCHDOG_SECONDS + "s");
-            System.out.flush();
-            Runtime.getRuntime().halt(2);
-        }, "watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
+        watchdog(WATCHDOG_SECONDS, "run exceeded " + WATCHDOG_SECONDS + "s");
 
         long start = System.nanoTime();
         run = UUID.randomUUID().toString().substring(0, 8);
-        Properties adminProps = common("jtxn-admin");
-        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        admin = Admin.create(adminProps);
+        admin = newAdmin("jtxn-admin");
         transactionVersion = finalizedTransactionVersion();
         System.out.println("kafka-clients " + kafkaVersion()
                 + " transactions against " + bootstrap + " (run " + run + "; the broker finalizes transaction.version="

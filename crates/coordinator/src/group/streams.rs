@@ -1640,6 +1640,33 @@ mod tests {
     }
 
     #[test]
+    fn members_with_an_endpoint_learn_who_serves_which_partitions() {
+        let mut group = StreamsGroup::new("wc", no_delay());
+        let topics = all_topics();
+        let mut a = join("a", "p1");
+        a.user_endpoint = Some(("host-a".into(), 8080));
+        let first = group.heartbeat(a, 0, &topics).unwrap();
+        // The client starts at endpoint epoch -1: it gets the map, with a's partitions.
+        let endpoints = first.endpoints.expect("epochs differ");
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(endpoints[0].endpoint, ("host-a".to_string(), 8080));
+        assert_eq!(endpoints[0].active["in"], BTreeSet::from([0, 1, 2]));
+        assert_eq!(endpoints[0].active[REPARTITION], BTreeSet::from([0, 1, 2]));
+        assert!(endpoints[0].standby.is_empty());
+        // At the group's epoch nothing is sent again.
+        let mut again = beat("a", first.member_epoch, None);
+        again.endpoint_information_epoch = first.endpoint_information_epoch;
+        assert_eq!(group.heartbeat(again, 10, &topics).unwrap().endpoints, None);
+        // A member without an endpoint is not listed; the asking member comes last.
+        group.heartbeat(join("b", "p2"), 20, &topics).unwrap();
+        let mut c = join("c", "p3");
+        c.user_endpoint = Some(("host-c".into(), 9090));
+        let listed = group.heartbeat(c, 30, &topics).unwrap().endpoints.unwrap();
+        let hosts: Vec<&str> = listed.iter().map(|e| e.endpoint.0.as_str()).collect();
+        assert_eq!(hosts, ["host-a", "host-c"]);
+    }
+
+    #[test]
     fn commits_from_an_older_epoch_need_the_task_by_then() {
         let mut group = StreamsGroup::new("wc", no_delay());
         let topics = all_topics();

@@ -31,6 +31,7 @@ const INVALID_REQUEST: i16 = 42;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const UNSUPPORTED_VERSION: i16 = 35;
 const STALE_MEMBER_EPOCH: i16 = 113;
+const UNKNOWN_MEMBER_ID: i16 = 25;
 const STREAMS_INVALID_TOPOLOGY: i16 = 130;
 const STATUS_MISSING_INTERNAL_TOPICS: i8 = 3;
 const REPARTITION: &str = "wc-counts-repartition";
@@ -157,6 +158,33 @@ async fn commit(stream: &mut TcpStream, member: &str, epoch: i32) -> i16 {
     response.topics[0].partitions[0].error_code
 }
 
+/// OffsetFetch v9 of "in"-0 for group "wc" as `member` at `epoch`: (group error, offset).
+async fn fetch(stream: &mut TcpStream, member: Option<&str>, epoch: i32) -> (i16, i64) {
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+    let response: OffsetFetchResponse = call(
+        stream,
+        ApiKey::OffsetFetch,
+        9,
+        &OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("wc")))
+            .with_member_id(member.map(s))
+            .with_member_epoch(epoch)
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(s("in")))
+                .with_partition_indexes(vec![0])]))]),
+    )
+    .await;
+    let group = &response.groups[0];
+    let offset = group
+        .topics
+        .first()
+        .map_or(-1, |t| t.partitions[0].committed_offset);
+    (group.error_code, offset)
+}
+
 async fn describe(stream: &mut TcpStream) -> StreamsGroupDescribeResponse {
     call(
         stream,
@@ -256,6 +284,14 @@ async fn a_streams_application_gets_its_internal_topics_and_tasks_and_keeps_them
     assert!(epoch > 2, "the topics' arrival is a new epoch");
     assert_eq!(commit(&mut a, "m1", epoch).await, 0);
     assert_eq!(commit(&mut a, "m1", epoch + 1).await, STALE_MEMBER_EPOCH);
+    // OffsetFetch v9+ naming a member: it must be one, at its epoch (an admin names none).
+    assert_eq!(fetch(&mut a, Some("m1"), epoch).await, (0, 5));
+    assert_eq!(
+        fetch(&mut a, Some("m1"), epoch - 1).await.0,
+        STALE_MEMBER_EPOCH
+    );
+    assert_eq!(fetch(&mut a, Some("m9"), epoch).await.0, UNKNOWN_MEMBER_ID);
+    assert_eq!(fetch(&mut a, None, -1).await, (0, 5));
 
     let described = describe(&mut a).await;
     let group = &described.groups[0];

@@ -114,7 +114,16 @@ pub async fn handle(
             let (wanted, refused) = authorize(wanted(topics));
             let (fetched, unstable): (Fetched, Unstable) = match broker
                 .groups
-                .fetch_stable_offsets(broker, group.group_id.as_str(), wanted, body.require_stable)
+                .fetch_stable_offsets(
+                    broker,
+                    group.group_id.as_str(),
+                    wanted,
+                    body.require_stable,
+                    (
+                        group.member_id.as_ref().map(|m| m.to_string()),
+                        group.member_epoch,
+                    ),
+                )
                 .await
             {
                 Ok(answer) => answer,
@@ -212,7 +221,13 @@ pub async fn handle(
     let (wanted, refused) = authorize(wanted(topics));
     let (fetched, unstable) = match broker
         .groups
-        .fetch_stable_offsets(broker, body.group_id.as_str(), wanted, require_stable)
+        .fetch_stable_offsets(
+            broker,
+            body.group_id.as_str(),
+            wanted,
+            require_stable,
+            (None, -1),
+        )
         .await
     {
         Ok(answer) => answer,

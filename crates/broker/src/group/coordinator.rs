@@ -503,7 +503,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<FetchedOffsets, i16> {
-        self.fetch_stable_offsets(broker, group_id, partitions, false)
+        self.fetch_stable_offsets(broker, group_id, partitions, false, (None, -1))
             .await
             .map(|(fetched, _)| fetched)
     }
@@ -511,12 +511,14 @@ impl GroupCoordinator {
     /// OffsetFetch for one group: the committed offsets, and with `require_stable` the
     /// partitions whose offset waits in an open transaction, read together: a marker
     /// landing between two reads would make an offset it just replaced look stable.
+    /// `member` (member id, member epoch; OffsetFetch v9+) is checked as Kafka does.
     pub async fn fetch_stable_offsets(
         &self,
         broker: &Broker,
         group_id: &str,
         partitions: Option<Vec<(String, i32)>>,
         require_stable: bool,
+        member: (Option<String>, i32),
     ) -> Result<(FetchedOffsets, BTreeSet<(String, i32)>), i16> {
         let Some(shard) = self.existing_shard_for(broker, group_id)? else {
             let fetched = partitions
@@ -533,6 +535,7 @@ impl GroupCoordinator {
                 if state.is_share_group(&group) {
                     return Err(error_code::GROUP_ID_NOT_FOUND);
                 }
+                state.check_offset_fetch(&group, member.0.as_deref(), member.1)?;
                 let unstable = if require_stable {
                     state.unstable_offsets(&group)
                 } else {

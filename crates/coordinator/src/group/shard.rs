@@ -988,6 +988,37 @@ impl GroupShard {
         }
     }
 
+    /// Kafka's check of an OffsetFetch (v9+) naming a member of a KIP-848 or streams
+    /// group: no member id and a negative epoch is an admin's (or an older client's) and
+    /// free; otherwise the member must exist (UNKNOWN_MEMBER_ID) at that very epoch
+    /// (STALE_MEMBER_EPOCH). Classic groups and unknown ids are not checked.
+    pub fn check_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), i16> {
+        if member_id.is_none() && member_epoch < 0 {
+            return Ok(());
+        }
+        let member_id = member_id.unwrap_or_default();
+        let Some(entry) = self.groups.get(group_id) else {
+            return Ok(());
+        };
+        let epoch = if let Some(group) = &entry.consumer {
+            group.members.get(member_id).map(|m| m.member_epoch)
+        } else if let Some(group) = &entry.streams {
+            group.members.get(member_id).map(|m| m.member_epoch)
+        } else {
+            return Ok(());
+        };
+        match epoch {
+            None => Err(error_code::UNKNOWN_MEMBER_ID),
+            Some(epoch) if epoch != member_epoch => Err(error_code::STALE_MEMBER_EPOCH),
+            Some(_) => Ok(()),
+        }
+    }
+
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
         self.groups
             .get(group_id)
@@ -2346,6 +2377,25 @@ mod tests {
         let late = now(follower_answer(&mut shard, Ok(())));
         assert_eq!(late.error_code, error_code::REBALANCE_IN_PROGRESS);
         assert!(late.assignment.is_empty());
+    }
+
+    #[test]
+    fn an_offset_fetch_naming_a_member_is_checked_as_kafka_does() {
+        let mut shard = shard();
+        let (_, answer) = shard.consumer_heartbeat("g", consumer_join("m"), 0);
+        let epoch = answer(&mut shard, Ok(())).unwrap().member_epoch;
+        assert_eq!(shard.check_offset_fetch("g", Some("m"), epoch), Ok(()));
+        assert_eq!(
+            shard.check_offset_fetch("g", Some("m"), epoch + 1),
+            Err(error_code::STALE_MEMBER_EPOCH)
+        );
+        assert_eq!(
+            shard.check_offset_fetch("g", Some("x"), epoch),
+            Err(error_code::UNKNOWN_MEMBER_ID)
+        );
+        // An admin's fetch (no member, -1), and groups without members to check.
+        assert_eq!(shard.check_offset_fetch("g", None, -1), Ok(()));
+        assert_eq!(shard.check_offset_fetch("nope", Some("m"), 3), Ok(()));
     }
 
     fn consumer_join(member_id: &str) -> Heartbeat {

@@ -43,6 +43,22 @@ out=$(tool --describe --group "$group" --state 2>&1) || fail "--describe --state
 awk -v g="$group" '$1 == g && tolower($(NF-1)) == "empty" && $NF == 0 { found = 1 } END { exit !found }' <<<"$out" \
   || fail "--describe --state: not Empty with 0 members" "$out"
 echo "ok: kafka-streams-groups --describe --state: Empty, 0 members"
+# Strand's own CLI describes a streams group too (StreamsGroupDescribe), with the offsets
+# its application committed: the input's end, lag 0.
+strand="${STRAND_BIN:-$here/../../target/release/strand}"
+out=$(timeout 60 "$strand" group describe "$group" --bootstrap-server "$STRAND_BOOTSTRAP" --json 2>&1) \
+  || fail "(strand group describe) failed" "$out"
+python3 - "$group" "streams-groups-in$STREAMS_GROUPS_RUN" "$out" <<'PY' || fail "(strand group describe) is not the Empty streams group with lag 0" "$out"
+import json, sys
+group, topic, text = sys.argv[1], sys.argv[2], sys.argv[3]
+described = json.loads(text)
+d = described[0] if isinstance(described, list) else described
+rows = [o for o in d["offsets"] if o["topic"] == topic]
+assert d["group"] == group and d["type"] == "streams" and d["state"] == "Empty", d
+assert sorted(o["partition"] for o in rows) == [0, 1, 2], rows
+assert all(o["committed_offset"] == o["log_end_offset"] for o in rows), rows
+PY
+echo "ok: strand group describe: the Empty streams group, its input committed to the end"
 out=$(tool --delete --group "$group" 2>&1) || fail "--delete" "$out"
 grep -qF "Deletion of requested streams groups ('$group') was successful" <<<"$out" \
   || fail "--delete did not report success" "$out"

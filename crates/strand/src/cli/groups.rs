@@ -1,7 +1,8 @@
 //! `strand group list|describe|reset-offsets|delete`: what kafka-consumer-groups does,
 //! without a JVM. Groups live on their coordinators, so listing asks every broker;
 //! describing reads the members (DescribeGroups for classic groups, ConsumerGroupDescribe
-//! for KIP-848 ones) and the committed offsets with each partition's lag.
+//! for KIP-848 ones, StreamsGroupDescribe for Kafka Streams' KIP-1071 ones) and the
+//! committed offsets with each partition's lag.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use anyhow::{bail, Context};
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, DeleteGroupsRequest,
     DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
-    ListGroupsResponse,
+    ListGroupsResponse, StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -278,9 +279,12 @@ pub async fn describe(client: &Client, group: &str) -> anyhow::Result<Described>
     let coordinator = client.group_coordinator(group).await?;
     let (state, kind, members) = match describe_classic(client, coordinator, group).await? {
         Some(found) => found,
-        None => describe_consumer(client, coordinator, group)
-            .await?
-            .ok_or_else(|| kafka_error(GROUP_ID_NOT_FOUND, &format!("group {group}")))?,
+        None => match describe_consumer(client, coordinator, group).await? {
+            Some(found) => found,
+            None => describe_streams(client, coordinator, group)
+                .await?
+                .ok_or_else(|| kafka_error(GROUP_ID_NOT_FOUND, &format!("group {group}")))?,
+        },
     };
     let committed = group_offsets::fetch_committed(client, coordinator, group, None).await?;
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
@@ -415,6 +419,86 @@ async fn describe_consumer(
         })
         .collect();
     Ok(Some((found.group_state.to_string(), "consumer", members)))
+}
+
+/// A Kafka Streams group (KIP-1071) as StreamsGroupDescribe reports it, when the broker
+/// has one. A member's partitions are those its active tasks read: partition p of each
+/// source and repartition topic of the task's subtopology.
+async fn describe_streams(
+    client: &Client,
+    coordinator: i32,
+    group: &str,
+) -> anyhow::Result<Option<GroupState>> {
+    if !client.supports(ApiKey::StreamsGroupDescribe) {
+        return Ok(None);
+    }
+    let version = client.version(ApiKey::StreamsGroupDescribe, 1)?;
+    let request = StreamsGroupDescribeRequest::default().with_group_ids(vec![group_id(group)]);
+    let response: StreamsGroupDescribeResponse = client
+        .call_node(coordinator, ApiKey::StreamsGroupDescribe, version, &request)
+        .await?;
+    let Some(found) = response.groups.into_iter().next() else {
+        return Ok(None);
+    };
+    if !exists(
+        group,
+        found.error_code,
+        &found.group_state,
+        found.error_message.as_deref(),
+    )? {
+        return Ok(None);
+    }
+    // Subtopology -> the topics its tasks read.
+    let inputs: BTreeMap<String, Vec<String>> = found
+        .topology
+        .iter()
+        .flat_map(|t| t.subtopologies.iter().flatten())
+        .map(|s| {
+            let topics = s
+                .source_topics
+                .iter()
+                .map(|t| t.0.to_string())
+                .chain(
+                    s.repartition_source_topics
+                        .iter()
+                        .map(|t| t.name.0.to_string()),
+                )
+                .collect();
+            (s.subtopology_id.to_string(), topics)
+        })
+        .collect();
+    let members = found
+        .members
+        .into_iter()
+        .map(|m| {
+            let mut assignment: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for task in &m.assignment.active_tasks {
+                for topic in inputs
+                    .get(task.subtopology_id.as_str())
+                    .into_iter()
+                    .flatten()
+                {
+                    assignment
+                        .entry(topic.clone())
+                        .or_default()
+                        .extend(task.partitions.iter().copied());
+                }
+            }
+            Member {
+                assignment: assignment
+                    .into_iter()
+                    .map(|(topic, mut partitions)| {
+                        partitions.sort_unstable();
+                        (topic, partitions)
+                    })
+                    .collect(),
+                member_id: m.member_id.to_string(),
+                client_id: m.client_id.to_string(),
+                host: m.client_host.to_string(),
+            }
+        })
+        .collect();
+    Ok(Some((found.group_state.to_string(), "streams", members)))
 }
 
 /// (topic, partition) -> log end offset for every partition of `topics`.

@@ -785,17 +785,28 @@ impl GroupCoordinator {
                 Some(format!("Group {group_id} not found.")),
             )
         };
-        let Some(shard) = self
-            .existing_shard_for(broker, group_id)
+        self.read_group(broker, group_id, GroupShard::describe_streams_group)
+            .await
             .map_err(|code| (code, None))?
-        else {
-            return Err(not_found());
+            .unwrap_or_else(|| Err(not_found()))
+    }
+
+    /// Reads one group's state on its shard; None when `__consumer_offsets` does not
+    /// exist yet (reads never create it).
+    async fn read_group<R: Send + 'static>(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        read: fn(&GroupShard, &str) -> R,
+    ) -> Result<Option<R>, i16> {
+        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
+            return Ok(None);
         };
         let group = group_id.to_string();
         shard
-            .read(move |state: &mut GroupShard| state.describe_streams_group(&group))
+            .read(move |state: &mut GroupShard| read(state, &group))
             .await
-            .map_err(|code| (code, None))?
+            .map(Some)
     }
 
     /// A share group's members, epoch and initialized partitions (None: no share group).
@@ -804,13 +815,9 @@ impl GroupCoordinator {
         broker: &Broker,
         group_id: &str,
     ) -> Result<Option<SharePartitionsView>, i16> {
-        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
-            return Ok(None);
-        };
-        let group = group_id.to_string();
-        shard
-            .read(move |state: &mut GroupShard| state.share_group_view(&group))
+        self.read_group(broker, group_id, GroupShard::share_group_view)
             .await
+            .map(Option::flatten)
     }
 
     /// AlterShareGroupOffsets, the group's side (`GroupShard::share_alter`).
@@ -849,13 +856,9 @@ impl GroupCoordinator {
         broker: &Broker,
         group_id: &str,
     ) -> Result<Option<ShareGroup>, i16> {
-        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
-            return Ok(None);
-        };
-        let group = group_id.to_string();
-        shard
-            .read(move |state: &mut GroupShard| state.describe_share_group(&group))
+        self.read_group(broker, group_id, GroupShard::describe_share_group)
             .await
+            .map(Option::flatten)
     }
 
     /// ConsumerGroupDescribe: the consumer group, or None if the id is not one.
@@ -864,13 +867,9 @@ impl GroupCoordinator {
         broker: &Broker,
         group_id: &str,
     ) -> Result<Option<ConsumerGroup>, i16> {
-        let Some(shard) = self.existing_shard_for(broker, group_id)? else {
-            return Ok(None);
-        };
-        let group = group_id.to_string();
-        shard
-            .read(move |state: &mut GroupShard| state.describe_consumer_group(&group))
+        self.read_group(broker, group_id, GroupShard::describe_consumer_group)
             .await
+            .map(Option::flatten)
     }
 
     /// Timers: session and rebalance timeouts, on every running shard. A shard that has

@@ -1578,7 +1578,7 @@ impl GroupShard {
             if group.next_deadline().is_some_and(|d| d <= now_ms) {
                 let was_empty = group.is_empty();
                 let before = group.clone();
-                group.tick(now_ms, topics.as_ref());
+                group.tick(now_ms);
                 if group.is_empty() && !was_empty {
                     entry.empty_since_ms = now_ms;
                 }

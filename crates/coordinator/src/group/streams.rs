@@ -416,10 +416,6 @@ impl StreamsGroup {
         self.limits = limits;
     }
 
-    pub fn limits(&self) -> StreamsGroupLimits {
-        self.limits
-    }
-
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
@@ -494,7 +490,7 @@ impl StreamsGroup {
     ) -> Result<StreamsHeartbeatResult, HeartbeatError> {
         let mut next = self.clone();
         let result = match request.member_epoch {
-            LEAVE_EPOCH | STATIC_LEAVE_EPOCH => next.leave(&request, now_ms),
+            LEAVE_EPOCH | STATIC_LEAVE_EPOCH => next.leave(&request),
             _ => next.join_or_heartbeat(request, now_ms, topics),
         }?;
         *self = next;
@@ -504,14 +500,13 @@ impl StreamsGroup {
     fn leave(
         &mut self,
         request: &StreamsHeartbeat,
-        now_ms: i64,
     ) -> Result<StreamsHeartbeatResult, HeartbeatError> {
         let member_id = self.resolve_existing(request)?;
         if request.shutdown_application && self.shutdown_requested_by.is_none() {
             self.shutdown_requested_by = Some(member_id.clone());
         }
         if request.member_epoch == LEAVE_EPOCH {
-            self.fence(&member_id, now_ms);
+            self.fence(&member_id);
         } else {
             // A static member leaving for a while (a restart): it keeps its place and
             // tasks, without a rebalance, until its session runs out.
@@ -573,7 +568,7 @@ impl StreamsGroup {
 
     /// Removes a member (left, or its session or rebalance timeout ran out): a new
     /// group epoch, so the others get a new target.
-    pub fn fence(&mut self, member_id: &str, now_ms: i64) {
+    pub fn fence(&mut self, member_id: &str) {
         let Some(member) = self.members.remove(member_id) else {
             return;
         };
@@ -593,7 +588,6 @@ impl StreamsGroup {
             self.shutdown_requested_by = None;
             self.initial_delay_deadline_ms = None;
         }
-        let _ = now_ms;
     }
 
     fn join_or_heartbeat(
@@ -1204,7 +1198,7 @@ impl StreamsGroup {
 
     /// Timers: sessions and rebalance timeouts fence members; the initial delay's end
     /// computes the pending target. Returns the members fenced.
-    pub fn tick(&mut self, now_ms: i64, topics: &dyn TopicView) -> Vec<String> {
+    pub fn tick(&mut self, now_ms: i64) -> Vec<String> {
         let expired: Vec<String> = self
             .members
             .values()
@@ -1218,7 +1212,7 @@ impl StreamsGroup {
             .collect();
         for member_id in &expired {
             tracing::info!(group = %self.group_id, member = %member_id, "streams group member timed out; removing it");
-            self.fence(member_id, now_ms);
+            self.fence(member_id);
         }
         if self
             .initial_delay_deadline_ms
@@ -1233,7 +1227,6 @@ impl StreamsGroup {
                 let _ = self.compute_target(now_ms);
             }
         }
-        let _ = topics;
         expired
     }
 
@@ -1634,7 +1627,7 @@ mod tests {
         assert!(!group.has_member("a"));
         // Its session runs out: fenced, the group is empty.
         let deadline = group.next_deadline().unwrap();
-        assert_eq!(group.tick(deadline, &topics), vec!["a2".to_string()]);
+        assert_eq!(group.tick(deadline), vec!["a2".to_string()]);
         assert!(group.is_empty());
         assert_eq!(group.state(), StreamsGroupState::Empty);
     }

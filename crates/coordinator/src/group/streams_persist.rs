@@ -364,7 +364,7 @@ mod tests {
 
         // A member leaves: only what changed is written, and the replay agrees.
         let mut after = group.clone();
-        after.fence("a", 0);
+        after.fence("a");
         let mut all = written.clone();
         let delta = changes(Some(&group), &after);
         assert!(delta.len() < written.len() + 3);

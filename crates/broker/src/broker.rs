@@ -5,6 +5,7 @@
 //! Thread-safe: registry and log manager behind mutexes (topic changes are rare and
 //! serialised), the partition map behind an RwLock read on every request.
 
+use base64::Engine;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
@@ -1155,26 +1156,70 @@ fn claim_log_dirs(logs: &LogManager, cluster_id: &str, node_id: i32) -> anyhow::
     Ok(())
 }
 
+/// The text of a `meta.properties`, None if there is none.
+fn read_meta_properties(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+    }
+}
+
+/// One `key=value` of a `meta.properties`.
+fn meta_property<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|line| {
+        line.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('='))
+            .map(str::trim)
+    })
+}
+
 /// The (cluster id, node id) of a `meta.properties`, None if there is none.
 fn read_identity(path: &Path) -> anyhow::Result<Option<(String, i32)>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+    let Some(text) = read_meta_properties(path)? else {
+        return Ok(None);
     };
-    let value = |key: &str| {
-        text.lines().find_map(|line| {
-            line.strip_prefix(key)
-                .and_then(|rest| rest.strip_prefix('='))
-                .map(str::trim)
-        })
-    };
-    let cluster_id = value("cluster.id")
+    let cluster_id = meta_property(&text, "cluster.id")
         .ok_or_else(|| anyhow::anyhow!("{} has no cluster.id", path.display()))?;
-    let node_id: i32 = value("node.id")
+    let node_id: i32 = meta_property(&text, "node.id")
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("{} has no node.id", path.display()))?;
     Ok(Some((cluster_id.to_string(), node_id)))
+}
+
+/// The directory id of this node's metadata log (`dir`, the Raft log's directory): the
+/// `directory.id` of the `meta.properties` there, made on first start, in Kafka's format
+/// so that `kafka-metadata-quorum add-controller` reads it (its config's
+/// `metadata.log.dir` naming `dir`). With the node id it is the replica key of KIP-853.
+pub fn metadata_directory_id(dir: &Path, cluster_id: &str, node_id: i32) -> anyhow::Result<Uuid> {
+    let path = dir.join(META_PROPERTIES_FILE);
+    if let Some(text) = read_meta_properties(&path)? {
+        let id = meta_property(&text, "directory.id")
+            .ok_or_else(|| anyhow::anyhow!("{} has no directory.id", path.display()))?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(id)
+            .ok()
+            .and_then(|bytes: Vec<u8>| Uuid::from_slice(&bytes).ok())
+            .ok_or_else(|| anyhow::anyhow!("{}: directory.id {id} is no uuid", path.display()))?;
+        return Ok(bytes);
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", dir.display()))?;
+    // As Kafka's Uuid.randomUuid: never one whose text starts with '-' (it reads as an
+    // option on a command line).
+    let directory_id = loop {
+        let id = Uuid::new_v4();
+        if !base64_url(id.as_bytes()).starts_with('-') {
+            break id;
+        }
+    };
+    let text = format!(
+        "#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={}\n",
+        base64_url(directory_id.as_bytes())
+    );
+    strand_log::checkpoint::write_atomically(&path, text.as_bytes())
+        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
+    Ok(directory_id)
 }
 
 fn write_identity(path: &Path, cluster_id: &str, node_id: i32) -> anyhow::Result<()> {
@@ -1206,19 +1251,7 @@ fn load_or_create_identity(data_dir: &Path, node_id: i32) -> anyhow::Result<Stri
 
 /// URL-safe base64 without padding, as Kafka prints cluster ids (22 characters).
 fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | (*b as u32) << (16 - 8 * i));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 #[cfg(test)]

@@ -220,6 +220,11 @@ async fn dispatch(
             api::alter_replica_log_dirs::handle(broker, request, context)
         }
         ApiKey::UnregisterBroker => api::unregister_broker::handle(broker, request, context).await,
+        ApiKey::AddRaftVoter => api::raft_voters::add(broker, request, context).await,
+        ApiKey::RemoveRaftVoter => api::raft_voters::remove(broker, request, context).await,
+        ApiKey::UnregisterController => {
+            api::raft_voters::unregister_controller(broker, request, context).await
+        }
         ApiKey::DescribeTopicPartitions => {
             api::describe_topic_partitions::handle(broker, request, context)
         }

@@ -966,6 +966,22 @@ async fn every_advertised_version_of_every_api_answers() {
                     let request = kafka_protocol::messages::StreamsGroupTopologyDescriptionUpdateRequest::default();
                     encode_request(api.key, version, correlation, &request)
                 }
+                // A single node has static voters: UNSUPPORTED_VERSION, as Kafka's.
+                ApiKey::AddRaftVoter => {
+                    let request =
+                        kafka_protocol::messages::AddRaftVoterRequest::default().with_voter_id(2);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::RemoveRaftVoter => {
+                    let request = kafka_protocol::messages::RemoveRaftVoterRequest::default()
+                        .with_voter_id(2);
+                    encode_request(api.key, version, correlation, &request)
+                }
+                ApiKey::UnregisterController => {
+                    let request = kafka_protocol::messages::UnregisterControllerRequest::default()
+                        .with_controller_id(2);
+                    encode_request(api.key, version, correlation, &request)
+                }
                 other => panic!("add a request for {other:?} to this test"),
             };
             stream.write_all(&frame).await.unwrap();

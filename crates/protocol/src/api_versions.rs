@@ -67,6 +67,10 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::UpdateFeatures, 0, 2),
     api(ApiKey::UnregisterBroker, 0, 0),
+    // Voters of the metadata quorum (KIP-853) and forgetting a departed controller.
+    api(ApiKey::AddRaftVoter, 0, 1),
+    api(ApiKey::RemoveRaftVoter, 0, 0),
+    api(ApiKey::UnregisterController, 0, 0),
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
     // v5's is_cordoned: Strand has no cordoned directories.

@@ -1,5 +1,7 @@
 //! A broker's way to the active controller: tries the last known leader, follows
-//! `NotController` hints, retries other controllers until a deadline.
+//! `NotController` hints, retries other controllers until a deadline. The controllers are
+//! those named at start and, once this node follows the metadata log, the voters its
+//! membership names (voters come and go: AddRaftVoter, RemoveRaftVoter).
 //!
 //! Thread-safe: connections are pooled per controller, one request per connection.
 
@@ -8,9 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use openraft::RaftMetrics;
+use tokio::sync::watch;
+
 use crate::network::{Peer, QuorumTls};
 use crate::rpc::{ControllerRequest, ControllerResponse, Request, Response};
-use crate::NodeId;
+use crate::{NodeId, QuorumPeer};
 
 /// One attempt at one controller.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -29,6 +34,8 @@ pub struct QuorumClient {
     next: AtomicUsize,
     pool: Mutex<HashMap<NodeId, Vec<Peer>>>,
     tls: Option<QuorumTls>,
+    /// This node's view of the quorum, once it has one.
+    membership: Option<watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>>,
 }
 
 impl QuorumClient {
@@ -43,16 +50,40 @@ impl QuorumClient {
             next: AtomicUsize::new(0),
             pool: Mutex::new(HashMap::new()),
             tls,
+            membership: None,
         }
     }
 
-    fn take_peer(&self, node: NodeId) -> Peer {
+    /// Also asks the voters `metrics` (this node's Raft) names.
+    pub fn following(mut self, metrics: watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>) -> Self {
+        self.membership = Some(metrics);
+        self
+    }
+
+    /// The controllers to ask with their quorum addresses: the current voters, and those
+    /// named at start (a voter removed since answers with a hint).
+    fn controllers(&self) -> BTreeMap<NodeId, String> {
+        let mut controllers = self.controllers.clone();
+        if let Some(metrics) = &self.membership {
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            for id in membership.voter_ids() {
+                if let Some(peer) = membership.get_node(&id) {
+                    controllers.insert(id, peer.addr.clone());
+                }
+            }
+        }
+        controllers
+    }
+
+    fn take_peer(&self, node: NodeId, address: &str) -> Peer {
         self.pool
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&node)
             .and_then(Vec::pop)
-            .unwrap_or_else(|| Peer::new(self.controllers[&node].clone(), self.tls.clone()))
+            .filter(|peer| peer.address() == address)
+            .unwrap_or_else(|| Peer::new(address.to_string(), self.tls.clone()))
     }
 
     fn return_peer(&self, node: NodeId, peer: Peer) {
@@ -70,7 +101,8 @@ impl QuorumClient {
         timeout: Duration,
     ) -> anyhow::Result<ControllerResponse> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let ids: Vec<NodeId> = self.controllers.keys().copied().collect();
+        let controllers = self.controllers();
+        let ids: Vec<NodeId> = controllers.keys().copied().collect();
         // With several controllers no single attempt takes the whole deadline: a leader
         // cut off (or frozen) holds its attempt until it times out, and a short request
         // (a heartbeat, within a session timeout) must still reach the one that took over.
@@ -85,14 +117,18 @@ impl QuorumClient {
             let hint = *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner());
             let target =
                 hint.unwrap_or_else(|| ids[self.next.fetch_add(1, Ordering::Relaxed) % ids.len()]);
-            let mut peer = self.take_peer(target);
+            let Some(address) = controllers.get(&target) else {
+                *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                continue;
+            };
+            let mut peer = self.take_peer(target, address);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let answer = peer.call(&message, attempt_max.min(left)).await;
             let forget_hint = || *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner()) = None;
             match answer {
                 Ok(Response::Controller(ControllerResponse::NotController { leader })) => {
                     self.return_peer(target, peer);
-                    match leader.filter(|l| self.controllers.contains_key(l) && *l != target) {
+                    match leader.filter(|l| controllers.contains_key(l) && *l != target) {
                         Some(leader) => {
                             *self.leader_hint.lock().unwrap_or_else(|p| p.into_inner()) =
                                 Some(leader);

@@ -15,16 +15,19 @@
 //!   nothing.
 //! - Preferred leaders: periodically moves leadership back to first replicas
 //!   (auto.leader.rebalance.enable).
+//! - Voters: promotes learners and demotes voters (`voters.rs` decides, openraft's joint
+//!   consensus changes the membership); registration records each node's metadata
+//!   directory id, its half of KIP-853's replica key.
 //!
 //! Thread-safe: sessions behind a mutex; Raft is internally synchronised.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openraft::error::ClientWriteError;
-use openraft::BasicNode;
+use openraft::ChangeMembers;
 use strand_metadata::{BrokerId, ControllerCommand, DecisionId, MetadataImage, Proposer, Replayed};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -32,7 +35,8 @@ use uuid::Uuid;
 use crate::quorum_state::FollowerContacts;
 use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
-use crate::{NodeId, Raft};
+use crate::voters::{QuorumView, ReplicaKey, VoterChangeError};
+use crate::{NodeId, QuorumPeer, Raft};
 
 /// Longest a heartbeat's answer or a fencing waits for a quorum to confirm this node
 /// still leads.
@@ -44,6 +48,12 @@ const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 /// Bytes of records per log entry: the entry cap less room for the entry's own fields.
 const ENTRY_RECORDS_BYTES: usize = crate::rpc::ENTRY_MAX_BYTES - 4096;
+/// Longest a voter change (both steps of the joint consensus) may take, within the
+/// broker's deadline for a controller request.
+const VOTER_CHANGE_TIMEOUT: Duration = Duration::from_secs(15);
+/// A learner is caught up for AddRaftVoter if an acknowledgement covered the leader's
+/// whole log this recently (Kafka's check: caught up within its fetch timeout).
+const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -61,7 +71,6 @@ struct Session {
 
 pub struct ControllerService {
     node_id: NodeId,
-    voters: BTreeSet<NodeId>,
     raft: Raft,
     published: watch::Receiver<Published>,
     sessions: Mutex<HashMap<BrokerId, Session>>,
@@ -77,12 +86,14 @@ pub struct ControllerService {
     next_seq: AtomicU64,
     /// Followers' acknowledgements, for DescribeQuorum.
     contacts: Arc<FollowerContacts>,
+    /// This leader removed itself from the voters and is handing leadership over: it
+    /// answers as a follower meanwhile.
+    resigning: std::sync::atomic::AtomicBool,
 }
 
 impl ControllerService {
     pub fn new(
         node_id: NodeId,
-        voters: BTreeSet<NodeId>,
         raft: Raft,
         published: watch::Receiver<Published>,
         config: ServiceConfig,
@@ -90,7 +101,6 @@ impl ControllerService {
     ) -> ControllerService {
         ControllerService {
             node_id,
-            voters,
             raft,
             published,
             sessions: Mutex::new(HashMap::new()),
@@ -100,6 +110,7 @@ impl ControllerService {
             generation: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
             contacts,
+            resigning: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -114,7 +125,9 @@ impl ControllerService {
     fn is_leader(&self) -> bool {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
-        metrics.current_leader == Some(self.node_id) && metrics.state.is_leader()
+        metrics.current_leader == Some(self.node_id)
+            && metrics.state.is_leader()
+            && !self.resigning.load(Ordering::Relaxed)
     }
 
     /// Whether a quorum confirms this node still leads, its image holding every entry
@@ -154,35 +167,37 @@ impl ControllerService {
             ControllerRequest::Register {
                 command,
                 raft_address,
+                directory_id,
             } => {
                 if let ControllerCommand::RegisterBroker {
                     id, incarnation, ..
                 } = &command
                 {
                     self.saw(*id, *incarnation);
-                    let node = *id as NodeId;
-                    if !self.voters.contains(&node) {
-                        let known = self
-                            .raft
-                            .metrics()
-                            .borrow()
-                            .membership_config
-                            .nodes()
-                            .any(|(n, b)| *n == node && b.addr == raft_address);
-                        if !known {
-                            if let Err(error) = self
-                                .raft
-                                .add_learner(node, BasicNode::new(raft_address), false)
-                                .await
-                            {
-                                return ControllerResponse::Unavailable(format!(
-                                    "adding broker {id} as a metadata learner: {error}"
-                                ));
-                            }
-                        }
+                    if let Err(error) = self
+                        .join_quorum(*id as NodeId, raft_address, directory_id)
+                        .await
+                    {
+                        return ControllerResponse::Unavailable(format!(
+                            "adding broker {id} as a metadata learner: {error}"
+                        ));
                     }
                 }
                 self.write(command).await
+            }
+            ControllerRequest::AddVoter {
+                id,
+                directory_id,
+                listener_ports,
+            } => ControllerResponse::VoterChange(
+                self.add_voter(ReplicaKey { id, directory_id }, &listener_ports)
+                    .await,
+            ),
+            ControllerRequest::RemoveVoter { id, directory_id } => ControllerResponse::VoterChange(
+                self.remove_voter(ReplicaKey { id, directory_id }).await,
+            ),
+            ControllerRequest::UnregisterController { id } => {
+                ControllerResponse::VoterChange(self.unregister_controller(id).await)
             }
             ControllerRequest::Heartbeat {
                 id,
@@ -194,6 +209,147 @@ impl ControllerService {
                     .await
             }
         }
+    }
+
+    /// A registering node receives the metadata log: a node outside the membership joins
+    /// it as a learner; one already in it with the same address and no directory id yet
+    /// (a voter named at start) gets its directory id. A voter's address is not changed
+    /// here.
+    async fn join_quorum(
+        &self,
+        node: NodeId,
+        raft_address: String,
+        directory_id: Uuid,
+    ) -> Result<(), String> {
+        let (known, is_voter) = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            (
+                membership.get_node(&node).cloned(),
+                membership.voter_ids().any(|v| v == node),
+            )
+        };
+        let peer = QuorumPeer::new(raft_address, directory_id);
+        match known {
+            Some(known) if known.addr == peer.addr => {
+                if known.directory_id.is_nil() && !directory_id.is_nil() {
+                    self.raft
+                        .change_membership(
+                            ChangeMembers::SetNodes(BTreeMap::from([(node, peer)])),
+                            true,
+                        )
+                        .await
+                        .map_err(|error| error.to_string())?;
+                }
+                Ok(())
+            }
+            Some(_) if is_voter => Ok(()),
+            _ => self
+                .raft
+                .add_learner(node, peer, false)
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+        }
+    }
+
+    /// The membership as this leader holds it; changing while a joint configuration or
+    /// a membership entry not yet applied is in the log.
+    fn quorum_view(&self) -> QuorumView {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let stored = &metrics.membership_config;
+        let membership = stored.membership();
+        let voter_ids: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let mut view = QuorumView {
+            changing: membership.get_joint_config().len() > 1
+                || stored.log_id().as_ref() > metrics.last_applied.as_ref(),
+            ..QuorumView::default()
+        };
+        for (id, peer) in membership.nodes() {
+            if voter_ids.contains(id) {
+                view.voters.insert(*id, peer.clone());
+            } else {
+                view.learners.insert(*id, peer.clone());
+            }
+        }
+        view
+    }
+
+    async fn change_membership(
+        &self,
+        change: ChangeMembers<NodeId, QuorumPeer>,
+    ) -> Result<(), VoterChangeError> {
+        match tokio::time::timeout(
+            VOTER_CHANGE_TIMEOUT,
+            self.raft.change_membership(change, true),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(VoterChangeError::TimedOut(format!(
+                "the membership change failed: {error}"
+            ))),
+            Err(_) => Err(VoterChangeError::TimedOut(format!(
+                "the membership change did not commit within {VOTER_CHANGE_TIMEOUT:?}"
+            ))),
+        }
+    }
+
+    async fn add_voter(
+        &self,
+        key: ReplicaKey,
+        listener_ports: &[u16],
+    ) -> Result<(), VoterChangeError> {
+        let plan = self.quorum_view().check_add(key, listener_ports, |node| {
+            self.contacts.caught_up_within(node, CAUGHT_UP_WITHIN)
+        })?;
+        if let Some(peer) = plan.set_directory {
+            self.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(plan.id, peer)])))
+                .await?;
+        }
+        self.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([plan.id])))
+            .await
+    }
+
+    async fn remove_voter(&self, key: ReplicaKey) -> Result<(), VoterChangeError> {
+        let id = self.quorum_view().check_remove(key)?;
+        self.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])))
+            .await?;
+        if id == self.node_id {
+            self.resign().await;
+        }
+        Ok(())
+    }
+
+    /// Hands leadership to the voters after this leader removed itself, as Kafka's
+    /// resigns. openraft lets a leader that is only a learner go on leading; stopping its
+    /// heartbeats (and answering as a follower) lets the voters' election timers run out
+    /// and elect one of them, whose higher term makes this node follow.
+    async fn resign(&self) {
+        self.resigning.store(true, Ordering::Relaxed);
+        self.raft.runtime_config().heartbeat(false);
+        let mut metrics = self.raft.metrics();
+        let handed_over = tokio::time::timeout(
+            VOTER_CHANGE_TIMEOUT,
+            metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.node_id)),
+        )
+        .await;
+        if handed_over.is_err() {
+            tracing::warn!(
+                "no other voter took the leadership over within {VOTER_CHANGE_TIMEOUT:?}"
+            );
+        }
+        self.raft.runtime_config().heartbeat(true);
+        self.resigning.store(false, Ordering::Relaxed);
+    }
+
+    async fn unregister_controller(&self, id: NodeId) -> Result<(), VoterChangeError> {
+        let is_broker = self.image().brokers.contains_key(&(id as BrokerId));
+        let id = self.quorum_view().check_unregister(id, is_broker)?;
+        self.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])))
+            .await
     }
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {

@@ -10,6 +10,7 @@
 //! - `node.rs`: starts a node's Raft, listener and duties; `client.rs`: brokers' way to
 //!   the active controller.
 //! - `quorum_state.rs`: the quorum as its leader sees it (DescribeQuorum).
+//! - `voters.rs`: adding and removing voters (AddRaftVoter, RemoveRaftVoter, KIP-853).
 //! - `controller_service.rs`: what the active controller does besides Raft: broker
 //!   heartbeats, fencing expired sessions, unfencing caught-up brokers, deciding writes,
 //!   preferred leader election.
@@ -22,10 +23,13 @@ pub mod node;
 pub mod quorum_state;
 pub mod rpc;
 pub mod state_machine;
+pub mod voters;
 
 use std::io::Cursor;
 
+use serde::{Deserialize, Serialize};
 use strand_metadata::{MetadataEntry, Replayed};
+use uuid::Uuid;
 
 pub type NodeId = u64;
 
@@ -36,13 +40,36 @@ openraft::declare_raft_types!(
         D = MetadataEntry,
         R = Replayed,
         NodeId = NodeId,
-        Node = openraft::BasicNode,
+        Node = QuorumPeer,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
         AsyncRuntime = openraft::TokioRuntime,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;
+
+/// A member of the metadata quorum, voter or learner: its quorum address and the id of
+/// its metadata log directory (the `directory.id` of the `meta.properties` there), which
+/// with the node id is KIP-853's replica key. Nil for the voters named at start
+/// (`--controllers`) until they register, as Kafka's static voters have none.
+///
+/// Serialised as openraft's `BasicNode` was, plus the directory id: logs and snapshots
+/// written before it existed read as nil.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumPeer {
+    pub addr: String,
+    #[serde(default, skip_serializing_if = "Uuid::is_nil")]
+    pub directory_id: Uuid,
+}
+
+impl QuorumPeer {
+    pub fn new(addr: impl Into<String>, directory_id: Uuid) -> QuorumPeer {
+        QuorumPeer {
+            addr: addr.into(),
+            directory_id,
+        }
+    }
+}
 pub type StorageError = openraft::StorageError<NodeId>;
 
 fn io_error(

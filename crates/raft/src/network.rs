@@ -25,7 +25,6 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
 use strand_security::tls::{server_name_of, ReloadingClientConfig, ReloadingServerConfig};
 use strand_security::KafkaPrincipal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
@@ -39,7 +38,7 @@ use strand_protocol::RequestMemory;
 use crate::controller_service::ControllerService;
 use crate::quorum_state::FollowerContacts;
 use crate::rpc::{read_frame, write_frame, Request, Response};
-use crate::{NodeId, Raft, TypeConfig};
+use crate::{NodeId, QuorumPeer, Raft, TypeConfig};
 
 /// Connections held at once on a quorum address.
 const CONNECTIONS_MAX: usize = 1024;
@@ -197,7 +196,7 @@ pub struct Connection {
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+    async fn new_client(&mut self, target: NodeId, node: &QuorumPeer) -> Connection {
         Connection {
             target,
             peer: Peer::new(node.addr.clone(), self.tls.clone()),
@@ -206,7 +205,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     }
 }
 
-type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>>>;
 
 impl Connection {
     async fn call(
@@ -223,7 +222,7 @@ impl Connection {
 
 fn unexpected<E: std::error::Error>(
     response: Response,
-) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
     let error = std::io::Error::other(format!("unexpected answer {response:?}"));
     RPCError::Network(NetworkError::new(&error))
 }

@@ -1,24 +1,26 @@
 //! Starting a node's part of the quorum: the Raft instance over this node's storage, the
-//! quorum listener, and the active-controller duties. Voters (controllers) initialise the
-//! quorum on first start; other nodes (broker only) wait to be added as learners when
-//! they register, and then receive the metadata log like everyone else.
+//! quorum listener, and the active-controller duties. The voters named at start
+//! (controllers) initialise the quorum on first start; other nodes wait to be added as
+//! learners when they register, and then receive the metadata log like everyone else
+//! (and may be made voters: `voters.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{BasicNode, Config, SnapshotPolicy};
+use openraft::{Config, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 use crate::controller_service::{ControllerService, ServiceConfig};
 use crate::log_store::LogStore;
 use crate::network::{Network, QuorumTls};
 use crate::quorum_state::FollowerContacts;
 use crate::state_machine::{Published, StateMachine};
-use crate::{NodeId, Raft};
+use crate::{NodeId, QuorumPeer, Raft};
 
 #[derive(Debug, Clone)]
 pub struct QuorumConfig {
@@ -80,10 +82,8 @@ impl QuorumNode {
             .map_err(|error| {
                 anyhow::anyhow!("cannot listen on {} (quorum): {error}", config.listen)
             })?;
-        let voters: BTreeSet<NodeId> = config.voters.keys().copied().collect();
         let service = Arc::new(ControllerService::new(
             config.node_id,
-            voters.clone(),
             raft.clone(),
             metadata.clone(),
             config.service.clone(),
@@ -95,21 +95,22 @@ impl QuorumNode {
             service.clone(),
             config.tls.clone(),
         ))];
-        if voters.contains(&config.node_id) {
-            if !raft.is_initialized().await? {
-                let members: BTreeMap<NodeId, BasicNode> = config
-                    .voters
-                    .iter()
-                    .map(|(id, address)| (*id, BasicNode::new(address)))
-                    .collect();
-                // Every voter may propose the same initial membership; all but the first
-                // to win are told it is already initialised, which is fine.
-                if let Err(error) = raft.initialize(members).await {
-                    tracing::debug!(%error, "quorum already initialised");
-                }
+        if config.voters.contains_key(&config.node_id) && !raft.is_initialized().await? {
+            // Directory ids nil: every voter must propose the very same first entry, and
+            // none knows the others' (each records its own when it registers).
+            let members: BTreeMap<NodeId, QuorumPeer> = config
+                .voters
+                .iter()
+                .map(|(id, address)| (*id, QuorumPeer::new(address.clone(), Uuid::nil())))
+                .collect();
+            // Every voter may propose the same initial membership; all but the first
+            // to win are told it is already initialised, which is fine.
+            if let Err(error) = raft.initialize(members).await {
+                tracing::debug!(%error, "quorum already initialised");
             }
-            tasks.push(tokio::spawn(service.clone().run_duties()));
         }
+        // On every node: a learner may be made a voter (AddRaftVoter) and then lead.
+        tasks.push(tokio::spawn(service.clone().run_duties()));
         Ok(QuorumNode {
             raft,
             service,

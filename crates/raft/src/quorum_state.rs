@@ -10,11 +10,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use openraft::{BasicNode, RaftMetrics};
+use openraft::RaftMetrics;
+
+use crate::QuorumPeer;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use uuid::Uuid;
 
 use crate::NodeId;
 
@@ -22,6 +25,9 @@ use crate::NodeId;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuorumReplica {
     pub id: i32,
+    /// The directory id of its metadata log (nil: not known, as Kafka's static voters).
+    #[serde(default)]
+    pub directory_id: Uuid,
     pub log_end_offset: i64,
     pub last_fetch_ms: i64,
     pub last_caught_up_ms: i64,
@@ -53,6 +59,7 @@ impl QuorumDescription {
             high_watermark: 0,
             voters: vec![QuorumReplica {
                 id,
+                directory_id: Uuid::nil(),
                 log_end_offset: 0,
                 last_fetch_ms: now,
                 last_caught_up_ms: now,
@@ -72,13 +79,13 @@ struct Contact {
 /// The leader's record of its followers' acknowledgements.
 #[derive(Debug, Default)]
 pub struct FollowerContacts {
-    metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, BasicNode>>>,
+    metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>>,
     seen: Mutex<HashMap<NodeId, Contact>>,
 }
 
 impl FollowerContacts {
     /// The Raft instance whose log ends acknowledgements are compared with.
-    pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>) {
+    pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>) {
         let _ = self.metrics.set(metrics);
     }
 
@@ -100,16 +107,32 @@ impl FollowerContacts {
         }
     }
 
+    /// Whether an acknowledgement from `node` covered the leader's whole log within
+    /// `window`.
+    pub fn caught_up_within(&self, node: NodeId, window: Duration) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&node).is_some_and(|contact| {
+            contact.last_caught_up_ms >= 0
+                && now_ms() - contact.last_caught_up_ms <= window.as_millis() as i64
+        })
+    }
+
     /// The quorum as `metrics` (this node's, as leader) and the acknowledgements show it.
-    pub fn describe(&self, metrics: &RaftMetrics<NodeId, BasicNode>) -> QuorumDescription {
+    pub fn describe(&self, metrics: &RaftMetrics<NodeId, QuorumPeer>) -> QuorumDescription {
         let now = now_ms();
         let membership = metrics.membership_config.membership();
         let leader_end = metrics.last_log_index.map_or(0, |index| index as i64 + 1);
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let directory_id = |node: NodeId| {
+            membership
+                .get_node(&node)
+                .map_or(Uuid::nil(), |peer| peer.directory_id)
+        };
         let replica = |node: NodeId| -> QuorumReplica {
             if node == metrics.id {
                 return QuorumReplica {
                     id: node as i32,
+                    directory_id: directory_id(node),
                     log_end_offset: leader_end,
                     last_fetch_ms: now,
                     last_caught_up_ms: now,
@@ -122,6 +145,7 @@ impl FollowerContacts {
             let contact = seen.get(&node);
             QuorumReplica {
                 id: node as i32,
+                directory_id: directory_id(node),
                 log_end_offset: matched.map_or(0, |log_id| log_id.index as i64 + 1),
                 last_fetch_ms: contact.map_or(-1, |c| c.last_ack_ms),
                 last_caught_up_ms: contact.map_or(-1, |c| c.last_caught_up_ms),

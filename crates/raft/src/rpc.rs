@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::quorum_state::QuorumDescription;
+use crate::voters::VoterChangeError;
 use crate::{NodeId, TypeConfig};
 
 /// Largest frame either side accepts. Metadata is small: the largest frames are snapshot
@@ -54,6 +55,26 @@ pub enum ControllerRequest {
     Register {
         command: ControllerCommand,
         raft_address: String,
+        /// The directory id of the node's metadata log (nil from nodes older than it).
+        #[serde(default)]
+        directory_id: Uuid,
+    },
+    /// Promote a learner to voter (AddRaftVoter); `listener_ports` are the ports of the
+    /// endpoints the request names.
+    AddVoter {
+        id: NodeId,
+        directory_id: Uuid,
+        listener_ports: Vec<u16>,
+    },
+    /// Demote a voter to learner (RemoveRaftVoter).
+    RemoveVoter {
+        id: NodeId,
+        directory_id: Uuid,
+    },
+    /// Drop a node that is neither voter nor broker from the membership
+    /// (UnregisterController).
+    UnregisterController {
+        id: NodeId,
     },
     Write(ControllerCommand),
     /// The quorum's leader, voters and observers with their log ends (DescribeQuorum).
@@ -87,6 +108,8 @@ pub enum ControllerResponse {
         metadata_index: u64,
     },
     Quorum(QuorumDescription),
+    /// The outcome of AddVoter, RemoveVoter or UnregisterController.
+    VoterChange(Result<(), VoterChangeError>),
     Unavailable(String),
     /// Will never succeed as asked (too large); not worth retrying.
     Refused(String),

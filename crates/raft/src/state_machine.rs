@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder,
-    SnapshotMeta, StoredMembership,
+    Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, SnapshotMeta,
+    StoredMembership,
 };
 use serde::{Deserialize, Serialize};
 use strand_metadata::{DecisionId, MetadataImage, ReplayState, Replayed};
 use tokio::sync::watch;
 
-use crate::{io_error, NodeId, StorageError, TypeConfig};
+use crate::{io_error, NodeId, QuorumPeer, StorageError, TypeConfig};
 
 const SNAPSHOT_FILE: &str = "snapshot.json";
 
@@ -39,7 +39,7 @@ struct SnapshotBody {
     #[serde(default)]
     replay: ReplayState,
     last_applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, QuorumPeer>,
     snapshot_id: String,
 }
 
@@ -47,7 +47,7 @@ struct SnapshotBody {
 struct State {
     body: SnapshotBody,
     /// The last snapshot built or installed (serialised body), for followers that need it.
-    snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
+    snapshot: Option<(SnapshotMeta<NodeId, QuorumPeer>, Vec<u8>)>,
     snapshots_built: u64,
 }
 
@@ -58,7 +58,7 @@ pub struct StateMachine {
     published: watch::Sender<Published>,
 }
 
-fn meta_of(body: &SnapshotBody) -> SnapshotMeta<NodeId, BasicNode> {
+fn meta_of(body: &SnapshotBody) -> SnapshotMeta<NodeId, QuorumPeer> {
     SnapshotMeta {
         last_log_id: body.last_applied,
         last_membership: body.membership.clone(),
@@ -109,7 +109,7 @@ impl StateMachine {
     #[allow(clippy::result_large_err)]
     fn persist_snapshot(
         &self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, QuorumPeer>,
         bytes: &[u8],
     ) -> Result<(), StorageError> {
         strand_log::checkpoint::write_atomically(&self.dir.join(SNAPSHOT_FILE), bytes).map_err(
@@ -166,7 +166,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError> {
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, QuorumPeer>), StorageError> {
         let state = self.state();
         Ok((state.body.last_applied, state.body.membership.clone()))
     }
@@ -225,7 +225,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, QuorumPeer>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let bytes = snapshot.into_inner();

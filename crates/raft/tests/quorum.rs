@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, start_node};
+use common::{free_port, start_node, wait_until};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic, NO_LEADER};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -19,17 +19,6 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 
 async fn start(id: u64, voters: &BTreeMap<u64, String>, root: &Path) -> QuorumNode {
     start_node(id, voters, root, None).await
-}
-
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn heartbeat(client: &QuorumClient, id: i32, incarnation: Uuid) -> ControllerResponse {
@@ -171,6 +160,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
             listeners: Vec::new(),
         },
         raft_address: address.clone(),
+        directory_id: Uuid::new_v4(),
     };
     let client = QuorumClient::new(voters.clone(), None);
     client.request(register(1), TIMEOUT).await.unwrap();
@@ -262,6 +252,7 @@ async fn register(
                     listeners: Vec::new(),
                 },
                 raft_address: voters[&(id as u64)].clone(),
+                directory_id: Uuid::new_v4(),
             },
             TIMEOUT,
         )

@@ -105,6 +105,7 @@ pub async fn handle(
     let replica = |r: &QuorumReplica| {
         let state = ReplicaState::default()
             .with_replica_id(BrokerId(r.id))
+            .with_replica_directory_id(r.directory_id)
             .with_log_end_offset(r.log_end_offset);
         if version >= 1 {
             state

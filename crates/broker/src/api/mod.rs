@@ -41,6 +41,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub(crate) mod partition_views;
 pub mod produce;
+pub mod raft_voters;
 pub mod sasl;
 pub mod share_acknowledge;
 pub mod share_fetch;

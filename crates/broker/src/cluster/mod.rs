@@ -71,6 +71,8 @@ pub struct ClusterConfig {
 pub struct Cluster {
     node_id: i32,
     incarnation: Uuid,
+    /// The directory id of this node's metadata log (`broker::metadata_directory_id`).
+    directory_id: Uuid,
     config: ClusterConfig,
     quorum: tokio::sync::Mutex<Option<QuorumNode>>,
     client: QuorumClient,
@@ -168,13 +170,20 @@ impl Cluster {
         let node_id = broker.node_id();
         let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
         let voters = quorum_config.voters.clone();
+        let directory_id = crate::broker::metadata_directory_id(
+            &quorum_config.dir,
+            &broker.cluster_id(),
+            node_id,
+        )?;
         let inter_broker = config.inter_broker.clone();
         let quorum = QuorumNode::start(quorum_config).await?;
-        let quorum_client = QuorumClient::new(voters, config.quorum_tls.clone());
+        let quorum_client =
+            QuorumClient::new(voters, config.quorum_tls.clone()).following(quorum.raft.metrics());
         let metadata = quorum.metadata.clone();
         let cluster = Arc::new(Cluster {
             node_id,
             incarnation: Uuid::new_v4(),
+            directory_id,
             config,
             quorum: tokio::sync::Mutex::new(Some(quorum)),
             client: quorum_client,
@@ -311,6 +320,7 @@ impl Cluster {
                 ControllerRequest::Register {
                     command,
                     raft_address: self.config.quorum_listen.to_string(),
+                    directory_id: self.directory_id,
                 },
                 CONTROLLER_REQUEST_TIMEOUT,
             )
@@ -335,6 +345,33 @@ impl Cluster {
     pub async fn describe_quorum(&self) -> Result<QuorumDescription, ApiError> {
         match self.ask(ControllerRequest::DescribeQuorum).await? {
             ControllerResponse::Quorum(description) => Ok(description),
+            other => Err(unexpected_answer(other)),
+        }
+    }
+
+    /// Adds, removes or forgets a voter (AddRaftVoter, RemoveRaftVoter,
+    /// UnregisterController), with Kafka's error for a refusal.
+    pub async fn change_voters(&self, request: ControllerRequest) -> Result<(), ApiError> {
+        use strand_raft::voters::VoterChangeError;
+        match self.ask(request).await? {
+            ControllerResponse::VoterChange(Ok(())) => Ok(()),
+            ControllerResponse::VoterChange(Err(error)) => Err(match error {
+                VoterChangeError::Invalid(message) => {
+                    ApiError::new(error_code::INVALID_REQUEST, message)
+                }
+                VoterChangeError::Duplicate(message) => {
+                    ApiError::new(error_code::DUPLICATE_VOTER, message)
+                }
+                VoterChangeError::NotFound(message) => {
+                    ApiError::new(error_code::VOTER_NOT_FOUND, message)
+                }
+                VoterChangeError::TimedOut(message) => {
+                    ApiError::new(error_code::REQUEST_TIMED_OUT, message)
+                }
+                VoterChangeError::NotRegistered(message) => {
+                    ApiError::new(error_code::CONTROLLER_ID_NOT_REGISTERED, message)
+                }
+            }),
             other => Err(unexpected_answer(other)),
         }
     }

@@ -17,16 +17,30 @@ pub fn free_port() -> u16 {
 }
 
 /// Starts voter `id` of `voters` with its data under `root` (fast heartbeats and sessions).
+#[allow(dead_code)] // Each test binary compiles this module; not all use each helper.
 pub async fn start_node(
     id: u64,
     voters: &BTreeMap<u64, String>,
     root: &Path,
     tls: Option<QuorumTls>,
 ) -> QuorumNode {
+    start_member(id, voters, &voters[&id], root, tls).await
+}
+
+/// Starts node `id`, listening on `listen`, in the quorum `voters` started with (it
+/// need not be one of them).
+#[allow(dead_code)]
+pub async fn start_member(
+    id: u64,
+    voters: &BTreeMap<u64, String>,
+    listen: &str,
+    root: &Path,
+    tls: Option<QuorumTls>,
+) -> QuorumNode {
     QuorumNode::start(QuorumConfig {
         node_id: id,
         voters: voters.clone(),
-        listen: voters[&id].parse().unwrap(),
+        listen: listen.parse().unwrap(),
         dir: root.join(format!("node-{id}")),
         service: ServiceConfig {
             session_timeout: Duration::from_millis(1500),
@@ -37,4 +51,17 @@ pub async fn start_node(
     })
     .await
     .unwrap()
+}
+
+/// Polls `check` until it holds, failing the test after 30 seconds.
+#[allow(dead_code)]
+pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

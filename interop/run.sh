@@ -104,7 +104,7 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # compared here, where epochs are exact) and ListGroups' state filter "NotReady", which
 # Kafka's Admin sends and Kafka 4.4 never matches (Strand does: ARCHITECTURE).
 want reference && run_driver reference python3 interop/python/reference_compare.py \
-  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features,streams_groups \
+  --require topic_configs,topic_config_validation,describe_topic_partitions,describe_log_dirs,alter_replica_log_dirs,unregister_broker,raft_voters,describe_quorum,elect_leaders,list_partition_reassignments,alter_partition_reassignments,group_configs,kafka44_versions,update_features,streams_groups \
   --allow 'min\.insync\.replicas.*DYNAMIC_DEFAULT_BROKER_CONFIG' \
   --allow 'update_features .*(metadata|kraft|share|eligible\.leader\.replicas)\.version' \
   --allow 'streams_groups cases\.setup_consumer_group_join\.response\.member_epoch' \
@@ -114,7 +114,7 @@ if want idempotence; then echo "=== idempotence"; timeout 1200 python3 interop/p
 if want cluster-api; then echo "=== cluster-api (admin operations, ISR, min.insync.replicas, preferred leaders, controlled shutdown, kafka-features, a live topic default; 3 nodes)"; timeout 900 python3 interop/cluster/cluster_api_test.py; fi
 if want cluster-prometheus; then echo "=== cluster-prometheus (Debian's Prometheus scrapes 3 nodes; PromQL on Kafka's metric names: messages in, under-replicated partitions after kill -9 and after the restart, one active controller)"; timeout 600 python3 interop/cluster/prometheus_test.py; fi
 if want cluster-secure; then echo "=== cluster-secure (3 nodes from Kafka server.properties: quorum over mutual TLS, inter-broker SASL_SSL with PLAIN and with SCRAM-SHA-512, and SSL with client certificates, ACLs on; a node with another CA's certificate never joins; a leader killed)"; for m in PLAIN SCRAM-SHA-512 SSL; do timeout 600 python3 interop/cluster/secure_cluster_test.py --inter-broker-mechanism "$m"; done; fi
-if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and kafka-leader-election: DescribeQuorum, preferred and unclean ElectLeaders; 5 nodes)"; timeout 900 python3 interop/cluster/quorum_and_elections_test.py; fi
+if want cluster-quorum; then echo "=== cluster-quorum (kafka-metadata-quorum and kafka-leader-election: DescribeQuorum, add/remove-controller, preferred and unclean ElectLeaders; 5 nodes)"; timeout 900 python3 interop/cluster/quorum_and_elections_test.py; fi
 if want cluster-roles; then echo "=== cluster-roles (controller-only and broker-only nodes)"; timeout 600 python3 interop/cluster/roles_test.py; fi
 if want cluster-stall; then echo "=== cluster-stall (stalled senders on a partition leader; acks=all and the ISR hold, 3 nodes)"; timeout 600 python3 interop/cluster/stall_test.py; fi
 if want cluster-deposed-coordinator; then echo "=== cluster-deposed-coordinator (a group coordinator frozen past its session and resumed does not answer the offsets from before its fall)"; timeout 600 python3 interop/cluster/deposed_coordinator_test.py; fi

@@ -9,6 +9,13 @@ AdminClient.elect_leaders:
   Followers, each with its log end and fetch times; a killed voter's log end stops while
   the others' move on, and it catches up when it is back;
 
+- voters (KIP-853): kafka-metadata-quorum remove-controller takes a follower out of the
+  voters with its directory id (a wrong one: VoterNotFoundException) and it shows as an
+  observer; add-controller, reading the node's metadata directory id from the
+  meta.properties Strand writes in Kafka's format, makes it a voter again (a voter:
+  DuplicateVoterException); removing the leader hands leadership to another voter and
+  the cluster keeps creating topics; it is added back;
+
 - preferred: a broker restarted after a controlled shutdown is back in the ISR but leads
   nothing; kafka-leader-election --election-type PREFERRED for one partition moves that
   leadership back (every broker's Metadata agrees), then --all-topic-partitions moves the
@@ -86,6 +93,81 @@ def quorum_replication(bootstrap):
     return rows, out
 
 
+def metadata_quorum(bootstrap, *args, config=None):
+    """kafka-metadata-quorum with a --command-config written from `config`."""
+    extra = []
+    if config is not None:
+        fd, path = tempfile.mkstemp(suffix=".properties")
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in config.items()))
+        extra = ["--command-config", path]
+    return kafka_tool("kafka-metadata-quorum", bootstrap, *extra, *args)
+
+
+def controller_config(cluster, i):
+    """What kafka-metadata-quorum add-controller reads of node i: its id, its controller
+    listener (the quorum address) and the metadata log directory with meta.properties."""
+    host, _, quorum = cluster.addr[i]
+    return {"node.id": i, "process.roles": "broker,controller",
+            "controller.listener.names": "CONTROLLER", "listeners": f"CONTROLLER://{host}:{quorum}",
+            "metadata.log.dir": os.path.join(cluster.root, f"n{i}", "__cluster_metadata")}
+
+
+def voters_and_observers(bootstrap):
+    rows, out = quorum_replication(bootstrap)
+    voters = sorted(i for i, r in rows.items() if r.get("Status") in ("Leader", "Follower"))
+    observers = sorted(i for i, r in rows.items() if r.get("Status") == "Observer")
+    return voters, observers, rows, out
+
+
+def check_voter_changes(cluster, admin, bootstrap):
+    """remove-controller / add-controller of a follower and of the leader."""
+    status, _ = quorum_status(bootstrap)
+    leader = int(status["LeaderId"])
+    _, _, rows, out = voters_and_observers(bootstrap)
+    directories = {i: r.get("DirectoryId") for i, r in rows.items()}
+    if any(not d or d == "AAAAAAAAAAAAAAAAAAAAAA" for d in directories.values()):
+        fail(f"every voter should show the directory id it registered:\n{out}")
+    follower = max(i for i in cluster.ids if i not in (leader, 3))
+
+    code, out = metadata_quorum(bootstrap, "remove-controller", "--controller-id", str(follower),
+                                "--controller-directory-id", "AAAAAAAAAAAAAAAAAAAAAQ")
+    if code == 0 or "VoterNotFoundException" not in out:
+        fail(f"remove-controller with a wrong directory id: want VoterNotFoundException, exit {code}\n{out}")
+    code, out = metadata_quorum(bootstrap, "remove-controller", "--controller-id", str(follower),
+                                "--controller-directory-id", directories[follower])
+    if code != 0 or f"Removed KRaft controller {follower} with directory id {directories[follower]}" not in out:
+        fail(f"remove-controller {follower}: exit {code}\n{out}")
+    until(f"node {follower} an observer", lambda: voters_and_observers(bootstrap)[:2] == (
+        sorted(i for i in cluster.ids if i != follower), [follower]))
+    log(f"kafka-metadata-quorum remove-controller {follower}: 4 voters, {follower} observes "
+        f"(a wrong directory id: VoterNotFoundException)")
+
+    code, out = metadata_quorum(bootstrap, "add-controller", config=controller_config(cluster, 1))
+    if code == 0 or "DuplicateVoterException" not in out:
+        fail(f"add-controller of voter 1: want DuplicateVoterException, exit {code}\n{out}")
+    code, out = metadata_quorum(bootstrap, "add-controller", config=controller_config(cluster, follower))
+    if code != 0 or f"Added controller {follower} with directory id {directories[follower]}" not in out:
+        fail(f"add-controller {follower}: exit {code}\n{out}")
+    until(f"node {follower} a voter again", lambda: voters_and_observers(bootstrap)[:2] == (cluster.ids, []))
+    log(f"kafka-metadata-quorum add-controller {follower} (directory id from its meta.properties): "
+        f"5 voters again (voter 1: DuplicateVoterException)")
+
+    code, out = metadata_quorum(bootstrap, "remove-controller", "--controller-id", str(leader),
+                                "--controller-directory-id", directories[leader])
+    if code != 0:
+        fail(f"remove-controller of the leader {leader}: exit {code}\n{out}")
+    until(f"a leader other than {leader}", lambda: int(quorum_status(bootstrap)[0]["LeaderId"]) != leader)
+    admin.create_topics([NewTopic("after-resign", 1, 3)])["after-resign"].result(30)
+    new_leader = int(quorum_status(bootstrap)[0]["LeaderId"])
+    code, out = metadata_quorum(bootstrap, "add-controller", config=controller_config(cluster, leader))
+    if code != 0:
+        fail(f"add-controller {leader}: exit {code}\n{out}")
+    until(f"node {leader} a voter again", lambda: voters_and_observers(bootstrap)[:2] == (cluster.ids, []))
+    log(f"remove-controller of the leader {leader}: {new_leader} took over, a topic was created, "
+        f"{leader} was added back")
+
+
 def main():
     binary = os.path.abspath(os.environ.get("STRAND_BIN", "target/release/strand"))
     root = tempfile.mkdtemp(prefix="strand-quorum-")
@@ -142,6 +224,9 @@ def main():
                   quorum_replication(bootstrap)[0]))
         until(f"node {follower} to be live again", lambda: follower in admin.list_topics(timeout=10).brokers)
         log(f"a stopped voter's log end stood still at {stopped_at} and caught up after its restart")
+
+        # --- voters --------------------------------------------------------------
+        check_voter_changes(cluster, admin, bootstrap)
 
         # --- preferred -----------------------------------------------------------
         preferred = partition(admin, "elect", 0).replicas[0]

@@ -96,6 +96,8 @@ Normalisation (applied to both sides alike), field by field:
       - ports: port fields become <port>, and host:port in any string (listeners, voters, error
         text) becomes host:<port>. Hosts are compared.
       - paths: log_dir and the value of log.dirs become <log dir> (the data directory).
+      - the cluster id in an error message ("doesn't match the cluster id \"...\"") becomes
+        <cluster id>.
       - member_id: <member id sent> when the broker echoed the id the request carried (KIP-848
         members choose their id), otherwise kept so a different id shows.
       - streams_groups: epochs are NOT normalised there but compared exactly (member, group,
@@ -138,7 +140,7 @@ REF_DIR = os.path.normpath(os.path.join(HERE, '..', 'kafka', 'reference-4.4'))
 sys.path.insert(0, REF_DIR)
 import capture as cap  # noqa: E402  (interop/kafka/reference-4.4/capture.py)
 
-ADMIN = ['describe_log_dirs', 'alter_replica_log_dirs', 'unregister_broker', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
+ADMIN = ['describe_log_dirs', 'alter_replica_log_dirs', 'unregister_broker', 'raft_voters', 'describe_topic_partitions', 'describe_quorum', 'elect_leaders',
          'list_partition_reassignments', 'alter_partition_reassignments', 'update_features',
          'kafka44_versions', 'streams_groups']
 SECTIONS = ['api_versions', 'topic_configs', 'topic_config_validation', 'broker_configs',
@@ -148,7 +150,7 @@ DEFAULT_REQUIRE = 'topic_configs,topic_config_validation'
 # The APIs each section is about (for "not served").
 SECTION_APIS = {
     'api_versions': [18], 'topic_configs': [19, 32], 'topic_config_validation': [19, 44],
-    'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35], 'alter_replica_log_dirs': [34], 'unregister_broker': [64],
+    'broker_configs': [32, 44], 'group_configs': [32, 44], 'describe_log_dirs': [35], 'alter_replica_log_dirs': [34], 'unregister_broker': [64], 'raft_voters': [80, 81, 94],
     'describe_topic_partitions': [75], 'describe_quorum': [55], 'elect_leaders': [43],
     'list_partition_reassignments': [46], 'alter_partition_reassignments': [45],
     'update_features': [57],
@@ -182,6 +184,8 @@ NODE_LIST_KEYS = {'replica_nodes', 'isr_nodes', 'offline_replicas', 'eligible_le
                   'last_known_elr'}
 ID_KEYS = ['case', 'name', 'api_key', 'topic', 'topic_name', 'partition_index', 'partition_id',
            'log_dir', 'group_id', 'key', 'replica_id', 'node_id', 'resource_name', 'value']
+# "... doesn't match the cluster id \"<22 base64 characters>\"" (INCONSISTENT_CLUSTER_ID).
+CLUSTER_ID_IN_TEXT = re.compile(r'(cluster id )"[A-Za-z0-9_-]{22}"')
 PORT_RE = re.compile(r'((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9A-Fa-f:.]+\]):\d{1,5}\b')
 
 
@@ -191,6 +195,7 @@ PORT_RE = re.compile(r'((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9A-Fa-f:.]+\]):\d
 
 def norm_str(s, ctx):
     s = PORT_RE.sub(r'\1:<port>', s)
+    s = CLUSTER_ID_IN_TEXT.sub(r'\1"<cluster id>"', s)
     self_id = ctx['self_id']
     if self_id is not None:
         s = re.sub(r'(?<![\w.-])%d@(?=\S*:<port>)' % self_id, '<self>@', s)

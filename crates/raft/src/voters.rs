@@ -158,8 +158,14 @@ impl QuorumView {
         })
     }
 
-    /// Kafka's checks for RemoveRaftVoter: the exact replica must vote, and not alone.
+    /// Kafka's checks for RemoveRaftVoter: a replica key with a directory id, the exact
+    /// replica must vote, and not alone.
     pub fn check_remove(&self, key: ReplicaKey) -> Result<NodeId, VoterChangeError> {
+        if key.directory_id.is_nil() {
+            return Err(VoterChangeError::Invalid(
+                "Remove voter request didn't include a valid voter".into(),
+            ));
+        }
         if self.changing {
             return Err(VoterChangeError::TimedOut(CHANGE_IN_PROGRESS.into()));
         }
@@ -307,7 +313,13 @@ mod tests {
     #[test]
     fn only_the_exact_replica_is_removed_and_never_the_last() {
         let v = view();
-        assert_eq!(v.check_remove(key(1, Uuid::nil())), Ok(1));
+        // Kafka's rule: no directory id, no valid voter (a static voter cannot be removed).
+        assert_eq!(
+            v.check_remove(key(1, Uuid::nil())),
+            Err(VoterChangeError::Invalid(
+                "Remove voter request didn't include a valid voter".into()
+            ))
+        );
         assert_eq!(v.check_remove(key(2, dir(2))), Ok(2));
         assert!(matches!(
             v.check_remove(key(2, dir(9))),
@@ -318,14 +330,15 @@ mod tests {
             Err(VoterChangeError::NotFound(_))
         ));
         let alone = QuorumView {
-            voters: BTreeMap::from([(1, QuorumPeer::new("127.0.0.1:9001", Uuid::nil()))]),
+            voters: BTreeMap::from([(2, QuorumPeer::new("127.0.0.1:9002", dir(2)))]),
             ..view()
         };
+        let d = kafka_uuid(&dir(2));
         assert_eq!(
-            alone.check_remove(key(1, Uuid::nil())),
-            Err(VoterChangeError::NotFound(
-                "Cannot remove voter ReplicaKey(id=1, directoryId=<undefined>) from the set of voters [ReplicaKey(id=1, directoryId=<undefined>)]".into()
-            ))
+            alone.check_remove(key(2, dir(2))),
+            Err(VoterChangeError::NotFound(format!(
+                "Cannot remove voter ReplicaKey(id=2, directoryId={d}) from the set of voters [ReplicaKey(id=2, directoryId={d})]"
+            )))
         );
     }
 

@@ -20,7 +20,7 @@ Sections (--only takes a comma list of these):
   broker_configs     broker_configs.json        DescribeConfigs BROKER "<id>" and "", IncrementalAlterConfigs tries
   group_configs      group_configs.json         DescribeConfigs / IncrementalAlterConfigs on GROUP resources
   admin_apis         describe_log_dirs.json, alter_replica_log_dirs.json, unregister_broker.json,
-                     describe_topic_partitions.json, describe_quorum.json,
+                     describe_topic_partitions.json, describe_quorum.json, raft_voters.json,
                      elect_leaders.json, list_partition_reassignments.json,
                      alter_partition_reassignments.json, update_features.json,
                      kafka44_versions.json, streams_groups.json
@@ -1246,6 +1246,30 @@ def collect_unregister_broker(c):
     return {'cases': run_cases(c, cases)}
 
 
+def collect_raft_voters(c):
+    """raft_voters.json: AddRaftVoter, RemoveRaftVoter and UnregisterController on a quorum
+    of static voters (controller.quorum.voters: kraft.version 0), through the broker. Only
+    answers that change nothing: node 1 itself is never unregistered."""
+    directory = 'AAAAAAAAAAAAAAAAAAAAAQ'
+    listener = [{'name': 'CONTROLLER', 'host': '127.0.0.1', 'port': 30093}]
+    cases = [
+        ('add_v0', 'AddRaftVoter', 0, {'cluster_id': None, 'timeout_ms': 5000, 'voter_id': 2,
+                                       'voter_directory_id': directory, 'listeners': listener}),
+        ('add_v1', 'AddRaftVoter', 1, {'cluster_id': None, 'timeout_ms': 5000, 'voter_id': 2,
+                                       'voter_directory_id': directory, 'listeners': listener,
+                                       'ack_when_committed': True}),
+        ('add_wrong_cluster', 'AddRaftVoter', 1, {'cluster_id': 'not-this-cluster', 'timeout_ms': 5000,
+                                                  'voter_id': 2, 'voter_directory_id': directory,
+                                                  'listeners': listener, 'ack_when_committed': True}),
+        ('remove_self_static', 'RemoveRaftVoter', 0, {'cluster_id': None, 'voter_id': 1,
+                                                      'voter_directory_id': 'AAAAAAAAAAAAAAAAAAAAAA'}),
+        ('remove_wrong_cluster', 'RemoveRaftVoter', 0, {'cluster_id': 'not-this-cluster', 'voter_id': 1,
+                                                        'voter_directory_id': 'AAAAAAAAAAAAAAAAAAAAAA'}),
+        ('unregister_unknown', 'UnregisterController', 0, {'controller_id': 2}),
+    ]
+    return {'cases': run_cases(c, cases)}
+
+
 def collect_describe_topic_partitions(c):
     """describe_topic_partitions.json."""
     dtp = 75
@@ -1717,6 +1741,7 @@ ADMIN_APIS = [
     ('describe_log_dirs', lambda c, schemas, controller: collect_describe_log_dirs(c)),
     ('alter_replica_log_dirs', lambda c, schemas, controller: collect_alter_replica_log_dirs(c)),
     ('unregister_broker', lambda c, schemas, controller: collect_unregister_broker(c)),
+    ('raft_voters', lambda c, schemas, controller: collect_raft_voters(c)),
     ('describe_topic_partitions', lambda c, schemas, controller: collect_describe_topic_partitions(c)),
     ('describe_quorum', collect_describe_quorum),
     ('elect_leaders', lambda c, schemas, controller: collect_elect_leaders(c)),

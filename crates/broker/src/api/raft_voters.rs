@@ -79,6 +79,10 @@ pub async fn add(
     };
     let result = match precheck(broker, context, body.cluster_id.as_ref()) {
         Err(error) => Err(error),
+        Ok(()) if body.voter_id < 0 || body.voter_directory_id.is_nil() => Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            "Add voter request didn't include a valid voter",
+        )),
         Ok(()) => match broker.cluster() {
             None => Err(static_voters("adding")),
             Some(cluster) => {
@@ -112,7 +116,7 @@ pub async fn remove(
     };
     let result = match precheck(broker, context, body.cluster_id.as_ref()) {
         Err(error) => Err(error),
-        Ok(()) if body.voter_id < 0 => Err(ApiError::new(
+        Ok(()) if body.voter_id < 0 || body.voter_directory_id.is_nil() => Err(ApiError::new(
             error_code::INVALID_REQUEST,
             "Remove voter request didn't include a valid voter",
         )),

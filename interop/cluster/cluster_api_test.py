@@ -5,7 +5,9 @@
   partitions, config change, delete), and metadata from any broker agrees;
 - a killed broker stays a replica, reported offline, leaves the ISR, and leaderships move;
 - with a replica of a two-replica, min.insync.replicas=2 topic down, acks=all is refused
-  with NOT_ENOUGH_REPLICAS (kafka-python, no retries), acks=1 still works;
+  with NOT_ENOUGH_REPLICAS (kafka-python, no retries), acks=1 still works, but its record
+  stays above the high watermark (invisible to consumers) until the replica is back, as
+  Kafka 4.x holds the high watermark below min.insync.replicas;
 - restarted brokers rejoin the ISR and preferred leaders come back
   (auto.leader.rebalance.enable);
 - SIGTERM is a controlled shutdown: the broker leads nothing when it exits, cleanly;
@@ -26,7 +28,7 @@ import time
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import NotEnoughReplicasError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -196,10 +198,21 @@ def main():
         except NotEnoughReplicasError:
             log("acks=all with ISR 1 < min.insync.replicas 2: NOT_ENOUGH_REPLICAS")
         producer.close()
+        narrow0 = TopicPartition("narrow", 0)
+        watcher = KafkaConsumer(bootstrap_servers=bootstrap1)
+
+        def narrow_high_watermark():
+            return watcher.end_offsets([narrow0])[narrow0]
+
+        held_at = narrow_high_watermark()
         producer = KafkaProducer(bootstrap_servers=bootstrap1, acks=1, retries=0)
-        producer.send("narrow", b"accepted", partition=0).get(timeout=30)
+        accepted = producer.send("narrow", b"accepted", partition=0).get(timeout=30)
         producer.close()
-        log("acks=1 accepted meanwhile")
+        time.sleep(1)
+        if accepted.offset != held_at or narrow_high_watermark() != held_at:
+            fail(f"an acks=1 record at offset {accepted.offset} below min.insync.replicas moved the "
+                 f"high watermark from {held_at} to {narrow_high_watermark()}")
+        log(f"acks=1 accepted meanwhile at offset {accepted.offset}; the high watermark holds at {held_at}")
 
         # Back: ISR full again, preferred leaders restored.
         cluster.start(2)
@@ -212,6 +225,10 @@ def main():
         until("preferred leaders", lambda: all(p.leader == p.replicas[0]
                                                for p in partitions(admin, "api").values()), timeout=90)
         log("restarted broker 2 rejoined every ISR; preferred leaders are back")
+        until("the acks=1 record committed once narrow's ISR is full again",
+              lambda: narrow_high_watermark() == held_at + 1, timeout=60)
+        watcher.close()
+        log(f"narrow's ISR full again: the high watermark moved to {held_at + 1}")
 
         # Controlled shutdown.
         led = [p.id for p in partitions(admin, "api").values() if p.leader == 2]

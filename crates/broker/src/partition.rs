@@ -808,11 +808,19 @@ impl Partition {
     }
 
     /// Moves the high watermark (leader) to the lowest log end offset across the maximal
-    /// ISR. Never moves it back.
+    /// ISR. Never moves it back, and holds it while the ISR is below min.insync.replicas
+    /// (at most the number of replicas), as Kafka 4.x does: a replica that left the ISR
+    /// then has every committed record, so electing it (KIP-966) loses none, and an acks=1
+    /// write made meanwhile is not exposed to consumers until enough replicas have it.
     fn advance_high_watermark(&self) {
+        let min_isr = self.min_insync_replicas().max(1) as usize;
         let (isr, followers) = {
             let replication = self.replication();
             if !replication.is_leader(self.node_id) {
+                return;
+            }
+            let assignment = &replication.assignment;
+            if assignment.isr.len() < min_isr.min(assignment.replicas.len().max(1)) {
                 return;
             }
             (replication.maximal_isr(), replication.followers.clone())
@@ -1249,6 +1257,42 @@ mod tests {
     }
 
     #[test]
+    fn the_high_watermark_holds_while_the_isr_is_below_min_insync() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 2, &[1, 2]);
+        partition.append_unsynced(batch(2), -1).unwrap();
+        fetch(&partition, 2, 2);
+        assert_eq!(partition.high_watermark(), 2);
+        // The ISR shrinks to the leader alone: acks=1 writes go in, the high watermark
+        // stays (before: it followed the leader's log end at once).
+        partition.apply_assignment(assignment(ME, 0, 1, &[1]));
+        partition.append_unsynced(batch(3), 1).unwrap();
+        assert_eq!(partition.high_watermark(), 2);
+        // Back at min.insync.replicas: it moves on as the follower catches up.
+        partition.apply_assignment(assignment(ME, 0, 2, &[1, 2]));
+        fetch(&partition, 2, 5);
+        assert_eq!(partition.high_watermark(), 5);
+    }
+
+    #[test]
+    fn min_insync_above_the_replica_count_counts_every_replica() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 3, &[1, 2]);
+        let two_replicas = Assignment {
+            replicas: vec![1, 2],
+            ..assignment(ME, 0, 1, &[1, 2])
+        };
+        partition.apply_assignment(two_replicas);
+        partition.append_unsynced(batch(2), 1).unwrap();
+        fetch(&partition, 2, 2);
+        assert_eq!(
+            partition.high_watermark(),
+            2,
+            "min(3, 2 replicas) = 2 in sync"
+        );
+    }
+
+    #[test]
     fn a_single_node_commits_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let (mut logs, _) = LogManager::open(&[dir.path()], LogManagerOptions::default()).unwrap();
@@ -1275,19 +1319,29 @@ mod tests {
             .await
             .unwrap();
 
-        // The ISR shrinks below min.insync.replicas while a batch waits.
+        // A batch replicated, then the ISR shrinks below min.insync.replicas before its
+        // producer hears: NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's.
         partition.append_unsynced(batch(1), -1).unwrap();
+        fetch(&partition, 2, 3);
         partition.apply_assignment(assignment(ME, 0, 1, &[1]));
         let after = partition
             .wait_for_replication(3, 0, Duration::from_secs(5))
             .await
             .unwrap_err();
         assert_eq!(after.code, error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
-        // And new acks=all appends are refused before writing.
+        // New acks=all appends are refused before writing.
         let refused = partition.append_unsynced(batch(1), -1).unwrap_err();
         assert_eq!(refused.code, error_code::NOT_ENOUGH_REPLICAS);
         assert_eq!(partition.log().log_end_offset(), 3);
+        // An acks=1 append goes in, and a wait for it (a batch that was appended with the
+        // ISR full and then lost it) ends at its deadline: the high watermark holds below
+        // min.insync.replicas, as Kafka 4.x's does.
         partition.append_unsynced(batch(1), 1).unwrap();
+        let held = partition
+            .wait_for_replication(4, 0, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(held.code, error_code::REQUEST_TIMED_OUT);
     }
 
     #[tokio::test]

@@ -130,6 +130,18 @@ impl ControllerService {
             && !self.resigning.load(Ordering::Relaxed)
     }
 
+    /// Whether this node is a voter in the membership it holds.
+    fn is_voter(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let voter = metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == self.node_id);
+        voter
+    }
+
     /// Whether a quorum confirms this node still leads, its image holding every entry
     /// committed before (a read index, openraft's `ensure_linearizable`).
     async fn leadership_confirmed(&self) -> bool {
@@ -624,6 +636,12 @@ impl ControllerService {
                 }
             }
             if !leader {
+                continue;
+            }
+            if !self.is_voter() {
+                // A leader outside the voters: a removal of itself it proposed committed
+                // (perhaps after its request timed out, once a voter came back). Hand over.
+                self.resign().await;
                 continue;
             }
             if self.image().cluster_id.is_none() {

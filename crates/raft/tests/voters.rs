@@ -322,3 +322,46 @@ async fn voters_are_added_and_removed_and_the_quorum_keeps_deciding() {
         node.shutdown().await;
     }
 }
+
+/// A leader that finds itself outside the voters hands leadership over even when the
+/// removal did not come through RemoveRaftVoter (here: proposed to Raft directly, as a
+/// removal whose request timed out and committed later would be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_outside_the_voters_resigns() {
+    let root = tempfile::tempdir().unwrap();
+    let voters: BTreeMap<u64, String> = (1..=3)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(
+            id,
+            start_member(id, &voters, &voters[&id], root.path(), None).await,
+        );
+    }
+    let leader_of = |node: &QuorumNode| node.raft.metrics().borrow().current_leader;
+    // Proposed on whichever node leads (the first election may still be settling).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        wait_until("a leader", || leader_of(&nodes[&1]).is_some()).await;
+        let leader = leader_of(&nodes[&1]).unwrap();
+        let removal = openraft::ChangeMembers::RemoveVoters(BTreeSet::from([leader]));
+        match nodes[&leader].raft.change_membership(removal, true).await {
+            Ok(_) => break leader,
+            Err(error) => {
+                assert!(tokio::time::Instant::now() < deadline, "{error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let rest: BTreeSet<u64> = (1..=3).filter(|&id| id != leader).collect();
+    for node in nodes.values() {
+        wait_until("another voter leads", || {
+            leader_of(node).is_some_and(|l| rest.contains(&l))
+        })
+        .await;
+    }
+    for (_, node) in nodes {
+        node.shutdown().await;
+    }
+}

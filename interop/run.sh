@@ -96,8 +96,10 @@ if want retention; then echo "=== retention and compaction"; timeout 600 python3
 # compared field by field with its (volatile fields normalised). Allowed: Kafka reports
 # min.insync.replicas as the cluster's dynamic default (its reference broker sets it so; on
 # Strand it is a start setting), and Kafka's features Strand does not claim or claims
-# lower (it has no Kafka metadata records, dynamic voters, share-group dead-letter queue
-# (share.version 2) or KIP-966: ARCHITECTURE).
+# lower (it has no Kafka metadata records, no kraft.version gate on changing voters, no
+# share-group dead-letter queue (share.version 2) and no KIP-966: ARCHITECTURE).
+# raft_voters: AddRaftVoter, RemoveRaftVoter, UnregisterController on a single node, which
+# answers as Kafka's static quorum.
 # kafka44_versions: the versions Kafka 4.4 added over 4.1.
 # streams_groups: KIP-1071 streams groups (APIs 88, 89, 93) and the other group APIs on one;
 # allowed: a KIP-848 group's first epoch (Kafka's first join ends at 2, Strand's at 1: only

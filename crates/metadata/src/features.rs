@@ -8,9 +8,10 @@
 //! protocol), `share.version` (KIP-932 share groups, up to 1: level 2 adds Kafka's
 //! share-group dead-letter queue, which Strand does not have) and `streams.version`
 //! (KIP-1071 streams groups). Kafka 4.4 also lists metadata.version, kraft.version and
-//! eligible.leader.replicas.version: they gate Kafka's own metadata records and quorum
-//! and KIP-966, which Strand does not have, so it does not claim them
-//! (docs/ARCHITECTURE.md, deliberate differences).
+//! eligible.leader.replicas.version: they gate Kafka's own metadata records, the
+//! reconfiguration of its quorum (Strand's can always change voters, from any start) and
+//! KIP-966, which Strand does not have, so it does not claim them (docs/ARCHITECTURE.md,
+//! deliberate differences).
 
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, start_node, wait_until};
+use common::{free_port, start_node, three_nodes, wait_until};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic, NO_LEADER};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -220,18 +220,6 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
     ));
     drop((oversized, stalled, idle));
     node.shutdown().await;
-}
-
-/// Three quorum nodes on free ports, as a list.
-async fn three_nodes(root: &Path) -> (BTreeMap<u64, String>, Vec<QuorumNode>) {
-    let voters: BTreeMap<u64, String> = (1..=3)
-        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-        .collect();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start(id, &voters, root).await);
-    }
-    (voters, nodes)
 }
 
 async fn register(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, start_member, wait_until};
+use common::{free_port, start_member, three_nodes, wait_until};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -329,16 +329,8 @@ async fn voters_are_added_and_removed_and_the_quorum_keeps_deciding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_outside_the_voters_resigns() {
     let root = tempfile::tempdir().unwrap();
-    let voters: BTreeMap<u64, String> = (1..=3)
-        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-        .collect();
-    let mut nodes = BTreeMap::new();
-    for id in 1..=3 {
-        nodes.insert(
-            id,
-            start_member(id, &voters, &voters[&id], root.path(), None).await,
-        );
-    }
+    let (_, nodes) = three_nodes(root.path()).await;
+    let nodes: BTreeMap<u64, QuorumNode> = (1..=3).zip(nodes).collect();
     let leader_of = |node: &QuorumNode| node.raft.metrics().borrow().current_leader;
     // Proposed on whichever node leads (the first election may still be settling).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

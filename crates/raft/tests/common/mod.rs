@@ -65,3 +65,16 @@ pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Three voters on free ports, started, as a list (node i at index i - 1).
+#[allow(dead_code)]
+pub async fn three_nodes(root: &Path) -> (BTreeMap<u64, String>, Vec<QuorumNode>) {
+    let voters: BTreeMap<u64, String> = (1..=3)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id, &voters, root, None).await);
+    }
+    (voters, nodes)
+}

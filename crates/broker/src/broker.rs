@@ -5,7 +5,6 @@
 //! Thread-safe: registry and log manager behind mutexes (topic changes are rare and
 //! serialised), the partition map behind an RwLock read on every request.
 
-use base64::Engine;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
@@ -25,6 +24,7 @@ use crate::metrics::topic::PartitionCounters;
 use crate::partition::{Assignment, IsrProposal, Partition, RoleChange};
 use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
 use crate::topics::{TopicInfo, TopicRegistry};
+use strand_types::kafka_uuid;
 
 const META_PROPERTIES_FILE: &str = "meta.properties";
 /// Partitions one CreateTopics or CreatePartitions may ask for on this node.
@@ -1144,7 +1144,7 @@ fn claim_log_dirs(logs: &LogManager, cluster_id: &str, node_id: i32) -> anyhow::
                 dir.path.display()
             ),
             Ok(None) => {
-                if let Err(error) = write_identity(&path, cluster_id, node_id) {
+                if let Err(error) = write_identity(&path, cluster_id, node_id, None) {
                     logs.fail_dir(&dir.path, &error.to_string());
                 }
             }
@@ -1196,35 +1196,28 @@ pub fn metadata_directory_id(dir: &Path, cluster_id: &str, node_id: i32) -> anyh
     if let Some(text) = read_meta_properties(&path)? {
         let id = meta_property(&text, "directory.id")
             .ok_or_else(|| anyhow::anyhow!("{} has no directory.id", path.display()))?;
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(id)
-            .ok()
-            .and_then(|bytes: Vec<u8>| Uuid::from_slice(&bytes).ok())
-            .ok_or_else(|| anyhow::anyhow!("{}: directory.id {id} is no uuid", path.display()))?;
-        return Ok(bytes);
+        return kafka_uuid::from_text(id)
+            .ok_or_else(|| anyhow::anyhow!("{}: directory.id {id} is no uuid", path.display()));
     }
     std::fs::create_dir_all(dir)
         .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", dir.display()))?;
-    // As Kafka's Uuid.randomUuid: never one whose text starts with '-' (it reads as an
-    // option on a command line).
-    let directory_id = loop {
-        let id = Uuid::new_v4();
-        if !base64_url(id.as_bytes()).starts_with('-') {
-            break id;
-        }
-    };
-    let text = format!(
-        "#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={}\n",
-        base64_url(directory_id.as_bytes())
-    );
-    strand_log::checkpoint::write_atomically(&path, text.as_bytes())
-        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
+    let directory_id = kafka_uuid::random();
+    write_identity(&path, cluster_id, node_id, Some(directory_id))?;
     Ok(directory_id)
 }
 
-fn write_identity(path: &Path, cluster_id: &str, node_id: i32) -> anyhow::Result<()> {
-    let text =
+/// Writes a `meta.properties` (version 1, as Kafka's), with a `directory.id` if given.
+fn write_identity(
+    path: &Path,
+    cluster_id: &str,
+    node_id: i32,
+    directory_id: Option<Uuid>,
+) -> anyhow::Result<()> {
+    let mut text =
         format!("#Written by strand\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+    if let Some(id) = directory_id {
+        text.push_str(&format!("directory.id={}\n", kafka_uuid::to_text(&id)));
+    }
     strand_log::checkpoint::write_atomically(path, text.as_bytes())
         .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))
 }
@@ -1242,16 +1235,11 @@ fn load_or_create_identity(data_dir: &Path, node_id: i32) -> anyhow::Result<Stri
             Ok(cluster_id)
         }
         None => {
-            let cluster_id = base64_url(Uuid::new_v4().as_bytes());
-            write_identity(&path, &cluster_id, node_id)?;
+            let cluster_id = kafka_uuid::to_text(&Uuid::new_v4());
+            write_identity(&path, &cluster_id, node_id, None)?;
             Ok(cluster_id)
         }
     }
-}
-
-/// URL-safe base64 without padding, as Kafka prints cluster ids (22 characters).
-fn base64_url(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 #[cfg(test)]
@@ -1314,8 +1302,10 @@ mod tests {
 
     #[test]
     fn cluster_ids_look_like_kafkas() {
-        assert_eq!(base64_url(&[0u8; 16]).len(), 22);
-        assert_eq!(base64_url(b"\xfb\xff"), "-_8");
+        assert_eq!(kafka_uuid::to_text(&Uuid::nil()).len(), 22);
+        let mut bytes = [0u8; 16];
+        bytes[..2].copy_from_slice(b"\xfb\xff");
+        assert!(kafka_uuid::to_text(&Uuid::from_bytes(bytes)).starts_with("-_8"));
     }
 
     #[test]

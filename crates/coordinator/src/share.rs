@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use bytes::{BufMut, BytesMut};
-use strand_types::error_code;
+use strand_types::{error_code, kafka_uuid};
 use uuid::Uuid;
 
 use crate::codec::{put_compact_len, put_no_tags, put_string, Reader};
@@ -33,13 +33,7 @@ pub type ShareStateKey = (String, Uuid, i32);
 /// The coordinator's key string of a share-partition: "group:topicId:partition", which
 /// FindCoordinator (key type 2) and the partitioning use.
 pub fn coordinator_key(key: &ShareStateKey) -> String {
-    format!("{}:{}:{}", key.0, topic_id_string(&key.1), key.2)
-}
-
-/// A topic id as Kafka prints it (URL-safe base64 without padding).
-fn topic_id_string(id: &Uuid) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+    format!("{}:{}:{}", key.0, kafka_uuid::to_text(&key.1), key.2)
 }
 
 /// One run of records: `first..=last` in `state` (Kafka's ids: 0 available, 2

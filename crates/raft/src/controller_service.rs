@@ -191,7 +191,7 @@ impl ControllerService {
                         .await
                     {
                         return ControllerResponse::Unavailable(format!(
-                            "adding broker {id} as a metadata learner: {error}"
+                            "adding broker {id} as a metadata learner: {error:?}"
                         ));
                     }
                 }
@@ -226,13 +226,13 @@ impl ControllerService {
     /// A registering node receives the metadata log: a node outside the membership joins
     /// it as a learner; one already in it with the same address and no directory id yet
     /// (a voter named at start) gets its directory id. A voter's address is not changed
-    /// here.
+    /// here. Bounded as every membership change (`change_membership`).
     async fn join_quorum(
         &self,
         node: NodeId,
         raft_address: String,
         directory_id: Uuid,
-    ) -> Result<(), String> {
+    ) -> Result<(), VoterChangeError> {
         let (known, is_voter) = {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow();
@@ -242,27 +242,18 @@ impl ControllerService {
                 membership.voter_ids().any(|v| v == node),
             )
         };
-        let peer = QuorumPeer::new(raft_address, directory_id);
+        let peer = BTreeMap::from([(node, QuorumPeer::new(raft_address, directory_id))]);
         match known {
-            Some(known) if known.addr == peer.addr => {
+            Some(known) if known.addr == peer[&node].addr => {
                 if known.directory_id.is_nil() && !directory_id.is_nil() {
-                    self.raft
-                        .change_membership(
-                            ChangeMembers::SetNodes(BTreeMap::from([(node, peer)])),
-                            true,
-                        )
-                        .await
-                        .map_err(|error| error.to_string())?;
+                    self.change_membership(ChangeMembers::SetNodes(peer))
+                        .await?;
                 }
                 Ok(())
             }
             Some(_) if is_voter => Ok(()),
-            _ => self
-                .raft
-                .add_learner(node, peer, false)
-                .await
-                .map(|_| ())
-                .map_err(|error| error.to_string()),
+            // What openraft's add_learner does, without waiting for it to catch up.
+            _ => self.change_membership(ChangeMembers::AddNodes(peer)).await,
         }
     }
 
@@ -708,11 +699,7 @@ fn preferred_leaders_movable(image: &MetadataImage) -> bool {
 
 /// A fresh cluster id, printed as Kafka prints them (22 characters of URL-safe base64).
 fn config_cluster_id() -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let value = Uuid::new_v4().as_u128();
-    (0..22)
-        .map(|i| ALPHABET[((value >> (6 * i)) & 63) as usize] as char)
-        .collect()
+    strand_types::kafka_uuid::to_text(&Uuid::new_v4())
 }
 
 #[cfg(test)]

@@ -13,13 +13,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openraft::RaftMetrics;
-
-use crate::QuorumPeer;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::NodeId;
+use crate::{NodeId, QuorumPeer};
 
 /// DescribeQuorum's view of one replica. Times are ms since the epoch, -1 when unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

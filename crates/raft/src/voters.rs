@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use base64::Engine;
+use strand_types::error_code;
+use strand_types::kafka_uuid;
 use uuid::Uuid;
 
 use crate::{NodeId, QuorumPeer};
@@ -27,11 +28,6 @@ pub struct ReplicaKey {
     pub directory_id: Uuid,
 }
 
-/// A Uuid as Kafka prints it: URL-safe base64 without padding.
-pub fn kafka_uuid(uuid: &Uuid) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes())
-}
-
 impl fmt::Display for ReplicaKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.directory_id.is_nil() {
@@ -41,7 +37,7 @@ impl fmt::Display for ReplicaKey {
                 f,
                 "ReplicaKey(id={}, directoryId={})",
                 self.id,
-                kafka_uuid(&self.directory_id)
+                kafka_uuid::to_text(&self.directory_id)
             )
         }
     }
@@ -60,6 +56,21 @@ pub enum VoterChangeError {
     TimedOut(String),
     /// CONTROLLER_ID_NOT_REGISTERED
     NotRegistered(String),
+}
+
+impl VoterChangeError {
+    /// The Kafka error code and message it is answered with.
+    pub fn into_kafka_error(self) -> (i16, String) {
+        match self {
+            VoterChangeError::Invalid(message) => (error_code::INVALID_REQUEST, message),
+            VoterChangeError::Duplicate(message) => (error_code::DUPLICATE_VOTER, message),
+            VoterChangeError::NotFound(message) => (error_code::VOTER_NOT_FOUND, message),
+            VoterChangeError::TimedOut(message) => (error_code::REQUEST_TIMED_OUT, message),
+            VoterChangeError::NotRegistered(message) => {
+                (error_code::CONTROLLER_ID_NOT_REGISTERED, message)
+            }
+        }
+    }
 }
 
 /// The membership as the leader holds it.
@@ -273,8 +284,8 @@ mod tests {
             duplicate,
             VoterChangeError::Duplicate(format!(
                 "The voter id for ReplicaKey(id=2, directoryId={}) is already part of the set of voters [ReplicaKey(id=1, directoryId=<undefined>), ReplicaKey(id=2, directoryId={})].",
-                kafka_uuid(&dir(2)),
-                kafka_uuid(&dir(2))
+                kafka_uuid::to_text(&dir(2)),
+                kafka_uuid::to_text(&dir(2))
             ))
         );
         let lagging = |id| {
@@ -333,7 +344,7 @@ mod tests {
             voters: BTreeMap::from([(2, QuorumPeer::new("127.0.0.1:9002", dir(2)))]),
             ..view()
         };
-        let d = kafka_uuid(&dir(2));
+        let d = kafka_uuid::to_text(&dir(2));
         assert_eq!(
             alone.check_remove(key(2, dir(2))),
             Err(VoterChangeError::NotFound(format!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, start_node, three_nodes, wait_until};
+use common::{free_port, register_broker, start_node, three_nodes, wait_until};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic, NO_LEADER};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -228,28 +228,8 @@ async fn register(
     id: i32,
     incarnation: Uuid,
 ) {
-    let response = client
-        .request(
-            ControllerRequest::Register {
-                command: ControllerCommand::RegisterBroker {
-                    id,
-                    host: "127.0.0.1".into(),
-                    port: 9000 + id as u16,
-                    rack: None,
-                    incarnation,
-                    listeners: Vec::new(),
-                },
-                raft_address: voters[&(id as u64)].clone(),
-                directory_id: Uuid::new_v4(),
-            },
-            TIMEOUT,
-        )
-        .await
-        .unwrap();
-    assert!(
-        matches!(response, ControllerResponse::Reply(_)),
-        "{response:?}"
-    );
+    let address = voters[&(id as u64)].clone();
+    register_broker(client, id, incarnation, address, Uuid::new_v4()).await;
 }
 
 async fn create_topic(client: &QuorumClient, name: &str, partitions: i32) -> ControllerResponse {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, start_member, three_nodes, wait_until};
+use common::{free_port, register_broker, start_member, three_nodes, wait_until};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -26,28 +26,8 @@ struct Member {
 
 async fn register(client: &QuorumClient, id: u64, member: &Member) -> Uuid {
     let incarnation = Uuid::new_v4();
-    let response = client
-        .request(
-            ControllerRequest::Register {
-                command: ControllerCommand::RegisterBroker {
-                    id: id as i32,
-                    host: "127.0.0.1".into(),
-                    port: 9000 + id as u16,
-                    rack: None,
-                    incarnation,
-                    listeners: Vec::new(),
-                },
-                raft_address: member.address.clone(),
-                directory_id: member.directory_id,
-            },
-            TIMEOUT,
-        )
-        .await
-        .unwrap();
-    assert!(
-        matches!(response, ControllerResponse::Reply(_)),
-        "{response:?}"
-    );
+    let address = member.address.clone();
+    register_broker(client, id as i32, incarnation, address, member.directory_id).await;
     incarnation
 }
 

@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_raft::rpc::ControllerRequest;
+use uuid::Uuid;
 
 use super::str_bytes;
 use crate::authorization::AclOperation;
@@ -52,12 +53,43 @@ fn precheck(
     }
 }
 
-/// A single node's answer: no voter set to change.
-fn static_voters(verb: &str) -> ApiError {
-    ApiError::new(
-        error_code::UNSUPPORTED_VERSION,
-        format!("Cluster doesn't support {verb} voter because the kraft.version feature is 0"),
-    )
+/// The voter change a request asks for, as Kafka's messages name it.
+#[derive(Clone, Copy)]
+enum Change {
+    Add,
+    Remove,
+}
+
+/// AddRaftVoter's and RemoveRaftVoter's common path: Kafka's checks in its order (access
+/// and cluster id, a replica key with a directory id, a quorum that can change), then
+/// `asked` of the active controller.
+async fn change_voters(
+    broker: &Broker,
+    context: &RequestContext,
+    cluster_id: Option<&StrBytes>,
+    voter: (i32, Uuid),
+    change: Change,
+    asked: ControllerRequest,
+) -> Result<(), ApiError> {
+    precheck(broker, context, cluster_id)?;
+    let (noun, verb) = match change {
+        Change::Add => ("Add", "adding"),
+        Change::Remove => ("Remove", "removing"),
+    };
+    if voter.0 < 0 || voter.1.is_nil() {
+        return Err(ApiError::new(
+            error_code::INVALID_REQUEST,
+            format!("{noun} voter request didn't include a valid voter"),
+        ));
+    }
+    match broker.cluster() {
+        Some(cluster) => cluster.change_voters(asked).await,
+        // A single node has no voter set to change: Kafka's static quorum's answer.
+        None => Err(ApiError::new(
+            error_code::UNSUPPORTED_VERSION,
+            format!("Cluster doesn't support {verb} voter because the kraft.version feature is 0"),
+        )),
+    }
 }
 
 /// (error code, message) as the responses carry them: a success has none.
@@ -77,26 +109,21 @@ pub async fn add(
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
-    let result = match precheck(broker, context, body.cluster_id.as_ref()) {
-        Err(error) => Err(error),
-        Ok(()) if body.voter_id < 0 || body.voter_directory_id.is_nil() => Err(ApiError::new(
-            error_code::INVALID_REQUEST,
-            "Add voter request didn't include a valid voter",
-        )),
-        Ok(()) => match broker.cluster() {
-            None => Err(static_voters("adding")),
-            Some(cluster) => {
-                cluster
-                    .change_voters(ControllerRequest::AddVoter {
-                        id: body.voter_id as u64,
-                        directory_id: body.voter_directory_id,
-                        listener_ports: body.listeners.iter().map(|l| l.port).collect(),
-                    })
-                    .await
-            }
-        },
+    let asked = ControllerRequest::AddVoter {
+        id: body.voter_id as u64,
+        directory_id: body.voter_directory_id,
+        listener_ports: body.listeners.iter().map(|l| l.port).collect(),
     };
-    let (code, message) = outcome(result);
+    let voter = (body.voter_id, body.voter_directory_id);
+    let result = change_voters(
+        broker,
+        context,
+        body.cluster_id.as_ref(),
+        voter,
+        Change::Add,
+        asked,
+    );
+    let (code, message) = outcome(result.await);
     respond(
         &request,
         &AddRaftVoterResponse::default()
@@ -114,25 +141,14 @@ pub async fn remove(
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
-    let result = match precheck(broker, context, body.cluster_id.as_ref()) {
-        Err(error) => Err(error),
-        Ok(()) if body.voter_id < 0 || body.voter_directory_id.is_nil() => Err(ApiError::new(
-            error_code::INVALID_REQUEST,
-            "Remove voter request didn't include a valid voter",
-        )),
-        Ok(()) => match broker.cluster() {
-            None => Err(static_voters("removing")),
-            Some(cluster) => {
-                cluster
-                    .change_voters(ControllerRequest::RemoveVoter {
-                        id: body.voter_id as u64,
-                        directory_id: body.voter_directory_id,
-                    })
-                    .await
-            }
-        },
+    let asked = ControllerRequest::RemoveVoter {
+        id: body.voter_id as u64,
+        directory_id: body.voter_directory_id,
     };
-    let (code, message) = outcome(result);
+    let voter = (body.voter_id, body.voter_directory_id);
+    let cluster_id = body.cluster_id.as_ref();
+    let result = change_voters(broker, context, cluster_id, voter, Change::Remove, asked);
+    let (code, message) = outcome(result.await);
     respond(
         &request,
         &RemoveRaftVoterResponse::default()

@@ -352,26 +352,12 @@ impl Cluster {
     /// Adds, removes or forgets a voter (AddRaftVoter, RemoveRaftVoter,
     /// UnregisterController), with Kafka's error for a refusal.
     pub async fn change_voters(&self, request: ControllerRequest) -> Result<(), ApiError> {
-        use strand_raft::voters::VoterChangeError;
         match self.ask(request).await? {
             ControllerResponse::VoterChange(Ok(())) => Ok(()),
-            ControllerResponse::VoterChange(Err(error)) => Err(match error {
-                VoterChangeError::Invalid(message) => {
-                    ApiError::new(error_code::INVALID_REQUEST, message)
-                }
-                VoterChangeError::Duplicate(message) => {
-                    ApiError::new(error_code::DUPLICATE_VOTER, message)
-                }
-                VoterChangeError::NotFound(message) => {
-                    ApiError::new(error_code::VOTER_NOT_FOUND, message)
-                }
-                VoterChangeError::TimedOut(message) => {
-                    ApiError::new(error_code::REQUEST_TIMED_OUT, message)
-                }
-                VoterChangeError::NotRegistered(message) => {
-                    ApiError::new(error_code::CONTROLLER_ID_NOT_REGISTERED, message)
-                }
-            }),
+            ControllerResponse::VoterChange(Err(error)) => {
+                let (code, message) = error.into_kafka_error();
+                Err(ApiError::new(code, message))
+            }
             other => Err(unexpected_answer(other)),
         }
     }

@@ -4,9 +4,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use strand_metadata::ControllerCommand;
+use strand_raft::client::QuorumClient;
 use strand_raft::controller_service::ServiceConfig;
 use strand_raft::network::QuorumTls;
 use strand_raft::node::{QuorumConfig, QuorumNode};
+use strand_raft::rpc::{ControllerRequest, ControllerResponse};
+use uuid::Uuid;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -77,4 +81,38 @@ pub async fn three_nodes(root: &Path) -> (BTreeMap<u64, String>, Vec<QuorumNode>
         nodes.push(start_node(id, &voters, root, None).await);
     }
     (voters, nodes)
+}
+
+/// Registers broker `id` (incarnation `incarnation`), receiving the metadata log at
+/// `raft_address` with metadata directory `directory_id`; the registration must succeed.
+#[allow(dead_code)]
+pub async fn register_broker(
+    client: &QuorumClient,
+    id: i32,
+    incarnation: Uuid,
+    raft_address: String,
+    directory_id: Uuid,
+) {
+    let response = client
+        .request(
+            ControllerRequest::Register {
+                command: ControllerCommand::RegisterBroker {
+                    id,
+                    host: "127.0.0.1".into(),
+                    port: 9000 + id as u16,
+                    rack: None,
+                    incarnation,
+                    listeners: Vec::new(),
+                },
+                raft_address,
+                directory_id,
+            },
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(response, ControllerResponse::Reply(_)),
+        "{response:?}"
+    );
 }

@@ -277,15 +277,16 @@ impl OffsetRow {
 /// A group's members and offsets; GROUP_ID_NOT_FOUND when it does not exist.
 pub async fn describe(client: &Client, group: &str) -> anyhow::Result<Described> {
     let coordinator = client.group_coordinator(group).await?;
-    let (state, kind, members) = match describe_classic(client, coordinator, group).await? {
-        Some(found) => found,
-        None => match describe_consumer(client, coordinator, group).await? {
-            Some(found) => found,
-            None => describe_streams(client, coordinator, group)
-                .await?
-                .ok_or_else(|| kafka_error(GROUP_ID_NOT_FOUND, &format!("group {group}")))?,
-        },
-    };
+    // Each kind of group answers only its own describe.
+    let mut found = describe_classic(client, coordinator, group).await?;
+    if found.is_none() {
+        found = describe_consumer(client, coordinator, group).await?;
+    }
+    if found.is_none() {
+        found = describe_streams(client, coordinator, group).await?;
+    }
+    let (state, kind, members) =
+        found.ok_or_else(|| kafka_error(GROUP_ID_NOT_FOUND, &format!("group {group}")))?;
     let committed = group_offsets::fetch_committed(client, coordinator, group, None).await?;
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
     for member in &members {

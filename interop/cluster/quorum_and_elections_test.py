@@ -21,23 +21,28 @@ AdminClient.elect_leaders:
   leadership back (every broker's Metadata agrees), then --all-topic-partitions moves the
   rest; asking again answers ELECTION_NOT_NEEDED (librdkafka), an unknown partition
   UNKNOWN_TOPIC_OR_PARTITION;
-- unclean: a 2-replica partition loses its follower and then its leader (the ISR keeps
-  the last leader), the follower comes back outside the ISR and the partition stays
-  offline; PREFERRED then fails with PREFERRED_LEADER_NOT_AVAILABLE, UNCLEAN elects the
+- unclean: a 2-replica partition loses its follower and then its leader (the last
+  leader leaves the ISR for the ELR, as on Kafka 4.4: kafka-topics --describe shows it),
+  the follower comes back outside the ISR and the partition stays offline; PREFERRED then fails with PREFERRED_LEADER_NOT_AVAILABLE, UNCLEAN elects the
   out-of-sync replica (ISR = itself) and the partition takes writes and reads again; the
-  old leader rejoins as its follower.
+  old leader rejoins as its follower;
+- eligible leader replicas (KIP-966): with min.insync.replicas=2 the follower that left
+  the ISR below it is eligible; both replicas down, the follower alone comes back and
+  leads with every acknowledged record (without ELR the partition would wait for the
+  killed leader), which rejoins as its follower after its unclean restart.
 
 Five nodes so that two can be down while the metadata quorum (all five vote) keeps its
 majority.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,6 +66,84 @@ def kafka_tool(tool, bootstrap, *args):
 
 def leader_election(bootstrap, *args):
     return kafka_tool("kafka-leader-election", bootstrap, *args)
+
+
+def describe_partition(bootstrap, topic, index):
+    """kafka-topics --describe's line of one partition as {field: value}."""
+    code, out = kafka_tool("kafka-topics", bootstrap, "--describe", "--topic", topic)
+    if code != 0:
+        fail(f"kafka-topics --describe {topic}: exit {code}\n{out}")
+    for line in out.splitlines():
+        fields = dict(part.split(": ", 1) for part in line.strip().split("\t") if ": " in part)
+        if fields.get("Partition") == str(index):
+            return {k: v.strip() for k, v in fields.items()}
+    fail(f"kafka-topics --describe {topic}: no partition {index}\n{out}")
+
+
+def check_eligible_leader_replicas(cluster, admin, bootstrap):
+    """KIP-966 on a 2-replica topic with min.insync.replicas=2: the follower stops cleanly
+    (the ISR drops below min ISR, so it becomes an eligible leader replica and the high
+    watermark stays), the leader is killed (the ISR empties, both are eligible); the
+    follower alone comes back and leads with every acknowledged record, where without
+    ELR the partition would wait for the killed leader. The killed leader restarts
+    without a clean shutdown, so it leaves the ELR, and rejoins the ISR as a follower."""
+    admin.create_topics([NewTopic("eligible", num_partitions=1, replica_assignment=[[1, 2]],
+                                  config={"min.insync.replicas": "2"})])["eligible"].result(30)
+    until("eligible-0 led by 1 with ISR [1, 2]",
+          lambda: partition(admin, "eligible", 0).leader == 1
+          and sorted(partition(admin, "eligible", 0).isrs) == [1, 2])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "log_level": 2})
+    acked = []
+    for i in range(20):
+        producer.produce("eligible", value=f"acked-{i}".encode(), partition=0,
+                         on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+    if producer.flush(30) != 0 or len(acked) != 20:
+        fail(f"acks=all records to eligible-0 with both replicas in sync: {len(acked)} of 20 acknowledged")
+    cluster.kill(2, signal.SIGTERM)
+    until("eligible-0's ISR to shrink to [1]", lambda: partition(admin, "eligible", 0).isrs == [1])
+    described = describe_partition(bootstrap, "eligible", 0)
+    if described.get("Elr") != "2":
+        fail(f"node 2 left the ISR below min ISR: it should be eligible: {described}")
+    log("eligible-0: node 2 stopped cleanly, ISR [1] below min.insync.replicas=2, Elr: 2")
+    cluster.kill(1)
+    until("eligible-0 to lose its leader", lambda: partition(admin, "eligible", 0).leader == -1)
+    described = describe_partition(bootstrap, "eligible", 0)
+    if (described.get("Isr") not in ("", None) or described.get("Elr") != "1,2"
+            or described.get("LastKnownElr") != "1"):
+        fail(f"eligible-0 after its leader was killed: want Isr empty, Elr 1,2, LastKnownElr 1: {described}")
+    log("eligible-0: leader 1 killed: Isr empty, Elr: 1,2, LastKnownElr: 1")
+    cluster.start(2)
+    cluster.wait_port(2)
+    until("node 2, an eligible leader replica, to lead eligible-0 with ISR [2]",
+          lambda: partition(admin, "eligible", 0).leader == 2
+          and partition(admin, "eligible", 0).isrs == [2], timeout=60)
+    described = describe_partition(bootstrap, "eligible", 0)
+    if described.get("Elr") != "1":
+        fail(f"node 1 (killed) should still be eligible while node 2's ISR is below min ISR: {described}")
+    log("eligible-0: node 2 came back alone and leads from the ELR; Elr: 1")
+    cluster.start(1)
+    cluster.wait_port(1)
+    until("node 1 back in eligible-0's ISR as node 2's follower",
+          lambda: sorted(partition(admin, "eligible", 0).isrs) == [1, 2], timeout=90)
+    described = describe_partition(bootstrap, "eligible", 0)
+    if described.get("Elr") not in ("", None):
+        fail(f"eligible-0 back at min ISR: the ELR should be empty: {described}")
+    # Read once the ISR is back at min ISR: below it the new leader's high watermark
+    # stays where it was as a follower (Kafka's rule), so the tail may wait for this.
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "elr-check",
+                         "enable.auto.commit": False, "log_level": 2})
+    consumer.assign([TopicPartition("eligible", 0, 0)])
+    read = []
+    deadline = time.time() + 30
+    while len(read) < 20 and time.time() < deadline:
+        message = consumer.poll(1)
+        if message is not None and not message.error():
+            read.append(message.value())
+    consumer.close()
+    if read != acked:
+        fail(f"eligible-0 led by node 2: want the 20 acknowledged records in order, read {read}")
+    log("eligible-0: node 1 restarted after kill -9 and rejoined the ISR as node 2's follower; "
+        "Elr empty; the 20 acknowledged records read in order from node 2")
 
 
 def quorum_status(bootstrap):
@@ -285,9 +368,15 @@ def main():
         until("node 2 to be live again", lambda: 2 in admin.list_topics(timeout=10).brokers)
         time.sleep(2)
         state = partition(admin, "dirty", 0)
-        if state.leader != -1 or state.isrs != [1]:
-            fail(f"dirty-0 should stay offline with ISR [1] (no unclean election by default): {state.leader} {state.isrs}")
-        log("dirty-0: leader 1 and follower 2 lost, 2 back outside the ISR: offline, ISR [1]")
+        # Kafka 4.4 (eligible leader replicas on): the last ISR member leaves the ISR for
+        # the ELR, and is the last known leader.
+        described = describe_partition(bootstrap, "dirty", 0)
+        if (state.leader != -1 or state.isrs != [] or described.get("Elr") != "1"
+                or described.get("LastKnownElr") != "1"):
+            fail(f"dirty-0 should stay offline with ISR [], ELR [1] (no unclean election by default): "
+                 f"{state.leader} {state.isrs} {described}")
+        log("dirty-0: leader 1 and follower 2 lost, 2 back outside the ISR: offline, ISR [], "
+            "kafka-topics --describe: Elr: 1, LastKnownElr: 1")
 
         code, out = leader_election(bootstrap, "--election-type", "PREFERRED", "--topic", "dirty", "--partition", "0")
         if code == 0 or "PreferredLeaderNotAvailableException" not in out:
@@ -314,6 +403,8 @@ def main():
         until("node 1 back in dirty-0's ISR as a follower",
               lambda: sorted(partition(admin, "dirty", 0).isrs) == [1, 2], timeout=90)
         log("the old leader rejoined dirty-0's ISR as node 2's follower")
+
+        check_eligible_leader_replicas(cluster, admin, bootstrap)
 
         codes = cluster.stop_all()
         if any(codes.values()):

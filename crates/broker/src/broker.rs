@@ -166,7 +166,7 @@ impl Broker {
                         Partition::new(
                             tp,
                             log,
-                            min_insync_replicas(&topic.configs),
+                            min_insync_replicas(&topic_defaults, &topic.configs),
                             config.node_id,
                             Assignment::local(config.node_id),
                         )
@@ -307,7 +307,7 @@ impl Broker {
     /// Gives `topic`'s hosted partitions the log settings of its configs over `defaults`.
     fn apply_topic_configs(&self, defaults: &BrokerConfig, topic: &TopicInfo) {
         let log_config = Arc::new(log_config_for(defaults, &topic.configs));
-        let min_insync = min_insync_replicas(&topic.configs);
+        let min_insync = min_insync_replicas(defaults, &topic.configs);
         for index in 0..topic.partitions {
             if let Some(partition) = self.partition(&TopicPartition::new(&topic.name, index)) {
                 partition.apply_configs(log_config.clone(), min_insync);
@@ -359,6 +359,12 @@ impl Broker {
     /// The next queued move between log directories (the mover thread).
     pub fn next_log_move(&self) -> Option<strand_log::log_manager::MoveJob> {
         self.logs().next_move()
+    }
+
+    /// Whether every log directory was shut down cleanly before this start (registration
+    /// tells the controller: eligible_leaders.rs).
+    pub fn previous_shutdown_clean(&self) -> bool {
+        self.logs().previous_shutdown_clean()
     }
 
     fn logs(&self) -> std::sync::MutexGuard<'_, LogManager> {
@@ -506,7 +512,7 @@ impl Broker {
                 Some(_) => false,
             };
             let log_config = Arc::new(log_config_for(&topic_defaults, &topic.configs));
-            let min_insync = min_insync_replicas(&topic.configs);
+            let min_insync = min_insync_replicas(&topic_defaults, &topic.configs);
             for (index, state) in topic.partitions.iter().enumerate() {
                 let tp = TopicPartition::new(topic.name.clone(), index as i32);
                 if !state.replicas.contains(&node) {
@@ -847,8 +853,9 @@ impl Broker {
     /// Creates the logs of partitions `from..topic.partitions` and hosts them; their
     /// files are made in the background (or by their first write).
     fn open_partitions(&self, topic: &TopicInfo, from: i32) -> anyhow::Result<()> {
-        let log_config: Arc<LogConfig> =
-            Arc::new(log_config_for(&self.topic_defaults(), &topic.configs));
+        let defaults = self.topic_defaults();
+        let log_config: Arc<LogConfig> = Arc::new(log_config_for(&defaults, &topic.configs));
+        let min_insync = min_insync_replicas(&defaults, &topic.configs);
         let mut logs = self.logs();
         let mut partitions = self.partitions.write().unwrap_or_else(|p| p.into_inner());
         let mut created = Vec::new();
@@ -862,7 +869,7 @@ impl Broker {
                     Partition::new(
                         tp,
                         log,
-                        min_insync_replicas(&topic.configs),
+                        min_insync,
                         self.config.node_id,
                         Assignment::local(self.config.node_id),
                     )

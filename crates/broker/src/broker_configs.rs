@@ -267,6 +267,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         1
     ),
     field!("message.max.bytes", message_max_bytes, Int, 0),
+    field!("min.insync.replicas", min_insync_replicas, Int, 1),
     field!("log.segment.bytes", segment_bytes, Int, 14),
     scaled_ms!("log.roll.hours", segment_ms, HOUR_MS, &["log.roll.ms"]),
     scaled_ms!("log.roll.ms", segment_ms, 1, &[]),

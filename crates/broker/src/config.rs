@@ -102,6 +102,10 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// message.max.bytes: the broker default for max.message.bytes.
     pub message_max_bytes: i32,
+    /// min.insync.replicas: the default of the topic config of that name. Also the
+    /// cluster-wide value the first active controller records when eligible leader
+    /// replicas are on (as Kafka's format does), which the controller's ISR rules read.
+    pub min_insync_replicas: i32,
     /// log.segment.bytes
     pub segment_bytes: i32,
     /// log.roll.ms
@@ -250,6 +254,7 @@ impl Default for BrokerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
             message_max_bytes: 1024 * 1024 + 12,
+            min_insync_replicas: 1,
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
@@ -361,6 +366,12 @@ impl BrokerConfig {
             return Err(format!(
                 "num_partitions must be >= 1, got {}",
                 self.num_partitions
+            ));
+        }
+        if self.min_insync_replicas < 1 {
+            return Err(format!(
+                "min_insync_replicas must be >= 1, got {}",
+                self.min_insync_replicas
             ));
         }
         if self.controllers.is_none() && self.default_replication_factor != 1 {
@@ -494,6 +505,7 @@ impl BrokerConfig {
                 std::time::Duration::from_secs(self.leader_imbalance_check_interval_seconds.max(1))
             }),
             raft_heartbeat_interval: ms(self.quorum_heartbeat_interval_ms.max(10)),
+            min_insync_replicas: self.min_insync_replicas,
         }))
     }
 

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
-use strand_metadata::ControllerCommand;
+use strand_metadata::{eligible_leaders, ControllerCommand};
 
 use crate::broker::{ApiError, Broker};
 use crate::broker_configs::broker_config;
@@ -58,6 +58,7 @@ pub const TOPIC_DEFAULTS: &[&str] = &[
     "message.max.bytes",
     "log.segment.bytes",
     "log.retention.bytes",
+    "min.insync.replicas",
     // Kafka takes only the finest unit at runtime (log.retention.hours and .minutes,
     // log.roll.hours are start settings there), and a dynamic one wins over any given unit.
     "log.retention.ms",
@@ -429,6 +430,15 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), ApiError> {
         validate(&configs, broker.is_none())?;
+        let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
+        let current = self.dynamic_configs_of(broker);
+        eligible_leaders::check_min_isr_config(
+            self.eligible_leader_replicas_enabled(),
+            broker,
+            current.get(min_isr).map(String::as_str),
+            configs.get(min_isr).map(String::as_str),
+        )
+        .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         if validate_only {
             return Ok(());
         }

@@ -133,7 +133,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "The share of uncompacted bytes at which a compacted log is cleaned."),
     def("min.compaction.lag.ms", Long, Rule::Long { min: 0 }, Some("log.cleaner.min.compaction.lag.ms"), |_| "0".into(),
         "Records younger than this are not compacted."),
-    def("min.insync.replicas", Int, Rule::Int { min: 1, max: INT_MAX }, Some("min.insync.replicas"), |_| "1".into(),
+    def("min.insync.replicas", Int, Rule::Int { min: 1, max: INT_MAX }, Some("min.insync.replicas"), |b| b.min_insync_replicas.to_string(),
         "acks=all needs at least this many in-sync replicas (NOT_ENOUGH_REPLICAS otherwise)."),
     def("preallocate", Boolean, Rule::Boolean, Some("log.preallocate"), |_| "false".into(),
         "Preallocate segment files (accepted; Strand always reserves blocks a little ahead of the active segment's end)."),
@@ -332,6 +332,7 @@ fn given_by(synonym: &str) -> &'static [&'static str] {
         ],
         "log.roll.ms" => &["log.roll.ms", "log.roll.hours"],
         "log.segment.bytes" => &["log.segment.bytes"],
+        "min.insync.replicas" => &["min.insync.replicas"],
         "message.max.bytes" => &["message.max.bytes"],
         "log.retention.bytes" => &["log.retention.bytes"],
         "log.flush.interval.messages" => &["log.flush.interval.messages"],
@@ -445,11 +446,13 @@ pub fn log_config_for(broker: &BrokerConfig, overrides: &BTreeMap<String, String
     }
 }
 
-pub fn min_insync_replicas(overrides: &BTreeMap<String, String>) -> i32 {
+/// A topic's min.insync.replicas: its own, else the broker's default (start setting or
+/// dynamic).
+pub fn min_insync_replicas(defaults: &BrokerConfig, overrides: &BTreeMap<String, String>) -> i32 {
     overrides
         .get("min.insync.replicas")
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(1)
+        .unwrap_or(defaults.min_insync_replicas)
 }
 
 #[cfg(test)]

@@ -191,3 +191,68 @@ async fn a_dynamic_topic_default_holds_after_a_restart() {
     let mut stream = TcpStream::connect(address).await.unwrap();
     assert_eq!(produce_code(&mut stream).await, MESSAGE_TOO_LARGE);
 }
+
+async fn acks_all(stream: &mut TcpStream) -> i16 {
+    let request = produce_request("t", 0, -1, b"v");
+    let answer: ProduceResponse = call(stream, ApiKey::Produce, 9, &request).await;
+    answer.responses[0].partition_responses[0].error_code
+}
+
+/// min.insync.replicas is a broker config too, the default of the topic config: from
+/// server.properties, then cluster-wide at runtime. While eligible leader replicas are on
+/// (KIP-966, the default), Kafka refuses a per-broker value and the removal of the
+/// cluster-wide one, INVALID_CONFIG with these messages.
+#[tokio::test]
+async fn min_insync_replicas_is_a_broker_default_cluster_wide_only_with_elr() {
+    const NOT_ENOUGH_REPLICAS: i16 = 19;
+    const INVALID_CONFIG: i16 = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open_broker(dir.path(), |config| {
+        // As `min.insync.replicas=2` in server.properties sets it.
+        config.min_insync_replicas = 2;
+        config.explicit.insert("min.insync.replicas".into());
+    });
+    let (address, _handle, server) = serve(broker.clone()).await.unwrap();
+    tokio::spawn(server);
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    metadata(&mut stream, "t", 1).await;
+    // One replica, min ISR 2 from the start setting: acks=all is refused, as on Kafka.
+    assert_eq!(acks_all(&mut stream).await, NOT_ENOUGH_REPLICAS);
+    let (value, source, _) = describe(&mut stream, TOPIC, "t", "min.insync.replicas").await;
+    assert_eq!((value, source), (some("2"), 4), "STATIC_BROKER_CONFIG");
+
+    broker
+        .set_dynamic_configs(None, set(&[("min.insync.replicas", "1")]), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        acks_all(&mut stream).await,
+        0,
+        "the cluster-wide value applies at once"
+    );
+    let (value, source, _) = describe(&mut stream, TOPIC, "t", "min.insync.replicas").await;
+    assert_eq!(
+        (value, source),
+        (some("1"), 3),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+
+    let per_broker = broker
+        .set_dynamic_configs(Some(1), set(&[("min.insync.replicas", "1")]), false)
+        .await
+        .unwrap_err();
+    assert_eq!(per_broker.code, INVALID_CONFIG);
+    assert_eq!(
+        per_broker.message.as_deref(),
+        Some("Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+    );
+    let removal = broker
+        .set_dynamic_configs(None, BTreeMap::new(), false)
+        .await
+        .unwrap_err();
+    assert_eq!(removal.code, INVALID_CONFIG);
+    assert_eq!(
+        removal.message.as_deref(),
+        Some("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+    );
+}

@@ -14,7 +14,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strand_broker::serve;
 use strand_metadata::features::{
-    FeatureUpdate, UpgradeType, GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION, TRANSACTION_VERSION,
+    FeatureUpdate, UpgradeType, ELIGIBLE_LEADER_REPLICAS_VERSION, GROUP_VERSION, SHARE_VERSION,
+    STREAMS_VERSION, TRANSACTION_VERSION,
 };
 use tokio::net::TcpStream;
 
@@ -34,6 +35,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
         assert_eq!(
             broker.finalized_features().finalized(),
             [
+                (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
                 (GROUP_VERSION, 1),
                 (SHARE_VERSION, 1),
                 (STREAMS_VERSION, 1),
@@ -71,6 +73,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
     assert_eq!(
         broker.finalized_features().finalized(),
         [
+            (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
             (SHARE_VERSION, 1),
             (STREAMS_VERSION, 1),
             (TRANSACTION_VERSION, 1)
@@ -98,6 +101,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
     assert_eq!(
         finalized,
         [
+            (ELIGIBLE_LEADER_REPLICAS_VERSION.to_string(), 1),
             (SHARE_VERSION.to_string(), 1),
             (STREAMS_VERSION.to_string(), 1),
             (TRANSACTION_VERSION.to_string(), 1)
@@ -115,6 +119,7 @@ async fn feature_levels_change_all_or_nothing_persist_and_take_effect() {
     assert_eq!(
         supported,
         [
+            ELIGIBLE_LEADER_REPLICAS_VERSION,
             GROUP_VERSION,
             SHARE_VERSION,
             STREAMS_VERSION,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use strand_security::authorizer::{AclBinding, AclFilter};
 use uuid::Uuid;
 
+use crate::eligible_leaders::{self, Cause};
 use crate::error_code;
 use crate::image::{
     BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, ScramCredentialRecord,
@@ -46,6 +47,12 @@ pub enum ControllerCommand {
         /// Every listener of the broker (older brokers send none).
         #[serde(default)]
         listeners: Vec<BrokerEndpoint>,
+        /// The broker's previous process did not stop cleanly (its logs were recovered):
+        /// with eligible leader replicas on, it may have lost unflushed records, so it
+        /// leaves every ISR and ELR (Kafka's previousBrokerEpoch check). Older brokers send
+        /// none: clean.
+        #[serde(default)]
+        unclean_shutdown: bool,
     },
     /// Proposed by the active controller when a broker's session expired.
     FenceBroker {
@@ -164,6 +171,11 @@ pub enum ControllerCommand {
     /// Names the cluster, if it has no name yet (the first active controller does).
     InitCluster {
         cluster_id: String,
+        /// The active controller's min.insync.replicas start setting, recorded as the
+        /// cluster-wide dynamic value while eligible leader replicas are on (Kafka's format
+        /// records it: the controller's ISR rules read it).
+        #[serde(default)]
+        min_insync_replicas: Option<i32>,
     },
 }
 
@@ -289,15 +301,18 @@ pub fn decide(
             rack,
             incarnation,
             listeners,
+            unclean_shutdown,
         } => {
             match image.brokers.get(id) {
                 Some(existing) if existing.incarnation == *incarnation => {}
                 previous => {
                     // A new incarnation: the old one's leaderships and ISR places go
-                    // first, as if it had been fenced (its memory of the log is gone).
+                    // first, as if it had been fenced; after an unclean shutdown (with
+                    // ELR on) its ELR places too.
                     if previous.is_some() {
                         records.push(MetadataRecord::FenceBroker { id: *id });
-                        move_away(image, *id, &mut records);
+                        let unclean = *unclean_shutdown && eligible_leaders::enabled(image);
+                        move_away(image, *id, unclean, &mut records);
                     }
                     records.push(MetadataRecord::RegisterBroker(BrokerInfo {
                         id: *id,
@@ -317,7 +332,7 @@ pub fn decide(
             match image.brokers.get(id) {
                 Some(broker) if broker.incarnation == *incarnation && !broker.fenced => {
                     records.push(MetadataRecord::FenceBroker { id: *id });
-                    move_away(image, *id, &mut records);
+                    move_away(image, *id, false, &mut records);
                 }
                 _ => {}
             }
@@ -325,7 +340,7 @@ pub fn decide(
         }
         ControllerCommand::UnregisterBroker { id } => {
             if image.brokers.contains_key(id) {
-                move_away(image, *id, &mut records);
+                move_away(image, *id, false, &mut records);
                 records.push(MetadataRecord::UnregisterBroker { id: *id });
                 ControllerReply::single(ItemResult::ok())
             } else {
@@ -354,7 +369,7 @@ pub fn decide(
             Some(broker) if broker.incarnation == *incarnation => {
                 if !broker.in_controlled_shutdown {
                     records.push(MetadataRecord::ControlledShutdown { id: *id });
-                    move_away(image, *id, &mut records);
+                    move_away(image, *id, false, &mut records);
                 }
                 ControllerReply::single(ItemResult::ok())
             }
@@ -407,11 +422,15 @@ pub fn decide(
             })
         }
         ControllerCommand::SetTopicConfigs { name, configs } => {
-            ControllerReply::single(if image.topic(name).is_some() {
+            ControllerReply::single(if let Some(topic) = image.topic(name) {
                 records.push(MetadataRecord::SetTopicConfigs {
                     name: name.clone(),
                     configs: configs.clone(),
                 });
+                let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
+                if topic.configs.get(min_isr) != configs.get(min_isr) {
+                    clear_elr(image, Some(name), &mut records);
+                }
                 ItemResult::ok()
             } else {
                 ItemResult::error(
@@ -547,6 +566,11 @@ pub fn decide(
                 broker: *broker,
                 configs: configs.clone(),
             });
+            let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
+            if broker.is_none() && image.default_broker_configs.get(min_isr) != configs.get(min_isr)
+            {
+                clear_elr(image, None, &mut records);
+            }
             ControllerReply::single(ItemResult::ok())
         }
         ControllerCommand::AlterPartition {
@@ -566,6 +590,17 @@ pub fn decide(
                 *partition_epoch,
                 isr,
             )
+            .map(|mut state| {
+                if let Some(prev) = image.partition(topic, *partition) {
+                    eligible_leaders::record_change(
+                        prev,
+                        &mut state,
+                        eligible_leaders::rules(image, topic),
+                        Cause::default(),
+                    );
+                }
+                state
+            })
             .inspect(|state| {
                 records.push(MetadataRecord::ChangePartition {
                     topic: topic.clone(),
@@ -595,7 +630,9 @@ pub fn decide(
                     format!("{topic}-{partition} does not exist"),
                 ),
                 (true, Some(state)) => {
-                    if let Some(next) = without_failed_replica(image, state, *id) {
+                    if let Some(mut next) = without_failed_replica(image, state, *id) {
+                        let rules = eligible_leaders::rules(image, topic);
+                        eligible_leaders::record_change(state, &mut next, rules, Cause::default());
                         records.push(change(topic, *partition as usize, next));
                     }
                     ItemResult::ok()
@@ -625,7 +662,22 @@ pub fn decide(
                 .iter()
                 .map(
                     |r| match alter_reassignment(&scratch, r, *allow_replication_factor_change) {
-                        Ok(Some(state)) => {
+                        Ok(Some(mut state)) => {
+                            if let Some(prev) = scratch.partition(&r.topic, r.partition) {
+                                let rules = eligible_leaders::rules(&scratch, &r.topic);
+                                // A cancel may elect uncleanly (a topic allowing it, no
+                                // original replica in sync): a leader from outside the
+                                // replicas known to hold every committed record.
+                                let unclean = state.leader != prev.leader
+                                    && state.leader != NO_LEADER
+                                    && !prev.isr.contains(&state.leader)
+                                    && !prev.elr.contains(&state.leader);
+                                let cause = Cause {
+                                    unclean_election: unclean,
+                                    unclean_shutdown: None,
+                                };
+                                eligible_leaders::record_change(prev, &mut state, rules, cause);
+                            }
                             let record = change(&r.topic, r.partition as usize, state);
                             scratch.replay(&record);
                             records.push(record);
@@ -638,11 +690,26 @@ pub fn decide(
                 .collect();
             ControllerReply::Results(results)
         }
-        ControllerCommand::InitCluster { cluster_id } => {
+        ControllerCommand::InitCluster {
+            cluster_id,
+            min_insync_replicas,
+        } => {
             if image.cluster_id.is_none() {
                 records.push(MetadataRecord::ClusterId {
                     id: cluster_id.clone(),
                 });
+                let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
+                if let Some(value) = min_insync_replicas.filter(|_| {
+                    eligible_leaders::enabled(image)
+                        && !image.default_broker_configs.contains_key(min_isr)
+                }) {
+                    let mut configs = image.default_broker_configs.clone();
+                    configs.insert(min_isr.to_string(), value.to_string());
+                    records.push(MetadataRecord::SetBrokerConfigs {
+                        broker: None,
+                        configs,
+                    });
+                }
             }
             ControllerReply::single(ItemResult::ok())
         }
@@ -739,7 +806,7 @@ fn elect_leaders(
             for partition in partitions {
                 let result = match image.partition(&topic, partition) {
                     None => unknown_partition(&topic, partition, image.topic(&topic).is_some()),
-                    Some(state) => match elected(image, state, election) {
+                    Some(state) => match elected(image, &topic, state, election) {
                         Ok(next) => {
                             records.push(change(&topic, partition as usize, next));
                             ItemResult::ok()
@@ -774,50 +841,70 @@ pub fn by_topic(partitions: &[(String, i32)]) -> Vec<(String, Vec<i32>)> {
 /// The partition after `election`, or why there is none.
 fn elected(
     image: &MetadataImage,
+    topic: &str,
     state: &PartitionState,
     election: Election,
 ) -> Result<PartitionState, i16> {
+    let rules = eligible_leaders::rules(image, topic);
+    let eligible = |id: BrokerId| image.is_eligible(id);
     let mut next = state.clone();
+    let mut cause = Cause::default();
     match election {
         Election::Preferred => {
             let preferred = state.replicas.first().copied().unwrap_or(NO_LEADER);
             if state.leader == preferred {
                 return Err(error_code::ELECTION_NOT_NEEDED);
             }
-            if !state.isr.contains(&preferred) || !image.is_eligible(preferred) {
+            if !eligible_leaders::valid_new_leader(state, preferred, rules.enabled, eligible) {
                 return Err(error_code::PREFERRED_LEADER_NOT_AVAILABLE);
             }
-            next.leader = preferred;
+            eligible_leaders::take_leader(&mut next, preferred);
         }
         Election::Unclean => {
             if state.leader != NO_LEADER {
                 return Err(error_code::ELECTION_NOT_NEEDED);
             }
-            let clean = state
-                .replicas
-                .iter()
-                .copied()
-                .find(|&id| state.isr.contains(&id) && image.is_eligible(id));
-            match clean {
-                Some(leader) => next.leader = leader,
-                None => {
-                    let leader = state
-                        .replicas
-                        .iter()
-                        .copied()
-                        .find(|&id| image.is_eligible(id))
-                        .ok_or(error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
-                    next.leader = leader;
-                    next.isr = vec![leader];
-                    // An ISR of the target alone may complete a reassignment.
-                    reassignment::complete_if_in_sync(&mut next);
-                }
-            }
+            cause.unclean_election = elect_any(&mut next, eligible, rules.enabled, true)
+                .ok_or(error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
         }
     }
     next.leader_epoch += 1;
     next.partition_epoch += 1;
+    eligible_leaders::record_change(state, &mut next, rules, cause);
     Ok(next)
+}
+
+/// Kafka's electAnyLeader for `next`, whose ISR is as the change leaves it: the first
+/// valid new leader in replica order (an ISR member, or an ELR member while the ISR is
+/// empty), else the last known leader, else (`unclean_allowed`) the first eligible
+/// replica. Sets the leader and the ISR; Some(whether the election was unclean), None
+/// when nobody may lead.
+fn elect_any(
+    next: &mut PartitionState,
+    eligible: impl Fn(BrokerId) -> bool + Copy,
+    elr_enabled: bool,
+    unclean_allowed: bool,
+) -> Option<bool> {
+    let clean = next
+        .replicas
+        .iter()
+        .copied()
+        .find(|&id| eligible_leaders::valid_new_leader(next, id, elr_enabled, eligible));
+    if let Some(leader) = clean {
+        eligible_leaders::take_leader(next, leader);
+        return Some(false);
+    }
+    let unclean =
+        eligible_leaders::last_known_leader(next, elr_enabled, eligible).or_else(|| {
+            unclean_allowed
+                .then(|| next.replicas.iter().copied().find(|&id| eligible(id)))
+                .flatten()
+        })?;
+    next.leader = unclean;
+    next.isr = vec![unclean];
+    // An ISR of the target alone may complete a reassignment.
+    reassignment::complete_if_in_sync(next);
+    Some(true)
 }
 
 /// ElectLeaders' answer for a partition that does not exist, in Kafka's words.
@@ -860,49 +947,51 @@ fn unclean_allowed(image: &MetadataImage, topic: &str) -> bool {
         .is_some_and(|value| value == "true")
 }
 
-/// `broker` may no longer lead or stay in ISRs (fenced or shutting down): removes it
-/// from every ISR it shares with others and moves each of its leaderships to the first
-/// eligible ISR member in replica order. With none, the partition has no leader and its
-/// ISR keeps `broker` (the last replica known to have every committed record), unless
-/// the topic allows unclean election.
-fn move_away(image: &MetadataImage, broker: BrokerId, records: &mut Vec<MetadataRecord>) {
+/// `broker` may no longer lead or stay in ISRs (fenced, shutting down, or a new
+/// incarnation): removes it from every ISR and moves each of its leaderships to the first
+/// eligible ISR member in replica order (or ELR member, the ISR being empty; or the last
+/// known leader; or, where the topic allows unclean election, any eligible replica).
+/// Without eligible leader replicas, the last ISR member stays in the ISR of a partition
+/// left without a leader (the last replica known to have every committed record); with
+/// them, it leaves the ISR for the ELR. `unclean_shutdown`: the broker restarted without
+/// a clean shutdown, so it leaves the ELRs too.
+fn move_away(
+    image: &MetadataImage,
+    broker: BrokerId,
+    unclean_shutdown: bool,
+    records: &mut Vec<MetadataRecord>,
+) {
     let eligible = |id: BrokerId| id != broker && image.is_eligible(id);
     for (name, topic) in &image.topics {
+        let rules = eligible_leaders::rules(image, name);
         for (index, state) in topic.partitions.iter().enumerate() {
             let leads = state.leader == broker;
             let in_isr = state.isr.contains(&broker);
-            if !leads && !in_isr {
+            let in_elr = unclean_shutdown && state.elr.contains(&broker);
+            if !leads && !in_isr && !in_elr {
                 continue;
             }
             let mut next = state.clone();
-            if in_isr && state.isr.len() > 1 {
+            if in_isr && (state.isr.len() > 1 || rules.enabled) {
                 next.isr.retain(|&id| id != broker);
             }
+            let mut cause = Cause {
+                unclean_election: false,
+                unclean_shutdown: unclean_shutdown.then_some(broker),
+            };
             if leads {
-                let candidate = next
-                    .replicas
-                    .iter()
-                    .copied()
-                    .find(|&id| next.isr.contains(&id) && eligible(id));
-                match candidate {
-                    Some(leader) => next.leader = leader,
-                    None => {
-                        let unclean = unclean_allowed(image, name)
-                            .then(|| next.replicas.iter().copied().find(|&id| eligible(id)))
-                            .flatten();
-                        match unclean {
-                            Some(leader) => {
-                                next.leader = leader;
-                                next.isr = vec![leader];
-                                // An ISR of the target alone may complete a reassignment.
-                                reassignment::complete_if_in_sync(&mut next);
-                            }
-                            None => next.leader = NO_LEADER,
-                        }
-                    }
+                match elect_any(
+                    &mut next,
+                    eligible,
+                    rules.enabled,
+                    unclean_allowed(image, name),
+                ) {
+                    Some(unclean) => cause.unclean_election = unclean,
+                    None => next.leader = NO_LEADER,
                 }
                 next.leader_epoch += 1;
             }
+            eligible_leaders::record_change(state, &mut next, rules, cause);
             if next != *state {
                 next.partition_epoch += 1;
                 records.push(change(name, index, next));
@@ -939,43 +1028,49 @@ fn without_failed_replica(
     Some(next)
 }
 
-/// Gives leaderless partitions a leader where an ISR member is eligible again (or, for
-/// topics allowing unclean election, any eligible replica).
+/// Gives leaderless partitions a leader where an ISR member (or, the ISR being empty, an
+/// ELR member or the last known leader) is eligible again, or, for topics allowing
+/// unclean election, any eligible replica.
 fn elect_leaderless(image: &MetadataImage, records: &mut Vec<MetadataRecord>) {
+    let eligible = |id: BrokerId| image.is_eligible(id);
     for (name, topic) in &image.topics {
+        let rules = eligible_leaders::rules(image, name);
         for (index, state) in topic.partitions.iter().enumerate() {
             if state.leader != NO_LEADER {
                 continue;
             }
-            let clean = state
-                .replicas
-                .iter()
-                .copied()
-                .find(|&id| state.isr.contains(&id) && image.is_eligible(id));
             let mut next = state.clone();
-            match clean {
-                Some(leader) => next.leader = leader,
-                None if unclean_allowed(image, name) => {
-                    match state
-                        .replicas
-                        .iter()
-                        .copied()
-                        .find(|&id| image.is_eligible(id))
-                    {
-                        Some(leader) => {
-                            next.leader = leader;
-                            next.isr = vec![leader];
-                            // An ISR of the target alone may complete a reassignment.
-                            reassignment::complete_if_in_sync(&mut next);
-                        }
-                        None => continue,
-                    }
-                }
-                None => continue,
-            }
+            let Some(unclean) = elect_any(
+                &mut next,
+                eligible,
+                rules.enabled,
+                unclean_allowed(image, name),
+            ) else {
+                continue;
+            };
             next.leader_epoch += 1;
             next.partition_epoch += 1;
+            let cause = Cause {
+                unclean_election: unclean,
+                unclean_shutdown: None,
+            };
+            eligible_leaders::record_change(state, &mut next, rules, cause);
             records.push(change(name, index, next));
+        }
+    }
+}
+
+/// The ELR of `topic`'s partitions (None: every topic's) cleared, as Kafka's
+/// ClearElrRecord after a change of min.insync.replicas.
+fn clear_elr(image: &MetadataImage, topic: Option<&String>, records: &mut Vec<MetadataRecord>) {
+    for (name, topic_image) in &image.topics {
+        if topic.is_some_and(|only| only != name) {
+            continue;
+        }
+        for (index, state) in topic_image.partitions.iter().enumerate() {
+            if let Some(next) = eligible_leaders::cleared(state) {
+                records.push(change(name, index, next));
+            }
         }
     }
 }

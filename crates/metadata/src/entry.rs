@@ -418,6 +418,8 @@ mod tests {
                     partition_epoch: 9,
                     adding_replicas: Vec::new(),
                     removing_replicas: Vec::new(),
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                 },
                 PartitionState::new(vec![7]),
             ]

@@ -6,12 +6,12 @@
 //! Strand lists only the features whose levels it acts on: `transaction.version` (the
 //! transaction protocol clients speak, KIP-890), `group.version` (the KIP-848 consumer
 //! protocol), `share.version` (KIP-932 share groups, up to 1: level 2 adds Kafka's
-//! share-group dead-letter queue, which Strand does not have) and `streams.version`
-//! (KIP-1071 streams groups). Kafka 4.4 also lists metadata.version, kraft.version and
-//! eligible.leader.replicas.version: they gate Kafka's own metadata records, the
-//! reconfiguration of its quorum (Strand's can always change voters, from any start) and
-//! KIP-966, which Strand does not have, so it does not claim them (docs/ARCHITECTURE.md,
-//! deliberate differences).
+//! share-group dead-letter queue, which Strand does not have), `streams.version`
+//! (KIP-1071 streams groups) and `eligible.leader.replicas.version` (KIP-966, the
+//! controller's eligible leader replicas: `eligible_leaders.rs`). Kafka 4.4 also lists
+//! metadata.version and kraft.version: they gate Kafka's own metadata records and the
+//! reconfiguration of its quorum (Strand's can always change voters, from any start), so
+//! Strand does not claim them (docs/ARCHITECTURE.md, deliberate differences).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +21,7 @@ pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
 pub const STREAMS_VERSION: &str = "streams.version";
+pub const ELIGIBLE_LEADER_REPLICAS_VERSION: &str = "eligible.leader.replicas.version";
 
 /// A feature Strand implements: the levels it supports and a new cluster's level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,14 @@ pub struct Feature {
 
 /// Kafka 4.4's ranges and defaults for the features Strand implements.
 pub const FEATURES: &[Feature] = &[
+    // KIP-966 eligible leader replicas: on from level 1, which a new Kafka 4.4 cluster
+    // finalizes.
+    Feature {
+        name: ELIGIBLE_LEADER_REPLICAS_VERSION,
+        min_level: 0,
+        max_level: 1,
+        default_level: 1,
+    },
     Feature {
         name: GROUP_VERSION,
         min_level: 0,
@@ -242,6 +251,7 @@ mod tests {
         assert_eq!(
             features.finalized(),
             [
+                (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
                 (GROUP_VERSION, 1),
                 (SHARE_VERSION, 1),
                 (STREAMS_VERSION, 1),
@@ -252,7 +262,12 @@ mod tests {
         features.apply(&levels);
         assert_eq!(
             features.finalized(),
-            [(GROUP_VERSION, 1), (SHARE_VERSION, 1), (STREAMS_VERSION, 1)]
+            [
+                (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
+                (GROUP_VERSION, 1),
+                (SHARE_VERSION, 1),
+                (STREAMS_VERSION, 1)
+            ]
         );
         assert_eq!(features.level(TRANSACTION_VERSION), 0);
         assert_eq!(features.epoch, 1);

@@ -78,6 +78,15 @@ pub struct PartitionState {
     /// until then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<BrokerId>,
+    /// Eligible leader replicas (KIP-966, eligible_leaders.rs): replicas out of the ISR
+    /// that still hold every committed record, because the ISR has been below min ISR
+    /// (so the high watermark has not moved) since they left it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<BrokerId>,
+    /// The leader before the partition lost it, while it has none (KIP-966's last known
+    /// ELR): elected uncleanly if it returns while the ISR and the ELR are empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_known_elr: Vec<BrokerId>,
 }
 
 impl PartitionState {
@@ -90,6 +99,8 @@ impl PartitionState {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod client_quotas;
 pub mod controller;
+pub mod eligible_leaders;
 pub mod entry;
 pub mod features;
 pub mod image;

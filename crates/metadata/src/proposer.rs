@@ -233,6 +233,7 @@ mod tests {
             rack: None,
             incarnation: Uuid::from_u128(id as u128),
             listeners: Vec::new(),
+            unclean_shutdown: false,
         }
     }
 

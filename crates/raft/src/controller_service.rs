@@ -61,6 +61,9 @@ pub struct ServiceConfig {
     pub session_timeout: Duration,
     /// leader.imbalance.check.interval.seconds; None: auto.leader.rebalance.enable=false
     pub preferred_leader_check: Option<Duration>,
+    /// min.insync.replicas at start, recorded cluster-wide when this node names the
+    /// cluster (None: not recorded).
+    pub min_insync_replicas: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -638,7 +641,10 @@ impl ControllerService {
             if self.image().cluster_id.is_none() {
                 let cluster_id = self.new_cluster_id.clone();
                 let _ = self
-                    .write(ControllerCommand::InitCluster { cluster_id })
+                    .write(ControllerCommand::InitCluster {
+                        cluster_id,
+                        min_insync_replicas: self.config.min_insync_replicas,
+                    })
                     .await;
             }
             self.fence_expired().await;
@@ -725,6 +731,7 @@ mod tests {
                     rack: Some("a-rack-with-a-long-name".into()),
                     incarnation,
                     listeners: Vec::new(),
+                    unclean_shutdown: false,
                 },
                 ControllerCommand::UnfenceBroker { id, incarnation },
             ] {

@@ -158,6 +158,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
             rack: None,
             incarnation: Uuid::new_v4(),
             listeners: Vec::new(),
+            unclean_shutdown: false,
         },
         raft_address: address.clone(),
         directory_id: Uuid::new_v4(),

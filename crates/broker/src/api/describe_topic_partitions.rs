@@ -110,8 +110,8 @@ pub fn handle(
                     .with_leader_epoch(view.leader_epoch)
                     .with_replica_nodes(ids(&view.replicas))
                     .with_isr_nodes(ids(&view.isr))
-                    .with_eligible_leader_replicas(Some(Vec::new()))
-                    .with_last_known_elr(Some(Vec::new()))
+                    .with_eligible_leader_replicas(Some(ids(&view.elr)))
+                    .with_last_known_elr(Some(ids(&view.last_known_elr)))
                     .with_offline_replicas(ids(&view.offline)),
             );
         }

@@ -1,5 +1,5 @@
 //! A topic's partitions as clients are told about them (leader, epoch, replicas, ISR,
-//! offline replicas), for Metadata and DescribeTopicPartitions alike: this node on a
+//! eligible leader replicas, offline replicas), for Metadata and DescribeTopicPartitions alike: this node on a
 //! single node, the metadata image in a cluster.
 
 use crate::broker::Broker;
@@ -14,6 +14,9 @@ pub(crate) struct PartitionView {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// KIP-966's eligible leader replicas and last known leader (DescribeTopicPartitions).
+    pub elr: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
     pub offline: Vec<i32>,
 }
 
@@ -46,6 +49,8 @@ pub(crate) fn partition_views(
                     leader_epoch: 0,
                     replicas: vec![node],
                     isr: vec![node],
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                     offline,
                 });
             };
@@ -67,6 +72,8 @@ pub(crate) fn partition_views(
                 leader_epoch: state.leader_epoch,
                 replicas: state.replicas.clone(),
                 isr: state.isr.clone(),
+                elr: state.elr.clone(),
+                last_known_elr: state.last_known_elr.clone(),
                 offline,
             })
         })

@@ -62,6 +62,9 @@ pub struct ClusterConfig {
     pub leader_imbalance_check_interval: Option<Duration>,
     /// Raft heartbeat interval of the quorum.
     pub raft_heartbeat_interval: Duration,
+    /// min.insync.replicas at start: recorded cluster-wide by the first active controller
+    /// (eligible_leaders.rs).
+    pub min_insync_replicas: i32,
     /// Mutual TLS between nodes (the controller listener mapped to SSL).
     pub quorum_tls: Option<QuorumTls>,
     /// How connections to peers are opened (the inter-broker listener's TLS and SASL).
@@ -155,6 +158,7 @@ fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfi
         service: ServiceConfig {
             session_timeout: config.broker_session_timeout,
             preferred_leader_check: config.leader_imbalance_check_interval,
+            min_insync_replicas: Some(config.min_insync_replicas),
         },
         heartbeat_interval: config.raft_heartbeat_interval,
         tls: config.quorum_tls.clone(),
@@ -302,6 +306,7 @@ impl Cluster {
             port: broker.advertised_port,
             rack: self.config.rack.clone(),
             incarnation: self.incarnation,
+            unclean_shutdown: !broker.previous_shutdown_clean(),
             listeners: broker
                 .config
                 .listeners()

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
+use crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
 
 fn incarnation(id: BrokerId) -> Uuid {
     Uuid::from_u128(id as u128)
@@ -20,6 +21,7 @@ fn cluster(brokers: &[BrokerId]) -> MetadataImage {
                 rack: None,
                 incarnation: incarnation(id),
                 listeners: Vec::new(),
+                unclean_shutdown: false,
             },
         );
         assert!(
@@ -128,9 +130,38 @@ fn fencing_a_leader_elects_from_the_isr_and_bumps_the_epoch() {
     }
 }
 
-#[test]
-fn the_last_isr_member_is_kept_and_leads_again_when_back() {
+fn set_features(image: &mut MetadataImage, name: &str, level: i16) {
+    apply(
+        image,
+        &ControllerCommand::SetFeatures {
+            levels: BTreeMap::from([(name.to_string(), level)]),
+        },
+    );
+}
+
+fn set_topic_configs(image: &mut MetadataImage, topic: &str, configs: &[(&str, &str)]) {
+    apply(
+        image,
+        &ControllerCommand::SetTopicConfigs {
+            name: topic.into(),
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        },
+    );
+}
+
+/// The last ISR member fenced: without ELR it stays in the ISR, with ELR (Kafka 4.4's
+/// default) it leaves the ISR for the ELR and is the last known leader; either way only it
+/// may lead again, and does when it is back.
+fn last_isr_member_leads_again_when_back(elr_on: bool) {
     let mut image = cluster(&[1, 2, 3]);
+    set_features(
+        &mut image,
+        ELIGIBLE_LEADER_REPLICAS_VERSION,
+        i16::from(elr_on),
+    );
     create(&mut image, new_topic("t", 1, 3));
     let replicas = image.partition("t", 0).unwrap().replicas.clone();
     fence(&mut image, replicas[0]);
@@ -140,20 +171,170 @@ fn the_last_isr_member_is_kept_and_leads_again_when_back() {
     assert_eq!(state.isr, vec![replicas[2]]);
     fence(&mut image, replicas[2]);
     let state = image.partition("t", 0).unwrap().clone();
-    assert_eq!(state.leader, NO_LEADER);
-    assert_eq!(
-        state.isr,
-        vec![replicas[2]],
-        "no unclean election by default"
-    );
-    // The first two come back: they are not in the ISR, so still no leader.
+    assert_eq!(state.leader, NO_LEADER, "no unclean election by default");
+    if elr_on {
+        assert!(state.isr.is_empty(), "{state:?}");
+        assert_eq!(state.elr, vec![replicas[2]]);
+        assert_eq!(state.last_known_elr, vec![replicas[2]]);
+    } else {
+        assert_eq!(state.isr, vec![replicas[2]]);
+        assert!(state.elr.is_empty() && state.last_known_elr.is_empty());
+    }
+    // The first two come back: neither in the ISR nor eligible, so still no leader.
     unfence(&mut image, replicas[0]);
     unfence(&mut image, replicas[1]);
     assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
     unfence(&mut image, replicas[2]);
     let state = image.partition("t", 0).unwrap();
     assert_eq!(state.leader, replicas[2]);
+    assert_eq!(state.isr, vec![replicas[2]]);
+    assert!(state.elr.is_empty() && state.last_known_elr.is_empty());
     assert_eq!(state.leader_epoch, 4, "three fences and one election");
+}
+
+#[test]
+fn without_elr_the_last_isr_member_is_kept_and_leads_again_when_back() {
+    last_isr_member_leads_again_when_back(false);
+}
+
+#[test]
+fn with_elr_the_last_isr_member_leaves_for_the_elr_and_leads_again_when_back() {
+    last_isr_member_leads_again_when_back(true);
+}
+
+/// KIP-966's point: with min ISR 2, the replicas that left the ISR while it was below 2
+/// hold every committed record (the high watermark did not move), so any of them may
+/// lead once the ISR is empty, not only the last ISR member.
+#[test]
+fn an_elr_member_leads_when_the_last_isr_member_stays_away() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    set_topic_configs(&mut image, "t", &[("min.insync.replicas", "2")]);
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    fence(&mut image, replicas[0]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert!(state.elr.is_empty(), "at min ISR: {state:?}");
+    fence(&mut image, replicas[1]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.isr, vec![replicas[2]]);
+    assert_eq!(state.elr, vec![replicas[1]], "left below min ISR");
+    fence(&mut image, replicas[2]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert!(state.isr.is_empty());
+    let mut both = vec![replicas[1], replicas[2]];
+    both.sort_unstable();
+    assert_eq!(state.elr, both);
+    // replicas[0] left at min ISR: it may have missed committed records.
+    unfence(&mut image, replicas[0]);
+    assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+    unfence(&mut image, replicas[1]);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.leader, replicas[1]);
+    assert_eq!(state.isr, vec![replicas[1]]);
+    assert_eq!(state.elr, vec![replicas[2]]);
+    // Changing min ISR forgets the ELR, as Kafka's ClearElrRecord.
+    set_topic_configs(&mut image, "t", &[("min.insync.replicas", "1")]);
+    let cleared = image.partition("t", 0).unwrap();
+    assert!(cleared.elr.is_empty());
+    assert_eq!(cleared.partition_epoch, state.partition_epoch + 1);
+}
+
+#[test]
+fn an_unclean_restart_leaves_the_elr_and_the_last_leader_comes_back_uncleanly() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    set_topic_configs(&mut image, "t", &[("min.insync.replicas", "2")]);
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    for &id in &replicas {
+        fence(&mut image, id);
+    }
+    let last = replicas[2];
+    let restart = |image: &mut MetadataImage, id: BrokerId, unclean_shutdown: bool| {
+        apply(
+            image,
+            &ControllerCommand::RegisterBroker {
+                id,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                incarnation: Uuid::from_u128(0x1000 + id as u128),
+                listeners: Vec::new(),
+                unclean_shutdown,
+            },
+        );
+        apply(
+            image,
+            &ControllerCommand::UnfenceBroker {
+                id,
+                incarnation: Uuid::from_u128(0x1000 + id as u128),
+            },
+        );
+    };
+    // Both ELR members restart after a crash: neither is eligible any more.
+    restart(&mut image, replicas[1], true);
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.leader, NO_LEADER);
+    assert_eq!(state.elr, vec![last]);
+    assert_eq!(state.last_known_elr, vec![last]);
+    restart(&mut image, last, true);
+    // The ISR and the ELR are empty: the last known leader is elected, uncleanly.
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!(state.leader, last, "{state:?}");
+    assert_eq!(state.isr, vec![last]);
+    assert!(state.elr.is_empty() && state.last_known_elr.is_empty());
+}
+
+#[test]
+fn a_clean_restart_keeps_the_elr_place() {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 3));
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    for &id in &replicas {
+        fence(&mut image, id);
+    }
+    let last = replicas[2];
+    apply(
+        &mut image,
+        &ControllerCommand::RegisterBroker {
+            id: last,
+            host: "h".into(),
+            port: 1,
+            rack: None,
+            incarnation: Uuid::from_u128(0x2000),
+            listeners: Vec::new(),
+            unclean_shutdown: false,
+        },
+    );
+    assert_eq!(image.partition("t", 0).unwrap().elr, vec![last]);
+}
+
+#[test]
+fn min_isr_is_recorded_cluster_wide_at_init_and_its_change_clears_every_elr() {
+    let mut image = cluster(&[1, 2, 3]);
+    apply(
+        &mut image,
+        &ControllerCommand::InitCluster {
+            cluster_id: "c".into(),
+            min_insync_replicas: Some(2),
+        },
+    );
+    assert_eq!(
+        image.default_broker_configs.get("min.insync.replicas"),
+        Some(&"2".to_string())
+    );
+    create(&mut image, new_topic("t", 1, 3));
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    fence(&mut image, replicas[0]);
+    fence(&mut image, replicas[1]);
+    assert_eq!(image.partition("t", 0).unwrap().elr, vec![replicas[1]]);
+    apply(
+        &mut image,
+        &ControllerCommand::SetBrokerConfigs {
+            broker: None,
+            configs: BTreeMap::from([("min.insync.replicas".to_string(), "3".to_string())]),
+        },
+    );
+    assert!(image.partition("t", 0).unwrap().elr.is_empty());
 }
 
 #[test]
@@ -259,6 +440,7 @@ fn a_new_incarnation_loses_its_leaderships_until_unfenced() {
             rack: None,
             incarnation: Uuid::from_u128(77),
             listeners: Vec::new(),
+            unclean_shutdown: false,
         },
     );
     assert!(image.brokers[&1].fenced);
@@ -385,7 +567,7 @@ fn delete_and_grow_topics() {
 enum Step {
     Fence(BrokerId),
     Unfence(BrokerId),
-    Restart(BrokerId),
+    Restart(BrokerId, bool),
     Shrink(usize),
     Expand(usize),
     Preferred,
@@ -397,7 +579,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (1..=4).prop_map(Step::Fence),
         (1..=4).prop_map(Step::Unfence),
-        (1..=4).prop_map(Step::Restart),
+        (1..=4, any::<bool>()).prop_map(|(id, unclean)| Step::Restart(id, unclean)),
         (0..4usize).prop_map(Step::Shrink),
         (0..4usize).prop_map(Step::Expand),
         Just(Step::Preferred),
@@ -417,21 +599,28 @@ proptest! {
     /// leader change without unclean election picks a member of the previous ISR (the
     /// replicas known to hold every committed record).
     #[test]
-    fn elections_keep_the_invariants(steps in proptest::collection::vec(step(), 1..60)) {
+    fn elections_keep_the_invariants(
+        steps in proptest::collection::vec(step(), 1..60),
+        elr_on in any::<bool>(),
+    ) {
         let mut image = cluster(&[1, 2, 3, 4]);
+        set_features(&mut image, ELIGIBLE_LEADER_REPLICAS_VERSION, i16::from(elr_on));
         create(&mut image, new_topic("t", 4, 3));
+        // Min ISR 2 of 3 replicas: the ELR fills as the ISR shrinks below it.
+        set_topic_configs(&mut image, "t", &[("min.insync.replicas", "2")]);
         let mut restarts = 100u128;
         for step in steps {
             let before = image.clone();
             match step {
                 Step::Fence(id) => fence(&mut image, id),
                 Step::Unfence(id) => unfence(&mut image, id),
-                Step::Restart(id) => {
+                Step::Restart(id, unclean_shutdown) => {
                     restarts += 1;
                     apply(&mut image, &ControllerCommand::RegisterBroker {
                         id, host: "h".into(), port: 1, rack: None,
                         incarnation: Uuid::from_u128(restarts),
                         listeners: Vec::new(),
+                        unclean_shutdown,
                     });
                 }
                 Step::Shrink(index) | Step::Expand(index) => {
@@ -459,8 +648,12 @@ proptest! {
             for (old, new) in before.topic("t").unwrap().partitions.iter()
                 .zip(&image.topic("t").unwrap().partitions)
             {
-                prop_assert!(!new.isr.is_empty());
+                // Only a partition without a leader has an empty ISR (with ELR on).
+                prop_assert!(!new.isr.is_empty() || (elr_on && new.leader == NO_LEADER));
                 prop_assert!(new.isr.iter().all(|id| new.replicas.contains(id)));
+                // The ELR: replicas outside the ISR, only while it is below min ISR.
+                prop_assert!(new.elr.iter().all(|id| new.replicas.contains(id) && !new.isr.contains(id)));
+                prop_assert!(new.elr.is_empty() || (elr_on && new.isr.len() < 2), "{new:?}");
                 let mut distinct = new.replicas.clone();
                 distinct.sort_unstable();
                 distinct.dedup();
@@ -482,16 +675,25 @@ proptest! {
                     prop_assert!(new.leader_epoch > old.leader_epoch);
                     // From the old ISR, or (an ISR expansion completing a reassignment)
                     // from the replicas the leader just reported in sync.
+                    // With ELR, once the change empties the ISR: an ELR member, or the
+                    // last leader when the ELR is empty too.
+                    let from_elr = old.elr.contains(&new.leader);
+                    let last_known = old.elr.is_empty() && old.last_known_elr == [new.leader];
                     if new.leader != NO_LEADER && !matches!(step, Step::Expand(_)) {
-                        prop_assert!(old.isr.contains(&new.leader), "{old:?} -> {new:?}");
+                        prop_assert!(
+                            old.isr.contains(&new.leader) || from_elr || last_known,
+                            "{old:?} -> {new:?}"
+                        );
                     }
                 }
                 if new.isr != old.isr && new.leader == old.leader && new.leader != NO_LEADER {
                     // ISR changes come with a partition epoch bump.
                     prop_assert!(new.partition_epoch > old.partition_epoch);
                 }
-                // Liveness: an eligible ISR member means someone leads.
-                if new.isr.iter().any(|&id| image.is_eligible(id)) {
+                // Liveness: an eligible ISR member (or, the ISR being empty, ELR member)
+                // means someone leads.
+                let candidates = if new.isr.is_empty() { &new.elr } else { &new.isr };
+                if candidates.iter().any(|&id| image.is_eligible(id)) {
                     prop_assert!(new.leader != NO_LEADER, "{new:?}");
                 }
             }
@@ -506,6 +708,7 @@ fn the_first_cluster_id_stays() {
         apply(
             &mut image,
             &ControllerCommand::InitCluster {
+                min_insync_replicas: None,
                 cluster_id: id.into(),
             },
         );
@@ -704,8 +907,10 @@ fn unclean_election_on_request_even_where_the_topic_forbids_it() {
     for &id in &replicas {
         fence(&mut image, id);
     }
-    let last = *image.partition("t", 0).unwrap().isr.first().unwrap();
-    assert_eq!(image.partition("t", 0).unwrap().leader, NO_LEADER);
+    let state = image.partition("t", 0).unwrap();
+    // The last ISR member: in the ISR without ELR, in the ELR with it.
+    let last = *state.isr.first().or(state.elr.first()).unwrap();
+    assert_eq!(state.leader, NO_LEADER);
     assert_eq!(
         elect(&mut image, Election::Unclean, Some(vec![("t", 0)])),
         vec![("t".into(), 0, error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)]
@@ -1150,6 +1355,7 @@ fn a_registration_keeps_every_listener_for_metadata_per_listener() {
             rack: None,
             incarnation: incarnation(1),
             listeners: vec![endpoint("INTERNAL", 9092), endpoint("SASL_SSL", 9094)],
+            unclean_shutdown: false,
         },
     );
     let broker = &image.brokers[&1];
@@ -1168,6 +1374,7 @@ fn a_registration_keeps_every_listener_for_metadata_per_listener() {
             rack: None,
             incarnation: incarnation(2),
             listeners: Vec::new(),
+            unclean_shutdown: false,
         },
     );
     let old = &image.brokers[&2];

@@ -49,6 +49,7 @@ pub async fn start_member(
         service: ServiceConfig {
             session_timeout: Duration::from_millis(1500),
             preferred_leader_check: None,
+            min_insync_replicas: None,
         },
         heartbeat_interval: Duration::from_millis(50),
         tls,
@@ -103,6 +104,7 @@ pub async fn register_broker(
                     rack: None,
                     incarnation,
                     listeners: Vec::new(),
+                    unclean_shutdown: false,
                 },
                 raft_address,
                 directory_id,

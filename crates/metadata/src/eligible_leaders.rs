@@ -1,0 +1,315 @@
+//! Eligible leader replicas (KIP-966), as Kafka 4.4's controller keeps them
+//! (PartitionChangeBuilder). While a partition's ISR is below its min.insync.replicas, the
+//! high watermark cannot move (partition.rs on the broker), so every replica that left the
+//! ISR since it was last at min ISR still holds every committed record: those replicas are
+//! the partition's ELR, and one of them may lead cleanly once the ISR is empty. With ELR on,
+//! the last ISR member leaving (fenced, shutting down) empties the ISR instead of staying
+//! in it; a replica whose broker restarted without a clean shutdown may have lost
+//! unflushed records, so it leaves the ISR and the ELR. The last leader before the
+//! partition lost its leader is kept (last known ELR) and elected, as an unclean election,
+//! when the ISR and the ELR are both empty and it comes back: Kafka's "balanced recovery".
+//!
+//! The flows that change a partition (controller.rs) choose its ISR and leader with
+//! [`valid_new_leader`] and [`last_known_leader`]; [`record_change`] then works out the ELR
+//! and last known ELR of the result from the state before.
+
+use crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
+use crate::image::{MetadataImage, PartitionState};
+use crate::{BrokerId, NO_LEADER};
+
+/// The name of the topic and broker config.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+/// What decides a partition's ELR: whether the feature is on, and the topic's effective
+/// min.insync.replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElrRules {
+    pub enabled: bool,
+    pub min_isr: usize,
+}
+
+/// The rules for `topic`'s partitions: the feature's finalized level, and Kafka's
+/// effective min ISR (getTopicEffectiveMinIsr): the topic's min.insync.replicas, else the
+/// cluster-wide dynamic one (which the first active controller records from its start
+/// setting, as Kafka's format does), else 1; never above the replication factor.
+pub fn rules(image: &MetadataImage, topic: &str) -> ElrRules {
+    let topic_image = image.topic(topic);
+    let configured = topic_image
+        .and_then(|t| t.configs.get(MIN_INSYNC_REPLICAS))
+        .or_else(|| image.default_broker_configs.get(MIN_INSYNC_REPLICAS))
+        .and_then(|value| value.trim().parse::<usize>().ok())
+        .unwrap_or(1);
+    let replication_factor = topic_image
+        .and_then(|t| t.partitions.first())
+        .map_or(usize::MAX, |p| p.replicas.len());
+    ElrRules {
+        enabled: enabled(image),
+        min_isr: configured.min(replication_factor),
+    }
+}
+
+pub fn enabled(image: &MetadataImage) -> bool {
+    image.features.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
+}
+
+/// Kafka's isValidNewLeader: an ISR member, or, while the ISR is empty, an ELR member.
+pub fn valid_new_leader(
+    state: &PartitionState,
+    replica: BrokerId,
+    elr_enabled: bool,
+    eligible: impl Fn(BrokerId) -> bool,
+) -> bool {
+    let in_sync = state.isr.contains(&replica)
+        || (elr_enabled && state.isr.is_empty() && state.elr.contains(&replica));
+    in_sync && eligible(replica)
+}
+
+/// Makes `replica` the leader of `next`; a leader taken from the ELR becomes the ISR.
+pub fn take_leader(next: &mut PartitionState, replica: BrokerId) {
+    if next.isr.is_empty() && next.elr.contains(&replica) {
+        next.isr = vec![replica];
+    }
+    next.leader = replica;
+}
+
+/// The last known leader when it may be elected (Kafka's canElectLastKnownLeader): ELR
+/// on, the ISR and the ELR empty, exactly one last known leader, and it eligible. Such an
+/// election is unclean.
+pub fn last_known_leader(
+    state: &PartitionState,
+    elr_enabled: bool,
+    eligible: impl Fn(BrokerId) -> bool,
+) -> Option<BrokerId> {
+    match state.last_known_elr.as_slice() {
+        [leader] if elr_enabled && state.isr.is_empty() && state.elr.is_empty() => {
+            eligible(*leader).then_some(*leader)
+        }
+        _ => None,
+    }
+}
+
+/// Why a partition changes, as far as its ELR is concerned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cause {
+    /// The new leader was elected uncleanly (any replica, or the last known leader): the
+    /// ELR is forgotten.
+    pub unclean_election: bool,
+    /// A broker that restarted without a clean shutdown: not eligible from now on.
+    pub unclean_shutdown: Option<BrokerId>,
+}
+
+/// Sets `next`'s ELR and last known ELR for a change from `prev` whose ISR and leader its
+/// flow chose (Kafka's maybePopulateTargetElr, maybeUpdateRecordElr and
+/// maybeUpdateLastKnownLeader, in their order).
+pub fn record_change(
+    prev: &PartitionState,
+    next: &mut PartitionState,
+    rules: ElrRules,
+    cause: Cause,
+) {
+    if !rules.enabled {
+        // Kafka clears the ELR of any change while the feature is off and leaves the last
+        // known leader as it was.
+        next.elr.clear();
+        return;
+    }
+    // Kafka works the ELR out before the election: a leader the election took from the
+    // ELR was not yet in the ISR it compares with min ISR.
+    let elected_from_elr = next.leader != NO_LEADER
+        && next.leader != prev.leader
+        && !prev.isr.contains(&next.leader)
+        && prev.elr.contains(&next.leader);
+    let isr_before_election: Vec<BrokerId> = if elected_from_elr {
+        Vec::new()
+    } else {
+        next.isr.clone()
+    };
+    next.elr = if isr_before_election.len() >= rules.min_isr || cause.unclean_election {
+        Vec::new()
+    } else {
+        let mut elr: Vec<BrokerId> = prev
+            .elr
+            .iter()
+            .chain(&prev.isr)
+            .copied()
+            // Only replicas: a reassignment completing below min ISR drops some, which
+            // Kafka's builder would keep in the ELR.
+            .filter(|id| next.replicas.contains(id) && !next.isr.contains(id))
+            .filter(|id| Some(*id) != cause.unclean_shutdown)
+            .collect();
+        elr.sort_unstable();
+        elr.dedup();
+        elr
+    };
+    if next.leader == NO_LEADER && prev.leader != NO_LEADER && prev.last_known_elr.is_empty() {
+        next.last_known_elr = vec![prev.leader];
+    } else if next.leader != NO_LEADER && !prev.last_known_elr.is_empty() {
+        next.last_known_elr.clear();
+    }
+}
+
+/// The ELR and last known ELR cleared (Kafka's ClearElrRecord, written when a topic's or
+/// the cluster's min.insync.replicas changes): None when they are empty already.
+pub fn cleared(state: &PartitionState) -> Option<PartitionState> {
+    if state.elr.is_empty() && state.last_known_elr.is_empty() {
+        return None;
+    }
+    let mut next = state.clone();
+    next.elr.clear();
+    next.last_known_elr.clear();
+    next.partition_epoch += 1;
+    Some(next)
+}
+
+/// Kafka's refusals of a dynamic min.insync.replicas while ELR is on: no broker may have
+/// its own (the controller would not know which to use), and the cluster-wide one may
+/// change but not go. `broker` is the BROKER resource (None: the cluster default);
+/// `current` and `wanted` its configs before and after. Err(Kafka's message), an
+/// INVALID_CONFIG.
+pub fn check_min_isr_config(
+    elr_enabled: bool,
+    broker: Option<BrokerId>,
+    current: Option<&str>,
+    wanted: Option<&str>,
+) -> Result<(), &'static str> {
+    if !elr_enabled || current == wanted {
+        return Ok(());
+    }
+    match broker {
+        Some(_) => Err("Broker-level min.insync.replicas cannot be altered while ELR is enabled."),
+        None if wanted.is_none() => {
+            Err("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ON: ElrRules = ElrRules {
+        enabled: true,
+        min_isr: 2,
+    };
+
+    fn state(isr: &[BrokerId], leader: BrokerId, elr: &[BrokerId]) -> PartitionState {
+        let mut state = PartitionState::new(vec![1, 2, 3]);
+        state.isr = isr.to_vec();
+        state.leader = leader;
+        state.elr = elr.to_vec();
+        state
+    }
+
+    fn changed(
+        prev: &PartitionState,
+        isr: &[BrokerId],
+        leader: BrokerId,
+        cause: Cause,
+    ) -> PartitionState {
+        let mut next = prev.clone();
+        next.isr = isr.to_vec();
+        next.leader = leader;
+        record_change(prev, &mut next, ON, cause);
+        next
+    }
+
+    #[test]
+    fn replicas_leaving_below_min_isr_become_eligible() {
+        let full = state(&[1, 2, 3], 1, &[]);
+        // Down to min ISR: nobody is eligible outside the ISR.
+        let at_min = changed(&full, &[1, 2], 1, Cause::default());
+        assert!(at_min.elr.is_empty());
+        // Below it: the replica that left holds every committed record.
+        let below = changed(&at_min, &[1], 1, Cause::default());
+        assert_eq!(below.elr, vec![2]);
+        // The last ISR member goes (fenced): the ISR is empty, both are eligible, and the
+        // leader it had is the last known one.
+        let empty = changed(&below, &[], NO_LEADER, Cause::default());
+        assert_eq!(empty.elr, vec![1, 2]);
+        assert_eq!(empty.last_known_elr, vec![1]);
+        // Back at min ISR: the ELR is forgotten.
+        let back = changed(&below, &[1, 3], 1, Cause::default());
+        assert!(back.elr.is_empty());
+    }
+
+    #[test]
+    fn an_elr_member_elected_becomes_the_isr() {
+        let empty = state(&[], NO_LEADER, &[1, 2]);
+        assert!(valid_new_leader(&empty, 2, true, |_| true));
+        assert!(!valid_new_leader(&empty, 2, false, |_| true));
+        assert!(!valid_new_leader(&empty, 3, true, |_| true));
+        let mut next = empty.clone();
+        take_leader(&mut next, 2);
+        assert_eq!(next.isr, vec![2]);
+        record_change(&empty, &mut next, ON, Cause::default());
+        assert_eq!(next.elr, vec![1]);
+        // With min ISR 1 Kafka still keeps the other member: it compared the ISR before
+        // the election (empty) with min ISR.
+        let mut next = empty.clone();
+        take_leader(&mut next, 2);
+        let min_one = ElrRules {
+            enabled: true,
+            min_isr: 1,
+        };
+        record_change(&empty, &mut next, min_one, Cause::default());
+        assert_eq!(next.elr, vec![1]);
+    }
+
+    #[test]
+    fn an_unclean_shutdown_or_election_forgets_eligibility() {
+        let empty = state(&[], NO_LEADER, &[1, 2]);
+        let shutdown = Cause {
+            unclean_election: false,
+            unclean_shutdown: Some(2),
+        };
+        assert_eq!(changed(&empty, &[], NO_LEADER, shutdown).elr, vec![1]);
+        let unclean = Cause {
+            unclean_election: true,
+            unclean_shutdown: None,
+        };
+        assert!(changed(&empty, &[3], 3, unclean).elr.is_empty());
+    }
+
+    #[test]
+    fn the_last_known_leader_alone_may_come_back() {
+        let mut lost = state(&[], NO_LEADER, &[]);
+        lost.last_known_elr = vec![1];
+        assert_eq!(last_known_leader(&lost, true, |_| true), Some(1));
+        assert_eq!(last_known_leader(&lost, true, |id| id != 1), None);
+        assert_eq!(last_known_leader(&lost, false, |_| true), None);
+        let mut with_elr = lost.clone();
+        with_elr.elr = vec![2];
+        assert_eq!(last_known_leader(&with_elr, true, |_| true), None);
+        // Elected: the last known leader is cleared.
+        let unclean = Cause {
+            unclean_election: true,
+            unclean_shutdown: None,
+        };
+        assert!(changed(&lost, &[1], 1, unclean).last_known_elr.is_empty());
+    }
+
+    #[test]
+    fn off_clears_the_elr_and_keeps_the_last_known_leader() {
+        let mut prev = state(&[1], 1, &[2]);
+        prev.last_known_elr = vec![3];
+        let mut next = prev.clone();
+        let off = ElrRules {
+            enabled: false,
+            min_isr: 2,
+        };
+        record_change(&prev, &mut next, off, Cause::default());
+        assert!(next.elr.is_empty());
+        assert_eq!(next.last_known_elr, vec![3]);
+    }
+
+    #[test]
+    fn min_isr_configs_while_elr_is_on() {
+        assert!(check_min_isr_config(true, Some(1), None, Some("2")).is_err());
+        assert!(check_min_isr_config(true, Some(1), Some("2"), Some("2")).is_ok());
+        assert!(check_min_isr_config(false, Some(1), None, Some("2")).is_ok());
+        assert!(check_min_isr_config(true, None, Some("2"), Some("3")).is_ok());
+        assert!(check_min_isr_config(true, None, Some("2"), None).is_err());
+        assert!(check_min_isr_config(true, None, None, None).is_ok());
+    }
+}

@@ -549,6 +549,7 @@ impl Broker {
                     partition_epoch: state.partition_epoch,
                     replicas: state.replicas.clone(),
                     isr: state.isr.clone(),
+                    elr: state.elr.clone(),
                 });
                 if change != RoleChange::Unchanged {
                     tracing::info!(partition = %tp, ?change, epoch = state.leader_epoch, "role changed");

@@ -139,6 +139,8 @@ pub struct Assignment {
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): a replica here whose log fails reports it too.
+    pub elr: Vec<i32>,
 }
 
 impl Assignment {
@@ -150,6 +152,7 @@ impl Assignment {
             partition_epoch: -1,
             replicas: Vec::new(),
             isr: Vec::new(),
+            elr: Vec::new(),
         }
     }
 
@@ -161,6 +164,7 @@ impl Assignment {
             partition_epoch: 0,
             replicas: vec![node_id],
             isr: vec![node_id],
+            elr: Vec::new(),
         }
     }
 }
@@ -896,15 +900,16 @@ impl Partition {
         self.leader_epoch_if_leader().is_some()
     }
 
-    /// Why this replica must leave the ISR (and leadership, if another in-sync replica can
-    /// take it): its log went offline or a read found a damaged batch. Returned once per
-    /// assignment while this broker is in the ISR, for the controller to hear.
+    /// Why this replica must leave the ISR or the ELR (and leadership, if another in-sync
+    /// replica can take it): its log went offline or a read found a damaged batch.
+    /// Returned once per assignment while this broker is in the ISR or the ELR, for the
+    /// controller to hear.
     pub fn failure_to_report(&self) -> Option<String> {
         let reason = self.log().failure()?;
         let key = {
             let replication = self.replication();
             let assignment = &replication.assignment;
-            if !assignment.isr.contains(&self.node_id) {
+            if !assignment.isr.contains(&self.node_id) && !assignment.elr.contains(&self.node_id) {
                 return None;
             }
             (assignment.leader_epoch, assignment.partition_epoch)
@@ -1179,6 +1184,7 @@ mod tests {
             partition_epoch,
             replicas: vec![1, 2, 3],
             isr: isr.to_vec(),
+            elr: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use strand_security::authorizer::{AclBinding, AclFilter};
 use uuid::Uuid;
 
-use crate::eligible_leaders::{self, Cause};
+use crate::eligible_leaders;
 use crate::error_code;
 use crate::image::{
     BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, ScramCredentialRecord,
@@ -309,10 +309,16 @@ pub fn decide(
                     // A new incarnation: the old one's leaderships and ISR places go
                     // first, as if it had been fenced; after an unclean shutdown (with
                     // ELR on) its ELR places too.
+                    // A broker registering with no registration on record (new, or
+                    // unregistered and back, perhaps on a new disk) cannot have shut down
+                    // cleanly as far as the controller knows (Kafka's stored epoch -2):
+                    // it leaves any ELR it was left in.
+                    let elr_on = eligible_leaders::enabled(image);
                     if previous.is_some() {
                         records.push(MetadataRecord::FenceBroker { id: *id });
-                        let unclean = *unclean_shutdown && eligible_leaders::enabled(image);
-                        move_away(image, *id, unclean, &mut records);
+                        move_away(image, *id, *unclean_shutdown && elr_on, &mut records);
+                    } else if elr_on {
+                        move_away(image, *id, true, &mut records);
                     }
                     records.push(MetadataRecord::RegisterBroker(BrokerInfo {
                         id: *id,
@@ -443,6 +449,19 @@ pub fn decide(
             records.push(MetadataRecord::SetFeatures {
                 levels: levels.clone(),
             });
+            let elr = crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
+            let turned_on = levels.get(elr).is_some_and(|level| *level >= 1)
+                && !eligible_leaders::enabled(image);
+            if turned_on {
+                // Kafka's maybeGenerateElrSafetyRecords: no broker keeps its own
+                // min.insync.replicas once the controller's ELR relies on one value.
+                for (broker, configs) in eligible_leaders::without_per_broker_min_isr(image) {
+                    records.push(MetadataRecord::SetBrokerConfigs {
+                        broker: Some(broker),
+                        configs,
+                    });
+                }
+            }
             ControllerReply::single(ItemResult::ok())
         }
         ControllerCommand::SetGroupConfigs { group, configs } => {
@@ -596,7 +615,6 @@ pub fn decide(
                         prev,
                         &mut state,
                         eligible_leaders::rules(image, topic),
-                        Cause::default(),
                     );
                 }
                 state
@@ -630,9 +648,7 @@ pub fn decide(
                     format!("{topic}-{partition} does not exist"),
                 ),
                 (true, Some(state)) => {
-                    if let Some(mut next) = without_failed_replica(image, state, *id) {
-                        let rules = eligible_leaders::rules(image, topic);
-                        eligible_leaders::record_change(state, &mut next, rules, Cause::default());
+                    if let Some(next) = without_failed_replica(image, topic, state, *id) {
                         records.push(change(topic, *partition as usize, next));
                     }
                     ItemResult::ok()
@@ -672,11 +688,8 @@ pub fn decide(
                                     && state.leader != NO_LEADER
                                     && !prev.isr.contains(&state.leader)
                                     && !prev.elr.contains(&state.leader);
-                                let cause = Cause {
-                                    unclean_election: unclean,
-                                    unclean_shutdown: None,
-                                };
-                                eligible_leaders::record_change(prev, &mut state, rules, cause);
+                                eligible_leaders::populate(prev, &mut state, rules, None);
+                                eligible_leaders::finish(prev, &mut state, rules, unclean);
                             }
                             let record = change(&r.topic, r.partition as usize, state);
                             scratch.replay(&record);
@@ -848,14 +861,15 @@ fn elected(
     let rules = eligible_leaders::rules(image, topic);
     let eligible = |id: BrokerId| image.is_eligible(id);
     let mut next = state.clone();
-    let mut cause = Cause::default();
+    eligible_leaders::populate(state, &mut next, rules, None);
+    let mut unclean = false;
     match election {
         Election::Preferred => {
             let preferred = state.replicas.first().copied().unwrap_or(NO_LEADER);
             if state.leader == preferred {
                 return Err(error_code::ELECTION_NOT_NEEDED);
             }
-            if !eligible_leaders::valid_new_leader(state, preferred, rules.enabled, eligible) {
+            if !eligible_leaders::valid_new_leader(&next, preferred, rules.enabled, eligible) {
                 return Err(error_code::PREFERRED_LEADER_NOT_AVAILABLE);
             }
             eligible_leaders::take_leader(&mut next, preferred);
@@ -864,13 +878,13 @@ fn elected(
             if state.leader != NO_LEADER {
                 return Err(error_code::ELECTION_NOT_NEEDED);
             }
-            cause.unclean_election = elect_any(&mut next, eligible, rules.enabled, true)
+            unclean = elect_any(&mut next, eligible, rules.enabled, true)
                 .ok_or(error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
         }
     }
     next.leader_epoch += 1;
     next.partition_epoch += 1;
-    eligible_leaders::record_change(state, &mut next, rules, cause);
+    eligible_leaders::finish(state, &mut next, rules, unclean);
     Ok(next)
 }
 
@@ -975,23 +989,25 @@ fn move_away(
             if in_isr && (state.isr.len() > 1 || rules.enabled) {
                 next.isr.retain(|&id| id != broker);
             }
-            let mut cause = Cause {
-                unclean_election: false,
-                unclean_shutdown: unclean_shutdown.then_some(broker),
-            };
-            if leads {
-                match elect_any(
-                    &mut next,
-                    eligible,
-                    rules.enabled,
-                    unclean_allowed(image, name),
-                ) {
-                    Some(unclean) => cause.unclean_election = unclean,
-                    None => next.leader = NO_LEADER,
+            eligible_leaders::populate(state, &mut next, rules, unclean_shutdown.then_some(broker));
+            // Kafka elects for every partition it changes: one this broker led, and one
+            // without a leader whose ELR or last known leader the change may free.
+            let mut unclean = false;
+            if leads || state.leader == NO_LEADER {
+                let allowed = unclean_allowed(image, name);
+                match elect_any(&mut next, eligible, rules.enabled, allowed) {
+                    Some(was_unclean) => {
+                        unclean = was_unclean;
+                        next.leader_epoch += 1;
+                    }
+                    None if leads => {
+                        next.leader = NO_LEADER;
+                        next.leader_epoch += 1;
+                    }
+                    None => {}
                 }
-                next.leader_epoch += 1;
             }
-            eligible_leaders::record_change(state, &mut next, rules, cause);
+            eligible_leaders::finish(state, &mut next, rules, unclean);
             if next != *state {
                 next.partition_epoch += 1;
                 records.push(change(name, index, next));
@@ -1000,30 +1016,34 @@ fn move_away(
     }
 }
 
-/// A partition without `broker`'s failed replica: out of the ISR and, if it led, led by
-/// the first other in-sync, eligible replica. None when nothing changes: the broker is
-/// not in the ISR, or it is the only in-sync replica (taking it out would leave the
-/// partition without a leader and lose what it still serves).
+/// A partition without `broker`'s failed replica: out of the ISR and the ELR (it may have
+/// lost records) and, if it led, led by the first other in-sync, eligible replica (or,
+/// the ISR being empty, ELR member). None when nothing changes: the broker is in neither,
+/// or it is the only replica that may lead (taking it out would leave the partition
+/// without a leader and lose what it still serves).
 fn without_failed_replica(
     image: &MetadataImage,
+    topic: &str,
     state: &PartitionState,
     broker: BrokerId,
 ) -> Option<PartitionState> {
-    if !state.isr.contains(&broker) {
+    let in_isr = state.isr.contains(&broker);
+    if !in_isr && !state.elr.contains(&broker) {
         return None;
     }
+    let rules = eligible_leaders::rules(image, topic);
     let mut next = state.clone();
     next.isr.retain(|&id| id != broker);
+    eligible_leaders::populate(state, &mut next, rules, Some(broker));
+    let mut unclean = false;
     if state.leader == broker {
-        next.leader = next
-            .replicas
-            .iter()
-            .copied()
-            .find(|&id| next.isr.contains(&id) && image.is_eligible(id))?;
+        let eligible = |id: BrokerId| id != broker && image.is_eligible(id);
+        unclean = elect_any(&mut next, eligible, rules.enabled, false)?;
         next.leader_epoch += 1;
-    } else if next.isr.is_empty() {
+    } else if in_isr && next.isr.is_empty() {
         return None;
     }
+    eligible_leaders::finish(state, &mut next, rules, unclean);
     next.partition_epoch += 1;
     Some(next)
 }
@@ -1040,6 +1060,7 @@ fn elect_leaderless(image: &MetadataImage, records: &mut Vec<MetadataRecord>) {
                 continue;
             }
             let mut next = state.clone();
+            eligible_leaders::populate(state, &mut next, rules, None);
             let Some(unclean) = elect_any(
                 &mut next,
                 eligible,
@@ -1050,11 +1071,7 @@ fn elect_leaderless(image: &MetadataImage, records: &mut Vec<MetadataRecord>) {
             };
             next.leader_epoch += 1;
             next.partition_epoch += 1;
-            let cause = Cause {
-                unclean_election: unclean,
-                unclean_shutdown: None,
-            };
-            eligible_leaders::record_change(state, &mut next, rules, cause);
+            eligible_leaders::finish(state, &mut next, rules, unclean);
             records.push(change(name, index, next));
         }
     }

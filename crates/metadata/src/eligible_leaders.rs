@@ -9,9 +9,12 @@
 //! partition lost its leader is kept (last known ELR) and elected, as an unclean election,
 //! when the ISR and the ELR are both empty and it comes back: Kafka's "balanced recovery".
 //!
-//! The flows that change a partition (controller.rs) choose its ISR and leader with
-//! [`valid_new_leader`] and [`last_known_leader`]; [`record_change`] then works out the ELR
-//! and last known ELR of the result from the state before.
+//! The flows that change a partition (controller.rs) do it in Kafka's order: choose the
+//! ISR, [`populate`] the ELR from it, elect a leader ([`valid_new_leader`],
+//! [`last_known_leader`]), then [`finish`]; [`record_change`] is both for a change without
+//! an election.
+
+use std::collections::BTreeMap;
 
 use crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
 use crate::image::{MetadataImage, PartitionState};
@@ -31,14 +34,29 @@ pub struct ElrRules {
 /// The rules for `topic`'s partitions: the feature's finalized level, and Kafka's
 /// effective min ISR (getTopicEffectiveMinIsr): the topic's min.insync.replicas, else the
 /// cluster-wide dynamic one (which the first active controller records from its start
-/// setting, as Kafka's format does), else 1; never above the replication factor.
+/// setting, as Kafka's format does), else 1; never above the replication factor. A
+/// per-broker dynamic value lower than that (stored while ELR was off, or by an older
+/// Strand: Kafka strips them when ELR is turned on, and so does `SetFeatures`) lowers it:
+/// a leader using it moves its high watermark with fewer replicas, and the ELR must not
+/// count on more.
 pub fn rules(image: &MetadataImage, topic: &str) -> ElrRules {
+    let parse = |value: &String| value.trim().parse::<usize>().ok();
     let topic_image = image.topic(topic);
-    let configured = topic_image
-        .and_then(|t| t.configs.get(MIN_INSYNC_REPLICAS))
-        .or_else(|| image.default_broker_configs.get(MIN_INSYNC_REPLICAS))
-        .and_then(|value| value.trim().parse::<usize>().ok())
-        .unwrap_or(1);
+    let configured = match topic_image.and_then(|t| t.configs.get(MIN_INSYNC_REPLICAS)) {
+        Some(own) => parse(own).unwrap_or(1),
+        None => {
+            let cluster = image
+                .default_broker_configs
+                .get(MIN_INSYNC_REPLICAS)
+                .and_then(parse)
+                .unwrap_or(1);
+            image
+                .broker_configs
+                .values()
+                .filter_map(|configs| configs.get(MIN_INSYNC_REPLICAS).and_then(parse))
+                .fold(cluster, usize::min)
+        }
+    };
     let replication_factor = topic_image
         .and_then(|t| t.partitions.first())
         .map_or(usize::MAX, |p| p.replicas.len());
@@ -88,64 +106,85 @@ pub fn last_known_leader(
     }
 }
 
-/// Why a partition changes, as far as its ELR is concerned.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Cause {
-    /// The new leader was elected uncleanly (any replica, or the last known leader): the
-    /// ELR is forgotten.
-    pub unclean_election: bool,
-    /// A broker that restarted without a clean shutdown: not eligible from now on.
-    pub unclean_shutdown: Option<BrokerId>,
-}
-
-/// Sets `next`'s ELR and last known ELR for a change from `prev` whose ISR and leader its
-/// flow chose (Kafka's maybePopulateTargetElr, maybeUpdateRecordElr and
-/// maybeUpdateLastKnownLeader, in their order).
-pub fn record_change(
+/// Kafka's maybePopulateTargetElr, before a change's election: with the ISR the change
+/// leaves (`next.isr`) below min ISR, the replicas that were in the ISR or the ELR and are
+/// not in it now are eligible (but a replica restarting uncleanly, and only replicas: a
+/// reassignment completing below min ISR drops some, which Kafka's builder would keep);
+/// at min ISR nobody is.
+pub fn populate(
     prev: &PartitionState,
     next: &mut PartitionState,
     rules: ElrRules,
-    cause: Cause,
+    unclean_shutdown: Option<BrokerId>,
 ) {
     if !rules.enabled {
-        // Kafka clears the ELR of any change while the feature is off and leaves the last
-        // known leader as it was.
+        return;
+    }
+    if next.isr.len() >= rules.min_isr {
         next.elr.clear();
         return;
     }
-    // Kafka works the ELR out before the election: a leader the election took from the
-    // ELR was not yet in the ISR it compares with min ISR.
-    let elected_from_elr = next.leader != NO_LEADER
-        && next.leader != prev.leader
-        && !prev.isr.contains(&next.leader)
-        && prev.elr.contains(&next.leader);
-    let isr_before_election: Vec<BrokerId> = if elected_from_elr {
-        Vec::new()
-    } else {
-        next.isr.clone()
-    };
-    next.elr = if isr_before_election.len() >= rules.min_isr || cause.unclean_election {
-        Vec::new()
-    } else {
-        let mut elr: Vec<BrokerId> = prev
-            .elr
-            .iter()
-            .chain(&prev.isr)
-            .copied()
-            // Only replicas: a reassignment completing below min ISR drops some, which
-            // Kafka's builder would keep in the ELR.
-            .filter(|id| next.replicas.contains(id) && !next.isr.contains(id))
-            .filter(|id| Some(*id) != cause.unclean_shutdown)
-            .collect();
-        elr.sort_unstable();
-        elr.dedup();
-        elr
-    };
+    let mut elr: Vec<BrokerId> = prev
+        .elr
+        .iter()
+        .chain(&prev.isr)
+        .copied()
+        .filter(|id| next.replicas.contains(id) && !next.isr.contains(id))
+        .filter(|id| Some(*id) != unclean_shutdown)
+        .collect();
+    elr.sort_unstable();
+    elr.dedup();
+    next.elr = elr;
+}
+
+/// After a change's election (Kafka's maybeUpdateRecordElr and
+/// maybeUpdateLastKnownLeader): an ELR member elected is in the ISR now, not the ELR; an
+/// unclean election, or ELR off, forgets the ELR; the last known leader is the leader the
+/// partition had when it lost it, cleared once it has one again (ELR off: left as is).
+pub fn finish(
+    prev: &PartitionState,
+    next: &mut PartitionState,
+    rules: ElrRules,
+    unclean_election: bool,
+) {
+    if !rules.enabled || unclean_election {
+        next.elr.clear();
+    }
+    let isr = next.isr.clone();
+    next.elr.retain(|id| !isr.contains(id));
+    if !rules.enabled {
+        return;
+    }
     if next.leader == NO_LEADER && prev.leader != NO_LEADER && prev.last_known_elr.is_empty() {
         next.last_known_elr = vec![prev.leader];
     } else if next.leader != NO_LEADER && !prev.last_known_elr.is_empty() {
         next.last_known_elr.clear();
     }
+}
+
+/// [`populate`] and [`finish`] for a change without an election of its own (an ISR the
+/// leader changed, a reassignment step, a failed replica leaving).
+pub fn record_change(prev: &PartitionState, next: &mut PartitionState, rules: ElrRules) {
+    populate(prev, next, rules, None);
+    finish(prev, next, rules, false);
+}
+
+/// The changes that strip every per-broker min.insync.replicas when eligible leader
+/// replicas are turned on (Kafka's maybeGenerateElrSafetyRecords): the brokers' config sets
+/// without it.
+pub fn without_per_broker_min_isr(
+    image: &MetadataImage,
+) -> Vec<(BrokerId, BTreeMap<String, String>)> {
+    image
+        .broker_configs
+        .iter()
+        .filter(|(_, configs)| configs.contains_key(MIN_INSYNC_REPLICAS))
+        .map(|(broker, configs)| {
+            let mut kept = configs.clone();
+            kept.remove(MIN_INSYNC_REPLICAS);
+            (*broker, kept)
+        })
+        .collect()
 }
 
 /// The ELR and last known ELR cleared (Kafka's ClearElrRecord, written when a topic's or
@@ -201,16 +240,12 @@ mod tests {
         state
     }
 
-    fn changed(
-        prev: &PartitionState,
-        isr: &[BrokerId],
-        leader: BrokerId,
-        cause: Cause,
-    ) -> PartitionState {
+    /// A change of ISR and leader without an election of its own.
+    fn changed(prev: &PartitionState, isr: &[BrokerId], leader: BrokerId) -> PartitionState {
         let mut next = prev.clone();
         next.isr = isr.to_vec();
         next.leader = leader;
-        record_change(prev, &mut next, ON, cause);
+        record_change(prev, &mut next, ON);
         next
     }
 
@@ -218,18 +253,18 @@ mod tests {
     fn replicas_leaving_below_min_isr_become_eligible() {
         let full = state(&[1, 2, 3], 1, &[]);
         // Down to min ISR: nobody is eligible outside the ISR.
-        let at_min = changed(&full, &[1, 2], 1, Cause::default());
+        let at_min = changed(&full, &[1, 2], 1);
         assert!(at_min.elr.is_empty());
         // Below it: the replica that left holds every committed record.
-        let below = changed(&at_min, &[1], 1, Cause::default());
+        let below = changed(&at_min, &[1], 1);
         assert_eq!(below.elr, vec![2]);
         // The last ISR member goes (fenced): the ISR is empty, both are eligible, and the
         // leader it had is the last known one.
-        let empty = changed(&below, &[], NO_LEADER, Cause::default());
+        let empty = changed(&below, &[], NO_LEADER);
         assert_eq!(empty.elr, vec![1, 2]);
         assert_eq!(empty.last_known_elr, vec![1]);
         // Back at min ISR: the ELR is forgotten.
-        let back = changed(&below, &[1, 3], 1, Cause::default());
+        let back = changed(&below, &[1, 3], 1);
         assert!(back.elr.is_empty());
     }
 
@@ -239,36 +274,35 @@ mod tests {
         assert!(valid_new_leader(&empty, 2, true, |_| true));
         assert!(!valid_new_leader(&empty, 2, false, |_| true));
         assert!(!valid_new_leader(&empty, 3, true, |_| true));
-        let mut next = empty.clone();
-        take_leader(&mut next, 2);
-        assert_eq!(next.isr, vec![2]);
-        record_change(&empty, &mut next, ON, Cause::default());
-        assert_eq!(next.elr, vec![1]);
-        // With min ISR 1 Kafka still keeps the other member: it compared the ISR before
-        // the election (empty) with min ISR.
-        let mut next = empty.clone();
-        take_leader(&mut next, 2);
-        let min_one = ElrRules {
-            enabled: true,
-            min_isr: 1,
-        };
-        record_change(&empty, &mut next, min_one, Cause::default());
-        assert_eq!(next.elr, vec![1]);
+        // Kafka's order: the ELR is worked out with the ISR before the election (empty,
+        // below min ISR even at min ISR 1), then the elected member leaves it.
+        for min_isr in [1, 2] {
+            let rules = ElrRules {
+                enabled: true,
+                min_isr,
+            };
+            let mut next = empty.clone();
+            populate(&empty, &mut next, rules, None);
+            take_leader(&mut next, 2);
+            finish(&empty, &mut next, rules, false);
+            assert_eq!(next.isr, vec![2]);
+            assert_eq!(next.elr, vec![1], "min ISR {min_isr}");
+        }
     }
 
     #[test]
     fn an_unclean_shutdown_or_election_forgets_eligibility() {
         let empty = state(&[], NO_LEADER, &[1, 2]);
-        let shutdown = Cause {
-            unclean_election: false,
-            unclean_shutdown: Some(2),
-        };
-        assert_eq!(changed(&empty, &[], NO_LEADER, shutdown).elr, vec![1]);
-        let unclean = Cause {
-            unclean_election: true,
-            unclean_shutdown: None,
-        };
-        assert!(changed(&empty, &[3], 3, unclean).elr.is_empty());
+        let mut next = empty.clone();
+        populate(&empty, &mut next, ON, Some(2));
+        finish(&empty, &mut next, ON, false);
+        assert_eq!(next.elr, vec![1]);
+        let mut next = empty.clone();
+        populate(&empty, &mut next, ON, None);
+        next.leader = 3;
+        next.isr = vec![3];
+        finish(&empty, &mut next, ON, true);
+        assert!(next.elr.is_empty());
     }
 
     #[test]
@@ -282,11 +316,11 @@ mod tests {
         with_elr.elr = vec![2];
         assert_eq!(last_known_leader(&with_elr, true, |_| true), None);
         // Elected: the last known leader is cleared.
-        let unclean = Cause {
-            unclean_election: true,
-            unclean_shutdown: None,
-        };
-        assert!(changed(&lost, &[1], 1, unclean).last_known_elr.is_empty());
+        let mut next = lost.clone();
+        next.leader = 1;
+        next.isr = vec![1];
+        finish(&lost, &mut next, ON, true);
+        assert!(next.last_known_elr.is_empty());
     }
 
     #[test]
@@ -298,9 +332,26 @@ mod tests {
             enabled: false,
             min_isr: 2,
         };
-        record_change(&prev, &mut next, off, Cause::default());
+        record_change(&prev, &mut next, off);
         assert!(next.elr.is_empty());
         assert_eq!(next.last_known_elr, vec![3]);
+    }
+
+    #[test]
+    fn a_lower_per_broker_min_isr_lowers_the_rule() {
+        let mut image = MetadataImage::default();
+        image.default_broker_configs =
+            BTreeMap::from([(MIN_INSYNC_REPLICAS.to_string(), "3".to_string())]);
+        assert_eq!(rules(&image, "none").min_isr, 3);
+        image.broker_configs.insert(
+            2,
+            BTreeMap::from([(MIN_INSYNC_REPLICAS.to_string(), "2".to_string())]),
+        );
+        assert_eq!(rules(&image, "none").min_isr, 2);
+        assert_eq!(
+            without_per_broker_min_isr(&image),
+            vec![(2, BTreeMap::new())]
+        );
     }
 
     #[test]

@@ -130,6 +130,32 @@ fn fencing_a_leader_elects_from_the_isr_and_bumps_the_epoch() {
     }
 }
 
+/// A new incarnation of broker `id` registers (after a clean shutdown or not), then, if
+/// `unfenced`, heartbeats its way out of fencing.
+fn restart(
+    image: &mut MetadataImage,
+    id: BrokerId,
+    incarnation: Uuid,
+    unclean_shutdown: bool,
+    unfenced: bool,
+) {
+    apply(
+        image,
+        &ControllerCommand::RegisterBroker {
+            id,
+            host: "h".into(),
+            port: 1,
+            rack: None,
+            incarnation,
+            listeners: Vec::new(),
+            unclean_shutdown,
+        },
+    );
+    if unfenced {
+        apply(image, &ControllerCommand::UnfenceBroker { id, incarnation });
+    }
+}
+
 fn set_features(image: &mut MetadataImage, name: &str, level: i16) {
     apply(
         image,
@@ -249,34 +275,14 @@ fn an_unclean_restart_leaves_the_elr_and_the_last_leader_comes_back_uncleanly() 
         fence(&mut image, id);
     }
     let last = replicas[2];
-    let restart = |image: &mut MetadataImage, id: BrokerId, unclean_shutdown: bool| {
-        apply(
-            image,
-            &ControllerCommand::RegisterBroker {
-                id,
-                host: "h".into(),
-                port: 1,
-                rack: None,
-                incarnation: Uuid::from_u128(0x1000 + id as u128),
-                listeners: Vec::new(),
-                unclean_shutdown,
-            },
-        );
-        apply(
-            image,
-            &ControllerCommand::UnfenceBroker {
-                id,
-                incarnation: Uuid::from_u128(0x1000 + id as u128),
-            },
-        );
-    };
+    let crashed = |id: BrokerId| Uuid::from_u128(0x1000 + id as u128);
     // Both ELR members restart after a crash: neither is eligible any more.
-    restart(&mut image, replicas[1], true);
+    restart(&mut image, replicas[1], crashed(replicas[1]), true, true);
     let state = image.partition("t", 0).unwrap().clone();
     assert_eq!(state.leader, NO_LEADER);
     assert_eq!(state.elr, vec![last]);
     assert_eq!(state.last_known_elr, vec![last]);
-    restart(&mut image, last, true);
+    restart(&mut image, last, crashed(last), true, true);
     // The ISR and the ELR are empty: the last known leader is elected, uncleanly.
     let state = image.partition("t", 0).unwrap().clone();
     assert_eq!(state.leader, last, "{state:?}");
@@ -293,18 +299,7 @@ fn a_clean_restart_keeps_the_elr_place() {
         fence(&mut image, id);
     }
     let last = replicas[2];
-    apply(
-        &mut image,
-        &ControllerCommand::RegisterBroker {
-            id: last,
-            host: "h".into(),
-            port: 1,
-            rack: None,
-            incarnation: Uuid::from_u128(0x2000),
-            listeners: Vec::new(),
-            unclean_shutdown: false,
-        },
-    );
+    restart(&mut image, last, Uuid::from_u128(0x2000), false, false);
     assert_eq!(image.partition("t", 0).unwrap().elr, vec![last]);
 }
 
@@ -676,9 +671,10 @@ proptest! {
                     // From the old ISR, or (an ISR expansion completing a reassignment)
                     // from the replicas the leader just reported in sync.
                     // With ELR, once the change empties the ISR: an ELR member, or the
-                    // last leader when the ELR is empty too.
+                    // last leader when the ELR is empty too (perhaps emptied by this
+                    // change: an unclean restart), an unclean election forgetting the ELR.
                     let from_elr = old.elr.contains(&new.leader);
-                    let last_known = old.elr.is_empty() && old.last_known_elr == [new.leader];
+                    let last_known = old.last_known_elr == [new.leader] && new.elr.is_empty();
                     if new.leader != NO_LEADER && !matches!(step, Step::Expand(_)) {
                         prop_assert!(
                             old.isr.contains(&new.leader) || from_elr || last_known,
@@ -1445,4 +1441,81 @@ fn a_user_operation_writes_at_most_kafkas_record_bound() {
         },
     );
     assert!(refused(&reply) && records.is_empty());
+}
+
+/// Topic "t", one partition on two replicas [a, b], min ISR 2; the image, a and b.
+fn two_replicas_min_isr_two() -> (MetadataImage, BrokerId, BrokerId) {
+    let mut image = cluster(&[1, 2, 3]);
+    create(&mut image, new_topic("t", 1, 2));
+    set_topic_configs(&mut image, "t", &[("min.insync.replicas", "2")]);
+    let replicas = image.partition("t", 0).unwrap().replicas.clone();
+    (image, replicas[0], replicas[1])
+}
+
+/// [`two_replicas_min_isr_two`] with b fenced (ISR [a], ELR [b]), then unfenced out of the
+/// ISR.
+fn elr_of_two() -> (MetadataImage, BrokerId, BrokerId) {
+    let (mut image, a, b) = two_replicas_min_isr_two();
+    fence(&mut image, b);
+    unfence(&mut image, b);
+    let state = image.partition("t", 0).unwrap();
+    assert_eq!((state.isr.clone(), state.elr.clone()), (vec![a], vec![b]));
+    (image, a, b)
+}
+
+#[test]
+fn a_broker_registering_without_a_registration_on_record_leaves_every_elr() {
+    let (mut image, a, b) = two_replicas_min_isr_two();
+    fence(&mut image, b);
+    fence(&mut image, a);
+    let state = image.partition("t", 0).unwrap();
+    assert_eq!(state.elr, vec![a.min(b), a.max(b)]);
+    // b is unregistered and comes back (say on a new disk): it may not lead from the ELR.
+    apply(&mut image, &ControllerCommand::UnregisterBroker { id: b });
+    restart(&mut image, b, Uuid::from_u128(0x3000), false, true);
+    let state = image.partition("t", 0).unwrap();
+    assert_eq!(state.leader, NO_LEADER, "{state:?}");
+    assert_eq!(state.elr, vec![a]);
+}
+
+#[test]
+fn a_failed_sole_in_sync_leader_hands_over_to_the_elr_and_a_failed_elr_member_leaves_it() {
+    let (mut image, a, b) = elr_of_two();
+    // ISR [a], ELR [b]: a's log fails; b, eligible, takes over with an ISR of itself.
+    assert!(replica_failed(&mut image, a, "t").is_ok());
+    let state = image.partition("t", 0).unwrap().clone();
+    assert_eq!((state.leader, state.isr.clone()), (b, vec![b]));
+    assert!(
+        state.elr.is_empty(),
+        "the failed replica is not eligible: {state:?}"
+    );
+
+    let (mut image, _, b) = elr_of_two();
+    assert!(replica_failed(&mut image, b, "t").is_ok());
+    assert!(image.partition("t", 0).unwrap().elr.is_empty());
+}
+
+#[test]
+fn turning_elr_on_strips_per_broker_min_isr() {
+    let mut image = cluster(&[1, 2, 3]);
+    set_features(&mut image, ELIGIBLE_LEADER_REPLICAS_VERSION, 0);
+    let per_broker = BTreeMap::from([
+        ("min.insync.replicas".to_string(), "1".to_string()),
+        ("log.cleaner.threads".to_string(), "2".to_string()),
+    ]);
+    apply(
+        &mut image,
+        &ControllerCommand::SetBrokerConfigs {
+            broker: Some(2),
+            configs: per_broker,
+        },
+    );
+    set_features(&mut image, ELIGIBLE_LEADER_REPLICAS_VERSION, 1);
+    assert_eq!(
+        image.broker_configs.get(&2),
+        Some(&BTreeMap::from([(
+            "log.cleaner.threads".to_string(),
+            "2".to_string()
+        )]))
+    );
 }

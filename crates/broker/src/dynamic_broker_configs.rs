@@ -433,7 +433,7 @@ impl Broker {
         let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
         let current = self.dynamic_configs_of(broker);
         eligible_leaders::check_min_isr_config(
-            self.eligible_leader_replicas_enabled(),
+            eligible_leaders::enabled(&self.finalized_features()),
             broker,
             current.get(min_isr).map(String::as_str),
             configs.get(min_isr).map(String::as_str),

@@ -66,14 +66,6 @@ impl Broker {
         self.finalized_features().level(STREAMS_VERSION) >= 1
     }
 
-    /// `eligible.leader.replicas.version` 1 or more: the controller keeps eligible leader
-    /// replicas (KIP-966), and a dynamic min.insync.replicas is cluster-wide only.
-    pub fn eligible_leader_replicas_enabled(&self) -> bool {
-        self.finalized_features()
-            .level(strand_metadata::features::ELIGIBLE_LEADER_REPLICAS_VERSION)
-            >= 1
-    }
-
     /// UpdateFeatures: Kafka's checks, then in a cluster through the controller (answered
     /// once this broker's image has the levels), on a single node in its file.
     pub async fn update_features(

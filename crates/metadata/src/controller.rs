@@ -308,12 +308,11 @@ pub fn decide(
                 previous => {
                     // A new incarnation: the old one's leaderships and ISR places go
                     // first, as if it had been fenced; after an unclean shutdown (with
-                    // ELR on) its ELR places too.
-                    // A broker registering with no registration on record (new, or
-                    // unregistered and back, perhaps on a new disk) cannot have shut down
-                    // cleanly as far as the controller knows (Kafka's stored epoch -2):
-                    // it leaves any ELR it was left in.
-                    let elr_on = eligible_leaders::enabled(image);
+                    // ELR on) its ELR places too. A broker with no registration on record
+                    // (new, or unregistered and back, perhaps on a new disk) cannot have
+                    // shut down cleanly as far as the controller knows (Kafka's stored
+                    // epoch -2): it leaves any ELR it was left in.
+                    let elr_on = eligible_leaders::enabled(&image.features);
                     if previous.is_some() {
                         records.push(MetadataRecord::FenceBroker { id: *id });
                         move_away(image, *id, *unclean_shutdown && elr_on, &mut records);
@@ -451,7 +450,7 @@ pub fn decide(
             });
             let elr = crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
             let turned_on = levels.get(elr).is_some_and(|level| *level >= 1)
-                && !eligible_leaders::enabled(image);
+                && !eligible_leaders::enabled(&image.features);
             if turned_on {
                 // Kafka's maybeGenerateElrSafetyRecords: no broker keeps its own
                 // min.insync.replicas once the controller's ELR relies on one value.
@@ -609,16 +608,6 @@ pub fn decide(
                 *partition_epoch,
                 isr,
             )
-            .map(|mut state| {
-                if let Some(prev) = image.partition(topic, *partition) {
-                    eligible_leaders::record_change(
-                        prev,
-                        &mut state,
-                        eligible_leaders::rules(image, topic),
-                    );
-                }
-                state
-            })
             .inspect(|state| {
                 records.push(MetadataRecord::ChangePartition {
                     topic: topic.clone(),
@@ -712,10 +701,9 @@ pub fn decide(
                     id: cluster_id.clone(),
                 });
                 let min_isr = eligible_leaders::MIN_INSYNC_REPLICAS;
-                if let Some(value) = min_insync_replicas.filter(|_| {
-                    eligible_leaders::enabled(image)
-                        && !image.default_broker_configs.contains_key(min_isr)
-                }) {
+                let record = eligible_leaders::enabled(&image.features)
+                    && !image.default_broker_configs.contains_key(min_isr);
+                if let (true, Some(value)) = (record, min_insync_replicas) {
                     let mut configs = image.default_broker_configs.clone();
                     configs.insert(min_isr.to_string(), value.to_string());
                     records.push(MetadataRecord::SetBrokerConfigs {
@@ -1311,13 +1299,13 @@ fn alter_partition(
     let mut next = state.clone();
     next.isr = isr.to_vec();
     // The ISR may now complete a reassignment in progress, which can move leadership.
-    Ok(
-        reassignment::settle(image, state, next, false).unwrap_or_else(|| {
-            let mut same = state.clone();
-            same.partition_epoch += 1;
-            same
-        }),
-    )
+    let mut next = reassignment::settle(image, state, next, false).unwrap_or_else(|| {
+        let mut same = state.clone();
+        same.partition_epoch += 1;
+        same
+    });
+    eligible_leaders::record_change(state, &mut next, eligible_leaders::rules(image, topic));
+    Ok(next)
 }
 
 #[cfg(test)]

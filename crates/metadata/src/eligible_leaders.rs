@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::features::ELIGIBLE_LEADER_REPLICAS_VERSION;
+use crate::features::{FinalizedFeatures, ELIGIBLE_LEADER_REPLICAS_VERSION};
 use crate::image::{MetadataImage, PartitionState};
 use crate::{BrokerId, NO_LEADER};
 
@@ -61,13 +61,15 @@ pub fn rules(image: &MetadataImage, topic: &str) -> ElrRules {
         .and_then(|t| t.partitions.first())
         .map_or(usize::MAX, |p| p.replicas.len());
     ElrRules {
-        enabled: enabled(image),
+        enabled: enabled(&image.features),
         min_isr: configured.min(replication_factor),
     }
 }
 
-pub fn enabled(image: &MetadataImage) -> bool {
-    image.features.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
+/// `eligible.leader.replicas.version` 1 or more: the controller keeps ELRs, and a dynamic
+/// min.insync.replicas is cluster-wide only.
+pub fn enabled(features: &FinalizedFeatures) -> bool {
+    features.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
 }
 
 /// Kafka's isValidNewLeader: an ISR member, or, while the ISR is empty, an ELR member.
@@ -150,8 +152,8 @@ pub fn finish(
     if !rules.enabled || unclean_election {
         next.elr.clear();
     }
-    let isr = next.isr.clone();
-    next.elr.retain(|id| !isr.contains(id));
+    let PartitionState { isr, elr, .. } = next;
+    elr.retain(|id| !isr.contains(id));
     if !rules.enabled {
         return;
     }

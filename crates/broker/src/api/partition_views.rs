@@ -1,6 +1,6 @@
 //! A topic's partitions as clients are told about them (leader, epoch, replicas, ISR,
-//! eligible leader replicas, offline replicas), for Metadata and DescribeTopicPartitions alike: this node on a
-//! single node, the metadata image in a cluster.
+//! eligible leader replicas, offline replicas), for Metadata and DescribeTopicPartitions
+//! alike: this node on a single node, the metadata image in a cluster.
 
 use crate::broker::Broker;
 use crate::error_code;

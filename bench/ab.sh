@@ -36,10 +36,12 @@ one_run() { # label binary
     report=$("$new" bench --bootstrap "127.0.0.1:$port" --topic ab --quiet "$@" 2>&1 |
         grep -E "produced|consumed|latency" | tr -s ' ' | tr '\n' ';')
     # The broker's CPU time over the run (user + system), less noisy than throughput.
-    local ticks cpu
-    ticks=$(awk '{print $14 + $15}' "/proc/$broker/stat")
-    cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}')
-    echo "$label: $report broker cpu ${cpu} s;"
+    # Its user part alone too: a change to Strand's own code (an optimization setting, say)
+    # shows there, apart from the kernel's share, which the page cache's state sways.
+    local cpu user
+    read -r cpu user < <(awk -v hz="$(getconf CLK_TCK)" \
+        '{printf "%.2f %.2f\n", ($14 + $15) / hz, $14 / hz}' "/proc/$broker/stat")
+    echo "$label: $report broker cpu ${cpu} s; broker user cpu ${user} s;" | tee -a "$work/runs"
     kill "$broker"
     wait "$broker" 2>/dev/null || true
 }
@@ -53,3 +55,22 @@ for run in $(seq "$runs"); do
         one_run old "$old" "$@"
     fi
 done
+
+# Medians over the runs, and new/old ratios: produce throughput, and the broker's CPU (all
+# and user) per million records produced.
+python3 - "$work/runs" <<'PYTHON'
+import re, statistics, sys
+runs = {"old": [], "new": []}
+for line in open(sys.argv[1]):
+    m = re.match(r"(old|new): produced (\d+) records.*?([\d.]+) MB/s;.*broker cpu ([\d.]+) s; "
+                 r"broker user cpu ([\d.]+) s", line)
+    if m:
+        records = int(m[2]) / 1e6
+        runs[m[1]].append((float(m[3]), float(m[4]) / records, float(m[5]) / records))
+if runs["old"] and runs["new"]:
+    medians = {k: [statistics.median(r[i] for r in v) for i in range(3)] for k, v in runs.items()}
+    for label, i in (("produce MB/s", 0), ("broker cpu s per M records", 1),
+                     ("broker user cpu s per M records", 2)):
+        old, new = medians["old"][i], medians["new"][i]
+        print(f"median {label}: old {old:.3f}, new {new:.3f}, new/old {new / old:.3f}")
+PYTHON

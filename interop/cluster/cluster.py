@@ -119,9 +119,13 @@ def free_port():
 
 
 class Cluster:
-    def __init__(self, binary, root, nodes=3, settings=None, use_netns=None):
+    def __init__(self, binary, root, nodes=3, settings=None, use_netns=None, lazyfs=None):
         self.binary = binary
         self.root = root
+        # strand-lazyfs: with it each node's data directory is a mount of it over
+        # ROOT/nI.disk, and lose_power(i) loses what the node had not fsynced.
+        self.lazyfs = lazyfs
+        self.mounts = {}
         self.ids = list(range(1, nodes + 1))
         self.settings = settings or {}
         self.use_netns = (os.geteuid() == 0) if use_netns is None else use_netns
@@ -198,10 +202,50 @@ class Cluster:
     def controllers(self):
         return ",".join(f"{i}@{h}:{q}" for i, (h, _, q) in self.addr.items())
 
+    # --- disks -----------------------------------------------------------------------
+    def data_dir(self, i):
+        return os.path.join(self.root, f"n{i}")
+
+    def mount(self, i):
+        """Mounts node i's data directory through strand-lazyfs (if the cluster has it)."""
+        if self.lazyfs is None or (i in self.mounts and self.mounts[i].poll() is None):
+            return
+        backing, mountpoint = self.data_dir(i) + ".disk", self.data_dir(i)
+        os.makedirs(backing, exist_ok=True)
+        os.makedirs(mountpoint, exist_ok=True)
+        out = open(os.path.join(self.root, f"n{i}.lazyfs.log"), "a")
+        self.mounts[i] = subprocess.Popen([self.lazyfs, backing, mountpoint], stdout=out, stderr=out)
+        until(f"node {i}'s data directory mounted",
+              lambda: any(line.split()[1] == mountpoint for line in open("/proc/mounts")), timeout=10)
+
+    def lose_power(self, i):
+        """Node i loses power: the node and its file system are killed at once (its data
+        not yet fsynced is lost), then the dead mount is detached. start(i) powers it on."""
+        self.kill(i)
+        fs = self.mounts.pop(i, None)
+        if fs is not None:
+            fs.kill()
+            fs.wait()
+            sh("umount", "-l", self.data_dir(i), check=False)
+
+    def unmount_all(self):
+        """Unmounts every data directory cleanly (data written back): nodes stopped first."""
+        for i, fs in list(self.mounts.items()):
+            if fs.poll() is None:
+                fs.send_signal(signal.SIGTERM)
+                try:
+                    fs.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    fs.kill()
+                    fs.wait()
+                    sh("umount", "-l", self.data_dir(i), check=False)
+            del self.mounts[i]
+
     def start(self, i):
+        self.mount(i)
         host, port, quorum = self.addr[i]
         command = [self.binary, "serve", "--node-id", str(i), "--config", self.config,
-                   "--data-dir", os.path.join(self.root, f"n{i}"),
+                   "--data-dir", self.data_dir(i),
                    "--listen", f"{host}:{port}", "--controllers", self.controllers(),
                    "--http-listen", "%s:%d" % self.http[i]]
         if self.use_netns:
@@ -296,6 +340,7 @@ class Cluster:
         """Kills every node and removes the network (the data stays)."""
         for i in self.ids:
             self.kill(i)
+        self.unmount_all()
         self.teardown_network()
 
     def wait_port(self, i, timeout=30):

@@ -9,6 +9,9 @@ by a seeded schedule, repeatedly
   partition     cuts a node off from the other nodes (network namespaces + iptables;
                 clients still reach it), then heals it
   restart-all   kill -9s every node, then starts them all.
+  power-loss    (only with --faults naming it) one node, or every node at once, loses
+                power: each data directory is a strand-lazyfs mount, killed with the
+                node, so what the node had not fsynced is lost as in a power cut.
 Then everything is healed, producers flush, and the checker reads the whole topic:
 
   lost        acknowledged writes missing (or at another offset) in the final log
@@ -28,6 +31,8 @@ and checks the transactions instead (nemesis_txn.py says what).
   interop/cluster/nemesis.py                 short run (CI)
   interop/cluster/nemesis.py --duration 600  long run
   interop/cluster/nemesis.py --workload txn --duration 300
+  interop/cluster/nemesis.py --faults power-loss --flush every-batch
+  interop/cluster/nemesis.py --faults power-loss,kill-leader,pause --duration 300
 """
 
 import argparse
@@ -61,22 +66,31 @@ SETTINGS = {
     "group_initial_rebalance_delay_ms": 0,
 }
 FAULTS = ["kill-leader", "pause", "partition", "restart-all"]
+# Faults run only when --faults names them.
+OPT_IN_FAULTS = ["power-loss"]
 
 
-def schedule(seed, duration, can_partition):
-    """The fault schedule: (start second, fault, partition or node index, fault seconds)."""
+def schedule(seed, duration, can_partition, faults=FAULTS):
+    """The fault schedule: (start second, fault, partition or node index, fault seconds).
+    power-loss's target is a node, or 0: every node at once."""
     rng = random.Random(seed)
-    kinds = FAULTS if can_partition else [f for f in FAULTS if f != "partition"]
-    weights = {"kill-leader": 4, "pause": 3, "partition": 3, "restart-all": 1}
+    kinds = faults if can_partition else [f for f in faults if f != "partition"]
+    weights = {"kill-leader": 4, "pause": 3, "partition": 3, "restart-all": 1, "power-loss": 3}
     plan, at = [], 3.0
     while at < duration:
         kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
-        target = rng.randrange(PARTITIONS) if kind == "kill-leader" else rng.randrange(3) + 1
+        if kind == "kill-leader":
+            target = rng.randrange(PARTITIONS)
+        elif kind == "power-loss":
+            target = rng.randrange(4)
+        else:
+            target = rng.randrange(3) + 1
         length = {
             "kill-leader": rng.uniform(1, 4),
             "pause": SESSION_TIMEOUT_MS / 1000 + rng.uniform(0.5, 2.5),
             "partition": rng.uniform(3, 8),
             "restart-all": rng.uniform(1, 3),
+            "power-loss": rng.uniform(1, 4),
         }[kind]
         plan.append((round(at, 2), kind, target, round(length, 2)))
         at += length + rng.uniform(2, 5)
@@ -100,7 +114,9 @@ class Workload:
         self.seen = []  # (partition, offset, value) read by the consumer group
         self.fatal = 0
         self.stop = threading.Event()
-        self.lock = threading.Lock()
+        # Reentrant: a delivery callback can run inside a held block (a dropped producer
+        # delivers its purged messages as it is freed, on whichever thread frees it).
+        self.lock = threading.RLock()
         self.threads = [threading.Thread(target=self.produce, args=(k, rate), daemon=True)
                         for k in range(producers)]
         self.threads.append(threading.Thread(target=self.consume, daemon=True))
@@ -338,13 +354,25 @@ def main():
                         help="txn: consume-transform-produce workers (0: none)")
     parser.add_argument("--binary", default=os.environ.get("STRAND_BIN", "target/release/strand"))
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help="comma-separated faults to schedule, of: " + ", ".join(FAULTS + OPT_IN_FAULTS))
+    parser.add_argument("--flush", choices=["page-cache", "every-batch"], default="page-cache",
+                        help="the nodes' flush mode: page cache (Kafka's default) or fsync before the ack")
+    parser.add_argument("--lazyfs", default=os.environ.get("STRAND_LAZYFS", "target/release/strand-lazyfs"),
+                        help="strand-lazyfs, for power-loss")
     args = parser.parse_args()
+    faults = args.faults.split(",")
+    unknown = [f for f in faults if f not in FAULTS + OPT_IN_FAULTS]
+    if unknown:
+        parser.error(f"unknown faults: {unknown}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     root = tempfile.mkdtemp(prefix="strand-nemesis-")
-    cluster = Cluster(os.path.abspath(args.binary), root, settings=SETTINGS)
-    plan = schedule(seed, args.duration, cluster.use_netns)
-    log(f"seed {seed}; workload {args.workload}; data in {root}; "
-        f"network namespaces: {cluster.use_netns}")
+    lazyfs = os.path.abspath(args.lazyfs) if "power-loss" in faults else None
+    cluster = Cluster(os.path.abspath(args.binary), root, settings=dict(SETTINGS, flush=f'"{args.flush}"'),
+                      lazyfs=lazyfs)
+    plan = schedule(seed, args.duration, cluster.use_netns, faults)
+    log(f"seed {seed}; workload {args.workload}; faults {','.join(faults)}; flush {args.flush}; "
+        f"data in {root}; network namespaces: {cluster.use_netns}")
     log("schedule: " + json.dumps(plan))
     bootstrap = cluster.bootstrap()
     if args.workload == "txn":
@@ -391,6 +419,14 @@ def main():
                 cluster.isolate(target)
                 time.sleep(length)
                 cluster.heal(target)
+            elif kind == "power-loss":
+                nodes = cluster.ids if target == 0 else [target]
+                log(f"power loss on {'every node' if target == 0 else f'node {target}'}, "
+                    f"back after {length}s")
+                for i in nodes:
+                    cluster.lose_power(i)
+                time.sleep(length)
+                cluster.start_all()
             elif kind == "restart-all":
                 log(f"kill -9 every node, restart after {length}s")
                 for i in cluster.ids:
@@ -411,7 +447,8 @@ def main():
         else:
             counts, bad = check_idempotent(cluster, root, workload, bootstrap, seed)
         if bad:
-            log(f"FAIL (replay with --seed {seed}{' --workload txn' if args.workload == 'txn' else ''}); "
+            log(f"FAIL (replay with --seed {seed}{' --workload txn' if args.workload == 'txn' else ''}"
+                f" --faults {','.join(faults)} --flush {args.flush}); "
                 f"logs in {root}")
             return 1
         passed = True

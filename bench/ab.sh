@@ -8,9 +8,10 @@
 #   STRAND_SERVE_ARGS="--flush every-batch" bench/ab.sh old new 2 --acks all
 #
 # The client is NEW_BINARY's `strand bench` for both. Prints each run's throughput and
-# latency lines and the broker's CPU seconds, labelled old/new.
+# latency lines and the broker's CPU seconds (all, and user alone), labelled old/new, then
+# the medians of each side and their new/old ratios.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n 2,12p "$0"; exit 2; }
 old=$1 new=$2 runs=$3
 shift 3
 port=${STRAND_AB_PORT:-19093}

@@ -34,6 +34,23 @@ struct Node {
     dirty_since: Option<Instant>,
 }
 
+impl Node {
+    fn new(parent: u64, name: &OsStr) -> Node {
+        Node {
+            parent,
+            name: name.to_os_string(),
+            dirty: DirtyData::default(),
+            dirty_since: None,
+        }
+    }
+
+    /// Takes the dirty data out (to write it back, or because the file was emptied).
+    fn take_dirty(&mut self) -> Vec<(u64, Vec<u8>)> {
+        self.dirty_since = None;
+        self.dirty.take()
+    }
+}
+
 struct State {
     root: PathBuf,
     nodes: HashMap<u64, Node>,
@@ -42,7 +59,6 @@ struct State {
     /// Open files: the backing file, read through (writes go to the node's dirty data).
     handles: HashMap<u64, File>,
     next_fh: u64,
-    dirty_bytes: u64,
 }
 
 /// Shared with the write-back thread and the clean unmount.
@@ -56,15 +72,7 @@ pub struct LazyFs {
 impl LazyFs {
     pub fn new(root: PathBuf, max_dirty_bytes: u64) -> LazyFs {
         let mut nodes = HashMap::new();
-        nodes.insert(
-            INodeNo::ROOT.0,
-            Node {
-                parent: INodeNo::ROOT.0,
-                name: OsString::new(),
-                dirty: DirtyData::default(),
-                dirty_since: None,
-            },
-        );
+        nodes.insert(INodeNo::ROOT.0, Node::new(INodeNo::ROOT.0, OsStr::new("")));
         LazyFs {
             state: Arc::new(Mutex::new(State {
                 root,
@@ -73,7 +81,6 @@ impl LazyFs {
                 next_ino: INodeNo::ROOT.0 + 1,
                 handles: HashMap::new(),
                 next_fh: 1,
-                dirty_bytes: 0,
             })),
             max_dirty_bytes,
         }
@@ -129,15 +136,7 @@ impl State {
         }
         let ino = self.next_ino;
         self.next_ino += 1;
-        self.nodes.insert(
-            ino,
-            Node {
-                parent,
-                name: name.to_os_string(),
-                dirty: DirtyData::default(),
-                dirty_since: None,
-            },
-        );
+        self.nodes.insert(ino, Node::new(parent, name));
         self.by_name.insert(key, ino);
         ino
     }
@@ -145,20 +144,20 @@ impl State {
     /// Forgets `parent`/`name` (unlinked, or replaced by a rename): its dirty data with it.
     fn forget_name(&mut self, parent: u64, name: &OsStr) {
         if let Some(ino) = self.by_name.remove(&(parent, name.to_os_string())) {
-            if let Some(node) = self.nodes.remove(&ino) {
-                self.dirty_bytes -= node.dirty.bytes();
-            }
+            self.nodes.remove(&ino);
         }
     }
 
     /// Forgets the dirty data of `ino` (its file was emptied).
     fn drop_dirty(&mut self, ino: u64) {
         if let Some(node) = self.nodes.get_mut(&ino) {
-            let dropped = node.dirty.bytes();
-            node.dirty.take();
-            node.dirty_since = None;
-            self.dirty_bytes -= dropped;
+            node.take_dirty();
         }
+    }
+
+    /// Dirty bytes held over all files.
+    fn dirty_bytes(&self) -> u64 {
+        self.nodes.values().map(|node| node.dirty.bytes()).sum()
     }
 
     fn attr(&self, ino: u64, meta: &fs::Metadata) -> FileAttr {
@@ -200,15 +199,17 @@ impl State {
         let Some(path) = self.path(ino) else {
             return Ok(());
         };
-        let node = self.nodes.get_mut(&ino).expect("path found it");
-        let extents = node.dirty.take();
-        node.dirty_since = None;
+        // Taken out first: a failed write loses them, as a failed disk write would.
+        let extents = self
+            .nodes
+            .get_mut(&ino)
+            .expect("path found it")
+            .take_dirty();
         if extents.is_empty() && !sync {
             return Ok(());
         }
         let file = OpenOptions::new().write(true).open(&path)?;
         for (offset, data) in &extents {
-            self.dirty_bytes -= data.len() as u64;
             file.write_all_at(data, *offset)?;
         }
         if sync {
@@ -219,7 +220,7 @@ impl State {
 
     /// Writes back the files dirty longest until at most `max` bytes are dirty.
     fn bound_dirty(&mut self, max: u64) -> io::Result<()> {
-        while self.dirty_bytes > max {
+        while self.dirty_bytes() > max {
             let Some(oldest) = self
                 .nodes
                 .iter()
@@ -233,10 +234,6 @@ impl State {
         }
         Ok(())
     }
-}
-
-fn errno(error: io::Error) -> Errno {
-    Errno::from(error)
 }
 
 fn answer(result: Result<(), Errno>, reply: ReplyEmpty) {
@@ -311,13 +308,10 @@ impl Filesystem for LazyFs {
                 // it gone.
                 OpenOptions::new().write(true).open(&path)?.set_len(len)?;
                 let node = state.nodes.get_mut(&ino.0).ok_or(Errno::ENOENT)?;
-                let before = node.dirty.bytes();
                 node.dirty.truncate(len);
-                let after = node.dirty.bytes();
                 if node.dirty.is_empty() {
                     node.dirty_since = None;
                 }
-                state.dirty_bytes -= before - after;
             }
             state.attr_of(ino.0)
         })();
@@ -521,14 +515,11 @@ impl Filesystem for LazyFs {
         let Some(node) = state.nodes.get_mut(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
-        let before = node.dirty.bytes();
         node.dirty.write(offset, data);
-        let after = node.dirty.bytes();
         node.dirty_since.get_or_insert_with(Instant::now);
-        state.dirty_bytes = state.dirty_bytes + after - before;
         match state.bound_dirty(self.max_dirty_bytes) {
             Ok(()) => reply.written(data.len() as u32),
-            Err(error) => reply.error(errno(error)),
+            Err(error) => reply.error(Errno::from(error)),
         }
     }
 
@@ -565,7 +556,10 @@ impl Filesystem for LazyFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        answer(self.lock().write_back(ino.0, true).map_err(errno), reply);
+        answer(
+            self.lock().write_back(ino.0, true).map_err(Errno::from),
+            reply,
+        );
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -583,9 +577,10 @@ impl Filesystem for LazyFs {
         let mut state = self.lock();
         let result = (|| {
             let path = state.path(ino.0).ok_or(Errno::ENOENT)?;
+            let parent = state.nodes.get(&ino.0).map_or(ino.0, |node| node.parent);
             let mut entries = vec![
                 (ino.0, FileType::Directory, OsString::from(".")),
-                (ino.0, FileType::Directory, OsString::from("..")),
+                (parent, FileType::Directory, OsString::from("..")),
             ];
             let mut names: Vec<(OsString, bool)> = Vec::new();
             for entry in fs::read_dir(&path)? {

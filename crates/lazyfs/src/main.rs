@@ -29,7 +29,7 @@ struct Args {
 
 fn main() -> std::io::Result<()> {
     let mut args = Args::parse();
-    // Absolute, as the mount outlives no working directory but names the backing one.
+    // Absolute: the mount's name and every backing path are built from it.
     args.backing = std::fs::canonicalize(&args.backing)?;
     // Signals for the clean shutdown are taken synchronously by this thread; blocked
     // before any other thread starts so none of them takes one.

@@ -130,18 +130,6 @@ impl LogStore {
         })
     }
 
-    /// The index of the last entry held (or purged), 0 with none.
-    pub fn last_index(&self) -> u64 {
-        let entries = self.entries();
-        entries
-            .by_index
-            .keys()
-            .next_back()
-            .copied()
-            .or(entries.last_purged.map(|purged| purged.index))
-            .unwrap_or(0)
-    }
-
     fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }

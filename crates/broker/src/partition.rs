@@ -112,6 +112,13 @@ pub fn flush_if_due_timed(log: &Mutex<Log>, flush_ms: &Summary) -> LogResult<boo
     ran
 }
 
+/// What a follower append wrote, and the sync to wait for before the next fetch says so.
+#[derive(Debug)]
+pub struct FollowerAppend {
+    pub info: Option<AppendInfo>,
+    pub durable: Option<Durable>,
+}
+
 /// A started durability wait.
 #[derive(Debug)]
 pub struct DurableWait(tokio::task::JoinHandle<LogResult<()>>);
@@ -1050,14 +1057,26 @@ impl Partition {
 
     /// Follower at `leader_epoch`: appends what the leader sent and takes its high
     /// watermark. Ok(None) if the role moved on meanwhile (nothing written).
+    ///
+    /// With flush.messages=1 (flush before ack) the answer carries the sync to finish
+    /// before the next fetch: that fetch's offset tells the leader we have the records,
+    /// and the leader's acks=all answer counts on it, so it may only be sent once they are
+    /// on our disk too (Kafka's follower fsyncs inside the append). Without it a power
+    /// cut on every replica loses acknowledged writes: the controller may elect a
+    /// follower whose copy never reached its disk.
     pub fn append_as_follower(
         &self,
         leader_epoch: i32,
         records: &[u8],
         leader_high_watermark: i64,
-    ) -> LogResult<Option<Option<AppendInfo>>> {
+    ) -> LogResult<Option<FollowerAppend>> {
         self.write_as_follower(leader_epoch, |log| {
             let info = log.append_as_follower(records)?;
+            let durability = log.config().durability;
+            let durable = match &info {
+                Some(info) => Durable::after(durability, log.sync_gate(), info, &self.counters),
+                None => None,
+            };
             if log.flush_requested() {
                 self.flush_off_request_path();
             }
@@ -1065,7 +1084,7 @@ impl Partition {
             if hw > log.high_watermark() {
                 log.set_high_watermark(hw);
             }
-            Ok(info)
+            Ok(FollowerAppend { info, durable })
         })
     }
 
@@ -1418,6 +1437,41 @@ mod tests {
         assert_eq!(fetch(&partition, 2, 4), None, "backing off");
     }
 
+    /// The power-loss nemesis found it: with flush.messages=1 a follower's copy reached
+    /// its disk only if a background flush happened to run, so a power cut on every
+    /// replica could elect one whose acknowledged records were gone. A follower append
+    /// now hands the fetcher a sync to finish before its next fetch reports the offset.
+    #[tokio::test]
+    async fn a_flush_before_ack_follower_syncs_before_it_reports() {
+        for (durability, expect_sync) in [
+            (Durability::FlushBeforeAck, true),
+            (Durability::PageCache, false),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut logs, _) =
+                LogManager::open(&[dir.path()], LogManagerOptions::default()).unwrap();
+            let tp = TopicPartition::new("t", 0);
+            let config = LogConfig {
+                durability,
+                ..LogConfig::default()
+            };
+            let log = logs.get_or_create(&tp, Some(Arc::new(config))).unwrap();
+            let partition = Partition::new(tp, log, 1, ME, assignment(2, 1, 1, &[1, 2, 3]));
+            let appended = partition
+                .append_as_follower(1, &batch(3), 3)
+                .unwrap()
+                .expect("a follower at epoch 1");
+            assert_eq!(appended.info.map(|i| i.last_offset), Some(2));
+            let gate = partition.log().sync_gate();
+            assert_eq!(gate.durable_end_offset(), 0, "written, not yet synced");
+            assert_eq!(appended.durable.is_some(), expect_sync, "{durability:?}");
+            if let Some(durable) = appended.durable {
+                durable.start().finish().await.unwrap();
+                assert_eq!(gate.durable_end_offset(), 3);
+            }
+        }
+    }
+
     /// The nemesis found it: a fetcher's answer arriving after the partition became
     /// leader truncated the new leader's log. Follower writes now check the role.
     #[test]
@@ -1428,15 +1482,15 @@ mod tests {
         // As a follower at epoch 1 it takes records from the leader.
         let leader_batch = batch(3); // base offset 0, as the leader stored it
         let appended = partition.append_as_follower(1, &leader_batch, 3).unwrap();
-        assert!(appended.is_some());
+        assert!(appended.is_some_and(|a| a.info.is_some()));
         assert_eq!(partition.log().log_end_offset(), 3);
         // It becomes leader at epoch 2; the old fetcher's late answers change nothing.
         partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
         assert_eq!(partition.truncate_as_follower(1, |_| 0).unwrap(), None);
-        assert_eq!(
-            partition.append_as_follower(1, &leader_batch, 3).unwrap(),
-            None
-        );
+        assert!(partition
+            .append_as_follower(1, &leader_batch, 3)
+            .unwrap()
+            .is_none());
         assert_eq!(partition.log().log_end_offset(), 3);
         // A follower of another epoch is refused too.
         partition.apply_assignment(assignment(3, 3, 3, &[1, 2, 3]));

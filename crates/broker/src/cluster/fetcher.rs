@@ -515,6 +515,9 @@ async fn fetch_once(
         anyhow::bail!("fetch failed with error {}", response.error_code);
     }
     let wanted: HashMap<_, _> = wanted.into_iter().collect();
+    // Flush-before-ack partitions' syncs, all under way at once and finished before the
+    // next fetch reports the new offsets to the leader.
+    let mut syncs = Vec::new();
     for topic in response.responses {
         for answer in topic.partitions {
             let tp = TopicPartition::new(topic.topic.as_str(), answer.partition_index);
@@ -563,8 +566,13 @@ async fn fetch_once(
                     }
                     match partition.append_as_follower(*epoch, &records, answer.high_watermark) {
                         Ok(appended) => {
-                            if matches!(appended, Some(Some(_))) {
-                                partition.counters().replicated_in(records.len() as u64);
+                            if let Some(appended) = appended {
+                                if appended.info.is_some() {
+                                    partition.counters().replicated_in(records.len() as u64);
+                                }
+                                if let Some(durable) = appended.durable {
+                                    syncs.push((tp.clone(), *epoch, durable.start()));
+                                }
                             }
                             // FetcherLagMetrics is this less the log end, at the scrape.
                             partition.saw_leader_high_watermark(answer.high_watermark);
@@ -601,6 +609,13 @@ async fn fetch_once(
                 }
                 _ => pause(fetcher, &tp, *epoch),
             }
+        }
+    }
+    for (tp, epoch, sync) in syncs {
+        if let Err(error) = sync.finish().await {
+            // Not on disk: the next fetch must not claim it (the log is offline now).
+            tracing::error!(partition = %tp, %error, "follower sync failed");
+            pause(fetcher, &tp, epoch);
         }
     }
     Ok(())

@@ -446,11 +446,30 @@ impl Cluster {
     async fn follow_metadata(self: Arc<Self>) {
         let mut metadata = self.metadata.clone();
         let mut was_unfenced = false;
+        let mut caught_up = false;
         loop {
             let (image, index) = {
                 let published = metadata.borrow_and_update();
                 (published.image.clone(), published.applied_index)
             };
+            // Kafka's broker publishes no metadata until it has caught up with the log.
+            // Before this incarnation's registration is in the image, the images are the
+            // quorum replaying history (from a snapshot, or from the start when a power
+            // cut took the commit hint): a topic created since is missing from them, and
+            // acting on one would delete its logs here as "deleted", or follow a leader of
+            // long ago. The registration was written after this process started, so an
+            // image holding it holds everything before it.
+            caught_up = caught_up
+                || image
+                    .brokers
+                    .get(&self.node_id)
+                    .is_some_and(|b| b.incarnation == self.incarnation);
+            if !caught_up {
+                if metadata.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
             let Some(broker) = self.broker.upgrade() else {
                 return;
             };

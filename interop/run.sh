@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-nemesis cluster-nemesis-txn bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-nemesis cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -136,10 +136,26 @@ if want cluster-franz-go-kgo; then echo "=== cluster-franz-go-kgo (franz-go's pk
 # A short fault-injection run with a fresh seed each time (printed; --seed replays it).
 # Longer: interop/cluster/nemesis.py --duration 600.
 if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 interop/cluster/nemesis.py --duration "${STRAND_NEMESIS_SECONDS:-60}"; fi
+# Every node killed and its metadata commit hint lost (as a power cut loses it): the
+# quorums replay their logs from the start, and no broker may act on the history.
+if want cluster-metadata-replay; then echo "=== cluster-metadata-replay (kill -9 of every node with the commit hints lost; every record read back, no topic deleted, 3 nodes)"; timeout 600 python3 interop/cluster/metadata_replay_test.py; fi
 # The transactional workload under the same nemesis (interop/cluster/nemesis_txn.py), also
 # with a fresh seed. Longer: interop/cluster/nemesis.py --workload txn --duration 600. The
 # timeout covers the clients' stop and final-read deadlines, not only the faults.
 if want cluster-nemesis-txn; then echo "=== cluster-nemesis-txn (transactional producers, consume-transform-produce and read_committed readers under the nemesis; lost, aborted or partial transactions, duplicates)"; timeout 1800 python3 interop/cluster/nemesis.py --workload txn --duration "${STRAND_NEMESIS_TXN_SECONDS:-45}"; fi
+# Power loss (strand-lazyfs under every data directory: what was not fsynced is lost) on
+# one node or all at once, with fsync before the ack: nothing acknowledged may be lost.
+# A fresh seed each time. Needs root and /dev/fuse (the machines CI runs on have both).
+if want cluster-power-loss; then
+  echo "=== cluster-power-loss (nemesis --faults power-loss --flush every-batch: one node or every node loses its unsynced data; lost, duplicated, divergent)"
+  [ -c /dev/fuse ] || modprobe fuse 2>/dev/null || true
+  if [ -c /dev/fuse ] && [ "$(id -u)" = 0 ]; then
+    cargo build --release -p strand-lazyfs
+    timeout 1200 python3 interop/cluster/nemesis.py --faults power-loss --flush every-batch --duration "${STRAND_POWER_LOSS_SECONDS:-60}" --lazyfs "$PWD/target/release/strand-lazyfs"
+  else
+    echo "--- cluster-power-loss SKIPPED: needs root and /dev/fuse"
+  fi
+fi
 # bench/compare.py's smoke profile: every workload once, tiny, against Apache Kafka 4.4.0
 # and Strand with both clients; fails on any issue a run reports (its figures mean nothing).
 if want bench-smoke; then echo "=== bench-smoke (bench/compare.py --smoke, Kafka 4.4.0 and Strand)"; timeout 1800 python3 bench/compare.py --smoke --fail-on-issues --quiet-wait 10 --retry-contended 0; fi

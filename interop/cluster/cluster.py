@@ -119,9 +119,15 @@ def free_port():
 
 
 class Cluster:
-    def __init__(self, binary, root, nodes=3, settings=None, use_netns=None, lazyfs=None):
+    def __init__(self, binary, root, nodes=3, settings=None, use_netns=None, lazyfs=None,
+                 kafka=None):
         self.binary = binary
         self.root = root
+        # kafka: run Apache Kafka 4.4 (interop/kafka/run-kafka.sh) instead of Strand, for
+        # comparison under the same faults; its server.properties lines, beyond the
+        # cluster's own (node ids, listeners, voters, replication factors).
+        self.kafka = kafka
+        self.kafka_cluster_id = None
         # strand-lazyfs: with it each node's data directory is a mount of it over
         # ROOT/nI.disk, and lose_power(i) loses what the node had not fsynced.
         self.lazyfs = lazyfs
@@ -206,6 +212,10 @@ class Cluster:
     def data_dir(self, i):
         return os.path.join(self.root, f"n{i}")
 
+    def log_dir(self, i):
+        """Where node i keeps its partitions (Kafka: kafka-logs inside run-kafka.sh's dir)."""
+        return os.path.join(self.data_dir(i), "kafka-logs") if self.kafka is not None else self.data_dir(i)
+
     def mount(self, i):
         """Mounts node i's data directory through strand-lazyfs (if the cluster has it)."""
         if self.lazyfs is None or (i in self.mounts and self.mounts[i].poll() is None):
@@ -241,6 +251,31 @@ class Cluster:
                     sh("umount", "-l", self.data_dir(i), check=False)
             del self.mounts[i]
 
+    def kafka_command(self, i):
+        """run-kafka.sh for node i of a 3-voter combined-mode Kafka cluster."""
+        host, port, quorum = self.addr[i]
+        if self.kafka_cluster_id is None:
+            import base64
+            import uuid
+            self.kafka_cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = os.path.join(self.data_dir(i), "cluster.id")
+        if not os.path.exists(cluster_id):
+            with open(cluster_id, "w") as f:
+                f.write(self.kafka_cluster_id + "\n")
+        replication = min(3, len(self.ids))
+        lines = [
+            f"node.id={i}",
+            f"controller.quorum.voters={self.controllers()}",
+            f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{quorum}",
+            f"advertised.listeners=PLAINTEXT://{host}:{port}",
+            f"default.replication.factor={replication}",
+            f"offsets.topic.replication.factor={replication}",
+            f"transaction.state.log.replication.factor={replication}",
+            f"transaction.state.log.min.isr={min(2, replication)}",
+        ] + list(self.kafka)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kafka", "run-kafka.sh")
+        return [script, self.data_dir(i), str(port)] + lines
+
     def start(self, i):
         self.mount(i)
         host, port, quorum = self.addr[i]
@@ -248,12 +283,15 @@ class Cluster:
                    "--data-dir", self.data_dir(i),
                    "--listen", f"{host}:{port}", "--controllers", self.controllers(),
                    "--http-listen", "%s:%d" % self.http[i]]
+        if self.kafka is not None:
+            command = self.kafka_command(i)
         if self.use_netns:
             command = ["ip", "netns", "exec", self.ns(i)] + command
         out = open(os.path.join(self.root, f"n{i}.log"), "a")
         out.write(f"\n===== start {time.strftime('%H:%M:%S')}\n")
         out.flush()
         env = dict(os.environ, STRAND_LOG=os.environ.get("STRAND_LOG", "info,openraft=off"))
+        env.setdefault("STRAND_KAFKA_HEAP_OPTS", "-Xmx768m -Xms768m")
         self.procs[i] = subprocess.Popen(command, stdout=out, stderr=out, env=env)
         self.paused.discard(i)
 
@@ -333,7 +371,8 @@ class Cluster:
         self.setup_network()
         self.start_all()
         for i in self.ids:
-            if not self.wait_port(i):
+            # Three JVMs starting at once on two cores take a while.
+            if not self.wait_port(i, timeout=120 if self.kafka is not None else 30):
                 raise RuntimeError(f"node {i} did not start; see {self.root}/n{i}.log")
 
     def destroy(self):

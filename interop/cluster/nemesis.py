@@ -65,6 +65,16 @@ SETTINGS = {
     "default_replication_factor": 3,
     "group_initial_rebalance_delay_ms": 0,
 }
+# SETTINGS by Kafka's names, for --kafka (the quorum's heartbeat has no Kafka setting:
+# KRaft's fetch and election timeouts stay at Kafka's defaults).
+KAFKA_NAMES = {
+    "broker_heartbeat_interval_ms": "broker.heartbeat.interval.ms",
+    "broker_session_timeout_ms": "broker.session.timeout.ms",
+    "replica_lag_time_max_ms": "replica.lag.time.max.ms",
+    "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
+    "default_replication_factor": "default.replication.factor",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+}
 FAULTS = ["kill-leader", "pause", "partition", "restart-all"]
 # Faults run only when --faults names them.
 OPT_IN_FAULTS = ["power-loss"]
@@ -252,10 +262,10 @@ def divergent_replicas(cluster, root, topics):
     replica cleans its own segments."""
     divergent = []
     for topic, partitions in topics:
-        marks = {i: high_watermarks(os.path.join(root, f"n{i}"), topic) for i in cluster.ids}
+        marks = {i: high_watermarks(cluster.log_dir(i), topic) for i in cluster.ids}
         for partition in range(partitions):
             limit = min(marks[i].get(partition, 0) for i in cluster.ids)
-            logs = {i: batches(os.path.join(root, f"n{i}", f"{topic}-{partition}"), limit)
+            logs = {i: batches(os.path.join(cluster.log_dir(i), f"{topic}-{partition}"), limit)
                     for i in cluster.ids}
             reference = logs[cluster.ids[0]]
             for i in cluster.ids[1:]:
@@ -358,6 +368,9 @@ def main():
                         help="comma-separated faults to schedule, of: " + ", ".join(FAULTS + OPT_IN_FAULTS))
     parser.add_argument("--flush", choices=["page-cache", "every-batch"], default="page-cache",
                         help="the nodes' flush mode: page cache (Kafka's default) or fsync before the ack")
+    parser.add_argument("--kafka", action="store_true",
+                        help="run Apache Kafka 4.4 (interop/kafka/run-kafka.sh) instead of Strand, "
+                             "with the same settings by Kafka's names, for comparison")
     parser.add_argument("--lazyfs", default=os.environ.get("STRAND_LAZYFS", "target/release/strand-lazyfs"),
                         help="strand-lazyfs, for power-loss")
     args = parser.parse_args()
@@ -368,10 +381,16 @@ def main():
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     root = tempfile.mkdtemp(prefix="strand-nemesis-")
     lazyfs = os.path.abspath(args.lazyfs) if "power-loss" in faults else None
+    kafka = None
+    if args.kafka:
+        kafka = [f"{KAFKA_NAMES[key]}={value}" for key, value in SETTINGS.items() if key in KAFKA_NAMES]
+        if args.flush == "every-batch":
+            kafka.append("log.flush.interval.messages=1")
     cluster = Cluster(os.path.abspath(args.binary), root, settings=dict(SETTINGS, flush=f'"{args.flush}"'),
-                      lazyfs=lazyfs)
+                      lazyfs=lazyfs, kafka=kafka)
     plan = schedule(seed, args.duration, cluster.use_netns, faults)
-    log(f"seed {seed}; workload {args.workload}; faults {','.join(faults)}; flush {args.flush}; "
+    log(f"seed {seed}; {'Apache Kafka' if args.kafka else 'Strand'}; workload {args.workload}; "
+        f"faults {','.join(faults)}; flush {args.flush}; "
         f"data in {root}; network namespaces: {cluster.use_netns}")
     log("schedule: " + json.dumps(plan))
     bootstrap = cluster.bootstrap()
@@ -448,7 +467,7 @@ def main():
             counts, bad = check_idempotent(cluster, root, workload, bootstrap, seed)
         if bad:
             log(f"FAIL (replay with --seed {seed}{' --workload txn' if args.workload == 'txn' else ''}"
-                f" --faults {','.join(faults)} --flush {args.flush}); "
+                f" --faults {','.join(faults)} --flush {args.flush}{' --kafka' if args.kafka else ''}); "
                 f"logs in {root}")
             return 1
         passed = True

@@ -308,9 +308,25 @@ pub struct Partition {
     /// As a follower: the leader's high watermark in its last fetch answer (a scrape
     /// derives FetcherLagMetrics ConsumerLag from it and the log end).
     leader_high_watermark: std::sync::atomic::AtomicI64,
+    /// The time for ISR lag and proposal back-off: the real clock, or a simulation's.
+    clock: Arc<dyn MonotonicClock>,
     /// Tests run this between a leader write's role check and the write itself.
     #[cfg(test)]
     before_leader_write: TestHook,
+}
+
+/// Where a partition reads the time; `std::time::Instant::now` outside simulations.
+pub trait MonotonicClock: Send + Sync + std::fmt::Debug {
+    fn now(&self) -> Instant;
+}
+
+#[derive(Debug)]
+struct SystemMonotonic;
+
+impl MonotonicClock for SystemMonotonic {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +371,7 @@ impl Partition {
             failure_reported: Mutex::new(None),
             counters: PartitionCounters::detached(),
             leader_high_watermark: std::sync::atomic::AtomicI64::new(0),
+            clock: Arc::new(SystemMonotonic),
             #[cfg(test)]
             before_leader_write: TestHook::default(),
         };
@@ -436,9 +453,19 @@ impl Partition {
         }
     }
 
+    /// Reads the time from `clock` instead of the system's (the simulator's virtual time).
+    pub fn with_clock(mut self, clock: Arc<dyn MonotonicClock>) -> Partition {
+        self.clock = clock;
+        self
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// Takes the image's view of this partition. Returns how the role changed.
     pub fn apply_assignment(&self, assignment: Assignment) -> RoleChange {
-        let now = Instant::now();
+        let now = self.now();
         let log_end = self.log().log_end_offset();
         let change = {
             let mut replication = self.replication();
@@ -951,7 +978,7 @@ impl Partition {
         fetch_offset: i64,
         max_bytes: u64,
     ) -> Result<(LogResult<ReadResult>, Option<IsrProposal>), i16> {
-        let now = Instant::now();
+        let now = self.now();
         let log_end = self.log().log_end_offset();
         let high_watermark = self.log().high_watermark();
         let proposal = {
@@ -992,7 +1019,7 @@ impl Partition {
     /// Leader: the ISR without followers that have not caught up for `lag_max`, if that
     /// removes anyone (and no other change is pending).
     pub fn propose_isr_shrink(&self, lag_max: Duration) -> Option<IsrProposal> {
-        let now = Instant::now();
+        let now = self.now();
         let mut replication = self.replication();
         if !replication.is_leader(self.node_id) || !replication.may_propose(now) {
             return None;
@@ -1029,7 +1056,7 @@ impl Partition {
     pub fn abandon_isr_proposal(&self) {
         let mut replication = self.replication();
         replication.pending_isr = None;
-        replication.isr_retry_at = Some(Instant::now() + ISR_PROPOSAL_BACKOFF);
+        replication.isr_retry_at = Some(self.now() + ISR_PROPOSAL_BACKOFF);
     }
 
     /// Runs `write` on the log only while this broker follows the partition at

@@ -503,23 +503,34 @@ struct PartitionRead {
 /// here) is told (epoch, end offset) to truncate to, with the high watermark and log
 /// start, instead of records.
 fn diverging_epoch(partition: &Partition, target: &Target) -> Option<PartitionRead> {
-    if target.last_fetched_epoch < 0 {
-        return None;
-    }
     let log = partition.log();
-    let (epoch, end_offset) = log.end_offset_for_epoch(target.last_fetched_epoch);
-    // Undefined (no epochs here, or the fetcher's is newer than all of ours): nothing
-    // to point the fetcher at; the read goes on as before KIP-320.
-    let known = epoch >= 0 && end_offset >= 0;
-    let diverges = end_offset < target.fetch_offset || epoch < target.last_fetched_epoch;
-    (known && diverges).then(|| PartitionRead {
+    let diverging = diverging_epoch_of(&log, target.last_fetched_epoch, target.fetch_offset)?;
+    Some(PartitionRead {
         records: RecordsOut::Empty,
         high_watermark: log.high_watermark(),
         last_stable_offset: log.last_stable_offset(),
         aborted: None,
         log_start_offset: log.log_start_offset(),
-        diverging_epoch: Some((epoch, end_offset)),
+        diverging_epoch: Some(diverging),
     })
+}
+
+/// KIP-320 at the leader: (epoch, end offset) for a follower whose log, by our epochs,
+/// diverges before `fetch_offset` (its `last_fetched_epoch` ends earlier here).
+pub fn diverging_epoch_of(
+    log: &strand_log::Log,
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+) -> Option<(i32, i64)> {
+    if last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = log.end_offset_for_epoch(last_fetched_epoch);
+    // Undefined (no epochs here, or the fetcher's is newer than all of ours): nothing
+    // to point the fetcher at; the read goes on as before KIP-320.
+    let known = epoch >= 0 && end_offset >= 0;
+    let diverges = end_offset < fetch_offset || epoch < last_fetched_epoch;
+    (known && diverges).then_some((epoch, end_offset))
 }
 
 /// Why a partition's read gives no records.

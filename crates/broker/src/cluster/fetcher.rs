@@ -336,7 +336,7 @@ fn pause(fetcher: &LeaderFetcher, tp: &TopicPartition, epoch: i32) {
 /// Where to cut our log, told by the leader that `leader_epoch` (the largest it has at or
 /// below ours) ends at `end_offset` in its log: KIP-101/279 from OffsetForLeaderEpoch,
 /// KIP-320 from a fetch's diverging epoch.
-fn truncation_target(log: &strand_log::Log, leader_epoch: i32, end_offset: i64) -> i64 {
+pub fn truncation_target(log: &strand_log::Log, leader_epoch: i32, end_offset: i64) -> i64 {
     let ours = log.leader_epochs().latest().map(|e| e.epoch);
     match ours {
         // The leader has none of our epochs: the high watermark is all we know to be

@@ -1,0 +1,114 @@
+//! The simulated disk's one fault real processes cannot show cheaply: a power cut loses
+//! what was written but not fsynced. The log's fsyncs all pass `strand_log`'s sync hook
+//! (feature `fault-injection`), called with the file, or the partition directory whose
+//! segments it syncs; the disk records each file's length when it is synced, by path. A
+//! power cut then cuts every file of the node back to its last synced length. Names are
+//! durable at once, as in strand-lazyfs; data overwritten in place after its last sync
+//! keeps the new bytes (one of the outcomes a real cut allows), and so does a file
+//! deleted and created again at a synced name (kinder than a real disk).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Default, Clone)]
+pub struct Disk {
+    /// path -> length at its last fsync
+    synced: Arc<Mutex<HashMap<std::path::PathBuf, u64>>>,
+}
+
+fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort(); // the order of cuts must not depend on the directory's
+    for path in paths {
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+impl Disk {
+    /// Routes the log's fsyncs through this disk (process-wide: seeds run one at a time,
+    /// each installing it; a world's end removes it).
+    pub fn install(&self) {
+        let synced = self.synced.clone();
+        strand_log::fault_injection::set_sync_hook(Some(Box::new(move |path: &Path| {
+            let mut synced = synced.lock().unwrap_or_else(|p| p.into_inner());
+            if path.is_dir() {
+                // A partition's directory: the log syncs its segments' data (`.log`)
+                // there; indexes are rebuilt from the data on recovery, so they count as
+                // unsynced (a power cut makes recovery rebuild them).
+                let mut logs = Vec::new();
+                files(path, &mut logs);
+                for log in logs
+                    .into_iter()
+                    .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                {
+                    let length = std::fs::metadata(&log).map_or(0, |m| m.len());
+                    synced.insert(log, length);
+                }
+            } else {
+                // A checkpoint replaced atomically is synced under its final name while
+                // its contents are still in the `.tmp` file about to be renamed over it.
+                let temp = path.with_extension("tmp");
+                let source = if temp.exists() {
+                    temp
+                } else {
+                    path.to_path_buf()
+                };
+                let length = std::fs::metadata(&source).map_or(0, |m| m.len());
+                synced.insert(path.to_path_buf(), length);
+            }
+            Ok(())
+        })));
+    }
+
+    /// Forgets every file: a new world (inodes are reused, so a previous seed's lengths
+    /// would otherwise pass for this one's, and a seed would not replay alone).
+    pub fn reset(&self) {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Everything under `dir` counts as on the disk (a node opening what it found).
+    pub fn settle(&self, dir: &Path) {
+        let mut all = Vec::new();
+        files(dir, &mut all);
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        for path in all {
+            if let Ok(meta) = std::fs::metadata(&path) {
+                synced.insert(path, meta.len());
+            }
+        }
+    }
+
+    /// The power cut: every file under `dir` back to its last synced length. Returns
+    /// the bytes lost.
+    pub fn lose_power(&self, dir: &Path) -> u64 {
+        let mut all = Vec::new();
+        files(dir, &mut all);
+        let synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lost = 0;
+        for path in all {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let keep = synced.get(&path).copied().unwrap_or(0);
+            if meta.len() > keep {
+                lost += meta.len() - keep;
+                let file = std::fs::OpenOptions::new().write(true).open(&path);
+                if let Ok(file) = file {
+                    let _ = file.set_len(keep);
+                }
+            }
+        }
+        lost
+    }
+}

@@ -543,14 +543,7 @@ impl Broker {
                         }
                     },
                 };
-                let change = partition.apply_assignment(Assignment {
-                    leader: state.leader,
-                    leader_epoch: state.leader_epoch,
-                    partition_epoch: state.partition_epoch,
-                    replicas: state.replicas.clone(),
-                    isr: state.isr.clone(),
-                    elr: state.elr.clone(),
-                });
+                let change = partition.apply_assignment(Assignment::from(state));
                 if change != RoleChange::Unchanged {
                     tracing::info!(partition = %tp, ?change, epoch = state.leader_epoch, "role changed");
                     if topic.name == crate::group::records::OFFSETS_TOPIC {

@@ -150,6 +150,20 @@ pub struct Assignment {
     pub elr: Vec<i32>,
 }
 
+impl From<&strand_metadata::PartitionState> for Assignment {
+    /// The image's view of a partition.
+    fn from(state: &strand_metadata::PartitionState) -> Assignment {
+        Assignment {
+            leader: state.leader,
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            replicas: state.replicas.clone(),
+            isr: state.isr.clone(),
+            elr: state.elr.clone(),
+        }
+    }
+}
+
 impl Assignment {
     /// Not yet assigned (a partition just opened, before the image's view is applied).
     pub fn none() -> Assignment {

@@ -874,6 +874,16 @@ impl Log {
     pub fn truncate_to(&mut self, offset: i64) -> LogResult<bool> {
         self.materialize()?;
         self.check_online()?;
+        if offset < 0 {
+            // Kafka refuses it too: a log cut to -1 would serve and take nothing sane.
+            return Err(LogError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot truncate {} to negative offset {offset}",
+                    self.dir.display()
+                ),
+            )));
+        }
         if offset >= self.log_end_offset() {
             return Ok(false);
         }

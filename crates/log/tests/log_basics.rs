@@ -302,6 +302,9 @@ fn truncate_removes_whole_batches_and_segments() {
     assert_eq!(read_records(&log, 0).len(), 30);
     let info = log.append_as_leader(&mut batch(1, 10, 0), 0).unwrap();
     assert_eq!(info.first_offset, 30);
+    // A negative offset is refused and changes nothing (it once left a log ending at -1).
+    assert!(log.truncate_to(-1).is_err());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 31));
     // Truncating below the first segment restarts the log.
     log.truncate_to(0).unwrap();
     assert_eq!(

@@ -4,10 +4,11 @@
 //! time and a failing seed replays exactly (`--seed X`).
 //!
 //! First slice of issue #18: one partition on three nodes running the real `Partition`
-//! and `Log`, messages between them simulated, the controller a stand-in. Not yet under
-//! it: the real controller and Raft, the fetcher's and request handlers' async code,
-//! coordinators, clients (see docs/FAULTS.md, "Deterministic simulation").
+//! and `Log`, the controller's real decisions, messages between them simulated. Not yet
+//! under it: Raft, the fetcher's and request handlers' async code, coordinators, clients
+//! (see docs/FAULTS.md, "Deterministic simulation").
 
+mod controller;
 mod disk;
 mod world;
 

@@ -3,9 +3,8 @@
 //! links cut, crashes (kill -9, and power cuts that lose unsynced data), restarts and
 //! the passing of time. The nodes run Strand's own `Partition` and `Log` (appends, the
 //! high watermark, ISR expansion and shrinking by lag, follower appends, truncation by
-//! leader epoch, recovery on open); the controller is a stand-in that follows Kafka's
-//! rules (leaders from the ISR, epochs that only grow, AlterPartition checked against
-//! the partition epoch) until the real controller runs here too.
+//! leader epoch, recovery on open) and the controller's own decisions (controller.rs:
+//! `decide` on a metadata image, Raft not yet simulated).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -16,6 +15,9 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use strand_broker::partition::{Assignment, IsrProposal, MonotonicClock, Partition};
+use strand_metadata::{ControllerCommand, ControllerReply};
+
+use crate::controller::{Controller, TOPIC};
 use strand_log::{
     Durability, LogConfig, LogManager, LogManagerOptions, ManualClock, TopicPartition,
 };
@@ -85,6 +87,10 @@ struct InFlight {
     deliver_at: i64,
     from: i32,
     to: i32,
+    /// A request's number, copied into its answer: a follower reads only the answer to
+    /// its outstanding request (as a fetcher reads its connection), so a duplicated or
+    /// late one is dropped.
+    correlation: u64,
     message: Message,
 }
 
@@ -93,17 +99,10 @@ struct Node {
     dir: PathBuf,
     /// None while down.
     running: Option<(LogManager, Arc<Partition>)>,
-    down_since: Option<i64>,
     /// Follower state: whether it must ask where its epoch ends before fetching, and
-    /// when its request went out (answered or timed out: None).
+    /// when its request went out and its number (answered or timed out: None).
     needs_truncation: bool,
-    request_out: Option<i64>,
-}
-
-/// The controller stand-in's view: the partition's assignment and who is fenced.
-struct Controller {
-    assignment: Assignment,
-    fenced: BTreeSet<i32>,
+    request_out: Option<(i64, u64)>,
 }
 
 pub struct World {
@@ -117,9 +116,13 @@ pub struct World {
     durability: Durability,
     nodes: Vec<Node>,
     controller: Controller,
+    /// Whether a node's last process crashed (its next registration says so).
+    crashed: BTreeSet<i32>,
     network: Vec<InFlight>,
     cut_links: BTreeSet<(i32, i32)>,
     next_id: i64,
+    /// Requests sent so far (their correlation numbers).
+    requests: u64,
     /// Produced at (leader, epoch): the records' ids by offset, acknowledged once the
     /// leader's high watermark passes them in that epoch.
     pending: Vec<(i32, i32, i64, i64, i64)>,
@@ -150,7 +153,7 @@ impl MonotonicClock for VirtualInstant {
 }
 
 fn tp() -> TopicPartition {
-    TopicPartition::new("sim", 0)
+    TopicPartition::new(TOPIC, 0)
 }
 
 /// Offsets and record ids of every batch in `bytes` (whole batches only).
@@ -195,19 +198,10 @@ impl World {
                 id,
                 dir: root.path().join(format!("n{id}")),
                 running: None,
-                down_since: None,
                 needs_truncation: false,
                 request_out: None,
             })
             .collect();
-        let assignment = Assignment {
-            leader: 1,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            replicas: NODES.to_vec(),
-            isr: NODES.to_vec(),
-            elr: Vec::new(),
-        };
         let mut world = World {
             rng,
             hasher: Default::default(),
@@ -218,13 +212,12 @@ impl World {
             disk,
             durability,
             nodes,
-            controller: Controller {
-                assignment,
-                fenced: BTreeSet::new(),
-            },
+            controller: Controller::new(&NODES, MIN_ISR),
+            crashed: BTreeSet::new(),
             network: Vec::new(),
             cut_links: BTreeSet::new(),
             next_id: 0,
+            requests: 0,
             pending: Vec::new(),
             acked: BTreeMap::new(),
             consumed: BTreeMap::new(),
@@ -284,10 +277,9 @@ impl World {
         let partition = Arc::new(
             Partition::new(tp(), log, MIN_ISR, node.id, Assignment::none()).with_clock(clock),
         );
-        partition.apply_assignment(self.controller.assignment.clone());
+        partition.apply_assignment(self.controller.assignment());
         self.disk.settle(&node.dir);
         node.running = Some((logs, partition));
-        node.down_since = None;
         node.needs_truncation = true;
         node.request_out = None;
         Ok(())
@@ -295,7 +287,7 @@ impl World {
 
     /// Publishes the controller's assignment to every running node.
     fn publish(&mut self) {
-        let assignment = self.controller.assignment.clone();
+        let assignment = self.controller.assignment();
         let ends: Vec<(i32, i64, i64)> = NODES
             .iter()
             .filter_map(|&id| {
@@ -345,7 +337,7 @@ impl World {
     /// A new leader must hold every record a consumer has read (all were below a high
     /// watermark): checked at each election, so a run stops where committed data went.
     fn check_new_leader(&mut self) -> anyhow::Result<()> {
-        let leader = self.controller.assignment.leader;
+        let leader = self.controller.assignment().leader;
         // A leader that is down serves nothing; it is elected again once it restarts.
         if leader <= 0 || self.consumed.is_empty() || self.partition(leader).is_none() {
             return Ok(());
@@ -357,7 +349,7 @@ impl World {
             .find(|(o, id)| records.get(o) != Some(id))
             .map(|(o, id)| (*o, *id));
         if let Some((offset, id)) = missing {
-            let epoch = self.controller.assignment.leader_epoch;
+            let epoch = self.controller.assignment().leader_epoch;
             let span = self.partition(leader).map(|p| {
                 let log = p.log();
                 (log.log_start_offset(), log.log_end_offset())
@@ -372,90 +364,71 @@ impl World {
         Ok(())
     }
 
-    /// AlterPartition at the controller: the partition epoch must match, the leader must
-    /// stay in the ISR, no fenced broker may join.
+    /// AlterPartition at the controller (`decide` checks the epochs, the leader, and
+    /// that no fenced or ineligible broker joins).
     fn alter_isr(&mut self, from: i32, proposal: IsrProposal) {
-        let a = &self.controller.assignment;
-        let valid = a.leader == from
-            && proposal.leader_epoch == a.leader_epoch
-            && proposal.partition_epoch == a.partition_epoch
-            && proposal.isr.contains(&from)
-            && proposal
-                .isr
-                .iter()
-                .all(|id| !self.controller.fenced.contains(id) || a.isr.contains(id));
-        self.trace(&("alter_isr", from, &proposal.isr, valid));
-        if let Some(partition) = self.partition(from) {
-            if !valid {
-                partition.abandon_isr_proposal();
-                return;
-            }
-        }
-        if valid {
-            let mut isr = proposal.isr;
-            isr.sort();
-            self.controller.assignment.isr = isr;
-            self.controller.assignment.partition_epoch += 1;
+        let reply = self.controller.command(ControllerCommand::AlterPartition {
+            topic: TOPIC.to_string(),
+            partition: 0,
+            leader: from,
+            leader_epoch: proposal.leader_epoch,
+            partition_epoch: proposal.partition_epoch,
+            isr: proposal.isr.clone(),
+        });
+        let accepted = matches!(reply, ControllerReply::Partition(Ok(_)));
+        self.trace(&("alter_isr", from, &proposal.isr, accepted));
+        if accepted {
             self.publish();
+        } else if let Some(partition) = self.partition(from) {
+            partition.abandon_isr_proposal();
         }
     }
 
-    /// The controller's periodic work: fence nodes silent past their session (out of the
-    /// ISR unless they are its last member), elect a leader from the ISR when the leader
-    /// is fenced, unfence nodes that came back.
+    /// The controller's periodic work, as its service does it: running brokers
+    /// heartbeat; sessions that expired fence their broker (`decide` moves its
+    /// leaderships and ISR places away); brokers heartbeating while fenced are unfenced;
+    /// now and then the preferred-leader election. Every image change is published.
     fn controller_tick(&mut self) {
-        let mut changed = false;
+        let before = self.controller.assignment();
         for node in &self.nodes {
-            let silent = node
-                .down_since
-                .is_some_and(|at| self.now_ms - at >= SESSION_MS);
-            if silent && self.controller.fenced.insert(node.id) {
-                let isr = &mut self.controller.assignment.isr;
-                if isr.len() > 1 {
-                    isr.retain(|&id| id != node.id);
-                }
-                changed = true;
-            }
-            if node.running.is_some() && self.controller.fenced.remove(&node.id) {
-                changed = true;
+            if node.running.is_some() {
+                self.controller.heartbeat(node.id, self.now_ms);
             }
         }
-        let a = &self.controller.assignment;
-        let leader_ok = a.leader >= 0 && !self.controller.fenced.contains(&a.leader);
-        if !leader_ok {
-            let candidate = a
-                .isr
-                .iter()
-                .copied()
-                .find(|id| !self.controller.fenced.contains(id));
-            let new_leader = candidate.unwrap_or(-1);
-            if new_leader != a.leader {
-                let a = &mut self.controller.assignment;
-                a.leader = new_leader;
-                a.leader_epoch += 1;
-                self.outcome.elections += 1;
-                changed = true;
-            }
+        self.controller.tick(self.now_ms, SESSION_MS);
+        if self.rng.gen_bool(0.05) {
+            self.controller
+                .command(ControllerCommand::ElectPreferredLeaders);
         }
-        if changed {
-            self.controller.assignment.partition_epoch += 1;
-            self.publish();
+        self.after_controller_change(&before);
+    }
+
+    /// Publishes the image if the partition changed, and checks a new leader.
+    fn after_controller_change(&mut self, before: &Assignment) {
+        let after = self.controller.assignment();
+        if after.partition_epoch == before.partition_epoch {
+            return;
+        }
+        self.publish();
+        if after.leader_epoch != before.leader_epoch {
+            self.outcome.elections += 1;
             if let Err(error) = self.check_new_leader() {
                 self.violation(format!("reading the new leader's log failed: {error}"));
             }
         }
     }
 
-    /// A restarted node registers a new incarnation: the controller fences the old one
-    /// at once, so it leaves the ISR (unless it is its last member) and its leadership
-    /// moves; it rejoins the ISR only by catching up.
+    /// A restarted node registers a new incarnation (fenced until its next heartbeat):
+    /// `decide` moves the old one's leaderships and ISR places away, and after a crash
+    /// (an unclean shutdown) takes it out of every ISR and ELR.
     fn registered_again(&mut self, id: i32) {
-        let (index, at) = (self.index(id), self.now_ms - SESSION_MS);
-        self.nodes[index].down_since = Some(at);
-        self.controller_tick();
+        let before = self.controller.assignment();
+        let unclean = self.crashed.remove(&id);
+        self.controller.register(id, self.now_ms, unclean);
+        self.after_controller_change(&before);
     }
 
-    fn send(&mut self, from: i32, to: i32, message: Message) {
+    fn send(&mut self, from: i32, to: i32, correlation: u64, message: Message) {
         if self.cut_links.contains(&(from, to)) || self.rng.gen_bool(0.02) {
             self.trace(&("lost", from, to));
             return;
@@ -467,13 +440,14 @@ impl World {
                 deliver_at,
                 from,
                 to,
+                correlation,
                 message: message.clone(),
             });
         }
     }
 
     fn produce(&mut self) {
-        let leader = self.controller.assignment.leader;
+        let leader = self.controller.assignment().leader;
         let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
             return;
         };
@@ -538,7 +512,7 @@ impl World {
         };
         if node
             .request_out
-            .is_some_and(|at| self.now_ms - at < REQUEST_TIMEOUT_MS)
+            .is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS)
         {
             return;
         }
@@ -563,13 +537,19 @@ impl World {
                 }
             }
         };
-        self.nodes[index].request_out = Some(self.now_ms);
-        self.send(id, leader, message);
+        self.requests += 1;
+        let correlation = self.requests;
+        self.nodes[index].request_out = Some((self.now_ms, correlation));
+        self.send(id, leader, correlation, message);
     }
 
     fn deliver(&mut self, flight: InFlight) -> anyhow::Result<()> {
         let InFlight {
-            from, to, message, ..
+            from,
+            to,
+            correlation,
+            message,
+            ..
         } = flight;
         let Some(partition) = self.partition(to) else {
             return Ok(());
@@ -581,7 +561,12 @@ impl World {
                     return Ok(()); // the fetcher's request times out
                 }
                 let end = partition.log().end_offset_for_epoch(asked);
-                self.send(to, from, Message::EpochAnswer { epoch, end });
+                self.send(to, from, correlation, Message::EpochAnswer { epoch, end });
+            }
+            Message::EpochAnswer { .. } | Message::FetchAnswer { .. }
+                if self.nodes[to_index].request_out.map(|(_, c)| c) != Some(correlation) =>
+            {
+                self.trace(&("stale answer", to, correlation));
             }
             Message::EpochAnswer { epoch, end } => {
                 self.nodes[to_index].request_out = None;
@@ -638,7 +623,7 @@ impl World {
                     high_watermark,
                     diverging,
                 };
-                self.send(to, from, answer);
+                self.send(to, from, correlation, answer);
             }
             Message::FetchAnswer {
                 epoch,
@@ -682,7 +667,7 @@ impl World {
 
     /// A consumer reading from the leader up to its high watermark.
     fn consume(&mut self) -> anyhow::Result<()> {
-        let leader = self.controller.assignment.leader;
+        let leader = self.controller.assignment().leader;
         let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
             return Ok(());
         };
@@ -735,13 +720,13 @@ impl World {
         if node.running.take().is_none() {
             return;
         }
-        node.down_since = Some(self.now_ms);
         let lost = if power_cut {
             self.disk.lose_power(&node.dir)
         } else {
             0
         };
         let id = node.id;
+        self.crashed.insert(id);
         self.network.retain(|f| f.to != id && f.from != id);
         self.outcome.crashes += 1;
         if power_cut {
@@ -783,7 +768,7 @@ impl World {
             }
             880..=929 => self.controller_tick(),
             930..=959 => {
-                let leader = self.controller.assignment.leader;
+                let leader = self.controller.assignment().leader;
                 if let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() {
                     if let Some(proposal) = partition.propose_isr_shrink(LAG_MAX) {
                         self.alter_isr(leader, proposal);
@@ -849,7 +834,7 @@ impl World {
             }
             self.acknowledge();
             self.consume()?;
-            let a = &self.controller.assignment;
+            let a = self.controller.assignment();
             if a.leader > 0 && a.isr.len() == NODES.len() {
                 let ends: Vec<i64> = NODES
                     .iter()
@@ -886,10 +871,18 @@ impl World {
                     None => format!("node {id}: down"),
                 })
                 .collect();
-            let a = &self.controller.assignment;
+            let a = self.controller.assignment();
+            let fenced: Vec<i32> = self
+                .controller
+                .image
+                .brokers
+                .values()
+                .filter(|b| b.fenced)
+                .map(|b| b.id)
+                .collect();
             self.violation(format!(
                 "no progress after the faults stopped (liveness): leader {} epoch {} isr {:?} fenced {:?}; consumer at {}; {}",
-                a.leader, a.leader_epoch, a.isr, self.controller.fenced, self.consumer_offset, state.join("; ")
+                a.leader, a.leader_epoch, a.isr, fenced, self.consumer_offset, state.join("; ")
             ));
         }
         self.check_final()?;
@@ -900,7 +893,7 @@ impl World {
     }
 
     fn check_final(&mut self) -> anyhow::Result<()> {
-        let leader = self.controller.assignment.leader;
+        let leader = self.controller.assignment().leader;
         let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
             self.violation("no leader at the end".into());
             return Ok(());

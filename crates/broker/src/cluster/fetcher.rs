@@ -345,9 +345,15 @@ pub fn truncation_target(log: &strand_log::Log, leader_epoch: i32, end_offset: i
         None => log.high_watermark(),
         Some(ours) if leader_epoch == ours => end_offset,
         // The leader's epoch is older than our latest: our log may diverge from where
-        // that epoch ends in ours too.
-        Some(_) => end_offset.min(log.end_offset_for_epoch(leader_epoch).1),
+        // that epoch ends in ours too. One we do not know (newer than all of ours, as a
+        // stale answer can name after a truncation) bounds nothing of ours: Kafka cuts to
+        // the leader's end then, never below our log start.
+        Some(_) => match log.end_offset_for_epoch(leader_epoch).1 {
+            ours if ours < 0 => end_offset,
+            ours => end_offset.min(ours),
+        },
     }
+    .max(log.log_start_offset())
 }
 
 /// Runs a follower's truncation or reset, which syncs files, on a blocking thread: a
@@ -654,5 +660,8 @@ mod tests {
         // The leader knows none of our epochs: back to the high watermark.
         log.set_high_watermark(2);
         assert_eq!(truncation_target(&log, -1, -1), 2);
+        // The simulator found it: an answer naming an epoch newer than all of ours (a
+        // stale one, after we truncated) cut the log to offset -1. Now the leader's end.
+        assert_eq!(truncation_target(&log, 7, 6), 6);
     }
 }

@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 pub struct Disk {
     /// path -> length at its last fsync
     synced: Arc<Mutex<HashMap<std::path::PathBuf, u64>>>,
+    /// The next fsync under this directory fails with EIO (a failing disk).
+    failing: Arc<Mutex<Option<std::path::PathBuf>>>,
 }
 
 fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -36,8 +38,14 @@ impl Disk {
     /// Routes the log's fsyncs through this disk (process-wide: seeds run one at a time,
     /// each installing it; a world's end removes it).
     pub fn install(&self) {
-        let synced = self.synced.clone();
+        let (synced, failing) = (self.synced.clone(), self.failing.clone());
         strand_log::fault_injection::set_sync_hook(Some(Box::new(move |path: &Path| {
+            let mut failing = failing.lock().unwrap_or_else(|p| p.into_inner());
+            if failing.as_ref().is_some_and(|dir| path.starts_with(dir)) {
+                *failing = None;
+                return Err(std::io::Error::from_raw_os_error(5)); // EIO: nothing synced
+            }
+            drop(failing);
             let mut synced = synced.lock().unwrap_or_else(|p| p.into_inner());
             if path.is_dir() {
                 // A partition's directory: the log syncs its segments' data (`.log`)
@@ -75,6 +83,20 @@ impl Disk {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Forgets a failure planned under `dir` that no fsync hit.
+    pub fn clear_failure(&self, dir: &Path) {
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if failing.as_ref().is_some_and(|d| d == dir) {
+            *failing = None;
+        }
+    }
+
+    /// The next fsync of a file under `dir` fails with EIO.
+    pub fn fail_next_sync(&self, dir: &Path) {
+        *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
     }
 
     /// Everything under `dir` counts as on the disk (a node opening what it found).

@@ -63,12 +63,13 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged, {} crashes of which {} power cuts, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged, {} crashes of which {} power cuts, {} failed disks, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
                     outcome.crashes,
                     outcome.power_cuts,
+                    outcome.disk_failures,
                     outcome.elections
                 );
                 for violation in &outcome.violations {

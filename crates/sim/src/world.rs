@@ -55,6 +55,7 @@ pub struct Outcome {
     pub crashes: u64,
     pub power_cuts: u64,
     pub elections: u64,
+    pub disk_failures: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +104,9 @@ struct Node {
     /// when its request went out and its number (answered or timed out: None).
     needs_truncation: bool,
     request_out: Option<(i64, u64)>,
+    /// Its disk failed (an fsync returned EIO): the log is offline, the controller told
+    /// (ReplicaFailed); it takes part again after a restart.
+    failed: bool,
 }
 
 pub struct World {
@@ -200,6 +204,7 @@ impl World {
                 running: None,
                 needs_truncation: false,
                 request_out: None,
+                failed: false,
             })
             .collect();
         let mut world = World {
@@ -282,6 +287,7 @@ impl World {
         node.running = Some((logs, partition));
         node.needs_truncation = true;
         node.request_out = None;
+        node.failed = false;
         Ok(())
     }
 
@@ -470,6 +476,7 @@ impl World {
                     let gate = partition.log().sync_gate();
                     if let Err(error) = gate.wait_durable(info.last_offset + 1) {
                         self.trace(&("sync failed", error.to_string()));
+                        self.replica_failed(leader);
                         return;
                     }
                 }
@@ -477,7 +484,12 @@ impl World {
                 self.pending
                     .push((leader, epoch, info.first_offset, info.last_offset, first_id));
             }
-            Err(refusal) => self.trace(&("refused", leader, refusal.code)),
+            Err(refusal) => {
+                self.trace(&("refused", leader, refusal.code));
+                if partition.log().offline_reason().is_some() {
+                    self.replica_failed(leader); // a roll's fsync failed
+                }
+            }
         }
     }
 
@@ -510,6 +522,9 @@ impl World {
         let Some((_, partition)) = &node.running else {
             return;
         };
+        if node.failed {
+            return;
+        }
         if node
             .request_out
             .is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS)
@@ -572,7 +587,11 @@ impl World {
                 self.nodes[to_index].request_out = None;
                 let cut = partition.truncate_as_follower(epoch, |log| {
                     strand_broker::cluster::fetcher::truncation_target(log, end.0, end.1)
-                })?;
+                });
+                let Ok(cut) = cut else {
+                    self.replica_failed(to);
+                    return Ok(());
+                };
                 if let Some((from_offset, to_offset)) = cut {
                     self.trace(&("truncated", to, from_offset, to_offset));
                     self.nodes[to_index].needs_truncation = false;
@@ -634,9 +653,12 @@ impl World {
             } => {
                 self.nodes[to_index].request_out = None;
                 if let Some((leader_epoch, end)) = diverging {
-                    partition.truncate_as_follower(epoch, |log| {
+                    let cut = partition.truncate_as_follower(epoch, |log| {
                         strand_broker::cluster::fetcher::truncation_target(log, leader_epoch, end)
-                    })?;
+                    });
+                    if cut.is_err() {
+                        self.replica_failed(to);
+                    }
                     return Ok(());
                 }
                 if partition.log().log_end_offset() != offset {
@@ -647,10 +669,15 @@ impl World {
                         let durable = appended.durable.filter(|_| !self.bugs.follower_skips_sync);
                         if let (Some(durable), Some(info)) = (durable, appended.info) {
                             drop(durable);
-                            partition
+                            let synced = partition
                                 .log()
                                 .sync_gate()
-                                .wait_durable(info.last_offset + 1)?;
+                                .wait_durable(info.last_offset + 1);
+                            if synced.is_err() {
+                                // Not on disk: the next fetch must not claim it.
+                                self.replica_failed(to);
+                                return Ok(());
+                            }
                         }
                         self.trace(&("replicated", to, offset, records.len()));
                     }
@@ -658,11 +685,37 @@ impl World {
                     Err(strand_log::LogError::NonMonotonicOffset { .. }) => {
                         self.nodes[to_index].needs_truncation = true;
                     }
-                    Err(error) => return Err(error.into()),
+                    Err(error) => {
+                        self.trace(&("append failed", to, error.to_string()));
+                        self.replica_failed(to);
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// A node's log failed (a storage error): it reports the replica failed, as the
+    /// broker does, and the controller moves leadership and the ISR away from it.
+    fn replica_failed(&mut self, id: i32) {
+        let index = self.index(id);
+        if self.nodes[index].failed || self.nodes[index].running.is_none() {
+            return;
+        }
+        self.nodes[index].failed = true;
+        self.outcome.disk_failures += 1;
+        self.trace(&("replica failed", id));
+        let Some(incarnation) = self.controller.incarnation(id) else {
+            return;
+        };
+        let before = self.controller.assignment();
+        self.controller.command(ControllerCommand::ReplicaFailed {
+            id,
+            incarnation,
+            topic: TOPIC.to_string(),
+            partition: 0,
+        });
+        self.after_controller_change(&before);
     }
 
     /// A consumer reading from the leader up to its high watermark.
@@ -727,6 +780,8 @@ impl World {
         };
         let id = node.id;
         self.crashed.insert(id);
+        // A disk failure not yet hit does not outlive the process (a new disk, say).
+        self.disk.clear_failure(&node.dir);
         self.network.retain(|f| f.to != id && f.from != id);
         self.outcome.crashes += 1;
         if power_cut {
@@ -738,7 +793,11 @@ impl World {
     /// One step: the seed picks what happens next.
     pub fn step(&mut self) -> anyhow::Result<()> {
         self.outcome.steps += 1;
-        let down = self.nodes.iter().filter(|n| n.running.is_none()).count();
+        let down = self
+            .nodes
+            .iter()
+            .filter(|n| n.running.is_none() || n.failed)
+            .count();
         let roll = self.rng.gen_range(0..1000);
         match roll {
             0..=199 => self.produce(),
@@ -776,8 +835,16 @@ impl World {
                 }
             }
             960..=979 => {
-                // Restart a node that is down.
-                if let Some(index) = self.nodes.iter().position(|n| n.running.is_none()) {
+                // Restart a node that is down, or whose disk failed (an fsync's EIO may
+                // have dropped its unsynced pages: it comes back as after a power cut).
+                let pick = self
+                    .nodes
+                    .iter()
+                    .position(|n| n.running.is_none() || n.failed);
+                if let Some(index) = pick {
+                    if self.nodes[index].failed {
+                        self.crash(index, true);
+                    }
                     let id = self.nodes[index].id;
                     self.trace(&("restart", id));
                     self.registered_again(id);
@@ -798,9 +865,16 @@ impl World {
                 // acknowledged write was synced first (flush before ack).
                 if down == 0 {
                     let index = self.rng.gen_range(0..NODES.len());
-                    let power_cut =
-                        self.durability == Durability::FlushBeforeAck && self.rng.gen_bool(0.5);
-                    self.crash(index, power_cut);
+                    let synced = self.durability == Durability::FlushBeforeAck;
+                    if self.rng.gen_bool(0.25) {
+                        // A failing disk: the node's next fsync returns EIO.
+                        let id = self.nodes[index].id;
+                        self.trace(&("disk fails", id));
+                        self.disk.fail_next_sync(&self.nodes[index].dir);
+                    } else {
+                        let power_cut = synced && self.rng.gen_bool(0.5);
+                        self.crash(index, power_cut);
+                    }
                 }
             }
         }
@@ -813,6 +887,13 @@ impl World {
     pub fn finish(mut self) -> anyhow::Result<Outcome> {
         self.cut_links.clear();
         for index in 0..self.nodes.len() {
+            let dir = self.nodes[index].dir.clone();
+            self.disk.clear_failure(&dir);
+        }
+        for index in 0..self.nodes.len() {
+            if self.nodes[index].failed {
+                self.crash(index, true);
+            }
             if self.nodes[index].running.is_none() {
                 self.registered_again(self.nodes[index].id);
                 self.start(index)?;

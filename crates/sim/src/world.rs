@@ -113,7 +113,9 @@ pub struct World {
     rng: ChaCha8Rng,
     hasher: std::collections::hash_map::DefaultHasher,
     now_ms: i64,
-    clock: Arc<ManualClock>,
+    /// Each node's wall clock (record timestamps, segment age): they advance together
+    /// but jump and drift apart (skew); the partitions' monotonic clock never jumps.
+    clocks: Vec<Arc<ManualClock>>,
     instant_base: Instant,
     virtual_now: Arc<Mutex<Duration>>,
     disk: Disk,
@@ -211,7 +213,10 @@ impl World {
             rng,
             hasher: Default::default(),
             now_ms: EPOCH_MS,
-            clock: Arc::new(ManualClock::new(EPOCH_MS)),
+            clocks: NODES
+                .iter()
+                .map(|_| Arc::new(ManualClock::new(EPOCH_MS)))
+                .collect(),
             instant_base: Instant::now(),
             virtual_now: Arc::new(Mutex::new(Duration::ZERO)),
             disk,
@@ -270,7 +275,7 @@ impl World {
                 segment_bytes: 16 * 1024,
                 ..LogConfig::default()
             }),
-            clock: self.clock.clone(),
+            clock: self.clocks[index].clone(),
             ..LogManagerOptions::default()
         };
         let (mut logs, _) = LogManager::open(&[&node.dir], options)?;
@@ -289,6 +294,22 @@ impl World {
         node.request_out = None;
         node.failed = false;
         Ok(())
+    }
+
+    fn advance_clocks(&mut self, delta_ms: i64) {
+        for clock in &self.clocks {
+            clock.advance_ms(delta_ms);
+        }
+    }
+
+    /// A node's wall clock jumps (NTP stepping it, a VM resumed): up to a minute either
+    /// way, and it stays that far from the others.
+    fn jump_clock(&mut self) {
+        let index = self.rng.gen_range(0..NODES.len());
+        let jump = self.rng.gen_range(-60_000..=60_000);
+        self.clocks[index].advance_ms(jump);
+        let id = self.nodes[index].id;
+        self.trace(&("clock jump", id, jump));
     }
 
     /// Publishes the controller's assignment to every running node.
@@ -818,10 +839,11 @@ impl World {
                 }
             }
             700..=779 => self.consume()?,
-            780..=879 => {
+            780..=781 => self.jump_clock(),
+            782..=879 => {
                 let delta = self.rng.gen_range(1..50);
                 self.now_ms += delta;
-                self.clock.advance_ms(delta);
+                self.advance_clocks(delta);
                 *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
                     Duration::from_millis(delta as u64);
             }
@@ -903,7 +925,7 @@ impl World {
         for _ in 0..200_000 {
             // Liveness: everything delivered promptly, time moves.
             self.now_ms += 5;
-            self.clock.advance_ms(5);
+            self.advance_clocks(5);
             *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) += Duration::from_millis(5);
             self.controller_tick();
             for index in 0..self.nodes.len() {

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// The page cache's unit of write-back.
+const PAGE: u64 = 4096;
+
 #[derive(Debug, Default, Clone)]
 pub struct Disk {
     /// path -> length at its last fsync
@@ -111,9 +114,10 @@ impl Disk {
         }
     }
 
-    /// The power cut: every file under `dir` back to its last synced length. Returns
-    /// the bytes lost.
-    pub fn lose_power(&self, dir: &Path) -> u64 {
+    /// The power cut: every file under `dir` back to its last synced length, plus, for
+    /// `written_back(unsynced bytes)` of them, a prefix of what was written since (the
+    /// flusher had written some pages back: a torn tail). Returns the bytes lost.
+    pub fn lose_power(&self, dir: &Path, mut written_back: impl FnMut(u64) -> u64) -> u64 {
         let mut all = Vec::new();
         files(dir, &mut all);
         let synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
@@ -122,8 +126,17 @@ impl Disk {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            let keep = synced.get(&path).copied().unwrap_or(0);
-            if meta.len() > keep {
+            let durable = synced.get(&path).copied().unwrap_or(0);
+            if meta.len() > durable {
+                // Pages are written back whole: what survives past the synced length
+                // ends on a page boundary (or at the file's end).
+                let back = written_back(meta.len() - durable).min(meta.len() - durable);
+                let end = durable + back;
+                let keep = if end == meta.len() {
+                    end
+                } else {
+                    (end / PAGE * PAGE).max(durable)
+                };
                 lost += meta.len() - keep;
                 let file = std::fs::OpenOptions::new().write(true).open(&path);
                 if let Ok(file) = file {

@@ -794,11 +794,19 @@ impl World {
         if node.running.take().is_none() {
             return;
         }
+        let dir = node.dir.clone();
         let lost = if power_cut {
-            self.disk.lose_power(&node.dir)
+            // Half the files lose all they had not synced; the others keep a torn prefix.
+            let rng = &mut self.rng;
+            let written_back = |unsynced: u64| match rng.gen_bool(0.5) {
+                true => 0,
+                false => rng.gen_range(0..=unsynced),
+            };
+            self.disk.lose_power(&dir, written_back)
         } else {
             0
         };
+        let node = &mut self.nodes[index];
         let id = node.id;
         self.crashed.insert(id);
         // A disk failure not yet hit does not outlive the process (a new disk, say).

@@ -1,7 +1,7 @@
 //! One partition replicated on three nodes, every choice drawn from one seed: which node
 //! produces, fetches or delivers next, message delay, loss, duplication and reordering,
-//! links cut, crashes (kill -9, and power cuts that lose unsynced data), restarts and
-//! the passing of time. The nodes run Strand's own `Partition` and `Log` (appends, the
+//! links cut, crashes (kill -9, and power cuts that lose unsynced data), failing disks,
+//! wall-clock jumps, restarts and the passing of time. The nodes run Strand's own `Partition` and `Log` (appends, the
 //! high watermark, ISR expansion and shrinking by lag, follower appends, truncation by
 //! leader epoch, recovery on open) and the controller's own decisions (controller.rs:
 //! `decide` on a metadata image, Raft not yet simulated).

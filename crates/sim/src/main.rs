@@ -39,6 +39,9 @@ struct Args {
 enum Bug {
     /// A flush-before-ack follower reports records before they are on its disk.
     FollowerSkipsSync,
+    /// Followers act on duplicated and late answers too (not a bug in Strand: a harder
+    /// network for the truncation code).
+    StaleAnswers,
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
     for seed in seeds {
         let bugs = world::Bugs {
             follower_skips_sync: matches!(args.bug, Some(Bug::FollowerSkipsSync)),
+            stale_answers: matches!(args.bug, Some(Bug::StaleAnswers)),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs);
         ran += 1;
@@ -83,8 +87,13 @@ fn main() -> ExitCode {
             }
         }
         if violations > 0 {
+            let bug = args
+                .bug
+                .and_then(|bug| clap::ValueEnum::to_possible_value(&bug))
+                .map(|value| format!(" --bug {}", value.get_name()))
+                .unwrap_or_default();
             println!(
-                "replay with: scripts/sim --seed {seed} --steps {}",
+                "replay with: scripts/sim --seed {seed} --steps {}{bug}",
                 args.steps
             );
             break;

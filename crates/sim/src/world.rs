@@ -43,6 +43,10 @@ pub struct Bugs {
     /// A flush-before-ack follower reports records to the leader before they are on its
     /// disk (the nemesis found it under power loss; fixed in the fetcher).
     pub follower_skips_sync: bool,
+    /// A follower acts on any answer, not only the one to its outstanding request
+    /// (duplicated and late answers reach the truncation code: how the simulator found
+    /// the truncation to offset -1).
+    pub stale_answers: bool,
 }
 
 /// What a run found.
@@ -600,7 +604,8 @@ impl World {
                 self.send(to, from, correlation, Message::EpochAnswer { epoch, end });
             }
             Message::EpochAnswer { .. } | Message::FetchAnswer { .. }
-                if self.nodes[to_index].request_out.map(|(_, c)| c) != Some(correlation) =>
+                if !self.bugs.stale_answers
+                    && self.nodes[to_index].request_out.map(|(_, c)| c) != Some(correlation) =>
             {
                 self.trace(&("stale answer", to, correlation));
             }
@@ -1088,6 +1093,7 @@ mod tests {
         // The follower-sync bug the power-loss nemesis found: the simulator finds it too.
         let bugs = Bugs {
             follower_skips_sync: true,
+            ..Bugs::default()
         };
         let caught = seeds.clone().any(|seed| {
             !run(seed, 20_000, &disk, bugs)

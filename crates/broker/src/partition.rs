@@ -72,6 +72,12 @@ impl Durable {
     /// per partition at a time, so however many requests wait on a partition's disk, it
     /// costs the blocking pool one thread at most (its queue is bounded by the
     /// partitions).
+    /// `wait` on the calling thread: the sync runs here if none is under way (the
+    /// simulator, which has one thread and no runtime).
+    pub fn wait_blocking(self) -> LogResult<()> {
+        self.gate.wait_durable(self.end).map_err(LogError::Io)
+    }
+
     pub async fn wait(self) -> LogResult<()> {
         loop {
             let state =

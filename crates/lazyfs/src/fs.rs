@@ -49,6 +49,20 @@ impl Node {
         self.dirty_since = None;
         self.dirty.take()
     }
+
+    /// Holds `data` at `offset` until a sync, aging from the first dirty byte.
+    fn write_dirty(&mut self, offset: u64, data: &[u8]) {
+        self.dirty.write(offset, data);
+        self.dirty_since.get_or_insert_with(Instant::now);
+    }
+
+    /// The file cut to `len`: dirty bytes beyond it are gone.
+    fn truncate_dirty(&mut self, len: u64) {
+        self.dirty.truncate(len);
+        if self.dirty.is_empty() {
+            self.dirty_since = None;
+        }
+    }
 }
 
 struct State {
@@ -308,10 +322,7 @@ impl Filesystem for LazyFs {
                 // it gone.
                 OpenOptions::new().write(true).open(&path)?.set_len(len)?;
                 let node = state.nodes.get_mut(&ino.0).ok_or(Errno::ENOENT)?;
-                node.dirty.truncate(len);
-                if node.dirty.is_empty() {
-                    node.dirty_since = None;
-                }
+                node.truncate_dirty(len);
             }
             state.attr_of(ino.0)
         })();
@@ -515,8 +526,7 @@ impl Filesystem for LazyFs {
         let Some(node) = state.nodes.get_mut(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
-        node.dirty.write(offset, data);
-        node.dirty_since.get_or_insert_with(Instant::now);
+        node.write_dirty(offset, data);
         match state.bound_dirty(self.max_dirty_bytes) {
             Ok(()) => reply.written(data.len() as u32),
             Err(error) => reply.error(Errno::from(error)),

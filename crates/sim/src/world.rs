@@ -251,6 +251,8 @@ impl World {
         Ok(world)
     }
 
+    /// Events name errors by their Kafka code, not their text: an OS's wording must not
+    /// change a seed's hash from one machine to another.
     fn trace<T: Hash + std::fmt::Debug>(&mut self, event: &T) {
         self.now_ms.hash(&mut self.hasher);
         event.hash(&mut self.hasher);
@@ -300,10 +302,23 @@ impl World {
         Ok(())
     }
 
-    fn advance_clocks(&mut self, delta_ms: i64) {
+    /// Time passes: the simulation's, every node's wall clock, the monotonic one.
+    fn advance_time(&mut self, delta_ms: i64) {
+        self.now_ms += delta_ms;
         for clock in &self.clocks {
             clock.advance_ms(delta_ms);
         }
+        *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
+            Duration::from_millis(delta_ms as u64);
+    }
+
+    /// The node the controller names leader, if it is running.
+    fn leader_partition(&self) -> Option<(i32, Arc<Partition>)> {
+        let leader = self.controller.assignment().leader;
+        (leader > 0)
+            .then(|| self.partition(leader))
+            .flatten()
+            .map(|partition| (leader, partition))
     }
 
     /// A node's wall clock jumps (NTP stepping it, a VM resumed): up to a minute either
@@ -478,8 +493,7 @@ impl World {
     }
 
     fn produce(&mut self) {
-        let leader = self.controller.assignment().leader;
-        let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
+        let Some((leader, partition)) = self.leader_partition() else {
             return;
         };
         let count = self.rng.gen_range(1..=3);
@@ -496,14 +510,11 @@ impl World {
         let epoch = partition.assignment().leader_epoch;
         match partition.append_unsynced(builder.build(), -1) {
             Ok((info, durable)) => {
-                if durable.is_some() {
-                    // Flush before ack, inline: one thread, so the sync runs here.
-                    let gate = partition.log().sync_gate();
-                    if let Err(error) = gate.wait_durable(info.last_offset + 1) {
-                        self.trace(&("sync failed", error.to_string()));
-                        self.replica_failed(leader);
-                        return;
-                    }
+                // Flush before ack, on this one thread.
+                if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
+                    self.trace(&("sync failed", leader, error.kafka_error_code()));
+                    self.replica_failed(leader);
+                    return;
                 }
                 self.trace(&("produced", leader, info.first_offset, count));
                 self.pending
@@ -654,7 +665,7 @@ impl World {
                             None => Vec::new(),
                         },
                         Err(error) => {
-                            self.trace(&("read failed", to, error.to_string()));
+                            self.trace(&("read failed", to, error.kafka_error_code()));
                             return Ok(());
                         }
                     }
@@ -693,17 +704,10 @@ impl World {
                 match partition.append_as_follower(epoch, &records, high_watermark) {
                     Ok(Some(appended)) => {
                         let durable = appended.durable.filter(|_| !self.bugs.follower_skips_sync);
-                        if let (Some(durable), Some(info)) = (durable, appended.info) {
-                            drop(durable);
-                            let synced = partition
-                                .log()
-                                .sync_gate()
-                                .wait_durable(info.last_offset + 1);
-                            if synced.is_err() {
-                                // Not on disk: the next fetch must not claim it.
-                                self.replica_failed(to);
-                                return Ok(());
-                            }
+                        if let Some(Err(_)) = durable.map(|d| d.wait_blocking()) {
+                            // Not on disk: the next fetch must not claim it.
+                            self.replica_failed(to);
+                            return Ok(());
                         }
                         self.trace(&("replicated", to, offset, records.len()));
                     }
@@ -712,7 +716,7 @@ impl World {
                         self.nodes[to_index].needs_truncation = true;
                     }
                     Err(error) => {
-                        self.trace(&("append failed", to, error.to_string()));
+                        self.trace(&("append failed", to, error.kafka_error_code()));
                         self.replica_failed(to);
                     }
                 }
@@ -746,8 +750,7 @@ impl World {
 
     /// A consumer reading from the leader up to its high watermark.
     fn consume(&mut self) -> anyhow::Result<()> {
-        let leader = self.controller.assignment().leader;
-        let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
+        let Some((leader, partition)) = self.leader_partition() else {
             return Ok(());
         };
         if partition.leader_epoch_if_leader().is_none() {
@@ -767,7 +770,7 @@ impl World {
                 Err(error) => {
                     // e.g. out of range after a truncation
                     let offset = self.consumer_offset;
-                    self.trace(&("consume failed", leader, offset, error.to_string()));
+                    self.trace(&("consume failed", leader, offset, error.kafka_error_code()));
                     return Ok(());
                 }
             }
@@ -855,15 +858,11 @@ impl World {
             780..=781 => self.jump_clock(),
             782..=879 => {
                 let delta = self.rng.gen_range(1..50);
-                self.now_ms += delta;
-                self.advance_clocks(delta);
-                *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
-                    Duration::from_millis(delta as u64);
+                self.advance_time(delta);
             }
             880..=929 => self.controller_tick(),
             930..=959 => {
-                let leader = self.controller.assignment().leader;
-                if let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() {
+                if let Some((leader, partition)) = self.leader_partition() {
                     if let Some(proposal) = partition.propose_isr_shrink(LAG_MAX) {
                         self.alter_isr(leader, proposal);
                     }
@@ -937,9 +936,7 @@ impl World {
         let mut settled = false;
         for _ in 0..200_000 {
             // Liveness: everything delivered promptly, time moves.
-            self.now_ms += 5;
-            self.advance_clocks(5);
-            *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) += Duration::from_millis(5);
+            self.advance_time(5);
             self.controller_tick();
             for index in 0..self.nodes.len() {
                 self.follower_request(index);
@@ -1009,8 +1006,7 @@ impl World {
     }
 
     fn check_final(&mut self) -> anyhow::Result<()> {
-        let leader = self.controller.assignment().leader;
-        let Some(partition) = (leader > 0).then(|| self.partition(leader)).flatten() else {
+        let Some((leader, partition)) = self.leader_partition() else {
             self.violation("no leader at the end".into());
             return Ok(());
         };
@@ -1025,21 +1021,21 @@ impl World {
                 self.violation(format!("node {id}'s replica differs from the leader's below the high watermark {high_watermark}"));
             }
         }
+        let mut found = Vec::new();
         for (what, expected) in [("acknowledged", &self.acked), ("consumed", &self.consumed)] {
-            let missing: Vec<(i64, i64)> = expected
+            let mut missing = expected
                 .iter()
-                .filter(|(offset, id)| reference.get(offset) != Some(id))
-                .map(|(o, i)| (*o, *i))
-                .collect();
-            if let Some((offset, id)) = missing.first() {
-                let what = format!(
+                .filter(|(offset, id)| reference.get(offset) != Some(id));
+            if let Some((offset, id)) = missing.next() {
+                found.push(format!(
                     "{} {what} records not in the final log at their offsets (first: record {id} at offset {offset})",
-                    missing.len()
-                );
-                self.outcome.violations.push(what);
+                    missing.count() + 1
+                ));
             }
         }
-        self.outcome.violations.truncate(10);
+        for violation in found {
+            self.violation(violation);
+        }
         Ok(())
     }
 }

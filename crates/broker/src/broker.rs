@@ -22,7 +22,9 @@ use crate::error_code;
 use crate::log_dirs::LogDirCreator;
 use crate::metrics::topic::PartitionCounters;
 use crate::partition::{Assignment, IsrProposal, Partition, RoleChange};
-use crate::topic_config::{log_config_for, min_insync_replicas, validate_topic_config};
+use crate::topic_config::{
+    log_config_for, min_insync_replicas, validate_tiering, validate_topic_config,
+};
 use crate::topics::{TopicInfo, TopicRegistry};
 use strand_types::kafka_uuid;
 
@@ -96,6 +98,8 @@ pub struct Broker {
     pub metrics: crate::metrics::Metrics,
     /// The Kafka listeners accept connections (set by the server as it starts).
     serving: std::sync::atomic::AtomicBool,
+    /// Tiered storage, when remote.log.storage.system.enable.
+    tiered: Option<Arc<crate::tiered::TieredStorage>>,
 }
 
 /// What applying a metadata image changed on this broker.
@@ -115,6 +119,7 @@ impl Broker {
     /// Opens the data directory (creating it), recovering logs if the last stop was unclean.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let tiered = crate::tiered::TieredStorage::open(&config).map_err(anyhow::Error::msg)?;
         let connection_limits = config.connection_limits().map_err(anyhow::Error::msg)?;
         let data_dir = config.data_dir.clone();
         std::fs::create_dir_all(&data_dir).map_err(|error| {
@@ -259,6 +264,7 @@ impl Broker {
             log_dir_states,
             metrics,
             serving: std::sync::atomic::AtomicBool::new(false),
+            tiered,
         });
         broker.log_dirs.create_later(recreated);
         // A single node's stored features; a cluster member follows its image's later.
@@ -316,6 +322,11 @@ impl Broker {
     }
 
     /// The cluster this broker belongs to; None on a single node.
+    /// Tiered storage, when remote.log.storage.system.enable.
+    pub fn tiered(&self) -> Option<&Arc<crate::tiered::TieredStorage>> {
+        self.tiered.as_ref()
+    }
+
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
     }
@@ -486,6 +497,8 @@ impl Broker {
                     out.removed.push(tp);
                 }
             }
+            // Every replica asks; deleting what is already gone is no error.
+            self.delete_remote_data(&topic);
             tracing::info!(topic = topic.name, "topic deleted");
         }
         for topic in image.topics.values() {
@@ -592,6 +605,20 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .insert(tp.clone(), partition.clone());
         Ok(partition)
+    }
+
+    /// A deleted topic's objects in the remote store go too (tiered topics only).
+    fn delete_remote_data(&self, topic: &TopicInfo) {
+        let tiered_topic = topic
+            .configs
+            .get("remote.storage.enable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        if let (Some(tiered), true) = (self.tiered(), tiered_topic) {
+            for index in 0..topic.partitions {
+                let tp = TopicPartition::new(topic.name.clone(), index);
+                tiered.delete_partition(&tp, topic.id);
+            }
+        }
     }
 
     /// Stops hosting a partition and deletes its log. Returns whether it was hosted.
@@ -792,6 +819,8 @@ impl Broker {
             validate_topic_config(key, Some(value))
                 .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         }
+        validate_tiering(&self.topic_defaults(), configs, None)
+            .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         Ok((partitions, replication_factor))
     }
 
@@ -956,6 +985,9 @@ impl Broker {
             validate_topic_config(key, Some(value))
                 .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         }
+        let before = self.topic(name).map(|topic| topic.configs);
+        validate_tiering(&self.topic_defaults(), &configs, before.as_ref())
+            .map_err(|message| ApiError::new(error_code::INVALID_CONFIG, message))?;
         if let Some(cluster) = self.cluster() {
             let command = ControllerCommand::SetTopicConfigs {
                 name: name.to_string(),
@@ -1018,6 +1050,7 @@ impl Broker {
                 tracing::error!(partition = %tp, %error, "deleting log failed");
             }
         }
+        self.delete_remote_data(&topic);
         tracing::info!(topic = name, "deleted topic");
         Ok(topic)
     }

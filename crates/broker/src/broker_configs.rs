@@ -259,6 +259,27 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         get: |c| c.rack.clone(),
     },
     field!("auto.create.topics.enable", auto_create_topics, Boolean),
+    field!(
+        "remote.log.storage.system.enable",
+        remote_log_storage_system_enable,
+        Boolean
+    ),
+    field!(
+        "remote.log.manager.task.interval.ms",
+        remote_log_manager_task_interval_ms,
+        Long,
+        1
+    ),
+    BrokerConfigDef {
+        name: "strand.remote.storage.url",
+        toml_key: "remote_storage_url",
+        config_type: ConfigType::String,
+        set: |c, v, _| {
+            c.remote_storage_url = Some(v.trim().to_string()).filter(|v| !v.is_empty());
+            Ok(())
+        },
+        get: |c| c.remote_storage_url.clone(),
+    },
     field!("num.partitions", num_partitions, Int, 1),
     field!(
         "default.replication.factor",

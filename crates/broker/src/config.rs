@@ -212,6 +212,15 @@ pub struct BrokerConfig {
     pub process_roles: Option<String>,
     /// broker.rack: replicas of a partition go to different racks where possible.
     pub rack: Option<String>,
+    /// remote.log.storage.system.enable: tiered storage may be turned on for topics.
+    pub remote_log_storage_system_enable: bool,
+    /// The remote store of tiered storage (`strand.remote.storage.url`): `s3://BUCKET/PREFIX`
+    /// (credentials, endpoint and region from the AWS environment), `gs://`, `az://`,
+    /// `file:///DIR` or `memory://`. Kafka names a plugin class here instead.
+    pub remote_storage_url: Option<String>,
+    /// remote.log.manager.task.interval.ms: how often each tiered partition copies its
+    /// sealed segments and applies remote retention.
+    pub remote_log_manager_task_interval_ms: u64,
     /// broker.heartbeat.interval.ms
     pub broker_heartbeat_interval_ms: u64,
     /// broker.session.timeout.ms: a broker silent this long is fenced.
@@ -304,6 +313,9 @@ impl Default for BrokerConfig {
             quorum_listen: None,
             process_roles: None,
             rack: None,
+            remote_log_storage_system_enable: false,
+            remote_storage_url: None,
+            remote_log_manager_task_interval_ms: 30_000,
             broker_heartbeat_interval_ms: 500,
             broker_session_timeout_ms: 9_000,
             replica_lag_time_max_ms: 30_000,

@@ -37,6 +37,7 @@ pub mod scram_credentials;
 pub mod server;
 pub mod shard_log;
 pub mod share;
+pub mod tiered;
 pub mod topic_config;
 pub mod topics;
 pub mod txn;

@@ -203,6 +203,9 @@ async fn run(
         Broker::apply_retention,
     );
     let cleaner = every(&broker, config.cleaner_backoff_ms, Broker::clean_logs);
+    let tiering = broker
+        .tiered()
+        .map(|tiered| tokio::spawn(tiered.clone().run(broker.clone())));
     broker.metrics.watch_network(
         listeners
             .iter()
@@ -314,6 +317,9 @@ async fn run(
     txn_timers.abort();
     retention.abort();
     cleaner.abort();
+    if let Some(tiering) = tiering {
+        tiering.abort();
+    }
     metrics_upkeep.abort();
     while tasks.join_next().await.is_some() {}
     let broker_for_close = broker.clone();

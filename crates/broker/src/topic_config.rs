@@ -114,9 +114,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("leader.replication.throttled.replicas", List, Rule::ThrottledReplicas, None, |_| String::new(),
         "Replicas whose leader side is throttled during a reassignment, at leader.replication.throttled.rate while outside the ISR (partition:broker pairs, or *)."),
     def("local.retention.bytes", Long, Rule::Long { min: -2 }, Some("log.local.retention.bytes"), |_| "-2".into(),
-        "Bytes kept on local disk when tiered storage is on (-2: retention.bytes; accepted, no tiered storage yet)."),
+        "Bytes kept on local disk when tiered storage is on (-2: retention.bytes)."),
     def("local.retention.ms", Long, Rule::Long { min: -2 }, Some("log.local.retention.ms"), |_| "-2".into(),
-        "Time kept on local disk when tiered storage is on (-2: retention.ms; accepted, no tiered storage yet)."),
+        "Time kept on local disk when tiered storage is on (-2: retention.ms)."),
     def("max.compaction.lag.ms", Long, Rule::Long { min: 1 }, Some("log.cleaner.max.compaction.lag.ms"), |_| i64::MAX.to_string(),
         "The longest a record stays uncompacted: past it the log is cleaned whatever its dirty ratio, and the active segment rolls."),
     def("max.decompressed.message.bytes", Int, Rule::Int { min: 1, max: INT_MAX }, Some("max.decompressed.message.bytes"), |_| "2147483639".into(),
@@ -142,11 +142,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("remote.copy.lag.ms", Long, Rule::Long { min: -1 }, Some("log.remote.copy.lag.ms"), |_| "0".into(),
         "Tiered storage: time a segment may wait before upload (accepted, no tiered storage yet)."),
     def("remote.log.copy.disable", Boolean, Rule::Boolean, None, |_| "false".into(),
-        "Tiered storage: stop uploading (accepted, no tiered storage yet)."),
+        "Tiered storage: stop copying; local and remote data then go by retention.ms / retention.bytes."),
     def("remote.log.delete.on.disable", Boolean, Rule::Boolean, None, |_| "false".into(),
-        "Tiered storage: delete remote data when tiering is turned off (accepted, no tiered storage yet)."),
+        "Tiered storage: delete remote data when tiering is turned off."),
     def("remote.storage.enable", Boolean, Rule::Boolean, None, |_| "false".into(),
-        "Tiered storage for this topic: refused while the broker has none (as Kafka without remote.log.storage.system.enable)."),
+        "Tiered storage for this topic: sealed segments copied to the remote store (needs the broker's remote.log.storage.system.enable)."),
     def("retention.bytes", Long, Rule::Long { min: i64::MIN }, Some("log.retention.bytes"), |b| b.retention_bytes.to_string(),
         "The most bytes a partition keeps; older segments are deleted (-1: unlimited)."),
     def("retention.ms", Long, Rule::Long { min: -1 }, Some("log.retention.ms"), |b| b.retention_ms.to_string(),
@@ -191,9 +191,55 @@ pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), Stri
         );
     }
     let def = topic_config(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
-    check(name, value, def.rule)?;
-    if name == "remote.storage.enable" && value.trim().eq_ignore_ascii_case("true") {
+    check(name, value, def.rule)
+}
+
+/// Kafka's checks of a topic's tiered storage settings taken together (LogConfig's
+/// validate): `configs` are the topic's overrides after the change, `before` its overrides
+/// before it (None: a new topic).
+pub fn validate_tiering(
+    broker: &BrokerConfig,
+    configs: &BTreeMap<String, String>,
+    before: Option<&BTreeMap<String, String>>,
+) -> Result<(), String> {
+    let value = |name: &str| topic_config_value(broker, configs, name);
+    let flag = |name: &str| value(name).trim().eq_ignore_ascii_case("true");
+    let long = |name: &str| value(name).trim().parse::<i64>().unwrap_or(i64::MAX);
+    let was_enabled = before.is_some_and(|before| {
+        topic_config_value(broker, before, "remote.storage.enable")
+            .trim()
+            .eq_ignore_ascii_case("true")
+    });
+    if !flag("remote.storage.enable") {
+        if was_enabled && !flag("remote.log.delete.on.disable") {
+            return Err("It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.".into());
+        }
+        return Ok(());
+    }
+    if !broker.remote_log_storage_system_enable {
         return Err("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".into());
+    }
+    if list_items(&value("cleanup.policy")).contains(&"compact") {
+        return Err("Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list.".into());
+    }
+    for (total_name, local_name) in [
+        ("retention.ms", "local.retention.ms"),
+        ("retention.bytes", "local.retention.bytes"),
+    ] {
+        let (total, local) = (long(total_name), long(local_name));
+        if flag("remote.log.copy.disable") && local != -2 && local != total {
+            let (local_short, total_short) = (local_name, total_name);
+            return Err(format!("When `remote.log.copy.disable` is set to true, the `{local_short}` and `{total_short}` must be set to the identical value because there will be no more logs copied to the remote storage."));
+        }
+        if total == -1 || local == -2 {
+            continue;
+        }
+        if local == -1 {
+            return Err(format!("Invalid value -1 for configuration {local_name}: Value must not be -1 as {total_name} value is set as {total}."));
+        }
+        if local > total {
+            return Err(format!("Invalid value {local} for configuration {local_name}: Value must not be more than {total_name} property value: {total}"));
+        }
     }
     Ok(())
 }
@@ -431,6 +477,23 @@ pub fn log_config_for(broker: &BrokerConfig, overrides: &BTreeMap<String, String
         retention_bytes: Some(long("retention.bytes"))
             .filter(|bytes| *bytes >= 0)
             .map(|bytes| bytes as u64),
+        remote_storage: value("remote.storage.enable")
+            .trim()
+            .eq_ignore_ascii_case("true"),
+        remote_copy_disabled: value("remote.log.copy.disable")
+            .trim()
+            .eq_ignore_ascii_case("true"),
+        local_retention_ms: match long("local.retention.ms") {
+            -2 => Some(long("retention.ms")),
+            ms => Some(ms),
+        }
+        .filter(|ms| *ms >= 0),
+        local_retention_bytes: match long("local.retention.bytes") {
+            -2 => Some(long("retention.bytes")),
+            bytes => Some(bytes),
+        }
+        .filter(|bytes| *bytes >= 0)
+        .map(|bytes| bytes as u64),
         delete_retention_ms: long("delete.retention.ms").max(0),
         min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
         max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
@@ -518,11 +581,85 @@ mod tests {
             err("follower.replication.throttled.replicas", "bogus,other"),
             "Invalid value [bogus, other] for configuration follower.replication.throttled.replicas: follower.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
         );
-        assert!(err("remote.storage.enable", "true")
-            .starts_with("Tiered Storage functionality is disabled"));
-        assert!(validate_topic_config("remote.storage.enable", Some("false")).is_ok());
+        assert!(validate_topic_config("remote.storage.enable", Some("true")).is_ok());
         assert_eq!(topic_config_type("preallocate"), 1);
         assert_eq!(topic_config_type("cleanup.policy"), 7);
+    }
+
+    #[test]
+    fn tiering_is_checked_as_kafka_checks_it() {
+        let configs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let off = BrokerConfig::default();
+        let on = BrokerConfig {
+            remote_log_storage_system_enable: true,
+            ..BrokerConfig::default()
+        };
+        let tiered = configs(&[("remote.storage.enable", "true")]);
+        assert_eq!(
+            validate_tiering(&off, &tiered, None).unwrap_err(),
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+        );
+        assert!(validate_tiering(&on, &tiered, None).is_ok());
+        assert!(validate_tiering(&off, &configs(&[]), None).is_ok());
+        let compacted = configs(&[
+            ("remote.storage.enable", "true"),
+            ("cleanup.policy", "compact,delete"),
+        ]);
+        assert!(validate_tiering(&on, &compacted, None)
+            .unwrap_err()
+            .starts_with("Remote log storage only supports topics with cleanup.policy=delete"));
+        let local_longer = configs(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "1000"),
+            ("local.retention.ms", "2000"),
+        ]);
+        assert_eq!(
+            validate_tiering(&on, &local_longer, None).unwrap_err(),
+            "Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000"
+        );
+        let local_forever = configs(&[
+            ("remote.storage.enable", "true"),
+            ("local.retention.ms", "-1"),
+        ]);
+        assert_eq!(
+            validate_tiering(&on, &local_forever, None).unwrap_err(),
+            "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as retention.ms value is set as 604800000."
+        );
+        let copy_off = configs(&[
+            ("remote.storage.enable", "true"),
+            ("remote.log.copy.disable", "true"),
+            ("local.retention.bytes", "10"),
+            ("retention.bytes", "100"),
+        ]);
+        assert!(validate_tiering(&on, &copy_off, None)
+            .unwrap_err()
+            .starts_with("When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and `retention.bytes`"));
+        // Turning it off keeps nothing remote: only with remote.log.delete.on.disable.
+        let turned_off = configs(&[("remote.storage.enable", "false")]);
+        assert!(validate_tiering(&on, &turned_off, Some(&tiered))
+            .unwrap_err()
+            .starts_with("It is invalid to disable remote storage without deleting remote data."));
+        let deleting = configs(&[
+            ("remote.storage.enable", "false"),
+            ("remote.log.delete.on.disable", "true"),
+        ]);
+        assert!(validate_tiering(&on, &deleting, Some(&tiered)).is_ok());
+        let log = log_config_for(
+            &on,
+            &configs(&[
+                ("remote.storage.enable", "TRUE"),
+                ("retention.ms", "5000"),
+                ("local.retention.bytes", "77"),
+            ]),
+        );
+        assert!(log.remote_storage && log.tiered());
+        assert_eq!(log.local_retention_ms, Some(5000), "-2 is retention.ms");
+        assert_eq!(log.local_retention_bytes, Some(77));
     }
 
     #[test]
@@ -531,10 +668,8 @@ mod tests {
         let broker = BrokerConfig::default();
         for def in TOPIC_CONFIGS {
             let default = (def.default)(&broker);
-            if def.name != "remote.storage.enable" {
-                validate_topic_config(def.name, Some(&default))
-                    .unwrap_or_else(|e| panic!("{}'s default {default:?}: {e}", def.name));
-            }
+            validate_topic_config(def.name, Some(&default))
+                .unwrap_or_else(|e| panic!("{}'s default {default:?}: {e}", def.name));
         }
         let names: Vec<&str> = TOPIC_CONFIGS.iter().map(|d| d.name).collect();
         let mut sorted = names.clone();

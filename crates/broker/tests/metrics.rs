@@ -10,15 +10,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{call, call_from, fetch_request, open_broker, produce_request, HANG_GUARD};
+use common::{
+    call, call_from, create_topic_with, fetch_request, open_broker, produce_request, HANG_GUARD,
+};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, DeleteTopicsRequest,
+    DeleteTopicsResponse, FetchResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_broker::Broker;
@@ -97,27 +97,8 @@ fn text(value: &str) -> StrBytes {
 }
 
 async fn create_topic(stream: &mut TcpStream, name: &str, configs: &[(&str, &str)]) {
-    use kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
-    let configs = configs
-        .iter()
-        .map(|(name, value)| {
-            CreatableTopicConfig::default()
-                .with_name(text(name))
-                .with_value(Some(text(value)))
-        })
-        .collect();
-    let created: CreateTopicsResponse = call(
-        stream,
-        ApiKey::CreateTopics,
-        7,
-        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(text(name)))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(configs)]),
-    )
-    .await;
-    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    let (code, message) = create_topic_with(stream, name, configs).await;
+    assert_eq!(code, 0, "{message}");
 }
 
 fn produce(topic: &str, batch: Vec<u8>) -> ProduceRequest {

@@ -62,12 +62,28 @@ pub struct LogConfig {
     /// message.timestamp.after.max.ms: a CreateTime record newer than now plus this is
     /// refused.
     pub message_timestamp_after_max_ms: i64,
+    /// remote.storage.enable: sealed segments are copied to the remote store (tiered
+    /// storage, KIP-405), and local retention deletes only what the store holds.
+    pub remote_storage: bool,
+    /// remote.log.copy.disable: no more copies; local segments then go by retention.ms /
+    /// retention.bytes as without tiering (KIP-950), the remote ones by the same limits.
+    pub remote_copy_disabled: bool,
+    /// local.retention.ms, -2 (retention.ms) resolved; None: forever.
+    pub local_retention_ms: Option<i64>,
+    /// local.retention.bytes, -2 (retention.bytes) resolved; None: unlimited.
+    pub local_retention_bytes: Option<u64>,
 }
 
 /// message.timestamp.after.max.ms's default since Kafka 4.0 (KIP-1030): one hour.
 pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
 
 impl LogConfig {
+    /// Whether segments are being copied to the remote store (and local deletion waits
+    /// for their copy).
+    pub fn tiered(&self) -> bool {
+        self.remote_storage && !self.remote_copy_disabled
+    }
+
     /// The age at which the segment starting at `base_offset` rolls: segment.ms (capped
     /// by max.compaction.lag.ms on compacted logs, as Kafka's maxSegmentMs), less the
     /// segment's jitter (a hash of its base offset below min(segment.jitter.ms,
@@ -116,6 +132,10 @@ impl Default for LogConfig {
             max_compaction_lag_ms: i64::MAX,
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
+            remote_storage: false,
+            remote_copy_disabled: false,
+            local_retention_ms: None,
+            local_retention_bytes: None,
         }
     }
 }

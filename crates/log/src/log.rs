@@ -153,6 +153,9 @@ pub struct Log {
     pub(crate) upkeep: Upkeep,
     /// Idempotent producers' sequences, following the log through truncation and recovery.
     pub(crate) producers: ProducerStateManager,
+    /// Tiered storage: the end (exclusive) of what the remote store holds, as the broker
+    /// last learnt it; None until it knows. Local retention deletes nothing at or above it.
+    pub(crate) remote_end: Option<i64>,
 }
 
 /// What a log's writes leave to do off the request path, and what they found: counts

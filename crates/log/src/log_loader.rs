@@ -96,6 +96,7 @@ impl Log {
             on_disk: false,
             upkeep: Default::default(),
             producers: ProducerStateManager::default(),
+            remote_end: None,
         }
     }
 
@@ -239,6 +240,7 @@ impl Log {
             on_disk: true,
             upkeep: Default::default(),
             producers: ProducerStateManager::default(),
+            remote_end: None,
         };
         log.rebuild_producer_state()?;
         if report.segments_recovered > 0 || report.segments_deleted > 0 {

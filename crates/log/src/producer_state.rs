@@ -571,7 +571,7 @@ impl ProducerStateManager {
     }
 }
 
-fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+pub(crate) fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
 }
 

@@ -4,6 +4,10 @@
 //! files are deleted, so readers never see a hole; readers already holding the files keep
 //! reading them. If every segment has expired, the active one is rolled first so that it
 //! can go too (Kafka's rule), leaving an empty active segment at the log end.
+//!
+//! Tiered (remote.storage.enable, copies on): local.retention.ms / local.retention.bytes
+//! decide instead, and no segment goes before the remote store holds all of it; the
+//! broker applies retention.ms / retention.bytes to the remote copy.
 
 use crate::error::LogResult;
 use crate::log::Log;
@@ -22,8 +26,14 @@ impl Log {
         if !config.cleanup_delete || self.is_offline() {
             return Ok(RetentionOutcome::default());
         }
+        let tiered = config.tiered();
+        let (retention_ms, retention_bytes) = if tiered {
+            (config.local_retention_ms, config.local_retention_bytes)
+        } else {
+            (config.retention_ms, config.retention_bytes)
+        };
         let mut deletable = 0usize;
-        if let Some(retention_ms) = config.retention_ms {
+        if let Some(retention_ms) = retention_ms {
             let dir = self.dir.clone();
             deletable = self
                 .segments
@@ -34,7 +44,7 @@ impl Log {
                 })
                 .count();
         }
-        if let Some(retention_bytes) = config.retention_bytes {
+        if let Some(retention_bytes) = retention_bytes {
             let mut excess = self.size_bytes().saturating_sub(retention_bytes);
             let by_size = self
                 .segments
@@ -58,8 +68,14 @@ impl Log {
                 .nth(index)
                 .map_or(log.log_end_offset(), |s| s.base_offset())
         };
+        // Tiered: nothing the remote store does not hold yet (nothing while it is unknown).
+        let kept_from = if tiered {
+            self.remote_end.unwrap_or(i64::MIN)
+        } else {
+            high_watermark
+        };
         while deletable > 0
-            && next_base(self, deletable).min(self.log_end_offset()) > high_watermark
+            && next_base(self, deletable).min(self.log_end_offset()) > high_watermark.min(kept_from)
         {
             deletable -= 1;
         }

@@ -315,6 +315,9 @@ impl Segment {
     pub fn offset_index_entries(&self) -> u64 {
         self.offset_index.len()
     }
+    pub fn time_index_entries(&self) -> u64 {
+        self.time_index.len()
+    }
 
     /// Milliseconds the segment has been collecting data, for segment.ms. Kafka measures
     /// from the first batch's timestamp alone, so a producer sending old timestamps makes

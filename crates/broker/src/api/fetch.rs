@@ -34,6 +34,9 @@ use crate::net::RequestContext;
 use crate::partition::{IsrProposal, Partition};
 use crate::replication_throttle::{names_replica, ReplicationThrottle};
 use crate::router::{decode, Outcome};
+use crate::tiered::reader::{ChunkWanted, RemoteRead};
+use crate::tiered::remote_log::RemoteLog;
+use crate::tiered::TieredStorage;
 use strand_metadata::client_quotas::CONSUMER_BYTE_RATE;
 
 /// The topic config naming replicas whose leader side is throttled.
@@ -165,7 +168,11 @@ pub async fn handle(
             .filter(|p| p.park_fetch(&waiter))
             .collect();
         let mut proposals = Vec::new();
-        let mut misses = Vec::new();
+        let mut waits = Waits {
+            tiered: broker.tiered(),
+            disk: Vec::new(),
+            remote: Vec::new(),
+        };
         let (responses, bytes, errors) = strand_log::read_mode::without_waiting(|| {
             read_all(
                 &targets,
@@ -174,14 +181,19 @@ pub async fn handle(
                 follower,
                 throttling.as_ref(),
                 &mut proposals,
-                &mut misses,
+                &mut waits,
             )
         });
         if !proposals.is_empty() {
             broker.propose_isr_changes(proposals);
         }
-        for (partition, miss) in misses {
+        for (partition, miss) in waits.disk {
             crate::cold_reads::warm(partition, miss);
+        }
+        if let Some(tiered) = broker.tiered() {
+            for (remote, partition, wanted) in waits.remote {
+                tiered.get_chunks(remote, partition.clone(), wanted);
+            }
         }
         let done = bytes >= body.min_bytes.max(1) as u64
             || errors
@@ -398,9 +410,19 @@ fn resolve(
         .collect()
 }
 
+/// What reads found missing, to get before the parked fetch reads again.
+struct Waits<'t> {
+    tiered: Option<&'t Arc<TieredStorage>>,
+    /// Reads that would wait for the disk.
+    disk: Vec<(&'t Arc<Partition>, Miss)>,
+    /// Chunks of remote segments to get (reads below the local log start, read-ahead).
+    remote: Vec<(Arc<RemoteLog>, &'t Arc<Partition>, Vec<ChunkWanted>)>,
+}
+
 /// Reads every target once. Returns each partition's answer, the record bytes found,
 /// and whether any partition had an error (which ends the wait, as in Kafka). A read
-/// that would wait for the disk answers without records and leaves its miss in `misses`.
+/// that would wait for the disk or the remote store answers without records and leaves
+/// what it missed in `waits`.
 fn read_all<'t>(
     targets: &'t [Target],
     max_bytes: i32,
@@ -408,7 +430,7 @@ fn read_all<'t>(
     follower: Option<i32>,
     throttling: Option<&LeaderThrottling>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
-    misses: &mut Vec<(&'t Arc<Partition>, Miss)>,
+    waits: &mut Waits<'t>,
 ) -> (Vec<(FetchKey, FetchPartitionOut)>, u64, bool) {
     let mut budget = max_bytes.max(0) as u64;
     let mut total = 0u64;
@@ -444,12 +466,10 @@ fn read_all<'t>(
             read_committed,
             follower,
             proposals,
+            waits,
         ) {
             Ok(read) => {
-                let length = match &read.records {
-                    RecordsOut::File { length, .. } => *length,
-                    _ => 0,
-                };
+                let length = read.records.len();
                 if let Some(throttle) = throttle {
                     throttle.record(length);
                 }
@@ -478,8 +498,8 @@ fn read_all<'t>(
                 let log = partition.log();
                 out.high_watermark = log.high_watermark();
                 out.last_stable_offset = log.last_stable_offset();
-                out.log_start_offset = log.log_start_offset();
-                misses.extend(miss.map(|miss| (partition, miss)));
+                out.log_start_offset = unified_log_start(waits.tiered, partition, &log);
+                waits.disk.extend(miss.map(|miss| (partition, miss)));
             }
         }
         answers.push((target.key.clone(), out));
@@ -545,6 +565,18 @@ fn refused<'t>(code: i16) -> Refusal<'t> {
     Refusal::Error(code, -1, -1)
 }
 
+/// The partition's log start: the remote store's when it holds older offsets.
+fn unified_log_start(
+    tiered: Option<&Arc<TieredStorage>>,
+    partition: &Partition,
+    log: &strand_log::Log,
+) -> i64 {
+    let local = log.log_start_offset();
+    tiered
+        .and_then(|tiered| tiered.remote_log(&partition.tp))
+        .map_or(local, |remote| remote.log_start_offset(local))
+}
+
 /// The partition's read, or why there is none.
 fn read_one<'t>(
     target: &'t Target,
@@ -553,6 +585,7 @@ fn read_one<'t>(
     read_committed: bool,
     follower: Option<i32>,
     proposals: &mut Vec<(TopicPartition, IsrProposal)>,
+    waits: &mut Waits<'t>,
 ) -> Result<PartitionRead, Refusal<'t>> {
     let partition = target.partition.as_ref().map_err(|code| refused(*code))?;
     if !partition.is_leader() {
@@ -605,25 +638,108 @@ fn read_one<'t>(
                 }
                 _ => RecordsOut::Empty,
             };
+            let log_start_offset = waits
+                .tiered
+                .and_then(|tiered| tiered.remote_log(&partition.tp))
+                .map_or(result.log_start_offset, |remote| {
+                    remote.log_start_offset(result.log_start_offset)
+                });
             Ok(PartitionRead {
                 records,
                 high_watermark: result.high_watermark,
                 last_stable_offset: result.last_stable_offset,
                 aborted,
-                log_start_offset: result.log_start_offset,
+                log_start_offset,
                 diverging_epoch: None,
             })
         }
         Err(LogError::OffsetOutOfRange {
-            log_start_offset, ..
+            log_start_offset: local_start,
+            ..
         }) => {
-            let high_watermark = partition.log().high_watermark();
+            if target.fetch_offset < local_start {
+                if let Some(tiered) = waits.tiered {
+                    let read =
+                        read_remote(tiered, target, partition, limit, first, follower, waits);
+                    if let Some(read) = read {
+                        return read;
+                    }
+                }
+            }
+            let log = partition.log();
             Err(Refusal::Error(
                 error_code::OFFSET_OUT_OF_RANGE,
-                high_watermark,
-                log_start_offset,
+                log.high_watermark(),
+                unified_log_start(waits.tiered, partition, &log),
             ))
         }
         Err(error) => Err(refused(error.kafka_error_code())),
     }
+}
+
+/// A read below the local log start of a tiered partition: from the remote store for a
+/// consumer; OFFSET_MOVED_TO_TIERED_STORAGE for a follower, which starts from the local
+/// log start instead (as Kafka's). None: the partition is not tiered, or no copy holds
+/// the offset (out of range).
+fn read_remote<'t>(
+    tiered: &Arc<TieredStorage>,
+    target: &'t Target,
+    partition: &'t Arc<Partition>,
+    limit: u64,
+    first: bool,
+    follower: Option<i32>,
+    waits: &mut Waits<'t>,
+) -> Option<Result<PartitionRead, Refusal<'t>>> {
+    if !partition.log().config().remote_storage {
+        return None;
+    }
+    let (high_watermark, last_stable_offset, local_start) = {
+        let log = partition.log();
+        (
+            log.high_watermark(),
+            log.last_stable_offset(),
+            log.log_start_offset(),
+        )
+    };
+    // Tiered, but what the store holds is not known yet (the broker just started, or
+    // the topic just turned tiering on): retriable, never an out-of-range answer that
+    // would send a consumer to the local start past what the store holds.
+    let Some(remote) = tiered.remote_log(&partition.tp).filter(|r| r.is_loaded()) else {
+        return Some(Err(refused(error_code::KAFKA_STORAGE_ERROR)));
+    };
+    let log_start = remote.log_start_offset(local_start);
+    if target.fetch_offset < log_start {
+        return None;
+    }
+    if follower.is_some() {
+        return Some(Err(Refusal::Error(
+            error_code::OFFSET_MOVED_TO_TIERED_STORAGE,
+            high_watermark,
+            log_start,
+        )));
+    }
+    if remote.take_read_failure() {
+        return Some(Err(refused(error_code::KAFKA_STORAGE_ERROR)));
+    }
+    let mut wanted = Vec::new();
+    let read = tiered.read(&remote, target.fetch_offset, limit, first, &mut wanted);
+    if !wanted.is_empty() {
+        waits.remote.push((remote.clone(), partition, wanted));
+    }
+    Some(match read {
+        RemoteRead::Records { records, aborted } => Ok(PartitionRead {
+            records: if records.is_empty() {
+                RecordsOut::Empty
+            } else {
+                RecordsOut::Memory(records)
+            },
+            high_watermark,
+            last_stable_offset,
+            aborted: Some(aborted),
+            log_start_offset: log_start,
+            diverging_epoch: None,
+        }),
+        RemoteRead::Missing => Err(Refusal::WouldWait(partition, None)),
+        RemoteRead::OutOfRange => return None,
+    })
 }

@@ -3,7 +3,10 @@
 //! first offset at or after a timestamp. Consumers (replica id -1) see only up to the high
 //! watermark (read_committed: the last stable offset). Without tiered storage the tiered
 //! ones answer as Kafka's do with remote storage off: earliest local is earliest, the
-//! others find nothing. Another negative timestamp, or one the version predates, is
+//! others find nothing. On a tiered partition earliest is the remote store's first
+//! offset, latest tiered its last, earliest pending upload the one after that; before the
+//! broker has read what the store holds, OFFSET_NOT_AVAILABLE (retriable). Lookups by
+//! timestamp search the local log only. Another negative timestamp, or one the version predates, is
 //! UNSUPPORTED_VERSION for its partition, as on Kafka 4.4.
 //!
 //! Lookups by timestamp read the time index and batches on the runtime worker without
@@ -191,11 +194,38 @@ fn lookup(
             Refusal::Error(error.kafka_error_code())
         }
     };
+    let local_start = log.log_start_offset();
+    // Tiered storage: what the remote store holds (None: the partition is not tiered).
+    let remote = match broker.tiered() {
+        Some(tiered) if log.config().remote_storage => match tiered.remote_log(tp) {
+            Some(remote) if remote.is_loaded() => Some(remote),
+            // Not known yet (just started): retriable, never a wrong offset.
+            _ => return Err(Refusal::Error(error_code::OFFSET_NOT_AVAILABLE)),
+        },
+        _ => None,
+    };
     let found = match timestamp {
         LATEST => Ok((-1, visible_end)),
-        EARLIEST | EARLIEST_LOCAL => Ok((-1, log.log_start_offset())),
-        // Nothing is tiered: nothing is in remote storage or waiting to go there.
-        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok((-1, -1)),
+        EARLIEST => Ok((
+            -1,
+            remote
+                .as_ref()
+                .map_or(local_start, |r| r.log_start_offset(local_start)),
+        )),
+        EARLIEST_LOCAL => Ok((-1, local_start)),
+        // The last offset the store holds (-1: none, or not tiered).
+        LATEST_TIERED => Ok((
+            -1,
+            remote.as_ref().and_then(|r| r.end_offset()).unwrap_or(-1),
+        )),
+        // The first offset not copied yet: the local start while nothing is (-1: not
+        // tiered).
+        EARLIEST_PENDING_UPLOAD => Ok((
+            -1,
+            remote
+                .as_ref()
+                .map_or(-1, |r| r.end_offset().map_or(local_start, |end| end + 1)),
+        )),
         MAX_TIMESTAMP => Ok(match log.max_timestamp_offset().map_err(storage)? {
             Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
             _ => (-1, -1),

@@ -212,3 +212,37 @@ pub async fn call_from<Req: Encodable, Resp: Decodable>(
         .expect("a response");
     Resp::decode(&mut body, version).unwrap()
 }
+
+/// CreateTopics v7 of one partition, replication factor 1, with `configs`: (error code,
+/// error message).
+pub async fn create_topic_with(
+    stream: &mut TcpStream,
+    name: &str,
+    configs: &[(&str, &str)],
+) -> (i16, String) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let text = |value: &str| StrBytes::from_string(value.to_string());
+    let configs = configs
+        .iter()
+        .map(|(name, value)| {
+            CreatableTopicConfig::default()
+                .with_name(text(name))
+                .with_value(Some(text(value)))
+        })
+        .collect();
+    let created: CreateTopicsResponse = call(
+        stream,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(text(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(configs)]),
+    )
+    .await;
+    let topic = &created.topics[0];
+    let message = topic.error_message.as_ref().map(|m| m.to_string());
+    (topic.error_code, message.unwrap_or_default())
+}

@@ -1,0 +1,326 @@
+//! Tiered storage (Kafka's KIP-405): sealed segments of topics with
+//! remote.storage.enable=true are copied to a remote object store, local retention
+//! (local.retention.ms / .bytes) then deletes local segments only once copied, and
+//! reads below the local log start are served from the store through the normal Fetch
+//! path. retention.ms / retention.bytes apply to the remote copy.
+//!
+//! Where Kafka keeps which offsets are remote in the `__remote_log_metadata` topic,
+//! Strand keeps each copy's metadata as an object beside its data, written last; the
+//! store is the one copy every broker sees, so a new leader (or a follower deciding what
+//! it may delete locally) reads the listing. See docs/ARCHITECTURE.md, "Tiered storage".
+//!
+//! One task per broker runs a pass every remote.log.manager.task.interval.ms: as leader
+//! of a tiered partition it loads the listing (once per leader epoch), copies the sealed
+//! segments below the high watermark and last stable offset, and applies remote
+//! retention; as follower it reads the listing again, so its local retention may delete
+//! what the leader copied. A store that is down stops copies, and so local deletion: the
+//! disk fills as it would without tiering, nothing is lost, and the next pass resumes.
+
+pub mod reader;
+pub mod remote_log;
+pub mod remote_segments;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strand_log::log_manager::TopicPartition;
+use tokio::sync::Semaphore;
+
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::partition::Partition;
+use reader::{ChunkCache, ChunkWanted, RemoteRead, GETS_MAX};
+use remote_log::RemoteLog;
+use store::{RemoteStore, StoreResult};
+
+/// Segments one partition copies in one pass before the others get their turn.
+const COPIES_PER_PASS: usize = 4;
+
+#[derive(Debug)]
+pub struct TieredStorage {
+    store: RemoteStore,
+    logs: Mutex<HashMap<TopicPartition, Arc<RemoteLog>>>,
+    cache: ChunkCache,
+    gets: Arc<Semaphore>,
+    interval: Duration,
+    node_id: i32,
+}
+
+impl TieredStorage {
+    /// The broker's tiered storage: None unless remote.log.storage.system.enable.
+    pub fn open(config: &BrokerConfig) -> Result<Option<Arc<TieredStorage>>, String> {
+        if !config.remote_log_storage_system_enable {
+            return Ok(None);
+        }
+        let url = config.remote_storage_url.as_deref().ok_or(
+            "remote.log.storage.system.enable=true needs the remote store: strand.remote.storage.url (remote_storage_url in TOML), e.g. s3://BUCKET/PREFIX",
+        )?;
+        Ok(Some(Arc::new(TieredStorage {
+            store: RemoteStore::open(url)?,
+            logs: Mutex::new(HashMap::new()),
+            cache: ChunkCache::default(),
+            gets: Arc::new(Semaphore::new(GETS_MAX)),
+            interval: Duration::from_millis(config.remote_log_manager_task_interval_ms.max(1)),
+            node_id: config.node_id,
+        })))
+    }
+
+    pub fn store(&self) -> &RemoteStore {
+        &self.store
+    }
+
+    /// The partition's remote side, if the partition is tiered.
+    pub fn remote_log(&self, tp: &TopicPartition) -> Option<Arc<RemoteLog>> {
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    /// Bytes held remotely and the number of copies, over every partition this broker
+    /// knows (metrics, DescribeLogDirs).
+    pub fn remote_size(&self, tp: &TopicPartition) -> u64 {
+        self.remote_log(tp)
+            .and_then(|remote| remote.with(|s| s.size_bytes()))
+            .unwrap_or(0)
+    }
+
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.cached_bytes()
+    }
+
+    /// Passes until the broker stops.
+    pub async fn run(self: Arc<Self>, broker: Arc<Broker>) {
+        let mut shutdown = broker.shutdown_signal();
+        loop {
+            self.pass(&broker).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// One pass over every hosted partition.
+    pub async fn pass(&self, broker: &Arc<Broker>) {
+        for partition in broker.hosted_partitions() {
+            let tiered = partition.log().config().remote_storage;
+            let existing = self.remote_log(&partition.tp);
+            let remote = match (tiered, existing) {
+                (true, Some(remote)) => remote,
+                (true, None) => {
+                    let Some(topic) = broker.topic(&partition.tp.topic) else {
+                        continue;
+                    };
+                    let remote = Arc::new(RemoteLog::new(partition.tp.clone(), topic.id));
+                    self.logs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(partition.tp.clone(), remote.clone());
+                    remote
+                }
+                (false, Some(remote)) => {
+                    // Turned off: Kafka requires remote.log.delete.on.disable, so the
+                    // leader deletes the remote data.
+                    if partition.is_leader() {
+                        if let Err(error) = remote.delete_all(&self.store).await {
+                            tracing::warn!(partition = %partition.tp, %error, "deleting remote data failed; retried next pass");
+                            continue;
+                        }
+                    }
+                    self.forget(&partition.tp);
+                    continue;
+                }
+                (false, None) => continue,
+            };
+            let Ok(_busy) = remote.busy.try_lock() else {
+                continue;
+            };
+            if let Err(error) = self.partition_pass(&partition, &remote).await {
+                tracing::warn!(partition = %partition.tp, store = self.store.url(), %error, "tiered storage pass failed; retried next pass");
+            }
+        }
+    }
+
+    fn forget(&self, tp: &TopicPartition) {
+        self.logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tp);
+    }
+
+    async fn partition_pass(
+        &self,
+        partition: &Arc<Partition>,
+        remote: &RemoteLog,
+    ) -> StoreResult<()> {
+        use std::sync::atomic::Ordering;
+        let Some(epoch) = partition.leader_epoch_if_leader() else {
+            remote.loaded_as_leader_in.store(-1, Ordering::Release);
+            remote.refresh(&self.store).await?;
+            partition
+                .log()
+                .set_remote_end(remote.end_offset().map(|end| end + 1));
+            return Ok(());
+        };
+        if remote.loaded_as_leader_in.load(Ordering::Acquire) != epoch {
+            remote.refresh(&self.store).await?;
+            remote.loaded_as_leader_in.store(epoch, Ordering::Release);
+        }
+        partition
+            .log()
+            .set_remote_end(remote.end_offset().map(|end| end + 1));
+        let config = partition.log().config().clone();
+        if config.tiered() {
+            for _ in 0..COPIES_PER_PASS {
+                let from = remote.end_offset().map_or(i64::MIN, |end| end + 1);
+                let candidates = partition.log().copy_candidates(from, 1);
+                let candidates = candidates.map_err(|e| object_store::Error::Generic {
+                    store: "local log",
+                    source: Box::new(e),
+                })?;
+                let Some(sealed) = candidates.into_iter().next() else {
+                    break;
+                };
+                let copied = remote
+                    .copy(&self.store, &sealed, self.node_id, epoch, now_ms())
+                    .await?;
+                tracing::debug!(partition = %partition.tp, base = copied.base_offset, end = copied.end_offset, bytes = copied.size_bytes, "segment copied to the remote store");
+                partition
+                    .log()
+                    .set_remote_end(remote.end_offset().map(|end| end + 1));
+                if partition.leader_epoch_if_leader() != Some(epoch) {
+                    return Ok(());
+                }
+            }
+        }
+        if config.cleanup_delete {
+            self.expire(partition, remote, &config).await?;
+        }
+        Ok(())
+    }
+
+    /// retention.ms / retention.bytes on the remote copy; the log start follows.
+    async fn expire(
+        &self,
+        partition: &Arc<Partition>,
+        remote: &RemoteLog,
+        config: &strand_log::LogConfig,
+    ) -> StoreResult<()> {
+        let remote_end = remote.end_offset().unwrap_or(-1);
+        let local_only: u64 = partition
+            .log()
+            .segment_summaries()
+            .iter()
+            .filter(|(base, _)| *base > remote_end)
+            .map(|(_, size)| size)
+            .sum();
+        let expired = remote
+            .with(|s| {
+                s.expired(
+                    now_ms(),
+                    config.retention_ms,
+                    config.retention_bytes,
+                    local_only,
+                )
+            })
+            .unwrap_or_default();
+        let Some(last) = expired.iter().map(|s| s.end_offset).max() else {
+            return Ok(());
+        };
+        for segment in &expired {
+            remote.delete(&self.store, segment).await?;
+        }
+        let new_start = last + 1;
+        let mut log = partition.log();
+        if new_start > log.log_start_offset() && new_start <= log.high_watermark() {
+            if let Err(error) = log.delete_before(new_start) {
+                tracing::warn!(partition = %partition.tp, %error, "moving the log start after remote retention failed");
+            }
+        }
+        tracing::info!(partition = %partition.tp, copies = expired.len(), log_start = remote.log_start_offset(log.log_start_offset()), "remote retention deleted copies");
+        Ok(())
+    }
+
+    /// A read below the local log start, from the cache; what it lacks and the read-ahead
+    /// come back in `wanted` for `get_chunks`.
+    pub fn read(
+        &self,
+        remote: &RemoteLog,
+        offset: i64,
+        limit: u64,
+        first: bool,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> RemoteRead {
+        remote
+            .with(|segments| {
+                self.cache
+                    .read(&remote.dir, segments, offset, limit, first, wanted)
+            })
+            .unwrap_or(RemoteRead::Missing)
+    }
+
+    /// Gets chunks a read wanted (those neither cached nor being got), each on its own
+    /// task under the broker-wide bound, waking the partition's parked fetches as each
+    /// arrives. A failed GET makes the partition's next read answer KAFKA_STORAGE_ERROR.
+    pub fn get_chunks(
+        self: &Arc<Self>,
+        remote: Arc<RemoteLog>,
+        partition: Arc<Partition>,
+        wanted: Vec<ChunkWanted>,
+    ) {
+        for chunk in wanted {
+            if !self.cache.claim(chunk.key) {
+                continue;
+            }
+            let (tiered, remote, partition) = (self.clone(), remote.clone(), partition.clone());
+            tokio::spawn(async move {
+                let got = match tiered.gets.clone().acquire_owned().await {
+                    Ok(_permit) => {
+                        tiered
+                            .store
+                            .get_range(&chunk.object, chunk.range.clone())
+                            .await
+                    }
+                    Err(_) => return,
+                };
+                match got {
+                    Ok(bytes) => tiered.cache.insert(chunk.key, bytes),
+                    Err(error) => {
+                        tracing::warn!(partition = %remote.tp, object = chunk.object, %error, "reading from the remote store failed");
+                        remote.note_read_failure();
+                    }
+                }
+                tiered.cache.release(&chunk.key);
+                partition.wake_parked_fetches();
+            });
+        }
+    }
+
+    /// Topic deletion: every remote object of the partition goes (on a task; retried at
+    /// the next deletion of nothing, so a store down at the time leaves them behind,
+    /// logged).
+    pub fn delete_partition(self: &Arc<Self>, tp: &TopicPartition, topic_id: uuid::Uuid) {
+        self.forget(tp);
+        let remote = RemoteLog::new(tp.clone(), topic_id);
+        let tiered = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(partition = %tp, "no runtime to delete the remote data of a deleted topic on; its objects stay in the store");
+            return;
+        };
+        runtime.spawn(async move {
+            if let Err(error) = remote.delete_all(&tiered.store).await {
+                tracing::warn!(partition = %remote.tp, %error, "deleting the remote data of a deleted topic failed; its objects stay in the store");
+            }
+        });
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,180 @@
+//! The remote store: an `object_store` (S3 and any S3-compatible server, GCS, Azure, a
+//! local directory, memory) under one key prefix, with the few operations tiered storage
+//! needs. Every object is written whole by one PUT (or one multipart upload, which S3
+//! makes visible only when complete), so no reader ever sees half an object.
+
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use strand_log::file_cache::SegmentFiles;
+
+/// Objects larger than this go up in parts of this size (S3's smallest part is 5 MiB).
+const PART_BYTES: usize = 8 * 1024 * 1024;
+/// Parts of one object in flight at once: what an upload buffers is bounded by it.
+const PARTS_IN_FLIGHT: usize = 2;
+
+pub type StoreResult<T> = Result<T, object_store::Error>;
+
+#[derive(Debug, Clone)]
+pub struct RemoteStore {
+    store: Arc<dyn ObjectStore>,
+    url: String,
+}
+
+impl RemoteStore {
+    /// Opens the store a `strand.remote.storage.url` names. S3 takes its credentials,
+    /// region and endpoint from the standard AWS environment (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL; an http:// endpoint is allowed),
+    /// GCS and Azure from theirs.
+    pub fn open(url: &str) -> Result<RemoteStore, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("{url}: not a URL (s3://BUCKET/PREFIX, file:///DIR, ...)"))?;
+        let prefix = |rest: &str| -> Path {
+            Path::from(rest.split_once('/').map_or("", |(_, prefix)| prefix))
+        };
+        let failed = |e: object_store::Error| format!("{url}: {e}");
+        let store: Arc<dyn ObjectStore> = match scheme {
+            "s3" | "s3a" => {
+                let endpoint_is_http = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ENDPOINT_URL_S3"]
+                    .iter()
+                    .any(|name| std::env::var(name).is_ok_and(|v| v.starts_with("http://")));
+                let s3 = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_allow_http(endpoint_is_http)
+                    .build()
+                    .map_err(failed)?;
+                Arc::new(PrefixStore::new(s3, prefix(rest)))
+            }
+            "gs" => {
+                let gcs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(failed)?;
+                Arc::new(PrefixStore::new(gcs, prefix(rest)))
+            }
+            "az" | "azure" | "abfs" | "abfss" => {
+                let azure = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(failed)?;
+                Arc::new(PrefixStore::new(azure, prefix(rest)))
+            }
+            "file" => {
+                std::fs::create_dir_all(rest).map_err(|e| format!("{url}: {e}"))?;
+                Arc::new(
+                    object_store::local::LocalFileSystem::new_with_prefix(rest).map_err(failed)?,
+                )
+            }
+            "memory" => Arc::new(object_store::memory::InMemory::new()),
+            other => {
+                return Err(format!(
+                    "{url}: unknown scheme {other} (s3, gs, az, file or memory)"
+                ))
+            }
+        };
+        Ok(RemoteStore {
+            store,
+            url: url.to_string(),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub async fn put(&self, key: &str, bytes: Bytes) -> StoreResult<()> {
+        self.store
+            .put(&Path::from(key), PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+    }
+
+    /// Copies the first `len` bytes of one of a segment's files (`pick`): one PUT when
+    /// small, else a multipart upload of `PART_BYTES` parts with at most
+    /// `PARTS_IN_FLIGHT` buffered.
+    pub async fn put_file(&self, key: &str, file: &LocalFile, len: u64) -> StoreResult<()> {
+        if len as usize <= PART_BYTES {
+            let bytes = read_at(file, 0..len).await?;
+            return self.put(key, bytes).await;
+        }
+        let upload = self.store.put_multipart(&Path::from(key)).await?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut position = 0;
+        while position < len {
+            let end = (position + PART_BYTES as u64).min(len);
+            let bytes = match read_at(file, position..end).await {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    writer.abort().await.ok();
+                    return Err(error);
+                }
+            };
+            if let Err(error) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                writer.abort().await.ok();
+                return Err(error);
+            }
+            writer.put(bytes);
+            position = end;
+        }
+        writer.finish().await.map(|_| ())
+    }
+
+    pub async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.store.get(&Path::from(key)).await?.bytes().await
+    }
+
+    pub async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        self.store.get_range(&Path::from(key), range).await
+    }
+
+    /// The keys under `dir` (a `/`-separated prefix), with their sizes.
+    pub async fn list(&self, dir: &str) -> StoreResult<Vec<(String, u64)>> {
+        let mut listing = self.store.list(Some(&Path::from(dir)));
+        let mut keys = Vec::new();
+        while let Some(meta) = listing.next().await {
+            let meta = meta?;
+            keys.push((meta.location.to_string(), meta.size));
+        }
+        Ok(keys)
+    }
+
+    /// Deletes `key`; a key already gone is no error (deletion is retried after crashes).
+    pub async fn delete(&self, key: &str) -> StoreResult<()> {
+        match self.store.delete(&Path::from(key)).await {
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// One of a segment's open files.
+#[derive(Debug, Clone)]
+pub struct LocalFile {
+    pub files: Arc<SegmentFiles>,
+    pub pick: fn(&SegmentFiles) -> &std::fs::File,
+}
+
+/// `range` of `file`, read on a blocking thread.
+async fn read_at(file: &LocalFile, range: Range<u64>) -> StoreResult<Bytes> {
+    let file = file.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut bytes = vec![0u8; (range.end - range.start) as usize];
+        (file.pick)(&file.files)
+            .read_exact_at(&mut bytes, range.start)
+            .map(|_| Bytes::from(bytes))
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()));
+    read.and_then(|r| r)
+        .map_err(|source| object_store::Error::Generic {
+            store: "local segment",
+            source: Box::new(source),
+        })
+}

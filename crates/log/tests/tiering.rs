@@ -1,0 +1,105 @@
+//! Tiered storage's local half: which sealed segments may be copied, and local retention
+//! deleting only what the remote store holds.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use strand_log::{LogConfig, ManualClock};
+
+fn tiered(local_retention_ms: Option<i64>, local_retention_bytes: Option<u64>) -> LogConfig {
+    LogConfig {
+        remote_storage: true,
+        retention_ms: None,
+        local_retention_ms,
+        local_retention_bytes,
+        message_timestamp_after_max_ms: i64::MAX,
+        ..small_config()
+    }
+}
+
+/// 100 batches of 3 records; batch n has timestamps 1_000 * n.
+fn filled(config: LogConfig, high_watermark: Option<i64>) -> (tempfile::TempDir, strand_log::Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(0)));
+    for n in 0..100 {
+        log.append_as_leader(&mut batch(3, 40, 1_000 * n), 3)
+            .unwrap();
+    }
+    let end = log.log_end_offset();
+    log.set_high_watermark(high_watermark.unwrap_or(end));
+    (dir, log)
+}
+
+#[test]
+fn only_sealed_segments_below_the_high_watermark_are_copy_candidates() {
+    let (_dir, log) = filled(tiered(None, None), Some(150));
+    let all = log.copy_candidates(0, usize::MAX).unwrap();
+    assert!(!all.is_empty());
+    assert_eq!(all[0].base_offset, 0);
+    for pair in all.windows(2) {
+        assert_eq!(pair[0].next_offset, pair[1].base_offset, "contiguous");
+    }
+    let last = all.last().unwrap();
+    assert!(last.next_offset <= 150, "nothing above the high watermark");
+    let summaries = log.segment_summaries();
+    assert!(all.len() < summaries.len(), "never the active segment");
+    for segment in &all {
+        assert!(segment.size_bytes > 0 && segment.offset_index_bytes % 8 == 0);
+        assert_eq!(segment.leader_epochs, vec![(3, segment.base_offset)]);
+        let mut bytes = vec![0u8; segment.size_bytes as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&segment.files.log, &mut bytes, 0).unwrap();
+        assert_eq!(
+            i64::from_be_bytes(bytes[..8].try_into().unwrap()),
+            segment.base_offset,
+            "the file starts with the segment's first batch"
+        );
+    }
+    // From the middle of a segment: that segment again (it holds offsets not yet copied).
+    let from = all[1].base_offset + 1;
+    let rest = log.copy_candidates(from, 2).unwrap();
+    assert_eq!(rest.len(), 2.min(all.len() - 1));
+    assert_eq!(rest[0].base_offset, all[1].base_offset);
+}
+
+#[test]
+fn local_retention_deletes_only_what_the_remote_store_holds() {
+    let (_dir, mut log) = filled(tiered(Some(0), None), None);
+    // Unknown remote end: nothing goes, however old.
+    assert_eq!(log.apply_retention(10_000_000).unwrap().segments_deleted, 0);
+    let copied = log.copy_candidates(0, 3).unwrap();
+    let end = copied.last().unwrap().next_offset;
+    log.set_remote_end(Some(end));
+    let outcome = log.apply_retention(10_000_000).unwrap();
+    assert_eq!(outcome.segments_deleted, 3);
+    assert_eq!(log.log_start_offset(), end);
+    // The store reaching further lets retention go further, never past it.
+    log.set_remote_end(Some(end + 1));
+    assert_eq!(log.apply_retention(10_000_000).unwrap().segments_deleted, 0);
+}
+
+#[test]
+fn local_retention_bytes_keeps_the_newest_local_bytes_once_copied() {
+    let (_dir, mut log) = filled(tiered(None, Some(1)), None);
+    let everything = log.copy_candidates(0, usize::MAX).unwrap();
+    log.set_remote_end(Some(everything.last().unwrap().next_offset));
+    log.apply_retention(0).unwrap();
+    assert_eq!(log.segment_count(), 1, "only the active segment is left");
+}
+
+#[test]
+fn with_copies_disabled_local_segments_go_by_total_retention() {
+    let config = LogConfig {
+        remote_copy_disabled: true,
+        retention_ms: Some(50_000),
+        ..tiered(Some(0), None)
+    };
+    let (_dir, mut log) = filled(config, None);
+    let outcome = log.apply_retention(100_000).unwrap();
+    assert!(outcome.segments_deleted > 0, "no copy to wait for");
+    assert!(
+        log.log_start_offset() < 150,
+        "by retention.ms, not local.retention.ms=0"
+    );
+}

@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-nemesis cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console tiered-storage restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-tiered-storage cluster-nemesis cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -92,6 +92,7 @@ if want java-groups-kip848; then echo "=== java-groups-kip848 (Java, group.proto
 if want franz-go-groups; then echo "=== franz-go-groups"; timeout 300 interop/go/groups.sh; fi
 if want kafka-python-groups; then echo "=== kafka-python-groups"; timeout 300 python3 interop/python/kafka_python_groups_test.py; fi
 if want retention; then echo "=== retention and compaction"; timeout 600 python3 interop/python/retention_compaction_test.py; fi
+if want tiered-storage; then echo "=== tiered-storage (KIP-405 against moto's S3 server: copies, local deletion, reads from offset 0 by librdkafka and Kafka's Java consumer, kill -9 mid-copy, a stalled store, remote retention, topic deletion)"; (cd interop/python && STRAND_BIN="$BIN" timeout 900 python3 tiered_storage_test.py); fi
 # The same requests as interop/kafka/reference-4.4/capture.py sent Kafka 4.4.0, answers
 # compared field by field with its (volatile fields normalised). Allowed: Kafka reports
 # min.insync.replicas as the cluster's dynamic default (its reference broker sets it so; on
@@ -139,6 +140,7 @@ if want cluster-nemesis; then echo "=== cluster-nemesis"; timeout 1200 python3 i
 # Every node killed and its metadata commit hint lost (as a power cut loses it): the
 # quorums replay their logs from the start, and no broker may act on the history.
 if want cluster-metadata-replay; then echo "=== cluster-metadata-replay (kill -9 of every node with the commit hints lost; every record read back, no topic deleted, 3 nodes)"; timeout 600 python3 interop/cluster/metadata_replay_test.py; fi
+if want cluster-tiered-storage; then echo "=== cluster-tiered-storage (3 nodes against moto's S3 server: followers delete what the leader copied, a new leader serves offset 0 from the bucket and copies on, a restarted node rejoins from the tiered offset)"; timeout 900 python3 interop/cluster/tiered_storage_test.py; fi
 # The transactional workload under the same nemesis (interop/cluster/nemesis_txn.py), also
 # with a fresh seed. Longer: interop/cluster/nemesis.py --workload txn --duration 600. The
 # timeout covers the clients' stop and final-read deadlines, not only the faults.

@@ -197,7 +197,8 @@ async fn consumers_read_below_the_local_log_start_from_the_remote_store() {
     assert_eq!(list_offset(&mut client, "tiered", EARLIEST).await, (0, 0));
     let copies = objects(store.path(), ".json");
     assert!(!copies.is_empty());
-    assert_eq!(objects(store.path(), ".log").len(), copies.len());
+    // A copy writes its data before its metadata: one may be under way.
+    assert!(objects(store.path(), ".log").len() >= copies.len());
     // Every record from offset 0, in order: the first ones from the store.
     let (code, offsets) = read_all(&mut client, "tiered", 0).await;
     assert_eq!(code, 0);

@@ -195,37 +195,36 @@ fn lookup(
         }
     };
     let local_start = log.log_start_offset();
-    // Tiered storage: what the remote store holds (None: the partition is not tiered).
-    let remote = match broker.tiered() {
+    // Tiered storage: what the remote store holds (Ok(None): the partition is not tiered;
+    // Err: not known yet, as just after a start: retriable, never a wrong offset).
+    let remote = || match broker.tiered() {
         Some(tiered) if log.config().remote_storage => match tiered.remote_log(tp) {
-            Some(remote) if remote.is_loaded() => Some(remote),
-            // Not known yet (just started): retriable, never a wrong offset.
-            _ => return Err(Refusal::Error(error_code::OFFSET_NOT_AVAILABLE)),
+            Some(remote) if remote.is_loaded() => Ok(Some(remote)),
+            _ => Err(Refusal::Error(error_code::OFFSET_NOT_AVAILABLE)),
         },
-        _ => None,
+        _ => Ok(None),
     };
     let found = match timestamp {
         LATEST => Ok((-1, visible_end)),
-        EARLIEST => Ok((
-            -1,
-            remote
-                .as_ref()
-                .map_or(local_start, |r| r.log_start_offset(local_start)),
-        )),
+        EARLIEST => remote().map(|remote| {
+            (
+                -1,
+                remote.map_or(local_start, |r| r.log_start_offset(local_start)),
+            )
+        }),
         EARLIEST_LOCAL => Ok((-1, local_start)),
         // The last offset the store holds (-1: none, or not tiered).
-        LATEST_TIERED => Ok((
-            -1,
-            remote.as_ref().and_then(|r| r.end_offset()).unwrap_or(-1),
-        )),
+        LATEST_TIERED => {
+            remote().map(|remote| (-1, remote.and_then(|r| r.end_offset()).unwrap_or(-1)))
+        }
         // The first offset not copied yet: the local start while nothing is (-1: not
         // tiered).
-        EARLIEST_PENDING_UPLOAD => Ok((
-            -1,
-            remote
-                .as_ref()
-                .map_or(-1, |r| r.end_offset().map_or(local_start, |end| end + 1)),
-        )),
+        EARLIEST_PENDING_UPLOAD => remote().map(|remote| {
+            (
+                -1,
+                remote.map_or(-1, |r| r.end_offset().map_or(local_start, |end| end + 1)),
+            )
+        }),
         MAX_TIMESTAMP => Ok(match log.max_timestamp_offset().map_err(storage)? {
             Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
             _ => (-1, -1),

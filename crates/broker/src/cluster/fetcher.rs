@@ -613,6 +613,27 @@ async fn fetch_once(
                         set_state(fetcher, &tp, *epoch, |f| f.needs_truncation = true);
                     }
                 }
+                error_code::OFFSET_MOVED_TO_TIERED_STORAGE => {
+                    // Below the leader's local log start, in the remote store: start our
+                    // log where the store ends (the leader holds everything after it
+                    // locally; what is below stays readable from the store). Until this
+                    // broker has read the store's listing, or while ours is older than
+                    // the leader's deletions, back off and ask again.
+                    let remote_end = partition.log().remote_end();
+                    match remote_end.filter(|end| *end > *fetched_at) {
+                        Some(start) => {
+                            let result = off_runtime(partition, *epoch, move |partition, epoch| {
+                                partition.reset_as_follower(epoch, start)
+                            })
+                            .await;
+                            if let Err(error) = result {
+                                tracing::error!(partition = %tp, %error, "resetting follower log failed");
+                                pause(fetcher, &tp, *epoch);
+                            }
+                        }
+                        None => pause(fetcher, &tp, *epoch),
+                    }
+                }
                 _ => pause(fetcher, &tp, *epoch),
             }
         }

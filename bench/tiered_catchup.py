@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Catch-up reads from tiered storage, against the store's own GET throughput in the same
+run, and what copying costs the write path.
+
+One Strand node with moto's S3 server on loopback (interop/python/s3_server.py):
+
+  1. `--mb` MB are produced to a tiered topic (local.retention.ms=1000) and the node waits
+     until every sealed segment is copied and deleted locally.
+  2. Raw GET: every copied `.log` object is downloaded whole with boto3, one after another
+     (what a single reader at the store can pull), MB/s.
+  3. Catch-up: a librdkafka consumer reads the whole partition from offset 0 (all of it
+     from the store but the newest segments), MB/s; repeated `--runs` times, median.
+  4. Copy cost: `strand bench`-like produce throughput (librdkafka, acks=1) on a tiered
+     topic while its segments are being copied, against an untiered topic on the same
+     node, median of `--runs`.
+
+Prints one line per measure and the ratios. Example:
+  python3 bench/tiered_catchup.py --mb 512 --runs 3
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "interop", "python"))
+from s3_server import S3Server, free_port  # noqa: E402
+
+BIN = os.environ.get("STRAND_BIN", os.path.join(ROOT, "target", "release", "strand"))
+RECORD = 1000
+
+
+def produce(bootstrap, topic, mb):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                         "batch.size": 262144, "queue.buffering.max.kbytes": 262144})
+    payload = b"x" * RECORD
+    count = mb * 1024 * 1024 // RECORD
+    started = time.time()
+    for n in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=payload, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if n % 10000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return count, mb / (time.time() - started)
+
+
+def offsets(bootstrap, topic):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    consumer.close()
+    return low, high
+
+
+def catch_up(bootstrap, topic, count):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"catchup-{time.time_ns()}",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+                         "max.partition.fetch.bytes": 4194304, "queued.max.messages.kbytes": 262144})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read, size = 0, 0
+    started = time.time()
+    while read < count:
+        for message in consumer.consume(10000, 1.0):
+            if not message.error():
+                read += 1
+                size += len(message.value())
+        if time.time() - started > 600:
+            raise SystemExit(f"catch-up stalled at {read} of {count}")
+    elapsed = time.time() - started
+    consumer.close()
+    return size / 1024 / 1024 / elapsed
+
+
+def raw_get(s3):
+    keys = s3.keys(suffix=".log")
+    started = time.time()
+    size = 0
+    for key in keys:
+        size += len(s3.client.get_object(Bucket=s3.bucket, Key=key)["Body"].read())
+    return size / 1024 / 1024 / (time.time() - started), len(keys), size
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        s3 = S3Server(d, "bench")
+        port = free_port()
+        bootstrap = f"127.0.0.1:{port}"
+        config = os.path.join(d, "strand.toml")
+        with open(config, "w") as f:
+            f.write(f'remote_log_storage_system_enable = true\nremote_storage_url = "s3://bench/strand"\n'
+                    f"remote_log_manager_task_interval_ms = 500\nretention_check_interval_ms = 500\n")
+        log = open(os.path.join(d, "broker.log"), "w")
+        broker = subprocess.Popen([BIN, "serve", "--listen", bootstrap, "--data-dir", os.path.join(d, "data"),
+                                   "--http-listen", "none", "--config", config], stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **s3.environment()})
+        try:
+            time.sleep(2)
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            segment = str(64 * 1024 * 1024)
+            for topic, tiered in (("tiered", True), ("plain", False)):
+                config = {"retention.ms": "-1", "segment.bytes": segment}
+                if tiered:
+                    config.update({"remote.storage.enable": "true", "local.retention.ms": "1000"})
+                admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+
+            writes = {"tiered": [], "plain": []}
+            for run in range(args.runs):
+                for topic in ("plain", "tiered"):
+                    _, mb_s = produce(bootstrap, topic, args.mb // args.runs)
+                    writes[topic].append(mb_s)
+            _, end = offsets(bootstrap, "tiered")
+            deadline = time.time() + 600
+            while time.time() < deadline:
+                copied = s3.keys(suffix=".json")
+                local = [f for f in os.listdir(os.path.join(d, "data", "tiered-0")) if f.endswith(".log")]
+                if copied and len(local) <= 1:
+                    break
+                time.sleep(1)
+            get_mb_s, objects, size = raw_get(s3)
+            reads = [catch_up(bootstrap, "tiered", end) for _ in range(args.runs)]
+            print(f"copied: {objects} segments, {size / 1024 / 1024:.0f} MiB in the store")
+            print(f"raw GET (boto3, whole objects, one at a time): {get_mb_s:.1f} MB/s")
+            print(f"catch-up from offset 0 (librdkafka), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
+                  f"({', '.join(f'{r:.1f}' for r in reads)})")
+            print(f"catch-up / raw GET: {statistics.median(reads) / get_mb_s:.2f}")
+            plain, tiered = statistics.median(writes["plain"]), statistics.median(writes["tiered"])
+            print(f"produce, untiered topic: {plain:.1f} MB/s; tiered, while copying: {tiered:.1f} MB/s; "
+                  f"ratio {tiered / plain:.3f}")
+        finally:
+            broker.terminate()
+            broker.wait(60)
+            s3.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -39,7 +39,7 @@ def value(n):
 
 def produce(bootstrap, start, count):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "log_level": 2})
+                         "linger.ms": 5, "batch.size": 16384, "log_level": 2})
     for n in range(start, start + count):
         producer.produce(TOPIC, value=value(n), partition=0)
         if n % 1000 == 0:

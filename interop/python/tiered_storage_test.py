@@ -23,6 +23,7 @@ Needs STRAND_BIN, moto[server], confluent-kafka and the Kafka jars (kafka-cli.sh
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -68,7 +69,8 @@ class Node:
                                             stderr=subprocess.STDOUT, env=self.env)
         wait_until(lambda: "listening on" in open(log_path).read() or self.process.poll() is not None, 30,
                    "the broker to listen")
-        check(self.process.poll() is None, f"the broker started ({open(log_path).read()[-1500:]})")
+        if self.process.poll() is not None:
+            fail(f"the broker did not start: {open(log_path).read()[-1500:]}")
 
     def kill9(self):
         self.process.send_signal(signal.SIGKILL)
@@ -94,7 +96,7 @@ def get_offset(bootstrap, spec):
 
 
 def produce(bootstrap, start, count):
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 16384,
                          "enable.idempotence": True})
     for n in range(start, start + count):
         producer.produce(TOPIC, key=str(n).encode(), value=value(n), partition=0)
@@ -213,6 +215,8 @@ with tempfile.TemporaryDirectory() as d:
         wait_until(lambda: not s3.keys(), 60, "the deleted topic's objects to go")
         ok("tiered storage: copies, reads from the store, kill -9, a stalled store, remote retention, deletion")
     finally:
+        if sys.exc_info()[0] is not None:
+            print(f"--- broker log, last lines:\n{open(node.log_path).read()[-3000:]}")
         s3.process.send_signal(signal.SIGCONT)
         node.stop()
         s3.close()

@@ -215,7 +215,8 @@ pub struct BrokerConfig {
     /// remote.log.storage.system.enable: tiered storage may be turned on for topics.
     pub remote_log_storage_system_enable: bool,
     /// The remote store of tiered storage (`strand.remote.storage.url`): `s3://BUCKET/PREFIX`
-    /// (credentials, endpoint and region from the AWS environment), `gs://`, `az://`,
+    /// (credentials, endpoint and region from the AWS environment), `gs://`, `az://` (with
+    /// the `gcs-azure` feature),
     /// `file:///DIR` or `memory://`. Kafka names a plugin class here instead.
     pub remote_storage_url: Option<String>,
     /// remote.log.manager.task.interval.ms: how often each tiered partition copies its

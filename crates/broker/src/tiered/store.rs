@@ -1,5 +1,5 @@
-//! The remote store: an `object_store` (S3 and any S3-compatible server, GCS, Azure, a
-//! local directory, memory) under one key prefix, with the few operations tiered storage
+//! The remote store: an `object_store` (S3 and any S3-compatible server, a local
+//! directory, memory; GCS and Azure with the `gcs-azure` feature) under one key prefix, with the few operations tiered storage
 //! needs. Every object is written whole by one PUT (or one multipart upload, which S3
 //! makes visible only when complete), so no reader ever sees half an object.
 
@@ -54,6 +54,28 @@ impl RemoteStore {
                     .build()
                     .map_err(failed)?;
                 Arc::new(PrefixStore::new(s3, prefix(rest)))
+            }
+            #[cfg(feature = "gcs-azure")]
+            "gs" => {
+                let gcs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(failed)?;
+                Arc::new(PrefixStore::new(gcs, prefix(rest)))
+            }
+            #[cfg(feature = "gcs-azure")]
+            "az" | "azure" | "abfs" | "abfss" => {
+                let azure = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(failed)?;
+                Arc::new(PrefixStore::new(azure, prefix(rest)))
+            }
+            #[cfg(not(feature = "gcs-azure"))]
+            "gs" | "az" | "azure" | "abfs" | "abfss" => {
+                return Err(format!(
+                "{url}: this build has no {scheme} store (build with --features strand/gcs-azure)"
+            ))
             }
             "file" => {
                 std::fs::create_dir_all(rest).map_err(|e| format!("{url}: {e}"))?;
@@ -185,22 +207,39 @@ mod tests {
         assert!(RemoteStore::open("memory://").is_ok());
         let unknown = RemoteStore::open("ftp://host/dir").unwrap_err();
         assert!(unknown.contains("unknown scheme ftp"), "{unknown}");
-        assert!(RemoteStore::open("bucket").unwrap_err().contains("not a URL"));
+        assert!(RemoteStore::open("bucket")
+            .unwrap_err()
+            .contains("not a URL"));
     }
 
     #[tokio::test]
     async fn objects_are_put_read_by_range_listed_and_deleted() {
         let store = RemoteStore::open("memory://").unwrap();
-        store.put("t-1/0/a.json", Bytes::from_static(b"{}")).await.unwrap();
-        store.put("t-1/0/a.log", Bytes::from(vec![7u8; 100])).await.unwrap();
-        store.put("t-1/1/b.log", Bytes::from(vec![1u8; 10])).await.unwrap();
+        store
+            .put("t-1/0/a.json", Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        store
+            .put("t-1/0/a.log", Bytes::from(vec![7u8; 100]))
+            .await
+            .unwrap();
+        store
+            .put("t-1/1/b.log", Bytes::from(vec![1u8; 10]))
+            .await
+            .unwrap();
         let mut listed = store.list("t-1/0").await.unwrap();
         listed.sort();
         assert_eq!(
             listed,
-            vec![("t-1/0/a.json".to_string(), 2), ("t-1/0/a.log".to_string(), 100)]
+            vec![
+                ("t-1/0/a.json".to_string(), 2),
+                ("t-1/0/a.log".to_string(), 100)
+            ]
         );
-        assert_eq!(store.get_range("t-1/0/a.log", 10..20).await.unwrap().len(), 10);
+        assert_eq!(
+            store.get_range("t-1/0/a.log", 10..20).await.unwrap().len(),
+            10
+        );
         store.delete("t-1/0/a.log").await.unwrap();
         store.delete("t-1/0/a.log").await.unwrap(); // gone already: no error
         assert_eq!(store.list("t-1/0").await.unwrap().len(), 1);
@@ -214,14 +253,19 @@ mod tests {
             std::fs::write(&path, bytes).unwrap();
             std::fs::File::open(path).unwrap()
         };
-        let data: Vec<u8> = (0..PART_BYTES * 2 + 12_345).map(|i| (i % 251) as u8).collect();
+        let data: Vec<u8> = (0..PART_BYTES * 2 + 12_345)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let files = Arc::new(SegmentFiles {
             log: open("0.log", &data),
             offset_index: open("0.index", b""),
             time_index: open("0.timeindex", b""),
         });
         let store = RemoteStore::open("memory://").unwrap();
-        let file = LocalFile { files, pick: |f| &f.log };
+        let file = LocalFile {
+            files,
+            pick: |f| &f.log,
+        };
         // Only the first `len` bytes go (a preallocated file is longer than its data).
         let len = data.len() as u64 - 45;
         store.put_file("p/0.log", &file, len).await.unwrap();

@@ -82,12 +82,31 @@ def catch_up(bootstrap, topic, count):
 
 
 def raw_get(s3):
+    """Whole objects, one after another: MB/s, objects, bytes."""
     keys = s3.keys(suffix=".log")
     started = time.time()
     size = 0
     for key in keys:
         size += len(s3.client.get_object(Bucket=s3.bucket, Key=key)["Body"].read())
     return size / 1024 / 1024 / (time.time() - started), len(keys), size
+
+
+def raw_ranged_get(s3, chunk=8 * 1024 * 1024, parallel=4):
+    """The objects as Strand's reader gets them: ranges of `chunk` bytes, `parallel` at a
+    time, in order: MB/s."""
+    from concurrent.futures import ThreadPoolExecutor
+    keys = s3.keys(suffix=".log")
+    sizes = {k: s3.client.head_object(Bucket=s3.bucket, Key=k)["ContentLength"] for k in keys}
+    ranges = [(k, start, min(start + chunk, sizes[k]) - 1) for k in keys for start in range(0, sizes[k], chunk)]
+
+    def get(r):
+        key, first, last = r
+        return len(s3.client.get_object(Bucket=s3.bucket, Key=key, Range=f"bytes={first}-{last}")["Body"].read())
+
+    started = time.time()
+    with ThreadPoolExecutor(parallel) as pool:
+        size = sum(pool.map(get, ranges))
+    return size / 1024 / 1024 / (time.time() - started)
 
 
 def main():
@@ -131,12 +150,15 @@ def main():
                     break
                 time.sleep(1)
             get_mb_s, objects, size = raw_get(s3)
+            ranged_mb_s = raw_ranged_get(s3)
             reads = [catch_up(bootstrap, "tiered", end) for _ in range(args.runs)]
             print(f"copied: {objects} segments, {size / 1024 / 1024:.0f} MiB in the store")
             print(f"raw GET (boto3, whole objects, one at a time): {get_mb_s:.1f} MB/s")
             print(f"catch-up from offset 0 (librdkafka), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
                   f"({', '.join(f'{r:.1f}' for r in reads)})")
-            print(f"catch-up / raw GET: {statistics.median(reads) / get_mb_s:.2f}")
+            print(f"raw ranged GET (boto3, 8 MiB ranges, 4 at a time, as Strand's reader): {ranged_mb_s:.1f} MB/s")
+            print(f"catch-up / raw GET: {statistics.median(reads) / get_mb_s:.2f}; "
+                  f"catch-up / raw ranged GET: {statistics.median(reads) / ranged_mb_s:.2f}")
             plain, tiered = statistics.median(writes["plain"]), statistics.median(writes["tiered"])
             print(f"produce, untiered topic: {plain:.1f} MB/s; tiered, while copying: {tiered:.1f} MB/s; "
                   f"ratio {tiered / plain:.3f}")

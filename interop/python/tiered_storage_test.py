@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -59,13 +60,24 @@ class Node:
 
     def __init__(self, d, properties, env):
         self.d, self.properties, self.env, self.process, self.runs = d, properties, env, None, 0
+        self.http_port = free_port()
+
+    def metric(self, name, topic):
+        """A BrokerTopicMetrics series of `topic` from /metrics (0 when absent)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for line in text.splitlines():
+            if line.startswith(f'{name}{{topic="{topic}"}} '):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
 
     def start(self):
         self.runs += 1
         log_path = os.path.join(self.d, f"broker-{self.runs}.log")
         self.log_path = log_path
         with open(log_path, "w") as log:
-            self.process = subprocess.Popen([BIN, "serve", "--config", self.properties], stdout=log,
+            self.process = subprocess.Popen([BIN, "serve", "--config", self.properties, "--http-listen",
+                                             f"127.0.0.1:{self.http_port}"], stdout=log,
                                             stderr=subprocess.STDOUT, env=self.env)
         wait_until(lambda: "listening on" in open(log_path).read() or self.process.poll() is not None, 30,
                    "the broker to listen")
@@ -167,6 +179,12 @@ with tempfile.TemporaryDirectory() as d:
         check(whole, f"every copy in the bucket is whole {why}")
         read_librdkafka(bootstrap, total, "after local deletion")
         read_from_zero_java(bootstrap, total)
+        series = "kafka_server_brokertopicmetrics_"
+        copied = node.metric(series + "remotecopybytes_total", TOPIC)
+        fetched = node.metric(series + "remotefetchbytes_total", TOPIC)
+        held = node.metric(series + "remotelogsizebytes", TOPIC)
+        check(copied > 0 and fetched > 0 and held > 0 and node.metric(series + "remotecopyerrors_total", TOPIC) == 0,
+              f"/metrics: {copied:.0f} bytes copied, {fetched:.0f} read from the store, {held:.0f} held there")
 
         # 2. kill -9 while copies are in flight.
         before = len(s3.keys(suffix=".json"))

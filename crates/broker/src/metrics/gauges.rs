@@ -112,6 +112,26 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
             set(name, tp_labels(&tp.topic, tp.partition), value);
         }
     }
+    if let Some(tiered) = broker.tiered() {
+        // Per topic, over the partitions this broker leads (each copy counted once).
+        let mut remote: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+        for partition in partitions.iter().filter(|p| p.assignment().leader == node) {
+            let Some(held) = tiered
+                .remote_log(&partition.tp)
+                .and_then(|r| r.with(|s| (s.size_bytes(), s.len())))
+            else {
+                continue;
+            };
+            let topic = remote.entry(partition.tp.topic.as_str()).or_default();
+            topic.0 += held.0;
+            topic.1 += held.1;
+        }
+        for (topic, (bytes, copies)) in remote {
+            let labels = || vec![Label::new("topic", topic.to_string())];
+            set(names::REMOTE_LOG_SIZE, labels(), bytes as f64);
+            set(names::REMOTE_LOG_METADATA_COUNT, labels(), copies as f64);
+        }
+    }
     set(names::PARTITION_COUNT, Vec::new(), partitions.len() as f64);
     set(names::LEADER_COUNT, Vec::new(), leaders as f64);
     set(names::UNDER_REPLICATED, Vec::new(), under_replicated as f64);

@@ -16,6 +16,15 @@ pub const FAILED_PRODUCE: &str = "kafka_server_brokertopicmetrics_failedproducer
 pub const FAILED_FETCH: &str = "kafka_server_brokertopicmetrics_failedfetchrequests_total";
 pub const TOTAL_PRODUCE: &str = "kafka_server_brokertopicmetrics_totalproducerequests_total";
 pub const TOTAL_FETCH: &str = "kafka_server_brokertopicmetrics_totalfetchrequests_total";
+pub const REMOTE_COPY_BYTES: &str = "kafka_server_brokertopicmetrics_remotecopybytes_total";
+pub const REMOTE_COPY_REQUESTS: &str = "kafka_server_brokertopicmetrics_remotecopyrequests_total";
+pub const REMOTE_COPY_ERRORS: &str = "kafka_server_brokertopicmetrics_remotecopyerrors_total";
+pub const REMOTE_FETCH_BYTES: &str = "kafka_server_brokertopicmetrics_remotefetchbytes_total";
+pub const REMOTE_FETCH_REQUESTS: &str = "kafka_server_brokertopicmetrics_remotefetchrequests_total";
+pub const REMOTE_FETCH_ERRORS: &str = "kafka_server_brokertopicmetrics_remotefetcherrors_total";
+pub const REMOTE_LOG_SIZE: &str = "kafka_server_brokertopicmetrics_remotelogsizebytes";
+pub const REMOTE_LOG_METADATA_COUNT: &str =
+    "kafka_server_brokertopicmetrics_remotelogmetadatacount";
 
 pub const REQUESTS: &str = "kafka_network_requestmetrics_requests_total";
 pub const TOTAL_TIME_MS: &str = "kafka_network_requestmetrics_totaltimems";
@@ -71,6 +80,14 @@ const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (Kind::Counter, FAILED_FETCH, "kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec: partition reads failed unexpectedly"),
     (Kind::Counter, TOTAL_PRODUCE, "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec: partition appends asked for"),
     (Kind::Counter, TOTAL_FETCH, "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec: partition reads answered"),
+    (Kind::Counter, REMOTE_COPY_BYTES, "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec: segment bytes copied to the remote store (tiered storage)"),
+    (Kind::Counter, REMOTE_COPY_REQUESTS, "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyRequestsPerSec: segment copies to the remote store started"),
+    (Kind::Counter, REMOTE_COPY_ERRORS, "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyErrorsPerSec: segment copies to the remote store that failed"),
+    (Kind::Counter, REMOTE_FETCH_BYTES, "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchBytesPerSec: bytes read from the remote store"),
+    (Kind::Counter, REMOTE_FETCH_REQUESTS, "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec: reads of the remote store"),
+    (Kind::Counter, REMOTE_FETCH_ERRORS, "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchErrorsPerSec: reads of the remote store that failed"),
+    (Kind::Gauge, REMOTE_LOG_SIZE, "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes: bytes the remote store holds of the partitions this broker leads"),
+    (Kind::Gauge, REMOTE_LOG_METADATA_COUNT, "kafka.server:type=BrokerTopicMetrics,name=RemoteLogMetadataCount: segment copies the remote store holds of the partitions this broker leads"),
     (Kind::Counter, REQUESTS, "kafka.network:type=RequestMetrics,name=RequestsPerSec: requests by API and version"),
     (Kind::Summary, TOTAL_TIME_MS, "kafka.network:type=RequestMetrics,name=TotalTimeMs: from the request read to its answer written"),
     (Kind::Summary, REQUEST_QUEUE_TIME_MS, "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs: from the request read to its handling"),

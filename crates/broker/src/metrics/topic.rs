@@ -23,9 +23,15 @@ enum Count {
     FailedFetch,
     TotalProduce,
     TotalFetch,
+    RemoteCopyBytes,
+    RemoteCopyRequests,
+    RemoteCopyErrors,
+    RemoteFetchBytes,
+    RemoteFetchRequests,
+    RemoteFetchErrors,
 }
 
-const COUNTS: usize = 9;
+const COUNTS: usize = 15;
 
 /// Each count's series, and whether Kafka reports it per topic (the replication bytes
 /// are for all topics only).
@@ -47,6 +53,16 @@ const SERIES: [(Count, &str, bool); COUNTS] = [
     (Count::FailedFetch, names::FAILED_FETCH, true),
     (Count::TotalProduce, names::TOTAL_PRODUCE, true),
     (Count::TotalFetch, names::TOTAL_FETCH, true),
+    (Count::RemoteCopyBytes, names::REMOTE_COPY_BYTES, true),
+    (Count::RemoteCopyRequests, names::REMOTE_COPY_REQUESTS, true),
+    (Count::RemoteCopyErrors, names::REMOTE_COPY_ERRORS, true),
+    (Count::RemoteFetchBytes, names::REMOTE_FETCH_BYTES, true),
+    (
+        Count::RemoteFetchRequests,
+        names::REMOTE_FETCH_REQUESTS,
+        true,
+    ),
+    (Count::RemoteFetchErrors, names::REMOTE_FETCH_ERRORS, true),
 ];
 
 /// One topic's counts. The request path adds to plain atomics of the topic's own; a
@@ -198,6 +214,25 @@ impl PartitionCounters {
     pub fn replicated_in(&self, bytes: u64) {
         self.topic.add(Count::ReplicationBytesIn, bytes);
     }
+
+    /// Tiered storage copied a segment of `bytes` (its log) to the remote store, or
+    /// failed to (`bytes` None).
+    pub fn remote_copied(&self, bytes: Option<u64>) {
+        self.topic.add(Count::RemoteCopyRequests, 1);
+        match bytes {
+            Some(bytes) => self.topic.add(Count::RemoteCopyBytes, bytes),
+            None => self.topic.add(Count::RemoteCopyErrors, 1),
+        }
+    }
+
+    /// A read of the remote store got `bytes`, or failed (`bytes` None).
+    pub fn remote_fetched(&self, bytes: Option<u64>) {
+        self.topic.add(Count::RemoteFetchRequests, 1);
+        match bytes {
+            Some(bytes) => self.topic.add(Count::RemoteFetchBytes, bytes),
+            None => self.topic.add(Count::RemoteFetchErrors, 1),
+        }
+    }
 }
 
 /// Kafka's appendToLocalLog marks no failure for these.
@@ -211,7 +246,7 @@ const EXPECTED_PRODUCE_ERRORS: [i16; 6] = [
 ];
 
 /// Kafka's readFromLog marks no failure for these.
-const EXPECTED_FETCH_ERRORS: [i16; 9] = [
+const EXPECTED_FETCH_ERRORS: [i16; 10] = [
     error_code::UNKNOWN_TOPIC_OR_PARTITION,
     error_code::NOT_LEADER_OR_FOLLOWER,
     error_code::UNKNOWN_LEADER_EPOCH,
@@ -221,4 +256,5 @@ const EXPECTED_FETCH_ERRORS: [i16; 9] = [
     error_code::INCONSISTENT_TOPIC_ID,
     error_code::OFFSET_OUT_OF_RANGE,
     error_code::UNKNOWN_TOPIC_ID,
+    error_code::OFFSET_MOVED_TO_TIERED_STORAGE,
 ];

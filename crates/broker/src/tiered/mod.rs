@@ -187,7 +187,10 @@ impl TieredStorage {
                 };
                 let copied = remote
                     .copy(&self.store, &sealed, self.node_id, epoch, now_ms())
-                    .await?;
+                    .await;
+                let counters = partition.counters();
+                counters.remote_copied(copied.as_ref().ok().map(|_| sealed.size_bytes));
+                let copied = copied?;
                 tracing::debug!(partition = %partition.tp, base = copied.base_offset, end = copied.end_offset, bytes = copied.size_bytes, "segment copied to the remote store");
                 partition
                     .log()
@@ -287,6 +290,8 @@ impl TieredStorage {
                     }
                     Err(_) => return,
                 };
+                let counters = partition.counters();
+                counters.remote_fetched(got.as_ref().ok().map(|bytes| bytes.len() as u64));
                 match got {
                     Ok(bytes) => tiered.cache.insert(chunk.key, bytes),
                     Err(error) => {

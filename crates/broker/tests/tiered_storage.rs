@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
-
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, ApiKey, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceResponse, TopicName,
+    AlterConfigsRequest, AlterConfigsResponse, ApiKey, DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_records::BatchView;
@@ -206,6 +209,34 @@ async fn consumers_read_below_the_local_log_start_from_the_remote_store() {
     // From the middle of a copied segment too.
     let (_, offsets) = read_all(&mut client, "tiered", 17).await;
     assert_eq!(offsets, (17..RECORDS).collect::<Vec<_>>());
+
+    // DeleteRecords below the local log start: the store's copy goes too.
+    let deleted: DeleteRecordsResponse = call(
+        &mut client,
+        ApiKey::DeleteRecords,
+        2,
+        &DeleteRecordsRequest::default()
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(text("tiered")))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(30)])])
+            .with_timeout_ms(5_000),
+    )
+    .await;
+    let result = &deleted.topics[0].partitions[0];
+    assert_eq!((result.error_code, result.low_watermark), (0, 30));
+    assert_eq!(list_offset(&mut client, "tiered", EARLIEST).await, (0, 30));
+    let (code, _) = read_all(&mut client, "tiered", 0).await;
+    assert_eq!(code, 1, "OFFSET_OUT_OF_RANGE below the deleted records");
+    let (_, offsets) = read_all(&mut client, "tiered", 30).await;
+    assert_eq!(offsets, (30..RECORDS).collect::<Vec<_>>());
+    until("copies wholly below 30 deleted", || async {
+        objects(store.path(), ".json")
+            .iter()
+            .all(|key| !key.to_string_lossy().contains("/00000000000000000000-"))
+    })
+    .await;
 
     // Remote retention: every record is older than a second (timestamps of 1970).
     alter_topic(

@@ -200,9 +200,7 @@ impl TieredStorage {
                 }
             }
         }
-        if config.cleanup_delete {
-            self.expire(partition, remote, &config).await?;
-        }
+        self.expire(partition, remote, &config).await?;
         Ok(())
     }
 
@@ -221,14 +219,23 @@ impl TieredStorage {
             .filter(|(base, _)| *base > remote_end)
             .map(|(_, size)| size)
             .sum();
+        // Retention by time and size needs cleanup.policy=delete; DeleteRecords does not.
+        let (retention_ms, retention_bytes) = if config.cleanup_delete {
+            (config.retention_ms, config.retention_bytes)
+        } else {
+            (None, None)
+        };
+        let deleted_below = remote.deleted_below();
         let expired = remote
             .with(|s| {
-                s.expired(
-                    now_ms(),
-                    config.retention_ms,
-                    config.retention_bytes,
-                    local_only,
-                )
+                let mut expired = s.expired(now_ms(), retention_ms, retention_bytes, local_only);
+                // And the copies DeleteRecords put wholly below the log start.
+                for copy in s.iter().filter(|c| c.end_offset < deleted_below) {
+                    if !expired.iter().any(|e| e.id == copy.id) {
+                        expired.push(copy.clone());
+                    }
+                }
+                expired
             })
             .unwrap_or_default();
         let Some(last) = expired.iter().map(|s| s.end_offset).max() else {
@@ -303,6 +310,20 @@ impl TieredStorage {
                 partition.wake_parked_fetches();
             });
         }
+    }
+
+    /// DeleteRecords on a tiered partition this broker leads, after the local log took
+    /// it (`Partition::delete_records`, which checked leadership and the high watermark):
+    /// records below `offset` are gone from the store's copy too. Returns the new log start.
+    pub async fn delete_records(&self, partition: &Partition, offset: i64) -> StoreResult<i64> {
+        let local_start = partition.log().log_start_offset();
+        let Some(remote) = self.remote_log(&partition.tp).filter(|r| r.is_loaded()) else {
+            return Ok(local_start);
+        };
+        if offset > remote.log_start_offset(local_start) {
+            remote.delete_below(&self.store, offset).await?;
+        }
+        Ok(remote.log_start_offset(partition.log().log_start_offset()))
     }
 
     /// Topic deletion: every remote object of the partition goes (on a task; retried at

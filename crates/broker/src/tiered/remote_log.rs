@@ -4,7 +4,7 @@
 //! read; a later copy of the same segment gets a new id), so a copy is idempotent.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::RwLock;
 
 use bytes::Bytes;
@@ -16,6 +16,9 @@ use super::remote_segments::{
     RemoteSegment, RemoteSegments, LOG, METADATA, OFFSET_INDEX, PRODUCER_SNAPSHOT, TIME_INDEX,
 };
 use super::store::{LocalFile, RemoteStore, StoreResult};
+
+/// The object holding where DeleteRecords moved the log start, beside the copies.
+const LOG_START_OBJECT: &str = "log-start-offset";
 
 #[derive(Debug)]
 pub struct RemoteLog {
@@ -29,6 +32,9 @@ pub struct RemoteLog {
     pub(super) loaded_as_leader_in: AtomicI32,
     /// A remote read failed: the partition's next read answers KAFKA_STORAGE_ERROR.
     read_failed: AtomicBool,
+    /// The log start DeleteRecords moved to below the local log start (-1: none): kept in
+    /// the store (`LOG_START_OBJECT`), so every replica and every restart sees it.
+    deleted_below: AtomicI64,
     /// One pass (load, copy, expire) at a time.
     pub(super) busy: tokio::sync::Mutex<()>,
 }
@@ -42,6 +48,7 @@ impl RemoteLog {
             segments: RwLock::new(None),
             loaded_as_leader_in: AtomicI32::new(-1),
             read_failed: AtomicBool::new(false),
+            deleted_below: AtomicI64::new(-1),
             busy: tokio::sync::Mutex::new(()),
         }
     }
@@ -69,10 +76,30 @@ impl RemoteLog {
         self.with(|s| s.end_offset()).flatten()
     }
 
-    /// The partition's log start: the remote start when something is remote.
+    /// The partition's log start: the remote start when something is remote, never below
+    /// where DeleteRecords moved it.
     pub fn log_start_offset(&self, local_start: i64) -> i64 {
-        self.start_offset()
-            .map_or(local_start, |remote| remote.min(local_start))
+        let start = self
+            .start_offset()
+            .map_or(local_start, |remote| remote.min(local_start));
+        start.max(self.deleted_below())
+    }
+
+    /// Where DeleteRecords moved the log start (-1: never).
+    pub fn deleted_below(&self) -> i64 {
+        self.deleted_below.load(Ordering::Acquire)
+    }
+
+    /// DeleteRecords: records below `offset` are gone (copies wholly below it are deleted
+    /// by the next pass). Kept in the store before it takes effect.
+    pub async fn delete_below(&self, store: &RemoteStore, offset: i64) -> StoreResult<()> {
+        if offset <= self.deleted_below() {
+            return Ok(());
+        }
+        let key = format!("{}/{LOG_START_OBJECT}", self.dir);
+        store.put(&key, Bytes::from(offset.to_string())).await?;
+        self.deleted_below.fetch_max(offset, Ordering::AcqRel);
+        Ok(())
     }
 
     pub(super) fn note_read_failure(&self) {
@@ -88,11 +115,26 @@ impl RemoteLog {
         f(segments.get_or_insert_with(RemoteSegments::default));
     }
 
-    /// Reads the listing again: new metadata objects are fetched, vanished ones dropped.
+    /// Reads the listing again: new metadata objects are fetched, vanished ones dropped,
+    /// and where DeleteRecords moved the log start.
     pub async fn refresh(&self, store: &RemoteStore) -> StoreResult<()> {
-        let listed: HashSet<(i64, Uuid)> = store
-            .list(&self.dir)
-            .await?
+        let keys = store.list(&self.dir).await?;
+        let start_key = format!("{}/{LOG_START_OBJECT}", self.dir);
+        if keys.iter().any(|(key, _)| *key == start_key) {
+            let text = store.get(&start_key).await?;
+            let offset = std::str::from_utf8(&text)
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok());
+            match offset {
+                Some(offset) => {
+                    self.deleted_below.fetch_max(offset, Ordering::AcqRel);
+                }
+                None => {
+                    tracing::warn!(partition = %self.tp, key = start_key, "unreadable log start in the remote store; ignored")
+                }
+            }
+        }
+        let listed: HashSet<(i64, Uuid)> = keys
             .iter()
             .filter_map(|(key, _)| RemoteSegment::parse_metadata_key(key))
             .collect();
@@ -226,6 +268,7 @@ impl RemoteLog {
             store.delete(key).await?;
         }
         self.update(|segments| *segments = RemoteSegments::default());
+        self.deleted_below.store(-1, Ordering::Release);
         Ok(())
     }
 }

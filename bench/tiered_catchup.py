@@ -2,7 +2,9 @@
 """Catch-up reads from tiered storage, against the store's own GET throughput in the same
 run, and what copying costs the write path.
 
-One Strand node with moto's S3 server on loopback (interop/python/s3_server.py):
+One Strand node with an S3 server on loopback (interop/python/s3_server.py): moto's, or
+with `--weed PATH` SeaweedFS's S3 gateway (moto reads a whole object for every ranged GET,
+so its ranged GETs are slow and a reader of 8 MiB ranges is measured against that):
 
   1. `--mb` MB are produced to a tiered topic (local.retention.ms=1000) and the node waits
      until every sealed segment is copied and deleted locally.
@@ -15,7 +17,11 @@ One Strand node with moto's S3 server on loopback (interop/python/s3_server.py):
      node, median of `--runs`.
 
 Prints one line per measure and the ratios. Example:
-  python3 bench/tiered_catchup.py --mb 512 --runs 3
+  python3 bench/tiered_catchup.py --mb 512 --runs 3 [--weed /tmp/weed]
+SeaweedFS is not in CI; built once here with `go mod download -json
+github.com/seaweedfs/seaweedfs@v0.0.0-20261109003541-7506e5f91cd6`, then `go build -o
+/tmp/weed ./weed` in a copy of that module (its go.mod has replace directives, so `go
+install` refuses it).
 """
 import argparse
 import os
@@ -33,7 +39,8 @@ sys.path.insert(0, os.path.join(ROOT, "interop", "python"))
 from s3_server import S3Server, free_port  # noqa: E402
 
 BIN = os.environ.get("STRAND_BIN", os.path.join(ROOT, "target", "release", "strand"))
-RECORD = 1000
+# Large records, so the Python client's per-record cost does not bound the read rate.
+RECORD = 16384
 
 
 def produce(bootstrap, topic, mb):
@@ -113,9 +120,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--weed", help="a SeaweedFS binary: its S3 gateway instead of moto's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        s3 = S3Server(d, "bench")
+        s3 = S3Server(d, "bench", weed=args.weed)
         port = free_port()
         bootstrap = f"127.0.0.1:{port}"
         config = os.path.join(d, "strand.toml")
@@ -152,11 +160,15 @@ def main():
             get_mb_s, objects, size = raw_get(s3)
             ranged_mb_s = raw_ranged_get(s3)
             reads = [catch_up(bootstrap, "tiered", end) for _ in range(args.runs)]
+            _, plain_end = offsets(bootstrap, "plain")
+            local_reads = [catch_up(bootstrap, "plain", plain_end) for _ in range(args.runs)]
             print(f"copied: {objects} segments, {size / 1024 / 1024:.0f} MiB in the store")
             print(f"raw GET (boto3, whole objects, one at a time): {get_mb_s:.1f} MB/s")
             print(f"catch-up from offset 0 (librdkafka), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
                   f"({', '.join(f'{r:.1f}' for r in reads)})")
             print(f"raw ranged GET (boto3, 8 MiB ranges, 4 at a time, as Strand's reader): {ranged_mb_s:.1f} MB/s")
+            print(f"the same client reading an untiered topic from local disk (page cache), median: "
+                  f"{statistics.median(local_reads):.1f} MB/s")
             print(f"catch-up / raw GET: {statistics.median(reads) / get_mb_s:.2f}; "
                   f"catch-up / raw ranged GET: {statistics.median(reads) / ranged_mb_s:.2f}")
             plain, tiered = statistics.median(writes["plain"]), statistics.median(writes["tiered"])

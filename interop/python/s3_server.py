@@ -18,26 +18,59 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_seaweed_port():
+    """A free port p with p + 10000 free too (SeaweedFS serves gRPC there)."""
+    import random
+    while True:
+        port = random.randint(20000, 45000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", candidate))
+            return port
+        except OSError:
+            continue
+
+
 class S3Server:
-    def __init__(self, d, bucket):
+    """moto's server; or, with `weed` (the path of a SeaweedFS binary), SeaweedFS's S3
+    gateway, whose ranged GETs cost what they return (moto reads the whole object for
+    each range): for benchmarks."""
+
+    def __init__(self, d, bucket, weed=None):
         self.bucket = bucket
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
-        self.log = open(os.path.join(d, "moto.log"), "w")
-        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
+        self.log = open(os.path.join(d, "s3-server.log"), "w")
+        if weed:
+            data = os.path.join(d, "seaweedfs")
+            os.makedirs(data, exist_ok=True)
+            command = [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                       f"-master.port={free_seaweed_port()}", f"-volume.port={free_seaweed_port()}",
+                       f"-filer.port={free_seaweed_port()}", "-s3", f"-s3.port={port}",
+                       "-master.volumeSizeLimitMB=1024"]
+        else:
+            command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
                 if time.time() > deadline or self.process.poll() is not None:
-                    raise RuntimeError("moto's S3 server did not start")
+                    raise RuntimeError(f"the S3 server did not start: {' '.join(command)}")
                 time.sleep(0.2)
         self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
                                    aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-        self.client.create_bucket(Bucket=bucket)
+        while True:  # SeaweedFS answers on its port before its filer is ready
+            try:
+                self.client.create_bucket(Bucket=bucket)
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def environment(self):
         """The AWS environment a broker reads the store's credentials and endpoint from."""

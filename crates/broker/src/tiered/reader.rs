@@ -207,37 +207,71 @@ impl ChunkCache {
     ) -> Option<(Bytes, u64)> {
         let log = segment.key(dir, LOG);
         let mut position = self.index_position(dir, segment, offset, wanted)?;
-        let mut out = BytesMut::new();
-        let mut touched = 0;
+        // The batches returned are contiguous: [first, end) of the copy's log, taken at
+        // the end as one slice of a chunk (no copy) unless it spans two.
+        let mut first_batch: Option<u64> = None;
+        let mut end = position;
+        let mut touched = position / CHUNK_BYTES;
         while position + BATCH_HEADER_BYTES <= segment.size_bytes {
-            let header = self.bytes(
-                &log,
-                segment,
-                position..position + BATCH_HEADER_BYTES,
-                wanted,
-            )?;
-            touched = position / CHUNK_BYTES;
+            let header_range = position..position + BATCH_HEADER_BYTES;
+            let Some(header) = self.bytes(&log, segment, header_range, wanted) else {
+                // What is cached already goes out; the rest is asked for.
+                first_batch?;
+                break;
+            };
             let length = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes"));
             let base = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
             let last_delta = i32::from_be_bytes(header[23..27].try_into().expect("4 bytes"));
             let batch_bytes = 12 + length.max(0) as u64;
             if base + i64::from(last_delta) < offset {
                 position += batch_bytes;
+                end = position;
                 continue;
             }
-            let fits = out.len() as u64 + batch_bytes <= limit || (out.is_empty() && first);
+            let collected = end - first_batch.unwrap_or(position);
+            let fits = collected + batch_bytes <= limit || (first_batch.is_none() && first);
             if !fits || position + batch_bytes > segment.size_bytes {
                 break;
             }
-            let batch = self.bytes(&log, segment, position..position + batch_bytes, wanted)?;
-            out.extend_from_slice(&batch);
+            if !self.cached(&log, segment, position..position + batch_bytes, wanted) {
+                first_batch?;
+                break;
+            }
+            first_batch.get_or_insert(position);
             position += batch_bytes;
+            end = position;
             touched = (position - 1) / CHUNK_BYTES;
         }
         for ahead in touched + 1..=touched + READ_AHEAD_CHUNKS {
             self.want(&log, segment, ahead, wanted);
         }
-        Some((out.freeze(), touched))
+        let records = match first_batch {
+            Some(first_batch) => self.bytes(&log, segment, first_batch..end, wanted)?,
+            None => Bytes::new(),
+        };
+        Some((records, touched))
+    }
+
+    /// Whether every chunk of `range` is cached; the missing ones go to `wanted`.
+    fn cached(
+        &self,
+        log: &str,
+        segment: &RemoteSegment,
+        range: Range<u64>,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> bool {
+        let mut all = true;
+        for chunk in range.start / CHUNK_BYTES..=(range.end - 1) / CHUNK_BYTES {
+            let key = ChunkKey {
+                segment: segment.id,
+                chunk: chunk as u32,
+            };
+            if !self.contains(&key) {
+                wanted.push(chunk_wanted(log, segment, key));
+                all = false;
+            }
+        }
+        all
     }
 
     /// Asks for chunk `chunk` of a copy's log unless it is cached or past its end.
@@ -422,9 +456,17 @@ mod tests {
         segments.insert(copy_of(&log, 99));
         let cache = ChunkCache::default();
         let (records, aborted, asked) = read_through(&cache, &segments, &log, 78, 1024 * 1024);
-        let got = offsets(records.clone());
+        let got = offsets(records);
         assert_eq!(got.first(), Some(&78), "from the fetch offset");
-        assert_eq!(got.len(), 10, "as many whole batches as fit in 1 MiB");
+        assert!(
+            !got.is_empty() && got.len() < 10,
+            "what was cached: up to chunk 0's end"
+        );
+        // Everything cached now: as many whole batches as fit in 1 MiB, across the chunks.
+        let (records, aborted_again, _) = read_through(&cache, &segments, &log, 78, 1024 * 1024);
+        assert_eq!(aborted, aborted_again);
+        let got = offsets(records.clone());
+        assert_eq!(got, (78..88).collect::<Vec<_>>());
         assert!(records.len() <= 1024 * 1024);
         assert!(
             asked.contains(&0) && asked.contains(&1),

@@ -88,6 +88,16 @@ def catch_up(bootstrap, topic, count):
     return size / 1024 / 1024 / elapsed
 
 
+def catch_up_java(bootstrap, topic, count):
+    """kafka-consumer-perf-test (Kafka 4.4's Java consumer) reading the whole topic: MB/s."""
+    cli = os.path.join(ROOT, "interop", "kafka", "kafka-cli.sh")
+    out = subprocess.run([cli, "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--messages", str(count), "--timeout", "600000", "--hide-header"],
+                         capture_output=True, text=True, timeout=900)
+    line = [l for l in out.stdout.splitlines() if l.strip()][-1]
+    return float(line.split(",")[3])
+
+
 def raw_get(s3):
     """Whole objects, one after another: MB/s, objects, bytes."""
     keys = s3.keys(suffix=".log")
@@ -121,6 +131,8 @@ def main():
     parser.add_argument("--mb", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--weed", help="a SeaweedFS binary: its S3 gateway instead of moto's")
+    parser.add_argument("--java", action="store_true",
+                        help="read with kafka-consumer-perf-test (Java) instead of librdkafka from Python")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         s3 = S3Server(d, "bench", weed=args.weed)
@@ -159,12 +171,14 @@ def main():
                 time.sleep(1)
             get_mb_s, objects, size = raw_get(s3)
             ranged_mb_s = raw_ranged_get(s3)
-            reads = [catch_up(bootstrap, "tiered", end) for _ in range(args.runs)]
+            read = catch_up_java if args.java else catch_up
+            reads = [read(bootstrap, "tiered", end) for _ in range(args.runs)]
             _, plain_end = offsets(bootstrap, "plain")
-            local_reads = [catch_up(bootstrap, "plain", plain_end) for _ in range(args.runs)]
+            local_reads = [read(bootstrap, "plain", plain_end) for _ in range(args.runs)]
             print(f"copied: {objects} segments, {size / 1024 / 1024:.0f} MiB in the store")
             print(f"raw GET (boto3, whole objects, one at a time): {get_mb_s:.1f} MB/s")
-            print(f"catch-up from offset 0 (librdkafka), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
+            client = "kafka-consumer-perf-test" if args.java else "librdkafka"
+            print(f"catch-up from offset 0 ({client}), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
                   f"({', '.join(f'{r:.1f}' for r in reads)})")
             print(f"raw ranged GET (boto3, 8 MiB ranges, 4 at a time, as Strand's reader): {ranged_mb_s:.1f} MB/s")
             print(f"the same client reading an untiered topic from local disk (page cache), median: "

@@ -65,15 +65,25 @@ async fn alter_topic(client: &mut TcpStream, name: &str, configs: &[(&str, &str)
     assert_eq!(altered.responses[0].error_code, 0, "{altered:?}");
 }
 
+/// Record n has the timestamp 1_000 + n (of 1970: older than any retention).
 async fn produce_all(client: &mut TcpStream, topic: &str) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     for n in 0..RECORDS {
-        let response: ProduceResponse = call(
-            client,
-            ApiKey::Produce,
-            9,
-            &produce_request(topic, 0, 1, &[n as u8; 100]),
-        )
-        .await;
+        let mut builder = strand_records::BatchBuilder::new(0, 1_000 + n);
+        builder.push(strand_records::Record::new(
+            None,
+            Some(vec![n as u8; 100]),
+            1_000 + n,
+        ));
+        let request = kafka_protocol::messages::ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(text(topic)))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(bytes::Bytes::from(builder.build())))])]);
+        let response: ProduceResponse = call(client, ApiKey::Produce, 9, &request).await;
         assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
     }
 }
@@ -210,6 +220,18 @@ async fn consumers_read_below_the_local_log_start_from_the_remote_store() {
     let (_, offsets) = read_all(&mut client, "tiered", 17).await;
     assert_eq!(offsets, (17..RECORDS).collect::<Vec<_>>());
 
+    // By timestamp: in the store below the local log start, locally above it.
+    assert_eq!(list_offset(&mut client, "tiered", 1_057).await, (0, 57));
+    assert_eq!(list_offset(&mut client, "tiered", 0).await, (0, 0));
+    assert_eq!(
+        list_offset(&mut client, "tiered", 1_000 + RECORDS - 1).await,
+        (0, RECORDS - 1)
+    );
+    assert_eq!(
+        list_offset(&mut client, "tiered", 1_000 + RECORDS).await,
+        (0, -1)
+    );
+
     // DeleteRecords below the local log start: the store's copy goes too.
     let deleted: DeleteRecordsResponse = call(
         &mut client,
@@ -227,6 +249,11 @@ async fn consumers_read_below_the_local_log_start_from_the_remote_store() {
     let result = &deleted.topics[0].partitions[0];
     assert_eq!((result.error_code, result.low_watermark), (0, 30));
     assert_eq!(list_offset(&mut client, "tiered", EARLIEST).await, (0, 30));
+    assert_eq!(
+        list_offset(&mut client, "tiered", 1_010).await,
+        (0, 30),
+        "not below the start"
+    );
     let (code, _) = read_all(&mut client, "tiered", 0).await;
     assert_eq!(code, 1, "OFFSET_OUT_OF_RANGE below the deleted records");
     let (_, offsets) = read_all(&mut client, "tiered", 30).await;

@@ -55,7 +55,10 @@ pub use dir_health::DirHealth;
 pub use error::{LogError, LogResult, RecordError};
 pub use file_cache::FileCache;
 pub use leader_epoch::{EpochEntry, LeaderEpochCache};
-pub use log::{append_durably, AppendInfo, FileSlice, FlushPlan, Log, ReadResult, TimestampOffset};
+pub use log::{
+    append_durably, first_record_in_batch, AppendInfo, FileSlice, FlushPlan, Log, ReadResult,
+    TimestampOffset,
+};
 pub use log_loader::{LogOpenState, RecoveryReport};
 pub use log_manager::{
     flush_if_due, remove_doomed, upkeep, LogManager, LogManagerOptions, TopicPartition,

@@ -850,25 +850,7 @@ impl Log {
     ) -> LogResult<Option<TimestampOffset>> {
         let files = segment.files(&self.dir, &self.cache)?;
         let bytes = read_batch(&files, batch)?;
-        let view = BatchView::parse(&bytes)?;
-        let header = view.header;
-        let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;
-        let mut found = None;
-        walk_stored_records(&view, self.config.walk_limits, |record| {
-            if found.is_some() {
-                return;
-            }
-            let timestamp = if log_append_time {
-                header.max_timestamp
-            } else {
-                header.base_timestamp + record.timestamp_delta
-            };
-            let offset = header.base_offset + record.offset_delta as i64;
-            if matches(timestamp, offset) {
-                found = Some(TimestampOffset { timestamp, offset });
-            }
-        })?;
-        Ok(found)
+        first_record_in_batch(&bytes, self.config.walk_limits, matches)
     }
 
     /// Removes every record at or after `offset` (a follower after a leader change).
@@ -1228,6 +1210,34 @@ fn record_in_producer_state(
 }
 
 /// A scanned batch's bytes, whole.
+/// The first record of the stored batch `bytes` that `matches` (timestamp, offset):
+/// ListOffsets by timestamp, on a local segment or a remote copy's bytes.
+pub fn first_record_in_batch(
+    bytes: &[u8],
+    limits: strand_records::WalkLimits,
+    matches: impl Fn(i64, i64) -> bool,
+) -> LogResult<Option<TimestampOffset>> {
+    let view = BatchView::parse(bytes)?;
+    let header = view.header;
+    let log_append_time = header.attributes.timestamp_type() == TimestampType::LogAppendTime;
+    let mut found = None;
+    walk_stored_records(&view, limits, |record| {
+        if found.is_some() {
+            return;
+        }
+        let timestamp = if log_append_time {
+            header.max_timestamp
+        } else {
+            header.base_timestamp + record.timestamp_delta
+        };
+        let offset = header.base_offset + record.offset_delta as i64;
+        if matches(timestamp, offset) {
+            found = Some(TimestampOffset { timestamp, offset });
+        }
+    })?;
+    Ok(found)
+}
+
 fn read_batch(
     files: &crate::file_cache::SegmentFiles,
     batch: &crate::batch_scan::ScannedBatch,

@@ -29,6 +29,8 @@ use crate::error_code;
 use crate::net::RequestContext;
 use crate::partition::Partition;
 use crate::router::{decode, respond, Outcome};
+use crate::tiered::reader::{ChunkWanted, TimestampRead};
+use crate::tiered::remote_log::RemoteLog;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -120,8 +122,9 @@ pub async fn handle(
 }
 
 /// Lookups that find something new missing from the page cache each time (a cache too
-/// small for the index and its batches) give up after this many warms.
-const WARM_ROUNDS: usize = 4;
+/// small for the index and its batches) give up after this many warms. A lookup in a
+/// remote copy needs its time index, its offset index, then its batches: three or four.
+const WARM_ROUNDS: usize = 8;
 /// Longest a request waits for the disk (clients' request.timeout.ms is 30 s).
 const WARM_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -147,6 +150,12 @@ async fn lookup_without_waiting(
             }
             // The miss could not be kept (no descriptor left to copy the file's into).
             Err(Refusal::WouldWait(_, None)) => break,
+            Err(Refusal::RemoteWait(remote, partition, wanted)) => {
+                let Some(tiered) = broker.tiered() else { break };
+                tiered
+                    .get_chunks_now(remote, partition, wanted, deadline)
+                    .await?
+            }
         }
     }
     Err(error_code::REQUEST_TIMED_OUT)
@@ -156,6 +165,8 @@ enum Refusal {
     Error(i16),
     /// The read would wait for the disk: the partition and what it missed.
     WouldWait(Arc<Partition>, Option<Miss>),
+    /// A lookup in the remote copies lacks these chunks.
+    RemoteWait(Arc<RemoteLog>, Arc<Partition>, Vec<ChunkWanted>),
 }
 
 impl From<i16> for Refusal {
@@ -229,12 +240,34 @@ fn lookup(
             Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
             _ => (-1, -1),
         }),
-        timestamp if timestamp >= 0 => Ok(
-            match log.offset_for_timestamp(timestamp).map_err(storage)? {
-                Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
-                _ => (-1, -1),
-            },
-        ),
+        timestamp if timestamp >= 0 => {
+            // Older than the local log: the remote copies answer.
+            if let (Some(remote), Some(tiered)) = (remote()?, broker.tiered()) {
+                let mut wanted = Vec::new();
+                let limits = log.config().walk_limits;
+                match tiered.offset_for_timestamp(
+                    &remote,
+                    timestamp,
+                    local_start,
+                    limits,
+                    &mut wanted,
+                ) {
+                    TimestampRead::Found(found, offset) if offset < visible_end => {
+                        return Ok((found, offset, epoch));
+                    }
+                    TimestampRead::Missing => {
+                        return Err(Refusal::RemoteWait(remote, partition.clone(), wanted));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(
+                match log.offset_for_timestamp(timestamp).map_err(storage)? {
+                    Some(found) if found.offset < visible_end => (found.timestamp, found.offset),
+                    _ => (-1, -1),
+                },
+            )
+        }
         _ => Err(Refusal::Error(error_code::UNSUPPORTED_VERSION)),
     }?;
     // Nothing found carries no epoch, as in Kafka.

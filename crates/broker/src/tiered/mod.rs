@@ -31,7 +31,7 @@ use tokio::sync::Semaphore;
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::partition::Partition;
-use reader::{ChunkCache, ChunkWanted, RemoteRead, GETS_MAX};
+use reader::{ChunkCache, ChunkWanted, RemoteRead, TimestampRead, GETS_MAX};
 use remote_log::RemoteLog;
 use store::{RemoteStore, StoreResult};
 
@@ -271,6 +271,57 @@ impl TieredStorage {
                     .read(&remote.dir, segments, offset, limit, first, wanted)
             })
             .unwrap_or(RemoteRead::Missing)
+    }
+
+    /// ListOffsets by timestamp on a tiered partition: the remote copies' answer below
+    /// the local log start (`TimestampRead::NotRemote`: the local log's).
+    pub fn offset_for_timestamp(
+        &self,
+        remote: &RemoteLog,
+        timestamp: i64,
+        local_start: i64,
+        limits: strand_records::WalkLimits,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> TimestampRead {
+        let log_start = remote.log_start_offset(local_start);
+        remote
+            .with(|segments| {
+                self.cache.offset_for_timestamp(
+                    &remote.dir,
+                    segments,
+                    timestamp,
+                    log_start,
+                    local_start,
+                    limits,
+                    wanted,
+                )
+            })
+            .unwrap_or(TimestampRead::Missing)
+    }
+
+    /// Gets `wanted` and waits for it (ListOffsets, which cannot answer without it), at
+    /// most until `deadline` (then REQUEST_TIMED_OUT); a failed GET is KAFKA_STORAGE_ERROR.
+    pub async fn get_chunks_now(
+        self: &Arc<Self>,
+        remote: Arc<RemoteLog>,
+        partition: Arc<Partition>,
+        wanted: Vec<ChunkWanted>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), i16> {
+        let keys: Vec<_> = wanted.iter().map(|w| w.key).collect();
+        self.get_chunks(remote.clone(), partition, wanted);
+        loop {
+            if remote.take_read_failure() {
+                return Err(crate::error_code::KAFKA_STORAGE_ERROR);
+            }
+            if keys.iter().all(|key| self.cache.contains(key)) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(crate::error_code::REQUEST_TIMED_OUT);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Gets chunks a read wanted (those neither cached nor being got), each on its own

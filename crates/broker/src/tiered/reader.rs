@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 use uuid::Uuid;
 
-use super::remote_segments::{RemoteSegment, RemoteSegments, LOG, OFFSET_INDEX};
+use super::remote_segments::{RemoteSegment, RemoteSegments, LOG, OFFSET_INDEX, TIME_INDEX};
 
 /// A chunk of a remote segment's log: one ranged GET (S3's guidance for throughput is
 /// 8 to 16 MiB ranges).
@@ -34,6 +34,8 @@ pub const GETS_MAX: usize = 8;
 const BATCH_HEADER_BYTES: u64 = 61;
 /// The chunk number that stands for a segment's offset index.
 const INDEX_CHUNK: u32 = u32::MAX;
+/// The chunk number that stands for a segment's time index.
+const TIME_INDEX_CHUNK: u32 = u32::MAX - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkKey {
@@ -62,6 +64,17 @@ pub enum RemoteRead {
     Missing,
     /// No remote copy holds the offset.
     OutOfRange,
+}
+
+/// What a lookup by timestamp in the remote copies found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TimestampRead {
+    /// The first record at or after the timestamp: (its timestamp, its offset).
+    Found(i64, i64),
+    /// The cache lacks what the lookup needs: get it, then look again.
+    Missing,
+    /// No copy below the local log start holds such a record: the local log answers.
+    NotRemote,
 }
 
 #[derive(Debug)]
@@ -283,6 +296,105 @@ impl ChunkCache {
         if chunk * CHUNK_BYTES < segment.size_bytes && !self.contains(&key) {
             wanted.push(chunk_wanted(log, segment, key));
         }
+    }
+
+    /// ListOffsets by timestamp below the local log start: the first record at or after
+    /// `timestamp` (and at or after `log_start`) in the copies below `local_start`, found
+    /// as the local log finds it: the copy's time index, its offset index, then the
+    /// batches and the records of the first batch that reaches the timestamp.
+    #[allow(clippy::too_many_arguments)]
+    pub fn offset_for_timestamp(
+        &self,
+        dir: &str,
+        segments: &RemoteSegments,
+        timestamp: i64,
+        log_start: i64,
+        local_start: i64,
+        limits: strand_records::WalkLimits,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> TimestampRead {
+        let mut after = log_start;
+        for segment in segments.iter() {
+            if segment.base_offset >= local_start || after >= local_start {
+                break;
+            }
+            if segment.end_offset < after || segment.max_timestamp < timestamp {
+                continue;
+            }
+            match self.timestamp_in_segment(dir, segment, timestamp, after, limits, wanted) {
+                Some(Some((found_timestamp, offset))) => {
+                    return TimestampRead::Found(found_timestamp, offset)
+                }
+                Some(None) => after = after.max(segment.end_offset + 1),
+                None => return TimestampRead::Missing,
+            }
+        }
+        TimestampRead::NotRemote
+    }
+
+    /// One copy's part of `offset_for_timestamp`: Some(found or not), None when a chunk
+    /// it needs is not cached.
+    fn timestamp_in_segment(
+        &self,
+        dir: &str,
+        segment: &RemoteSegment,
+        timestamp: i64,
+        after: i64,
+        limits: strand_records::WalkLimits,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> Option<Option<(i64, i64)>> {
+        // The time index: every batch up to an entry's offset has a max timestamp no
+        // greater than the entry's, so the search starts after the last entry below.
+        let mut from = segment.base_offset.max(after);
+        if segment.time_index_bytes > 0 {
+            let key = ChunkKey {
+                segment: segment.id,
+                chunk: TIME_INDEX_CHUNK,
+            };
+            let Some(index) = self.get(&key) else {
+                wanted.push(ChunkWanted {
+                    key,
+                    object: segment.key(dir, TIME_INDEX),
+                    range: 0..segment.time_index_bytes,
+                });
+                return None;
+            };
+            let below = index
+                .chunks_exact(12)
+                .map(|e| {
+                    let entry_timestamp = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+                    let relative = u32::from_be_bytes(e[8..].try_into().expect("4 bytes"));
+                    (entry_timestamp, i64::from(relative))
+                })
+                .take_while(|(entry_timestamp, _)| *entry_timestamp < timestamp)
+                .last();
+            if let Some((_, relative)) = below {
+                from = from.max(segment.base_offset + relative + 1);
+            }
+        }
+        let log = segment.key(dir, LOG);
+        let mut position = self.index_position(dir, segment, from, wanted)?;
+        while position + BATCH_HEADER_BYTES <= segment.size_bytes {
+            let header_range = position..position + BATCH_HEADER_BYTES;
+            let header = self.bytes(&log, segment, header_range, wanted)?;
+            let length = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes"));
+            let base = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
+            let last_delta = i32::from_be_bytes(header[23..27].try_into().expect("4 bytes"));
+            let max_timestamp = i64::from_be_bytes(header[35..43].try_into().expect("8 bytes"));
+            let batch_bytes = 12 + length.max(0) as u64;
+            if base + i64::from(last_delta) >= from && max_timestamp >= timestamp {
+                let batch = self.bytes(&log, segment, position..position + batch_bytes, wanted)?;
+                let found = strand_log::first_record_in_batch(&batch, limits, |t, o| {
+                    t >= timestamp && o >= after
+                });
+                // A batch that does not parse is damage: the lookup goes on past it.
+                if let Ok(Some(found)) = found {
+                    return Some(Some((found.timestamp, found.offset)));
+                }
+            }
+            position += batch_bytes;
+        }
+        Some(None)
     }
 
     /// Where the last batch starting at or before `offset` is, by the copy's offset index.

@@ -1170,6 +1170,21 @@ impl Partition {
             .map(|_| ())
     }
 
+    /// As follower at `leader_epoch`: start the log at `start`, where the remote store's
+    /// copy ends, with the copies' leader epochs and producer state (tiered storage).
+    pub fn reset_after_remote(
+        &self,
+        leader_epoch: i32,
+        start: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+    ) -> LogResult<()> {
+        self.write_as_follower(leader_epoch, |log| {
+            log.start_after_remote(start, epochs, producer_snapshot)
+        })
+        .map(|_| ())
+    }
+
     /// Registers `waiter` to be notified at the next append. Returns false when the
     /// partition already has its maximum of parked fetches (the fetch then returns at once).
     pub fn park_fetch(&self, waiter: &Arc<Notify>) -> bool {

@@ -101,3 +101,31 @@ impl Log {
         Ok(out)
     }
 }
+
+impl Log {
+    /// A follower behind its leader's local log start starts its log at `offset`, where
+    /// the remote store's copy ends, instead of fetching what the store holds (Kafka's
+    /// remote log auxiliary state): the log is emptied and starts there, with the leader
+    /// epochs of the copies below it (`epochs`, (epoch, start offset) in offset order) and
+    /// the producer state of the copy that ends there (`producer_snapshot`, a snapshot as
+    /// of `offset`), so a later leadership here knows both.
+    pub fn start_after_remote(
+        &mut self,
+        offset: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+    ) -> LogResult<()> {
+        self.truncate_fully_and_start_at(offset)?;
+        for (epoch, start) in epochs.iter().filter(|(_, start)| *start <= offset) {
+            self.epochs.assign(*epoch, *start);
+        }
+        self.epochs.truncate_from_start(offset);
+        self.epochs.checkpoint()?;
+        if let Some(snapshot) = producer_snapshot {
+            let path = crate::producer_state::snapshot_path(&self.dir, offset);
+            crate::checkpoint::replace_file(&path, snapshot, crate::checkpoint::Sync::Now)?;
+            self.rebuild_producer_state()?;
+        }
+        Ok(())
+    }
+}

@@ -103,3 +103,77 @@ fn with_copies_disabled_local_segments_go_by_total_retention() {
         "by retention.ms, not local.retention.ms=0"
     );
 }
+
+#[test]
+fn a_follower_starting_after_the_remote_copy_keeps_its_epochs_and_producers() {
+    use strand_records::{BatchBuilder, Record};
+    // The leader's log: producer 42 writes in epoch 3, then epoch 5 begins at offset 10.
+    let leader_dir = tempfile::tempdir().unwrap();
+    let mut leader = new_log(
+        leader_dir.path(),
+        tiered(None, None),
+        Arc::new(ManualClock::new(0)),
+    );
+    for (sequence, epoch) in [(0, 3), (5, 3), (10, 5)] {
+        let mut builder = BatchBuilder::new(0, 1_000).producer(42, 0, sequence);
+        builder.push(Record::new(None, Some(vec![1u8; 10]), 1_000));
+        for _ in 0..4 {
+            builder.push(Record::new(None, Some(vec![2u8; 10]), 1_000));
+        }
+        leader
+            .append_as_leader(&mut builder.build(), epoch)
+            .unwrap();
+    }
+    let end = leader.log_end_offset();
+    let snapshot_path = leader
+        .producer_state()
+        .take_snapshot(leader_dir.path(), end)
+        .unwrap();
+    let snapshot = std::fs::read(snapshot_path).unwrap();
+    let epochs: Vec<(i32, i64)> = leader
+        .leader_epochs()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, vec![(3, 0), (5, 10)]);
+
+    // A follower with an unrelated old log starts where the copy ends.
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = new_log(
+        dir.path(),
+        tiered(None, None),
+        Arc::new(ManualClock::new(0)),
+    );
+    follower
+        .append_as_leader(&mut batch(3, 10, 1_000), 1)
+        .unwrap();
+    follower
+        .start_after_remote(end, &epochs, Some(&snapshot))
+        .unwrap();
+    assert_eq!(
+        (follower.log_start_offset(), follower.log_end_offset()),
+        (end, end)
+    );
+    let restored: Vec<(i32, i64)> = follower
+        .leader_epochs()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(
+        restored,
+        vec![(5, end)],
+        "the epoch the log start is in, from its start"
+    );
+    assert_eq!(follower.end_offset_for_epoch(5), (5, end));
+    let producer = follower
+        .producer_state()
+        .get(42)
+        .expect("producer 42 known");
+    assert_eq!(
+        producer.last_sequence(),
+        Some(14),
+        "its last sequence, from the snapshot"
+    );
+}

@@ -33,6 +33,7 @@ use super::inter_broker::InterBrokerSecurity;
 use crate::error_code;
 use crate::partition::Partition;
 use crate::replication_throttle::{names_replica, ReplicationThrottle};
+use crate::tiered::TieredStorage;
 
 /// The topic config naming replicas whose follower fetches are throttled.
 const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
@@ -75,6 +76,9 @@ pub struct Fetchers {
     throttle: Arc<ReplicationThrottle>,
     /// How connections to leaders are opened (TLS, SASL).
     security: Arc<InterBrokerSecurity>,
+    /// Tiered storage: a follower behind its leader's local log start starts after the
+    /// remote copy.
+    tiered: Option<Arc<TieredStorage>>,
 }
 
 impl Fetchers {
@@ -83,6 +87,7 @@ impl Fetchers {
         metadata: watch::Receiver<Published>,
         throttle: Arc<ReplicationThrottle>,
         security: Arc<InterBrokerSecurity>,
+        tiered: Option<Arc<TieredStorage>>,
     ) -> Fetchers {
         Fetchers {
             node_id,
@@ -90,6 +95,7 @@ impl Fetchers {
             by_leader: Mutex::new(HashMap::new()),
             throttle,
             security,
+            tiered,
         }
     }
 
@@ -135,6 +141,7 @@ impl Fetchers {
                 self.metadata.clone(),
                 self.throttle.clone(),
                 self.security.clone(),
+                self.tiered.clone(),
             )));
         }
         fetcher.changed.notify_one();
@@ -211,6 +218,7 @@ async fn run(
     metadata: watch::Receiver<Published>,
     throttle: Arc<ReplicationThrottle>,
     security: Arc<InterBrokerSecurity>,
+    tiered: Option<Arc<TieredStorage>>,
 ) {
     let mut connection: Option<Connection> = None;
     loop {
@@ -282,7 +290,11 @@ async fn run(
         let conn = connection.as_ref().expect("connected above");
         let to_truncate: Vec<_> = active.iter().filter(|a| a.3).cloned().collect();
         let result = if to_truncate.is_empty() {
-            fetch_once(node_id, conn, &fetcher, &active, &throttled, &throttle).await
+            let tiered = tiered.as_ref();
+            fetch_once(
+                node_id, conn, &fetcher, &active, &throttled, &throttle, tiered,
+            )
+            .await
         } else {
             truncate(node_id, conn, &fetcher, &to_truncate).await
         };
@@ -463,6 +475,7 @@ async fn fetch_once(
     partitions: &[(TopicPartition, Arc<Partition>, i32, bool)],
     throttled: &HashSet<TopicPartition>,
     throttle: &ReplicationThrottle,
+    tiered: Option<&Arc<TieredStorage>>,
 ) -> anyhow::Result<()> {
     let mut wanted = Vec::new();
     for (tp, partition, epoch, _) in partitions {
@@ -616,22 +629,38 @@ async fn fetch_once(
                 error_code::OFFSET_MOVED_TO_TIERED_STORAGE => {
                     // Below the leader's local log start, in the remote store: start our
                     // log where the store ends (the leader holds everything after it
-                    // locally; what is below stays readable from the store). Until this
-                    // broker has read the store's listing, or while ours is older than
-                    // the leader's deletions, back off and ask again.
+                    // locally; what is below stays readable from the store), with the
+                    // copies' leader epochs and producer state. Until this broker has
+                    // read the store's listing, or while ours is older than the
+                    // leader's deletions, back off and ask again.
                     let remote_end = partition.log().remote_end();
-                    match remote_end.filter(|end| *end > *fetched_at) {
-                        Some(start) => {
-                            let result = off_runtime(partition, *epoch, move |partition, epoch| {
-                                partition.reset_as_follower(epoch, start)
-                            })
-                            .await;
-                            if let Err(error) = result {
-                                tracing::error!(partition = %tp, %error, "resetting follower log failed");
-                                pause(fetcher, &tp, *epoch);
+                    let remote = tiered.and_then(|t| t.remote_log(&tp).map(|r| (t, r)));
+                    match (remote_end.filter(|end| *end > *fetched_at), remote) {
+                        (Some(start), Some((tiered, remote))) => {
+                            match tiered.auxiliary_state(&remote, start).await {
+                                Ok((epochs, snapshot)) => {
+                                    let result =
+                                        off_runtime(partition, *epoch, move |partition, epoch| {
+                                            partition.reset_after_remote(
+                                                epoch,
+                                                start,
+                                                &epochs,
+                                                snapshot.as_deref(),
+                                            )
+                                        })
+                                        .await;
+                                    if let Err(error) = result {
+                                        tracing::error!(partition = %tp, %error, "starting the follower log after the remote copy failed");
+                                        pause(fetcher, &tp, *epoch);
+                                    }
+                                }
+                                Err(error) => {
+                                    tracing::warn!(partition = %tp, %error, "reading the remote copy's epochs and producer state failed");
+                                    pause(fetcher, &tp, *epoch);
+                                }
                             }
                         }
-                        None => pause(fetcher, &tp, *epoch),
+                        _ => pause(fetcher, &tp, *epoch),
                     }
                 }
                 _ => pause(fetcher, &tp, *epoch),

@@ -200,6 +200,7 @@ impl Cluster {
                 metadata,
                 broker.dynamic.follower_throttle.clone(),
                 inter_broker.clone(),
+                broker.tiered().cloned(),
             ),
             inter_broker,
             shutting_down: AtomicBool::new(false),

@@ -324,6 +324,46 @@ impl TieredStorage {
         }
     }
 
+    /// What a follower starting its log at `start` (where the copies end) takes from the
+    /// store (Kafka's remote log auxiliary state): the leader epochs of the copies below
+    /// it, in offset order, and the producer snapshot of the copy that ends there.
+    pub async fn auxiliary_state(
+        &self,
+        remote: &RemoteLog,
+        start: i64,
+    ) -> StoreResult<(Vec<(i32, i64)>, Option<bytes::Bytes>)> {
+        let (epochs, last) = remote
+            .with(|segments| {
+                let mut epochs: Vec<(i32, i64)> = segments
+                    .iter()
+                    .filter(|copy| copy.base_offset < start)
+                    .flat_map(|copy| copy.leader_epochs.iter().copied())
+                    .collect();
+                epochs.sort_by_key(|(epoch, offset)| (*epoch, *offset));
+                epochs.dedup_by_key(|(epoch, _)| *epoch); // each epoch from its first start
+                epochs.sort_by_key(|(_, offset)| *offset);
+                let last = segments
+                    .iter()
+                    .filter(|copy| copy.end_offset + 1 == start && copy.producer_snapshot)
+                    .max_by_key(|copy| copy.copied_at_ms)
+                    .cloned();
+                (epochs, last)
+            })
+            .unwrap_or_default();
+        let snapshot = match last {
+            Some(copy) => {
+                let key = copy.key(&remote.dir, remote_segments::PRODUCER_SNAPSHOT);
+                match self.store.get(&key).await {
+                    Ok(bytes) => Some(bytes),
+                    Err(object_store::Error::NotFound { .. }) => None,
+                    Err(error) => return Err(error),
+                }
+            }
+            None => None,
+        };
+        Ok((epochs, snapshot))
+    }
+
     /// Gets chunks a read wanted (those neither cached nor being got), each on its own
     /// task under the broker-wide bound, waking the partition's parked fetches as each
     /// arrives. A failed GET makes the partition's next read answer KAFKA_STORAGE_ERROR.

@@ -232,11 +232,9 @@ impl ChunkCache {
                 first_batch?;
                 break;
             };
-            let length = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes"));
-            let base = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
-            let last_delta = i32::from_be_bytes(header[23..27].try_into().expect("4 bytes"));
-            let batch_bytes = 12 + length.max(0) as u64;
-            if base + i64::from(last_delta) < offset {
+            let batch = BatchHead::parse(&header);
+            let batch_bytes = batch.bytes;
+            if batch.last_offset < offset {
                 position += batch_bytes;
                 end = position;
                 continue;
@@ -347,18 +345,7 @@ impl ChunkCache {
         // greater than the entry's, so the search starts after the last entry below.
         let mut from = segment.base_offset.max(after);
         if segment.time_index_bytes > 0 {
-            let key = ChunkKey {
-                segment: segment.id,
-                chunk: TIME_INDEX_CHUNK,
-            };
-            let Some(index) = self.get(&key) else {
-                wanted.push(ChunkWanted {
-                    key,
-                    object: segment.key(dir, TIME_INDEX),
-                    range: 0..segment.time_index_bytes,
-                });
-                return None;
-            };
+            let index = self.whole_object(dir, segment, TIME_INDEX, wanted)?;
             let below = index
                 .chunks_exact(12)
                 .map(|e| {
@@ -377,12 +364,9 @@ impl ChunkCache {
         while position + BATCH_HEADER_BYTES <= segment.size_bytes {
             let header_range = position..position + BATCH_HEADER_BYTES;
             let header = self.bytes(&log, segment, header_range, wanted)?;
-            let length = i32::from_be_bytes(header[8..12].try_into().expect("4 bytes"));
-            let base = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
-            let last_delta = i32::from_be_bytes(header[23..27].try_into().expect("4 bytes"));
-            let max_timestamp = i64::from_be_bytes(header[35..43].try_into().expect("8 bytes"));
-            let batch_bytes = 12 + length.max(0) as u64;
-            if base + i64::from(last_delta) >= from && max_timestamp >= timestamp {
+            let head = BatchHead::parse(&header);
+            let batch_bytes = head.bytes;
+            if head.last_offset >= from && head.max_timestamp >= timestamp {
                 let batch = self.bytes(&log, segment, position..position + batch_bytes, wanted)?;
                 let found = strand_log::first_record_in_batch(&batch, limits, |t, o| {
                     t >= timestamp && o >= after
@@ -408,18 +392,7 @@ impl ChunkCache {
         if segment.offset_index_bytes == 0 {
             return Some(0);
         }
-        let key = ChunkKey {
-            segment: segment.id,
-            chunk: INDEX_CHUNK,
-        };
-        let Some(index) = self.get(&key) else {
-            wanted.push(ChunkWanted {
-                key,
-                object: segment.key(dir, OFFSET_INDEX),
-                range: 0..segment.offset_index_bytes,
-            });
-            return None;
-        };
+        let index = self.whole_object(dir, segment, OFFSET_INDEX, wanted)?;
         let relative = offset.saturating_sub(segment.base_offset);
         let entries = index.chunks_exact(8).map(|e| {
             (
@@ -433,6 +406,34 @@ impl ChunkCache {
                 .last()
                 .map_or(0, |(_, position)| position),
         )
+    }
+
+    /// One of a copy's indexes (`suffix`), cached whole; None (and asked for) when not.
+    fn whole_object(
+        &self,
+        dir: &str,
+        segment: &RemoteSegment,
+        suffix: &str,
+        wanted: &mut Vec<ChunkWanted>,
+    ) -> Option<Bytes> {
+        let (chunk, bytes) = if suffix == TIME_INDEX {
+            (TIME_INDEX_CHUNK, segment.time_index_bytes)
+        } else {
+            (INDEX_CHUNK, segment.offset_index_bytes)
+        };
+        let key = ChunkKey {
+            segment: segment.id,
+            chunk,
+        };
+        let found = self.get(&key);
+        if found.is_none() {
+            wanted.push(ChunkWanted {
+                key,
+                object: segment.key(dir, suffix),
+                range: 0..bytes,
+            });
+        }
+        found
     }
 
     /// `range` of the copy's log, from cached chunks; what is missing goes to `wanted`.
@@ -475,6 +476,28 @@ impl ChunkCache {
             joined.extend_from_slice(&slice(*chunk, bytes)?);
         }
         Some(joined.freeze())
+    }
+}
+
+/// What a read needs of a batch's header (Kafka's record batch v2 layout).
+struct BatchHead {
+    last_offset: i64,
+    max_timestamp: i64,
+    /// The whole batch's bytes, header included.
+    bytes: u64,
+}
+
+impl BatchHead {
+    fn parse(header: &[u8]) -> BatchHead {
+        let i32_at =
+            |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        let i64_at =
+            |at: usize| i64::from_be_bytes(header[at..at + 8].try_into().expect("8 bytes"));
+        BatchHead {
+            last_offset: i64_at(0) + i64::from(i32_at(23)),
+            max_timestamp: i64_at(35),
+            bytes: 12 + i32_at(8).max(0) as u64,
+        }
     }
 }
 

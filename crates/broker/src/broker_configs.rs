@@ -270,6 +270,12 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Long,
         1
     ),
+    field!(
+        "remote.log.manager.copy.max.bytes.per.second",
+        remote_log_manager_copy_max_bytes_per_second,
+        Long,
+        1
+    ),
     BrokerConfigDef {
         name: "strand.remote.storage.url",
         toml_key: "remote_storage_url",

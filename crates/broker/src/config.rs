@@ -222,6 +222,9 @@ pub struct BrokerConfig {
     /// remote.log.manager.task.interval.ms: how often each tiered partition copies its
     /// sealed segments and applies remote retention.
     pub remote_log_manager_task_interval_ms: u64,
+    /// remote.log.manager.copy.max.bytes.per.second: the rate copies to the remote store
+    /// may take (i64::MAX: no limit, Kafka's default).
+    pub remote_log_manager_copy_max_bytes_per_second: i64,
     /// broker.heartbeat.interval.ms
     pub broker_heartbeat_interval_ms: u64,
     /// broker.session.timeout.ms: a broker silent this long is fenced.
@@ -317,6 +320,7 @@ impl Default for BrokerConfig {
             remote_log_storage_system_enable: false,
             remote_storage_url: None,
             remote_log_manager_task_interval_ms: 30_000,
+            remote_log_manager_copy_max_bytes_per_second: i64::MAX,
             broker_heartbeat_interval_ms: 500,
             broker_session_timeout_ms: 9_000,
             replica_lag_time_max_ms: 30_000,

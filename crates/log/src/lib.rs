@@ -44,7 +44,7 @@ pub mod segment;
 pub mod segment_list;
 pub mod sparse_index;
 pub mod sync_gate;
-pub(crate) mod throttle;
+pub mod throttle;
 pub mod tiering;
 pub mod time_index;
 

@@ -34,6 +34,7 @@ use crate::partition::Partition;
 use reader::{ChunkCache, ChunkWanted, RemoteRead, TimestampRead, GETS_MAX};
 use remote_log::RemoteLog;
 use store::{RemoteStore, StoreResult};
+use strand_log::throttle::Throttle;
 
 /// Segments one partition copies in one pass before the others get their turn.
 const COPIES_PER_PASS: usize = 4;
@@ -46,6 +47,8 @@ pub struct TieredStorage {
     gets: Arc<Semaphore>,
     interval: Duration,
     node_id: i32,
+    /// remote.log.manager.copy.max.bytes.per.second (None: no limit).
+    copy_rate: Option<u64>,
 }
 
 impl TieredStorage {
@@ -64,6 +67,9 @@ impl TieredStorage {
             gets: Arc::new(Semaphore::new(GETS_MAX)),
             interval: Duration::from_millis(config.remote_log_manager_task_interval_ms.max(1)),
             node_id: config.node_id,
+            copy_rate: Some(config.remote_log_manager_copy_max_bytes_per_second)
+                .filter(|rate| *rate > 0 && *rate < i64::MAX)
+                .map(|rate| rate as u64),
         })))
     }
 
@@ -185,8 +191,18 @@ impl TieredStorage {
                 let Some(sealed) = candidates.into_iter().next() else {
                     break;
                 };
+                // remote.log.manager.copy.max.bytes.per.second, over each copy (copies run
+                // one at a time).
+                let mut throttle = Throttle::new(self.copy_rate);
                 let copied = remote
-                    .copy(&self.store, &sealed, self.node_id, epoch, now_ms())
+                    .copy(
+                        &self.store,
+                        &sealed,
+                        self.node_id,
+                        epoch,
+                        now_ms(),
+                        &mut throttle,
+                    )
                     .await;
                 let counters = partition.counters();
                 counters.remote_copied(copied.as_ref().ok().map(|_| sealed.size_bytes));

@@ -16,6 +16,7 @@ use super::remote_segments::{
     RemoteSegment, RemoteSegments, LOG, METADATA, OFFSET_INDEX, PRODUCER_SNAPSHOT, TIME_INDEX,
 };
 use super::store::{LocalFile, RemoteStore, StoreResult};
+use strand_log::throttle::Throttle;
 
 /// The object holding where DeleteRecords moved the log start, beside the copies.
 const LOG_START_OBJECT: &str = "log-start-offset";
@@ -180,6 +181,7 @@ impl RemoteLog {
         copied_by: i32,
         copied_in_epoch: i32,
         now_ms: i64,
+        throttle: &mut Throttle,
     ) -> StoreResult<RemoteSegment> {
         let segment = RemoteSegment {
             id: Uuid::new_v4(),
@@ -209,6 +211,7 @@ impl RemoteLog {
                 &segment.key(&self.dir, LOG),
                 &file(|f| &f.log),
                 sealed.size_bytes,
+                throttle,
             )
             .await?;
         store
@@ -216,6 +219,7 @@ impl RemoteLog {
                 &segment.key(&self.dir, OFFSET_INDEX),
                 &file(|f| &f.offset_index),
                 sealed.offset_index_bytes,
+                throttle,
             )
             .await?;
         store
@@ -223,6 +227,7 @@ impl RemoteLog {
                 &segment.key(&self.dir, TIME_INDEX),
                 &file(|f| &f.time_index),
                 sealed.time_index_bytes,
+                throttle,
             )
             .await?;
         if let Some(path) = &sealed.producer_snapshot {

@@ -13,6 +13,7 @@ use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use strand_log::file_cache::SegmentFiles;
+use strand_log::throttle::Throttle;
 
 /// Objects larger than this go up in parts of this size (S3's smallest part is 5 MiB).
 const PART_BYTES: usize = 8 * 1024 * 1024;
@@ -109,9 +110,16 @@ impl RemoteStore {
 
     /// Copies the first `len` bytes of one of a segment's files (`pick`): one PUT when
     /// small, else a multipart upload of `PART_BYTES` parts with at most
-    /// `PARTS_IN_FLIGHT` buffered.
-    pub async fn put_file(&self, key: &str, file: &LocalFile, len: u64) -> StoreResult<()> {
+    /// `PARTS_IN_FLIGHT` buffered, each part read only when `throttle`'s rate allows.
+    pub async fn put_file(
+        &self,
+        key: &str,
+        file: &LocalFile,
+        len: u64,
+        throttle: &mut Throttle,
+    ) -> StoreResult<()> {
         if len as usize <= PART_BYTES {
+            tokio::time::sleep(throttle.owed(len)).await;
             let bytes = read_at(file, 0..len).await?;
             return self.put(key, bytes).await;
         }
@@ -120,6 +128,7 @@ impl RemoteStore {
         let mut position = 0;
         while position < len {
             let end = (position + PART_BYTES as u64).min(len);
+            tokio::time::sleep(throttle.owed(end - position)).await;
             let bytes = match read_at(file, position..end).await {
                 Ok(bytes) => bytes,
                 Err(error) => {
@@ -268,7 +277,11 @@ mod tests {
         };
         // Only the first `len` bytes go (a preallocated file is longer than its data).
         let len = data.len() as u64 - 45;
-        store.put_file("p/0.log", &file, len).await.unwrap();
+        let mut unthrottled = Throttle::new(None);
+        store
+            .put_file("p/0.log", &file, len, &mut unthrottled)
+            .await
+            .unwrap();
         let back = store.get("p/0.log").await.unwrap();
         assert_eq!(back.len() as u64, len);
         assert!(back[..] == data[..len as usize]);

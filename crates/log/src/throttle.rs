@@ -52,7 +52,10 @@ mod tests {
         let mut limited = Throttle::new(Some(1 << 20));
         // 4 MiB at 1 MiB/s, done at once: about four seconds owed (less what elapsed).
         let owed = limited.owed(4 << 20);
-        assert!(owed > Duration::from_secs(3) && owed <= Duration::from_secs(4), "{owed:?}");
+        assert!(
+            owed > Duration::from_secs(3) && owed <= Duration::from_secs(4),
+            "{owed:?}"
+        );
         // More work owes more.
         assert!(limited.owed(1 << 20) > owed);
     }

@@ -145,6 +145,11 @@ impl TieredStorage {
             let Ok(_busy) = remote.busy.try_lock() else {
                 continue;
             };
+            // Unhosted meanwhile (its topic deleted): its remote data is being deleted.
+            let hosted = broker.partition(&partition.tp);
+            if !hosted.is_some_and(|hosted| Arc::ptr_eq(&hosted, &partition)) {
+                continue;
+            }
             if let Err(error) = self.partition_pass(&partition, &remote).await {
                 tracing::warn!(partition = %partition.tp, store = self.store.url(), %error, "tiered storage pass failed; retried next pass");
             }
@@ -433,18 +438,24 @@ impl TieredStorage {
         Ok(remote.log_start_offset(partition.log().log_start_offset()))
     }
 
-    /// Topic deletion: every remote object of the partition goes (on a task; retried at
-    /// the next deletion of nothing, so a store down at the time leaves them behind,
-    /// logged).
+    /// Topic deletion: every remote object of the partition goes, on a task, once a copy
+    /// under way has finished (a store down at the time leaves them behind, logged).
     pub fn delete_partition(self: &Arc<Self>, tp: &TopicPartition, topic_id: uuid::Uuid) {
-        self.forget(tp);
-        let remote = RemoteLog::new(tp.clone(), topic_id);
+        // The partition's own (a pass may be copying into it), else one for its directory.
+        let remote = self
+            .logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tp)
+            .unwrap_or_else(|| Arc::new(RemoteLog::new(tp.clone(), topic_id)));
         let tiered = self.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(partition = %tp, "no runtime to delete the remote data of a deleted topic on; its objects stay in the store");
             return;
         };
         runtime.spawn(async move {
+            // After a copy under way: what it writes would otherwise outlive the topic.
+            let _busy = remote.busy.lock().await;
             if let Err(error) = remote.delete_all(&tiered.store).await {
                 tracing::warn!(partition = %remote.tp, %error, "deleting the remote data of a deleted topic failed; its objects stay in the store");
             }

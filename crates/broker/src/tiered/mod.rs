@@ -36,6 +36,10 @@ use remote_log::RemoteLog;
 use store::{RemoteStore, StoreResult};
 use strand_log::throttle::Throttle;
 
+/// Objects of a copy without metadata are deleted once this old: far longer than a copy
+/// takes, so a deposed leader's copy still under way is not cut from under it.
+const ORPHAN_AGE_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// Segments one partition copies in one pass before the others get their turn.
 const COPIES_PER_PASS: usize = 4;
 
@@ -180,6 +184,13 @@ impl TieredStorage {
         if remote.loaded_as_leader_in.load(Ordering::Acquire) != epoch {
             remote.refresh(&self.store).await?;
             remote.loaded_as_leader_in.store(epoch, Ordering::Release);
+            // Once per leadership: what crashed copies left behind.
+            let collected = remote
+                .collect_orphans(&self.store, now_ms() - ORPHAN_AGE_MS)
+                .await?;
+            if collected > 0 {
+                tracing::info!(partition = %partition.tp, objects = collected, "deleted objects of unfinished copies");
+            }
         }
         partition
             .log()

@@ -121,7 +121,7 @@ impl RemoteLog {
     pub async fn refresh(&self, store: &RemoteStore) -> StoreResult<()> {
         let keys = store.list(&self.dir).await?;
         let start_key = format!("{}/{LOG_START_OBJECT}", self.dir);
-        if keys.iter().any(|(key, _)| *key == start_key) {
+        if keys.iter().any(|listed| listed.key == start_key) {
             let text = store.get(&start_key).await?;
             let offset = std::str::from_utf8(&text)
                 .ok()
@@ -137,7 +137,7 @@ impl RemoteLog {
         }
         let listed: HashSet<(i64, Uuid)> = keys
             .iter()
-            .filter_map(|(key, _)| RemoteSegment::parse_metadata_key(key))
+            .filter_map(|listed| RemoteSegment::parse_metadata_key(&listed.key))
             .collect();
         let known: Vec<(i64, Uuid)> = self
             .with(|s| s.iter().map(|s| (s.base_offset, s.id)).collect())
@@ -261,6 +261,36 @@ impl RemoteLog {
         Ok(())
     }
 
+    /// Deletes the objects of copies that never got their metadata (a crash mid-copy) and
+    /// were last written before `older_than_ms`: old enough that no copy still under way
+    /// (by this leader or a deposed one) writes them. Returns how many went.
+    pub async fn collect_orphans(
+        &self,
+        store: &RemoteStore,
+        older_than_ms: i64,
+    ) -> StoreResult<usize> {
+        let keys = store.list(&self.dir).await?;
+        let stem = |key: &str| key.rsplit_once('.').map(|(stem, _)| stem.to_string());
+        let named: HashSet<String> = keys
+            .iter()
+            .filter(|l| l.key.ends_with(&format!(".{METADATA}")))
+            .filter_map(|l| stem(&l.key))
+            .collect();
+        let start_key = format!("{}/{LOG_START_OBJECT}", self.dir);
+        let mut deleted = 0;
+        for listed in &keys {
+            let orphan = listed.key != start_key
+                && !listed.key.ends_with(&format!(".{METADATA}"))
+                && listed.modified_ms < older_than_ms
+                && stem(&listed.key).is_some_and(|stem| !named.contains(&stem));
+            if orphan {
+                store.delete(&listed.key).await?;
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Deletes every object of the partition (topic deletion, tiering turned off with
     /// remote.log.delete.on.disable): what a crashed copy left included.
     pub async fn delete_all(&self, store: &RemoteStore) -> StoreResult<()> {
@@ -268,12 +298,66 @@ impl RemoteLog {
         // Metadata first, so no reader finds a copy whose data is going.
         let (metadata, data): (Vec<_>, Vec<_>) = keys
             .into_iter()
-            .partition(|(key, _)| key.ends_with(&format!(".{METADATA}")));
-        for (key, _) in metadata.iter().chain(&data) {
-            store.delete(key).await?;
+            .partition(|listed| listed.key.ends_with(&format!(".{METADATA}")));
+        for listed in metadata.iter().chain(&data) {
+            store.delete(&listed.key).await?;
         }
         self.update(|segments| *segments = RemoteSegments::default());
         self.deleted_below.store(-1, Ordering::Release);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_old_objects_of_copies_without_metadata_are_collected() {
+        let store = RemoteStore::open("memory://").unwrap();
+        let remote = RemoteLog::new(TopicPartition::new("t", 0), Uuid::nil());
+        let dir = remote.dir.clone();
+        let put = |key: String| {
+            let store = store.clone();
+            async move { store.put(&key, Bytes::from_static(b"x")).await.unwrap() }
+        };
+        let whole = Uuid::new_v4();
+        let crashed = Uuid::new_v4();
+        for suffix in [LOG, OFFSET_INDEX, TIME_INDEX, METADATA] {
+            put(format!("{dir}/{:020}-{whole}.{suffix}", 0)).await;
+        }
+        for suffix in [LOG, OFFSET_INDEX] {
+            put(format!("{dir}/{:020}-{crashed}.{suffix}", 10)).await;
+        }
+        put(format!("{dir}/{LOG_START_OBJECT}")).await;
+        let before = store.list(&dir).await.unwrap().len();
+        // Too young: a copy may still be writing them.
+        let now = now_ms_for_test();
+        assert_eq!(
+            remote.collect_orphans(&store, now - 60_000).await.unwrap(),
+            0
+        );
+        assert_eq!(store.list(&dir).await.unwrap().len(), before);
+        // Old enough: the crashed copy's two objects go, nothing else.
+        assert_eq!(
+            remote.collect_orphans(&store, now + 60_000).await.unwrap(),
+            2
+        );
+        let left: Vec<String> = store
+            .list(&dir)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.key)
+            .collect();
+        assert_eq!(left.len(), before - 2);
+        assert!(left.iter().all(|key| !key.contains(&crashed.to_string())));
+    }
+
+    fn now_ms_for_test() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
     }
 }

@@ -154,13 +154,17 @@ impl RemoteStore {
         self.store.get_range(&Path::from(key), range).await
     }
 
-    /// The keys under `dir` (a `/`-separated prefix), with their sizes.
-    pub async fn list(&self, dir: &str) -> StoreResult<Vec<(String, u64)>> {
+    /// The objects under `dir` (a `/`-separated prefix).
+    pub async fn list(&self, dir: &str) -> StoreResult<Vec<Listed>> {
         let mut listing = self.store.list(Some(&Path::from(dir)));
         let mut keys = Vec::new();
         while let Some(meta) = listing.next().await {
             let meta = meta?;
-            keys.push((meta.location.to_string(), meta.size));
+            keys.push(Listed {
+                key: meta.location.to_string(),
+                size: meta.size,
+                modified_ms: meta.last_modified.timestamp_millis(),
+            });
         }
         Ok(keys)
     }
@@ -172,6 +176,15 @@ impl RemoteStore {
             other => other,
         }
     }
+}
+
+/// An object a listing found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Listed {
+    pub key: String,
+    pub size: u64,
+    /// When it was last written (ms since the epoch).
+    pub modified_ms: i64,
 }
 
 /// One of a segment's open files.
@@ -236,7 +249,13 @@ mod tests {
             .put("t-1/1/b.log", Bytes::from(vec![1u8; 10]))
             .await
             .unwrap();
-        let mut listed = store.list("t-1/0").await.unwrap();
+        let mut listed: Vec<(String, u64)> = store
+            .list("t-1/0")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| (l.key, l.size))
+            .collect();
         listed.sort();
         assert_eq!(
             listed,

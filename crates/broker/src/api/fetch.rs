@@ -690,11 +690,11 @@ fn read_remote<'t>(
     follower: Option<i32>,
     waits: &mut Waits<'t>,
 ) -> Option<Result<PartitionRead, Refusal<'t>>> {
-    if !partition.log().config().remote_storage {
-        return None;
-    }
     let (high_watermark, last_stable_offset, local_start) = {
         let log = partition.log();
+        if !log.config().remote_storage {
+            return None;
+        }
         (
             log.high_watermark(),
             log.last_stable_offset(),

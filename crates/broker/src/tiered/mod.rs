@@ -22,7 +22,7 @@ pub mod remote_segments;
 pub mod store;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use strand_log::log_manager::TopicPartition;
@@ -46,7 +46,8 @@ const COPIES_PER_PASS: usize = 4;
 #[derive(Debug)]
 pub struct TieredStorage {
     store: RemoteStore,
-    logs: Mutex<HashMap<TopicPartition, Arc<RemoteLog>>>,
+    /// Read by every fetch of every partition while tiered storage is on: a shared lock.
+    logs: RwLock<HashMap<TopicPartition, Arc<RemoteLog>>>,
     cache: ChunkCache,
     gets: Arc<Semaphore>,
     interval: Duration,
@@ -66,7 +67,7 @@ impl TieredStorage {
         )?;
         Ok(Some(Arc::new(TieredStorage {
             store: RemoteStore::open(url)?,
-            logs: Mutex::new(HashMap::new()),
+            logs: RwLock::new(HashMap::new()),
             cache: ChunkCache::default(),
             gets: Arc::new(Semaphore::new(GETS_MAX)),
             interval: Duration::from_millis(config.remote_log_manager_task_interval_ms.max(1)),
@@ -84,22 +85,10 @@ impl TieredStorage {
     /// The partition's remote side, if the partition is tiered.
     pub fn remote_log(&self, tp: &TopicPartition) -> Option<Arc<RemoteLog>> {
         self.logs
-            .lock()
+            .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(tp)
             .cloned()
-    }
-
-    /// Bytes held remotely and the number of copies, over every partition this broker
-    /// knows (metrics, DescribeLogDirs).
-    pub fn remote_size(&self, tp: &TopicPartition) -> u64 {
-        self.remote_log(tp)
-            .and_then(|remote| remote.with(|s| s.size_bytes()))
-            .unwrap_or(0)
-    }
-
-    pub fn cached_bytes(&self) -> u64 {
-        self.cache.cached_bytes()
     }
 
     /// Passes until the broker stops.
@@ -127,7 +116,7 @@ impl TieredStorage {
                     };
                     let remote = Arc::new(RemoteLog::new(partition.tp.clone(), topic.id));
                     self.logs
-                        .lock()
+                        .write()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(partition.tp.clone(), remote.clone());
                     remote
@@ -162,7 +151,7 @@ impl TieredStorage {
 
     fn forget(&self, tp: &TopicPartition) {
         self.logs
-            .lock()
+            .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(tp);
     }
@@ -176,9 +165,7 @@ impl TieredStorage {
         let Some(epoch) = partition.leader_epoch_if_leader() else {
             remote.loaded_as_leader_in.store(-1, Ordering::Release);
             remote.refresh(&self.store).await?;
-            partition
-                .log()
-                .set_remote_end(remote.end_offset().map(|end| end + 1));
+            note_remote_end(partition, remote);
             return Ok(());
         };
         if remote.loaded_as_leader_in.load(Ordering::Acquire) != epoch {
@@ -192,9 +179,7 @@ impl TieredStorage {
                 tracing::info!(partition = %partition.tp, objects = collected, "deleted objects of unfinished copies");
             }
         }
-        partition
-            .log()
-            .set_remote_end(remote.end_offset().map(|end| end + 1));
+        note_remote_end(partition, remote);
         let config = partition.log().config().clone();
         if config.tiered() {
             for _ in 0..COPIES_PER_PASS {
@@ -224,9 +209,7 @@ impl TieredStorage {
                 counters.remote_copied(copied.as_ref().ok().map(|_| sealed.size_bytes));
                 let copied = copied?;
                 tracing::debug!(partition = %partition.tp, base = copied.base_offset, end = copied.end_offset, bytes = copied.size_bytes, "segment copied to the remote store");
-                partition
-                    .log()
-                    .set_remote_end(remote.end_offset().map(|end| end + 1));
+                note_remote_end(partition, remote);
                 if partition.leader_epoch_if_leader() != Some(epoch) {
                     return Ok(());
                 }
@@ -455,7 +438,7 @@ impl TieredStorage {
         // The partition's own (a pass may be copying into it), else one for its directory.
         let remote = self
             .logs
-            .lock()
+            .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(tp)
             .unwrap_or_else(|| Arc::new(RemoteLog::new(tp.clone(), topic_id)));
@@ -472,6 +455,13 @@ impl TieredStorage {
             }
         });
     }
+}
+
+/// The partition's log learns how far the store reaches: local retention may delete below.
+fn note_remote_end(partition: &Partition, remote: &RemoteLog) {
+    partition
+        .log()
+        .set_remote_end(remote.end_offset().map(|end| end + 1));
 }
 
 fn now_ms() -> i64 {

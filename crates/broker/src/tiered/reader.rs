@@ -366,6 +366,10 @@ impl ChunkCache {
             let header = self.bytes(&log, segment, header_range, wanted)?;
             let head = BatchHead::parse(&header);
             let batch_bytes = head.bytes;
+            // A length past the copy's end (damage): nothing further to search.
+            if position + batch_bytes > segment.size_bytes {
+                break;
+            }
             if head.last_offset >= from && head.max_timestamp >= timestamp {
                 let batch = self.bytes(&log, segment, position..position + batch_bytes, wanted)?;
                 let found = strand_log::first_record_in_batch(&batch, limits, |t, o| {

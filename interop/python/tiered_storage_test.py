@@ -17,7 +17,9 @@ credentials and endpoint from the AWS environment.
      deleted locally; resumed (SIGCONT): copies catch up and everything reads back.
   4. Remote retention (retention.ms set by kafka-configs): copies are deleted from the
      bucket and the log start moves.
-  5. Deleting the topic deletes its objects.
+  5. remote.copy.lag.ms holds copies back; lowered with kafka-configs, they go; a lag
+     above local retention is refused with Kafka's message.
+  6. Deleting the topics deletes their objects.
 
 Needs STRAND_BIN, moto[server], confluent-kafka and the Kafka jars (kafka-cli.sh)."""
 import os
@@ -97,21 +99,21 @@ class Node:
             check("panicked" not in text, f"no panic in the broker log of run {run}")
 
 
-def get_offset(bootstrap, spec):
+def get_offset(bootstrap, spec, topic=TOPIC):
     """kafka-get-offsets --time SPEC for partition 0 (Kafka's own tool)."""
-    out = subprocess.run([KAFKA_CLI, "kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", TOPIC,
+    out = subprocess.run([KAFKA_CLI, "kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", topic,
                           "--partitions", "0", "--time", spec], capture_output=True, text=True, timeout=120)
     for line in out.stdout.splitlines():
-        if line.startswith(f"{TOPIC}:0:"):
+        if line.startswith(f"{topic}:0:"):
             return int(line.rsplit(":", 1)[1] or -1)
     fail(f"kafka-get-offsets --time {spec}: {out.stdout.strip()} {out.stderr.strip()[-500:]}")
 
 
-def produce(bootstrap, start, count):
+def produce(bootstrap, start, count, topic=TOPIC):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 16384,
                          "enable.idempotence": True})
     for n in range(start, start + count):
-        producer.produce(TOPIC, key=str(n).encode(), value=value(n), partition=0)
+        producer.produce(topic, key=str(n).encode(), value=value(n), partition=0)
         if n % 1000 == 0:
             producer.poll(0)
     remaining = producer.flush(60)
@@ -209,6 +211,10 @@ with tempfile.TemporaryDirectory() as d:
         check(local_during <= tiered_during + 1,
               f"with the store stalled nothing uncopied is deleted (local start {local_during}, "
               f"copied to {tiered_during})")
+        lag_segments = node.metric(series + "remotecopylagsegments", TOPIC)
+        lag_bytes = node.metric(series + "remotecopylagbytes", TOPIC)
+        check(lag_segments >= 3 and lag_bytes > 500_000,
+              f"/metrics: RemoteCopyLagSegments {lag_segments:.0f}, RemoteCopyLagBytes {lag_bytes:.0f} while stalled")
         read_librdkafka(bootstrap, total, "the newest records while the store is stalled", start=total - 1_000)
         s3.process.send_signal(signal.SIGCONT)
         wait_until(lambda: get_offset(bootstrap, "latest-tiered") > total - 2_000, 180,
@@ -228,10 +234,39 @@ with tempfile.TemporaryDirectory() as d:
         kept = len(s3.keys(suffix=".json"))
         check(0 < kept <= 12, f"remote retention left {kept} copies of about 2 MB (log start {earliest})")
 
-        # 5. Deleting the topic deletes its objects.
-        admin.delete_topics([TOPIC])[TOPIC].result(30)
-        wait_until(lambda: not s3.keys(), 60, "the deleted topic's objects to go")
-        ok("tiered storage: copies, reads from the store, kill -9, a stalled store, remote retention, deletion")
+        # 5. remote.copy.lag.ms holds copies back until it passes, or is lowered with
+        # kafka-configs.
+        lagging = "lagging"
+        admin.create_topics([NewTopic(lagging, num_partitions=1, replication_factor=1, config={
+            "remote.storage.enable": "true", "local.retention.ms": "600000", "retention.ms": "-1",
+            "remote.copy.lag.ms": "600000", "internal.segment.bytes": str(256 * 1024)})])[lagging].result(30)
+        produce(bootstrap, 0, 5_000, topic=lagging)
+        wait_until(lambda: node.metric(series + "remotecopylagsegments", lagging) >= 3, 30,
+                   "sealed segments of the lagging topic counted as copy lag")
+        time.sleep(2)  # four passes of remote.log.manager.task.interval.ms
+        held_back = s3.keys(prefix=f"cluster/{lagging}-", suffix=".json")
+        check(not held_back, f"remote.copy.lag.ms=600000: no copy yet ({len(held_back)})")
+        out = subprocess.run([KAFKA_CLI, "kafka-configs", "--bootstrap-server", bootstrap, "--alter",
+                              "--entity-type", "topics", "--entity-name", lagging, "--add-config",
+                              "remote.copy.lag.ms=0"], capture_output=True, text=True, timeout=120)
+        check(out.returncode == 0, f"kafka-configs set remote.copy.lag.ms=0 ({out.stderr.strip()[-300:]})")
+        wait_until(lambda: len(s3.keys(prefix=f"cluster/{lagging}-", suffix=".json")) >= 3, 60,
+                   "copies once remote.copy.lag.ms is 0")
+        wait_until(lambda: node.metric(series + "remotecopylagsegments", lagging) == 0, 30,
+                   "no copy lag left")
+        refused = subprocess.run([KAFKA_CLI, "kafka-configs", "--bootstrap-server", bootstrap, "--alter",
+                                  "--entity-type", "topics", "--entity-name", lagging, "--add-config",
+                                  "remote.copy.lag.bytes=999999999999,local.retention.bytes=1000000"],
+                                 capture_output=True, text=True, timeout=120)
+        check(refused.returncode != 0 and "Value must not exceed local.retention.bytes" in refused.stderr,
+              f"a copy lag above local retention refused as Kafka does ({refused.stderr.strip()[-200:]})")
+
+        # 6. Deleting the topics deletes their objects.
+        for deleted in admin.delete_topics([TOPIC, lagging]).values():
+            deleted.result(30)
+        wait_until(lambda: not s3.keys(), 60, "the deleted topics' objects to go")
+        ok("tiered storage: copies, reads from the store, kill -9, a stalled store, remote retention, "
+           "copy lag, deletion")
     finally:
         if sys.exc_info()[0] is not None:
             print(f"--- broker log, last lines:\n{open(node.log_path).read()[-3000:]}")

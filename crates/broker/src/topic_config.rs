@@ -138,9 +138,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("preallocate", Boolean, Rule::Boolean, Some("log.preallocate"), |_| "false".into(),
         "Preallocate segment files (accepted; Strand always reserves blocks a little ahead of the active segment's end)."),
     def("remote.copy.lag.bytes", Long, Rule::Long { min: -1 }, Some("log.remote.copy.lag.bytes"), |_| "-1".into(),
-        "Tiered storage: bytes a segment may wait before upload (accepted, no tiered storage yet)."),
+        "Tiered storage: a sealed segment is copied once this many bytes of the log are newer (0: at once; -1: local.retention.bytes; either lag passing is enough)."),
     def("remote.copy.lag.ms", Long, Rule::Long { min: -1 }, Some("log.remote.copy.lag.ms"), |_| "0".into(),
-        "Tiered storage: time a segment may wait before upload (accepted, no tiered storage yet)."),
+        "Tiered storage: a sealed segment is copied once its newest record is this old (0: at once; -1: local.retention.ms; either lag passing is enough)."),
     def("remote.log.copy.disable", Boolean, Rule::Boolean, None, |_| "false".into(),
         "Tiered storage: stop copying; local and remote data then go by retention.ms / retention.bytes."),
     def("remote.log.delete.on.disable", Boolean, Rule::Boolean, None, |_| "false".into(),
@@ -239,6 +239,25 @@ pub fn validate_tiering(
         }
         if local > total {
             return Err(format!("Invalid value {local} for configuration {local_name}: Value must not be more than {total_name} property value: {total}"));
+        }
+    }
+    // Kafka checks the lags against the effective local retention after the above (its
+    // validateRemoteCopyLagSize, then ...Time).
+    for (total_name, local_name, lag_name) in [
+        (
+            "retention.bytes",
+            "local.retention.bytes",
+            "remote.copy.lag.bytes",
+        ),
+        ("retention.ms", "local.retention.ms", "remote.copy.lag.ms"),
+    ] {
+        let effective = match long(local_name) {
+            -2 => long(total_name),
+            local => local,
+        };
+        let lag = long(lag_name);
+        if lag > 0 && effective >= 0 && lag > effective {
+            return Err(format!("Invalid value {lag} for configuration {lag_name}: Value must not exceed {local_name} (effective value: {effective})"));
         }
     }
     Ok(())
@@ -448,6 +467,13 @@ pub fn log_config_for(broker: &BrokerConfig, overrides: &BTreeMap<String, String
         .and_then(|v| v.trim().parse::<i64>().ok())
         .unwrap_or_else(|| long("segment.bytes"));
     let policy = value("cleanup.policy");
+    // local.retention.* with -2 resolved to retention.* (-1: unlimited).
+    let effective_local = |local: &str, total: &str| match long(local) {
+        -2 => long(total),
+        value => value,
+    };
+    let local_ms = effective_local("local.retention.ms", "retention.ms");
+    let local_bytes = effective_local("local.retention.bytes", "retention.bytes");
     LogConfig {
         segment_bytes: segment_bytes.max(14) as u64,
         segment_ms: long("segment.ms").max(1),
@@ -483,15 +509,19 @@ pub fn log_config_for(broker: &BrokerConfig, overrides: &BTreeMap<String, String
         remote_copy_disabled: value("remote.log.copy.disable")
             .trim()
             .eq_ignore_ascii_case("true"),
-        local_retention_ms: match long("local.retention.ms") {
-            -2 => Some(long("retention.ms")),
-            ms => Some(ms),
-        }
+        local_retention_ms: Some(local_ms).filter(|ms| *ms >= 0),
+        local_retention_bytes: Some(local_bytes)
+            .filter(|bytes| *bytes >= 0)
+            .map(|bytes| bytes as u64),
+        remote_copy_lag_ms: Some(match long("remote.copy.lag.ms") {
+            -1 => local_ms,
+            ms => ms,
+        })
         .filter(|ms| *ms >= 0),
-        local_retention_bytes: match long("local.retention.bytes") {
-            -2 => Some(long("retention.bytes")),
-            bytes => Some(bytes),
-        }
+        remote_copy_lag_bytes: Some(match long("remote.copy.lag.bytes") {
+            -1 => local_bytes,
+            bytes => bytes,
+        })
         .filter(|bytes| *bytes >= 0)
         .map(|bytes| bytes as u64),
         delete_retention_ms: long("delete.retention.ms").max(0),
@@ -586,14 +616,15 @@ mod tests {
         assert_eq!(topic_config_type("cleanup.policy"), 7);
     }
 
+    fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn tiering_is_checked_as_kafka_checks_it() {
-        let configs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
         let off = BrokerConfig::default();
         let on = BrokerConfig {
             remote_log_storage_system_enable: true,
@@ -660,6 +691,77 @@ mod tests {
         assert!(log.remote_storage && log.tiered());
         assert_eq!(log.local_retention_ms, Some(5000), "-2 is retention.ms");
         assert_eq!(log.local_retention_bytes, Some(77));
+        assert_eq!(
+            log.remote_copy_lag_ms,
+            Some(0),
+            "Kafka's default: copy at once"
+        );
+        assert_eq!(
+            log.remote_copy_lag_bytes,
+            Some(77),
+            "-1 is local.retention.bytes"
+        );
+    }
+
+    #[test]
+    fn remote_copy_lags_are_checked_and_resolved_as_kafka_does() {
+        let on = BrokerConfig {
+            remote_log_storage_system_enable: true,
+            ..BrokerConfig::default()
+        };
+        let lag_over_local = configs(&[
+            ("remote.storage.enable", "true"),
+            ("local.retention.ms", "1000"),
+            ("remote.copy.lag.ms", "2000"),
+        ]);
+        assert_eq!(
+            validate_tiering(&on, &lag_over_local, None).unwrap_err(),
+            "Invalid value 2000 for configuration remote.copy.lag.ms: Value must not exceed local.retention.ms (effective value: 1000)"
+        );
+        // -2 local: the total retention is the bound.
+        let lag_over_total = configs(&[
+            ("remote.storage.enable", "true"),
+            ("retention.bytes", "100"),
+            ("remote.copy.lag.bytes", "101"),
+        ]);
+        assert_eq!(
+            validate_tiering(&on, &lag_over_total, None).unwrap_err(),
+            "Invalid value 101 for configuration remote.copy.lag.bytes: Value must not exceed local.retention.bytes (effective value: 100)"
+        );
+        // Unlimited local retention bounds nothing.
+        let unbounded = configs(&[
+            ("remote.storage.enable", "true"),
+            ("remote.copy.lag.bytes", "1000000000"),
+        ]);
+        assert!(validate_tiering(&on, &unbounded, None).is_ok());
+        let lagging = log_config_for(
+            &on,
+            &configs(&[
+                ("remote.storage.enable", "true"),
+                ("local.retention.ms", "60000"),
+                ("remote.copy.lag.ms", "-1"),
+                ("remote.copy.lag.bytes", "4096"),
+            ]),
+        );
+        assert_eq!(
+            lagging.remote_copy_lag_ms,
+            Some(60_000),
+            "-1 is local.retention.ms"
+        );
+        assert_eq!(lagging.remote_copy_lag_bytes, Some(4096));
+        // -1 under unlimited local retention: that check never passes (Kafka's).
+        let never = log_config_for(
+            &on,
+            &configs(&[
+                ("remote.storage.enable", "true"),
+                ("retention.ms", "-1"),
+                ("remote.copy.lag.ms", "-1"),
+            ]),
+        );
+        assert_eq!(
+            (never.remote_copy_lag_ms, never.remote_copy_lag_bytes),
+            (None, None)
+        );
     }
 
     #[test]

@@ -72,6 +72,14 @@ pub struct LogConfig {
     pub local_retention_ms: Option<i64>,
     /// local.retention.bytes, -2 (retention.bytes) resolved; None: unlimited.
     pub local_retention_bytes: Option<u64>,
+    /// remote.copy.lag.ms, -1 resolved to the effective local.retention.ms: a sealed
+    /// segment is copied once its newest record is this old (Some(0): at once, whatever
+    /// remote.copy.lag.bytes says; None: this check never passes).
+    pub remote_copy_lag_ms: Option<i64>,
+    /// remote.copy.lag.bytes, -1 resolved to the effective local.retention.bytes: a sealed
+    /// segment is copied once this many bytes of the log are newer than it (Some(0): at
+    /// once; None: this check never passes). Either check passing is enough, as Kafka's.
+    pub remote_copy_lag_bytes: Option<u64>,
 }
 
 /// message.timestamp.after.max.ms's default since Kafka 4.0 (KIP-1030): one hour.
@@ -136,6 +144,8 @@ impl Default for LogConfig {
             remote_copy_disabled: false,
             local_retention_ms: None,
             local_retention_bytes: None,
+            remote_copy_lag_ms: Some(0),
+            remote_copy_lag_bytes: None,
         }
     }
 }

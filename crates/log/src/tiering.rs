@@ -52,24 +52,44 @@ impl Log {
     }
 
     /// Sealed segments that hold offsets at or above `from`, end at or below the high
-    /// watermark and the last stable offset, oldest first, at most `max` of them.
+    /// watermark and the last stable offset, and are past remote.copy.lag.ms or
+    /// remote.copy.lag.bytes, oldest first, at most `max` of them.
     pub fn copy_candidates(&self, from: i64, max: usize) -> LogResult<Vec<SealedSegment>> {
         let upper = self.high_watermark().min(self.last_stable_offset());
         let sealed = self.segments.len().saturating_sub(1);
+        let next_offset_of = |index: usize| {
+            self.segments
+                .iter_from(index + 1)
+                .next()
+                .map_or(self.log_end_offset(), |next| next.base_offset())
+        };
+        // Bytes from the segment holding `from` to the end, the active segment included:
+        // what is newer than a candidate is this less the candidates up to it (Kafka's
+        // totalLogSize and cumulativeSize).
+        let mut newer_bytes: u64 = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| next_offset_of(*index) > from)
+            .map(|(_, segment)| segment.size_bytes())
+            .sum();
+        let now = self.clock.now_ms();
         let mut out = Vec::new();
         for (index, segment) in self.segments.iter().take(sealed).enumerate() {
             if out.len() >= max {
                 break;
             }
-            let next_offset = self
-                .segments
-                .iter_from(index + 1)
-                .next()
-                .map_or(self.log_end_offset(), |next| next.base_offset());
-            if next_offset <= from || segment.is_empty() {
+            let next_offset = next_offset_of(index);
+            if next_offset <= from {
                 continue;
             }
-            if next_offset > upper {
+            newer_bytes = newer_bytes.saturating_sub(segment.size_bytes());
+            if segment.is_empty() {
+                continue;
+            }
+            if next_offset > upper
+                || !copy_lag_passed(&self.config, now, segment.max_timestamp(), newer_bytes)
+            {
                 break;
             }
             let base = segment.base_offset();
@@ -100,6 +120,25 @@ impl Log {
         }
         Ok(out)
     }
+}
+
+/// Kafka's upload eligibility (RLMCopyTask's isEligibleForUpload): at once when either lag
+/// is 0, else once the segment's newest record is remote.copy.lag.ms old (or in the
+/// future: a clock stepped back) or remote.copy.lag.bytes of the log are newer than it.
+fn copy_lag_passed(
+    config: &crate::LogConfig,
+    now_ms: i64,
+    max_timestamp: i64,
+    newer_bytes: u64,
+) -> bool {
+    let (lag_ms, lag_bytes) = (config.remote_copy_lag_ms, config.remote_copy_lag_bytes);
+    if lag_ms == Some(0) || lag_bytes == Some(0) {
+        return true;
+    }
+    let age = now_ms.saturating_sub(max_timestamp);
+    let by_time = lag_ms.is_some_and(|lag| lag > 0 && (age < 0 || age >= lag));
+    let by_size = lag_bytes.is_some_and(|lag| lag > 0 && newer_bytes >= lag);
+    by_time || by_size
 }
 
 impl Log {

@@ -21,8 +21,16 @@ fn tiered(local_retention_ms: Option<i64>, local_retention_bytes: Option<u64>) -
 
 /// 100 batches of 3 records; batch n has timestamps 1_000 * n.
 fn filled(config: LogConfig, high_watermark: Option<i64>) -> (tempfile::TempDir, strand_log::Log) {
+    filled_with_clock(config, high_watermark, Arc::new(ManualClock::new(0)))
+}
+
+fn filled_with_clock(
+    config: LogConfig,
+    high_watermark: Option<i64>,
+    clock: Arc<ManualClock>,
+) -> (tempfile::TempDir, strand_log::Log) {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(0)));
+    let mut log = new_log(dir.path(), config, clock);
     for n in 0..100 {
         log.append_as_leader(&mut batch(3, 40, 1_000 * n), 3)
             .unwrap();
@@ -61,6 +69,62 @@ fn only_sealed_segments_below_the_high_watermark_are_copy_candidates() {
     let rest = log.copy_candidates(from, 2).unwrap();
     assert_eq!(rest.len(), 2.min(all.len() - 1));
     assert_eq!(rest[0].base_offset, all[1].base_offset);
+}
+
+#[test]
+fn copies_wait_for_remote_copy_lag_by_time_or_by_newer_bytes() {
+    let lagging = |lag_ms: Option<i64>, lag_bytes: Option<u64>| LogConfig {
+        remote_copy_lag_ms: lag_ms,
+        remote_copy_lag_bytes: lag_bytes,
+        ..tiered(None, None)
+    };
+    // The newest record is at 99_000; the clock at 100_000.
+    let clock = Arc::new(ManualClock::new(100_000));
+    let (_dir, log) = filled_with_clock(lagging(Some(0), None), None, clock.clone());
+    let all = log.copy_candidates(0, usize::MAX).unwrap();
+    assert!(all.len() > 3, "lag 0: every sealed segment");
+
+    // By time: only segments whose newest record is at least 30 s old, and never one
+    // after a segment that is not (copies stay contiguous).
+    let (_dir, log) = filled_with_clock(lagging(Some(30_000), None), None, clock.clone());
+    let old_enough = log.copy_candidates(0, usize::MAX).unwrap();
+    assert!(!old_enough.is_empty() && old_enough.len() < all.len());
+    assert!(old_enough.iter().all(|s| s.max_timestamp <= 70_000));
+    let next = &all[old_enough.len()];
+    assert!(
+        next.max_timestamp > 70_000,
+        "stopped at the first too young"
+    );
+    clock.advance_ms(1_000_000);
+    assert_eq!(log.copy_candidates(0, usize::MAX).unwrap().len(), all.len());
+
+    // By size: only segments with at least this many bytes of the log newer than them.
+    let total = log.size_bytes();
+    let lag_bytes = total / 2;
+    let (_dir, log) = filled_with_clock(lagging(None, Some(lag_bytes)), None, clock.clone());
+    let far_enough = log.copy_candidates(0, usize::MAX).unwrap();
+    assert!(!far_enough.is_empty() && far_enough.len() < all.len());
+    let copied: u64 = far_enough.iter().map(|s| s.size_bytes).sum();
+    assert!(total - copied >= lag_bytes);
+    assert!(total - copied - all[far_enough.len()].size_bytes < lag_bytes);
+    // Counted from `from`: what is already copied is not "newer".
+    let from = far_enough[0].next_offset;
+    let rest = log.copy_candidates(from, usize::MAX).unwrap();
+    assert_eq!(rest.len(), far_enough.len() - 1);
+
+    // Either check passing is enough; neither set (-1 under unlimited local retention,
+    // as Kafka resolves it): nothing is ever copied.
+    let (_dir, log) = filled_with_clock(
+        lagging(Some(i64::MAX), Some(lag_bytes)),
+        None,
+        clock.clone(),
+    );
+    assert_eq!(
+        log.copy_candidates(0, usize::MAX).unwrap().len(),
+        far_enough.len()
+    );
+    let (_dir, log) = filled_with_clock(lagging(None, None), None, clock);
+    assert!(log.copy_candidates(0, usize::MAX).unwrap().is_empty());
 }
 
 #[test]

@@ -113,23 +113,46 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
         }
     }
     if let Some(tiered) = broker.tiered() {
-        // Per topic, over the partitions this broker leads (each copy counted once).
-        let mut remote: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+        // Per topic, over the partitions this broker leads (each copy counted once):
+        // what the store holds, and the sealed segments above its end (Kafka's copy lag:
+        // the local-only segments but the active one).
+        let mut remote: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
         for partition in partitions.iter().filter(|p| p.assignment().leader == node) {
-            let Some(held) = tiered
-                .remote_log(&partition.tp)
-                .and_then(|r| r.with(|s| (s.size_bytes(), s.len())))
+            let Some(remote_log) = tiered.remote_log(&partition.tp) else {
+                continue;
+            };
+            let Some((held_bytes, held_copies, end)) =
+                remote_log.with(|s| (s.size_bytes(), s.len(), s.end_offset()))
             else {
                 continue;
             };
+            let summaries = partition.log().segment_summaries();
+            let sealed = &summaries[..summaries.len().saturating_sub(1)];
+            let uncopied = sealed
+                .iter()
+                .filter(|(base, _)| end.is_none_or(|end| *base > end));
+            let (lag_bytes, lag_segments) = uncopied.fold((0, 0), |(bytes, count), (_, size)| {
+                (bytes + size, count + 1)
+            });
             let topic = remote.entry(partition.tp.topic.as_str()).or_default();
-            topic.0 += held.0;
-            topic.1 += held.1;
+            for (sum, value) in
+                topic
+                    .iter_mut()
+                    .zip([held_bytes, held_copies as u64, lag_bytes, lag_segments])
+            {
+                *sum += value;
+            }
         }
-        for (topic, (bytes, copies)) in remote {
+        for (topic, [bytes, copies, lag_bytes, lag_segments]) in remote {
             let labels = || vec![Label::new("topic", topic.to_string())];
             set(names::REMOTE_LOG_SIZE, labels(), bytes as f64);
             set(names::REMOTE_LOG_METADATA_COUNT, labels(), copies as f64);
+            set(names::REMOTE_COPY_LAG_BYTES, labels(), lag_bytes as f64);
+            set(
+                names::REMOTE_COPY_LAG_SEGMENTS,
+                labels(),
+                lag_segments as f64,
+            );
         }
     }
     set(names::PARTITION_COUNT, Vec::new(), partitions.len() as f64);

@@ -17,14 +17,16 @@ so its ranged GETs are slow and a reader of 8 MiB ranges is measured against tha
      node, median of `--runs`.
 
 Prints one line per measure and the ratios. Example:
-  python3 bench/tiered_catchup.py --mb 512 --runs 3 [--weed /tmp/weed]
+  python3 bench/tiered_catchup.py --mb 512 --runs 3 [--weed /tmp/weed] [--client strand]
 SeaweedFS is not in CI; built once here with `go mod download -json
 github.com/seaweedfs/seaweedfs@v0.0.0-20261109003541-7506e5f91cd6`, then `go build -o
 /tmp/weed ./weed` in a copy of that module (its go.mod has replace directives, so `go
 install` refuses it).
 """
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "interop", "python"))
 from s3_server import S3Server, free_port  # noqa: E402
+from compare import proc_cpu_seconds  # noqa: E402
 
 BIN = os.environ.get("STRAND_BIN", os.path.join(ROOT, "target", "release", "strand"))
 # Large records, so the Python client's per-record cost does not bound the read rate.
@@ -98,6 +101,22 @@ def catch_up_java(bootstrap, topic, count):
     return float(line.split(",")[3])
 
 
+def catch_up_strand(bootstrap, topic, count):
+    """`strand bench` as a consumer only (Rust, one Fetch in flight, 8 MiB per partition,
+    records walked but not copied): what the broker serves when the client is not the
+    bound. MiB/s of record batches fetched, as the raw GETs count the same bytes."""
+    out = subprocess.run([BIN, "bench", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1",
+                          "--producers", "0", "--consumers", "1", "--from-beginning", "--records", str(count),
+                          "--duration-secs", "600", "--quiet", "--json", "-"],
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise SystemExit(f"strand bench failed: {out.stderr[-500:]}")
+    report = json.loads(out.stdout[out.stdout.index("{"):])
+    if report["consumed_records"] < count:
+        raise SystemExit(f"strand bench read {report['consumed_records']} of {count}")
+    return report["fetched_batch_bytes"] / 1024 / 1024 / report["seconds"]
+
+
 def raw_get(s3):
     """Whole objects, one after another: MB/s, objects, bytes."""
     keys = s3.keys(suffix=".log")
@@ -131,8 +150,9 @@ def main():
     parser.add_argument("--mb", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--weed", help="a SeaweedFS binary: its S3 gateway instead of moto's")
-    parser.add_argument("--java", action="store_true",
-                        help="read with kafka-consumer-perf-test (Java) instead of librdkafka from Python")
+    parser.add_argument("--client", choices=["librdkafka", "java", "strand"], default="librdkafka",
+                        help="the catch-up reader: librdkafka from Python, kafka-consumer-perf-test (Java), "
+                             "or `strand bench` (Rust, raw Fetch)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         s3 = S3Server(d, "bench", weed=args.weed)
@@ -171,15 +191,32 @@ def main():
                 time.sleep(1)
             get_mb_s, objects, size = raw_get(s3)
             ranged_mb_s = raw_ranged_get(s3)
-            read = catch_up_java if args.java else catch_up
-            reads = [read(bootstrap, "tiered", end) for _ in range(args.runs)]
+            read = {"librdkafka": catch_up, "java": catch_up_java, "strand": catch_up_strand}[args.client]
+            reads, cpu = [], {"broker": [], "store": [], "client": []}
+            for _ in range(args.runs):
+                pids = {"broker": broker.pid, "store": s3.process.pid}
+                before = {who: proc_cpu_seconds(pid) for who, pid in pids.items()}
+                client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                own_before = resource.getrusage(resource.RUSAGE_SELF)
+                reads.append(read(bootstrap, "tiered", end))
+                client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                own_after = resource.getrusage(resource.RUSAGE_SELF)
+                gib = size / 1024 ** 3
+                for who, pid in pids.items():
+                    cpu[who].append((proc_cpu_seconds(pid) - before[who]) / gib)
+                # The client: a child process (strand bench, Java) or this one (librdkafka).
+                used = sum(getattr(a, f) - getattr(b, f) for a, b in ((client_after, client_before),
+                           (own_after, own_before)) for f in ("ru_utime", "ru_stime"))
+                cpu["client"].append(used / gib)
             _, plain_end = offsets(bootstrap, "plain")
             local_reads = [read(bootstrap, "plain", plain_end) for _ in range(args.runs)]
             print(f"copied: {objects} segments, {size / 1024 / 1024:.0f} MiB in the store")
             print(f"raw GET (boto3, whole objects, one at a time): {get_mb_s:.1f} MB/s")
-            client = "kafka-consumer-perf-test" if args.java else "librdkafka"
+            client = {"java": "kafka-consumer-perf-test", "strand": "strand bench"}.get(args.client, args.client)
             print(f"catch-up from offset 0 ({client}), median of {args.runs}: {statistics.median(reads):.1f} MB/s "
                   f"({', '.join(f'{r:.1f}' for r in reads)})")
+            print("CPU s per GiB read from the store during catch-up, medians: " + ", ".join(
+                f"{who} {statistics.median(v):.2f}" for who, v in cpu.items()))
             print(f"raw ranged GET (boto3, 8 MiB ranges, 4 at a time, as Strand's reader): {ranged_mb_s:.1f} MB/s")
             print(f"the same client reading an untiered topic from local disk (page cache), median: "
                   f"{statistics.median(local_reads):.1f} MB/s")

@@ -11,7 +11,13 @@ segments (so copies run throughout) with local.retention.ms=5000 on the tiered o
 Prints each run's produce rate and the broker's CPU seconds per GiB produced, the medians
 and the tiered/untiered ratios.
 
-  python3 bench/tiered_w1.py --runs 5 --duration-secs 15 [--weed /tmp/weed]
+Then, with `--copy-only-mb N`, the cost of copying alone: N MB are produced to a tiered
+topic whose remote.copy.lag.ms holds its copies back, then the lag is set to 0 and the
+broker copies every sealed segment with nothing else running: copy MB/s and the broker's
+and the store's CPU seconds per GiB copied (what copying adds to the write path per byte,
+whatever the store's machine).
+
+  python3 bench/tiered_w1.py --runs 5 --duration-secs 15 [--weed /tmp/weed] [--copy-only-mb 1024]
 """
 import argparse
 import os
@@ -27,16 +33,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "interop", "python"))
 from s3_server import S3Server, free_port  # noqa: E402
+from compare import proc_cpu_seconds as cpu_seconds  # noqa: E402
 
 BIN = os.environ.get("STRAND_BIN", os.path.join(ROOT, "target", "release", "strand"))
 
 
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def one_run(bootstrap, admin, broker, topic, tiered, duration):
+def one_run(bootstrap, admin, broker, store, topic, tiered, duration):
     # Both keep about five seconds locally (the tiered one once copied), so the page
     # cache and the disk see the same footprint: what differs is the copying.
     config = {"segment.bytes": str(16 * 1024 * 1024)}
@@ -46,11 +48,11 @@ def one_run(bootstrap, admin, broker, topic, tiered, duration):
     else:
         config["retention.ms"] = "5000"
     admin.create_topics([NewTopic(topic, 6, 1, config=config)])[topic].result(30)
-    before = cpu_seconds(broker.pid)
+    before, store_before = cpu_seconds(broker.pid), cpu_seconds(store.pid)
     out = subprocess.run([BIN, "bench", "--bootstrap", bootstrap, "--topic", topic, "--quiet",
                           "--duration-secs", str(duration), "--consumers", "1"],
                          capture_output=True, text=True, timeout=duration + 120)
-    cpu = cpu_seconds(broker.pid) - before
+    cpu, store_cpu = cpu_seconds(broker.pid) - before, cpu_seconds(store.pid) - store_before
     admin.delete_topics([topic])[topic].result(30)
     time.sleep(3)  # the deletion's files go before the next run
     produced = re.search(r"produced .*?([\d.]+) MB/s", out.stdout + out.stderr)
@@ -58,7 +60,45 @@ def one_run(bootstrap, admin, broker, topic, tiered, duration):
         raise SystemExit(f"no throughput in the bench's report: {out.stdout}{out.stderr}")
     mb_s = float(produced.group(1))
     gib = mb_s * duration / 1024
-    return mb_s, cpu / gib if gib else float("nan")
+    return mb_s, cpu / gib if gib else float("nan"), store_cpu / gib if gib else float("nan")
+
+
+def copy_only(bootstrap, admin, broker, s3, d, mb, perf_out=None):
+    """Copies held back by remote.copy.lag.ms, released at once: (MB/s, broker CPU s per
+    GiB copied, store CPU s per GiB copied)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    topic = "copy-only"
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "remote.storage.enable": "true", "retention.ms": "-1", "remote.copy.lag.ms": "86400000",
+        "segment.bytes": str(64 * 1024 * 1024)})])[topic].result(30)
+    out = subprocess.run([BIN, "bench", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1",
+                          "--quiet", "--records", str(mb * 1024), "--duration-secs", "600"],
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise SystemExit(f"strand bench failed: {out.stderr[-500:]}")
+    data = os.path.join(d, "data", f"{topic}-0")
+    sealed = sorted(f for f in os.listdir(data) if f.endswith(".log"))[:-1]
+    size = sum(os.path.getsize(os.path.join(data, f)) for f in sealed)
+    time.sleep(3)
+    if s3.keys(prefix=f"strand/{topic}-", suffix=".json"):
+        raise SystemExit("copies were not held back by remote.copy.lag.ms")
+    perf = perf_out and subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(broker.pid), "-o", perf_out],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    before, store_before, started = cpu_seconds(broker.pid), cpu_seconds(s3.process.pid), time.time()
+    resource_ = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("remote.copy.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource_])[resource_].result(30)
+    while len(s3.keys(prefix=f"strand/{topic}-", suffix=".json")) < len(sealed):
+        if time.time() - started > 600:
+            raise SystemExit("the copies did not finish")
+        time.sleep(0.05)
+    elapsed = time.time() - started
+    if perf:
+        perf.send_signal(2)
+        perf.wait(60)
+    gib = size / 1024 ** 3
+    return (size / 1024 / 1024 / elapsed, (cpu_seconds(broker.pid) - before) / gib,
+            (cpu_seconds(s3.process.pid) - store_before) / gib, len(sealed))
 
 
 def main():
@@ -66,6 +106,9 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--duration-secs", type=int, default=15)
     parser.add_argument("--weed", help="a SeaweedFS binary: its S3 gateway instead of moto's")
+    parser.add_argument("--copy-only-mb", type=int, default=0,
+                        help="then measure copying alone: this many MB held back, then copied")
+    parser.add_argument("--perf", help="with --copy-only-mb: `perf record -g` the broker while it copies, to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         s3 = S3Server(d, "w1bench", weed=args.weed)
@@ -86,18 +129,23 @@ def main():
                 order = (True, False) if run % 2 == 0 else (False, True)
                 for tiered in order:
                     topic = f"w1-{'tiered' if tiered else 'plain'}-{run}"
-                    mb_s, cpu_per_gib = one_run(bootstrap, admin, broker, topic, tiered, args.duration_secs)
-                    results[tiered].append((mb_s, cpu_per_gib))
+                    mb_s, cpu_per_gib, store_per_gib = one_run(bootstrap, admin, broker, s3.process, topic,
+                                                               tiered, args.duration_secs)
+                    results[tiered].append((mb_s, cpu_per_gib, store_per_gib))
                     print(f"run {run} {'tiered ' if tiered else 'plain  '}: {mb_s:.1f} MB/s, "
-                          f"broker {cpu_per_gib:.2f} CPU s/GiB", flush=True)
-            copies = len(s3.keys(suffix=".json"))
-            med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-                   for k, v in results.items()}
-            print(f"segments copied during the runs: {copies}")
-            print(f"medians: plain {med[False][0]:.1f} MB/s {med[False][1]:.2f} CPU s/GiB; "
-                  f"tiered {med[True][0]:.1f} MB/s {med[True][1]:.2f} CPU s/GiB")
-            print(f"tiered/plain: throughput {med[True][0] / med[False][0]:.3f}, "
-                  f"broker CPU per GiB {med[True][1] / med[False][1]:.3f}")
+                          f"broker {cpu_per_gib:.2f} CPU s/GiB, store {store_per_gib:.2f}", flush=True)
+            if args.runs:
+                med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3))
+                       for k, v in results.items()}
+                print(f"medians: plain {med[False][0]:.1f} MB/s {med[False][1]:.2f} CPU s/GiB; tiered "
+                      f"{med[True][0]:.1f} MB/s {med[True][1]:.2f} CPU s/GiB (the store {med[True][2]:.2f})")
+                print(f"tiered/plain: throughput {med[True][0] / med[False][0]:.3f}, "
+                      f"broker CPU per GiB {med[True][1] / med[False][1]:.3f}")
+            if args.copy_only_mb:
+                mb_s, broker_cpu, store_cpu, segments = copy_only(bootstrap, admin, broker, s3, d,
+                                                                  args.copy_only_mb, args.perf)
+                print(f"copying alone: {segments} segments at {mb_s:.1f} MB/s, broker {broker_cpu:.2f} CPU s "
+                      f"per GiB copied, the store {store_cpu:.2f}")
         finally:
             broker.terminate()
             broker.wait(60)

@@ -39,7 +39,8 @@ class S3Server:
 
     def __init__(self, d, bucket, weed=None):
         self.bucket = bucket
-        port = free_port()
+        # SeaweedFS serves its S3 gateway's gRPC at the port + 10000 too.
+        port = free_seaweed_port() if weed else free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         self.log = open(os.path.join(d, "s3-server.log"), "w")
         if weed:

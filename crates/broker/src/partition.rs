@@ -1118,7 +1118,7 @@ impl Partition {
         leader_high_watermark: i64,
     ) -> LogResult<Option<FollowerAppend>> {
         self.write_as_follower(leader_epoch, |log| {
-            let info = log.append_as_follower(records)?;
+            let info = log.append_as_follower(records, leader_epoch)?;
             let durability = log.config().durability;
             let durable = match &info {
                 Some(info) => Durable::after(durability, log.sync_gate(), info, &self.counters),

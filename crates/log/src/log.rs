@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use strand_records::{
     read_end_txn_marker, set_base_offset, set_log_append_time, set_partition_leader_epoch,
     walk_records, walk_stored_records, BatchHeader, BatchView, EndTxnMarker, RecordsError,
-    TimestampType, BATCH_HEADER_BYTES, NO_TIMESTAMP,
+    TimestampType, BATCH_HEADER_BYTES, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP,
 };
 
 use crate::batch_scan::{BatchScanner, ScanStep};
@@ -537,21 +537,74 @@ impl Log {
         Ok((info, completed))
     }
 
-    /// Appends batches fetched from the leader, keeping their offsets and epochs. Each
-    /// batch must start exactly at the log end offset. A trailing incomplete batch (fetch
-    /// responses may end mid-batch) is ignored; a complete batch that fails its CRC is not.
-    pub fn append_as_follower(&mut self, records: &[u8]) -> LogResult<Option<AppendInfo>> {
+    /// Appends batches fetched from the leader of `leader_epoch`, keeping their offsets
+    /// and epochs. Each batch must start exactly at the log end offset. A trailing
+    /// incomplete batch (fetch responses may end mid-batch) is ignored; a complete batch
+    /// that fails its CRC is not. A batch stamped with a leader epoch above
+    /// `leader_epoch` cannot have come from this leader (its bytes were damaged: the
+    /// CRC does not cover that field): it and the rest are skipped, as Kafka 4.4 skips
+    /// them (UnifiedLog's hasHigherPartitionLeaderEpoch), and the next fetch asks again.
+    ///
+    /// A damaged batch (a bad CRC, an epoch out of order, a base offset not at our end)
+    /// after others that went in ends the append there: those are kept and answered,
+    /// with their sync (the next fetch's offset tells the leader we have them, so they
+    /// may not be dropped unsynced); the damaged one is fetched again. Only a damaged
+    /// first batch is an error.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+    ) -> LogResult<Option<AppendInfo>> {
         self.check_online()?;
         let mut rest = records;
         let mut info: Option<AppendInfo> = None;
         while rest.len() >= BATCH_HEADER_BYTES {
-            let header = BatchHeader::parse(rest)?;
+            let header = match BatchHeader::parse(rest) {
+                Ok(header) => header,
+                Err(_) if info.is_some() => break,
+                Err(error) => return Err(error.into()),
+            };
             let total = header.total_bytes();
             if total >= BATCH_HEADER_BYTES as i64 && total > rest.len() as i64 {
                 break; // partial trailing batch
             }
-            let view = BatchView::parse(rest)?;
+            if header.partition_leader_epoch != NO_PARTITION_LEADER_EPOCH
+                && header.partition_leader_epoch > leader_epoch
+            {
+                tracing::info!(dir = %self.dir.display(), batch_epoch = header.partition_leader_epoch, leader_epoch, base_offset = header.base_offset, "skipping fetched batches stamped with a leader epoch above the leader's");
+                break;
+            }
+            // Nor can a batch after our log end carry an epoch below our latest one
+            // (epochs only grow along a log, and truncation by leader epoch left ours a
+            // prefix of the leader's): damaged the same way. Kafka accepts it and its
+            // epoch cache ignores the epoch, leaving a replica whose batch says another
+            // epoch than the leader's (the simulator's corrupt reads found it); refused
+            // here as a CRC mismatch is, so the next fetch reads it again.
+            let latest_epoch = self.epochs.latest().map(|e| e.epoch);
+            let view = if header.partition_leader_epoch != NO_PARTITION_LEADER_EPOCH
+                && latest_epoch.is_some_and(|latest| header.partition_leader_epoch < latest)
+            {
+                Err(RecordsError::Corrupt(format!(
+                    "batch at offset {} carries leader epoch {}, below the log's latest {}",
+                    header.base_offset,
+                    header.partition_leader_epoch,
+                    latest_epoch.unwrap_or_default()
+                )))
+            } else {
+                BatchView::parse(rest)
+            };
+            let view = match view {
+                Ok(view) => view,
+                Err(error) if info.is_some() => {
+                    tracing::warn!(dir = %self.dir.display(), %error, "a fetched batch is damaged; the batches before it are kept");
+                    break;
+                }
+                Err(error) => return Err(error.into()),
+            };
             let end = self.log_end_offset();
+            if info.is_some() && header.base_offset != end {
+                break; // a damaged base offset (the CRC does not cover it)
+            }
             if header.base_offset != end || header.last_offset_delta < 0 {
                 return Err(LogError::NonMonotonicOffset {
                     batch_base_offset: header.base_offset,

@@ -347,44 +347,106 @@ fn delete_before_moves_the_log_start_and_drops_old_segments() {
     assert_eq!(log.offset_for_timestamp(0).unwrap().unwrap().offset, 150);
 }
 
-#[test]
-fn follower_appends_keep_offsets_and_epochs_and_ignore_a_partial_tail() {
-    let leader_dir = tempfile::tempdir().unwrap();
-    let follower_dir = tempfile::tempdir().unwrap();
+/// A leader's log of `batches` batches of 2 records in epoch 3, and its bytes as a
+/// follower fetches them.
+fn leader_with_batches(batches: i64) -> (tempfile::TempDir, strand_log::Log, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
     let mut leader = new_log(
-        leader_dir.path(),
+        dir.path(),
         LogConfig::default(),
         Arc::new(ManualClock::new(0)),
     );
-    for n in 0..5 {
+    for n in 0..batches {
         leader.append_as_leader(&mut batch(2, 10, n), 3).unwrap();
     }
-    let bytes = leader
-        .read(0, 1 << 20, 10, true)
-        .unwrap()
-        .slice
-        .unwrap()
-        .read_to_vec()
-        .unwrap();
-    let mut follower = new_log(
-        follower_dir.path(),
+    let bytes = read_from(&leader, 0);
+    (dir, leader, bytes)
+}
+
+fn read_from(leader: &strand_log::Log, offset: i64) -> Vec<u8> {
+    let end = leader.log_end_offset();
+    let read = leader.read(offset, 1 << 20, end, true).unwrap();
+    read.slice.unwrap().read_to_vec().unwrap()
+}
+
+fn empty_follower() -> (tempfile::TempDir, strand_log::Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log(
+        dir.path(),
         LogConfig::default(),
         Arc::new(ManualClock::new(0)),
     );
+    (dir, log)
+}
+
+#[test]
+fn follower_appends_keep_offsets_and_epochs_and_ignore_a_partial_tail() {
+    let (_leader_dir, _leader, bytes) = leader_with_batches(5);
+    let (_follower_dir, mut follower) = empty_follower();
     let partial = &bytes[..bytes.len() - 5];
-    let info = follower.append_as_follower(partial).unwrap().unwrap();
+    let info = follower.append_as_follower(partial, 3).unwrap().unwrap();
     assert_eq!(
         (info.first_offset, info.last_offset, info.batches),
         (0, 7, 4)
     );
     follower
-        .append_as_follower(&bytes[info.bytes as usize..])
+        .append_as_follower(&bytes[info.bytes as usize..], 3)
         .unwrap();
     assert_eq!(follower.log_end_offset(), 10);
     assert_eq!(follower.end_offset_for_epoch(3), (3, 10));
     // A batch that does not start at the log end is refused.
     assert!(matches!(
-        follower.append_as_follower(&bytes),
+        follower.append_as_follower(&bytes, 3),
         Err(LogError::NonMonotonicOffset { .. })
     ));
+}
+
+#[test]
+fn damaged_fetched_batches_are_refused_and_the_batches_before_them_kept() {
+    let (_leader_dir, leader, mut bytes) = leader_with_batches(4);
+    // The third batch's leader epoch damaged (bytes 12..16 of a batch: not under its CRC).
+    let batch_bytes = bytes.len() / 4;
+    let third = 2 * batch_bytes;
+    bytes[third + 12..third + 16].copy_from_slice(&7i32.to_be_bytes());
+    let (_follower_dir, mut follower) = empty_follower();
+    let info = follower.append_as_follower(&bytes, 3).unwrap().unwrap();
+    assert_eq!(
+        (info.last_offset, info.batches),
+        (3, 2),
+        "the first two only"
+    );
+    assert_eq!(follower.log_end_offset(), 4);
+    assert_eq!(
+        follower.leader_epochs().latest().map(|e| e.epoch),
+        Some(3),
+        "epoch 7 never recorded"
+    );
+    // Fetched again undamaged, the rest goes in.
+    let rest = read_from(&leader, 4);
+    // Damaged the other ways: an epoch below the log's latest, a record byte under the
+    // CRC, a base offset. Each time the batches before it go in, the rest is asked again;
+    // a damaged first batch is an error.
+    let damage: [(usize, &[u8]); 3] = [(12, &2i32.to_be_bytes()), (70, &[0xff]), (7, &[0x55])];
+    for (at, with) in damage {
+        let mut rest = rest.clone();
+        let second = batch_bytes;
+        rest[second + at..second + at + with.len()].copy_from_slice(with);
+        let (_dir, mut copy) = empty_follower();
+        copy.append_as_follower(&bytes[..2 * batch_bytes], 3)
+            .unwrap();
+        let info = copy.append_as_follower(&rest, 3).unwrap().unwrap();
+        assert_eq!(
+            (info.first_offset, info.batches),
+            (4, 1),
+            "damage at byte {at}"
+        );
+        assert_eq!(copy.log_end_offset(), 6);
+        assert!(
+            copy.append_as_follower(&rest[second..], 3).is_err(),
+            "damage at byte {at} of a first batch"
+        );
+        assert_eq!(copy.log_end_offset(), 6);
+    }
+    follower.append_as_follower(&rest, 3).unwrap();
+    assert_eq!(follower.log_end_offset(), 8);
 }

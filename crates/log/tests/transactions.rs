@@ -134,7 +134,7 @@ fn a_follower_and_an_unclean_restart_track_the_same_transactions() {
             .read(offset, 1 << 20, leader.log_end_offset(), true)
             .unwrap();
         let bytes = read.slice.unwrap().read_to_vec().unwrap();
-        follower.append_as_follower(&bytes).unwrap();
+        follower.append_as_follower(&bytes, 0).unwrap();
         offset = follower.log_end_offset();
     }
     for log in [&mut leader, &mut follower] {

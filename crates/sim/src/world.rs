@@ -60,6 +60,14 @@ pub struct Outcome {
     pub power_cuts: u64,
     pub elections: u64,
     pub disk_failures: u64,
+    pub corrupt_reads: u64,
+}
+
+/// Which bytes of a read `World::corrupt_read` may damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CorruptWhere {
+    Anywhere,
+    NotBaseOffsets,
 }
 
 #[derive(Debug, Clone)]
@@ -124,6 +132,8 @@ pub struct World {
     virtual_now: Arc<Mutex<Duration>>,
     disk: Disk,
     durability: Durability,
+    /// The chance that a read returns damaged bytes (half the seeds: 5%).
+    corrupt_reads: f64,
     nodes: Vec<Node>,
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
@@ -167,7 +177,8 @@ fn tp() -> TopicPartition {
 }
 
 /// Offsets and record ids of every batch in `bytes` (whole batches only).
-fn record_ids(bytes: &[u8]) -> Vec<(i64, i64)> {
+/// (offset, record id, the batch's leader epoch) of every record in `bytes`.
+fn record_ids(bytes: &[u8]) -> Vec<(i64, i64, i32)> {
     let mut out = Vec::new();
     let mut rest = bytes;
     while rest.len() >= BATCH_HEADER_BYTES {
@@ -182,6 +193,7 @@ fn record_ids(bytes: &[u8]) -> Vec<(i64, i64)> {
             out.push((
                 header.base_offset + delta,
                 header.base_timestamp - EPOCH_MS + delta,
+                header.partition_leader_epoch,
             ));
         }
         rest = &rest[total..];
@@ -199,6 +211,7 @@ impl World {
         } else {
             Durability::PageCache
         };
+        let corrupt_reads = if rng.gen_bool(0.5) { 0.05 } else { 0.0 };
         let root = tempfile::Builder::new()
             .prefix("strand-sim-")
             .tempdir_in(sim_tmp())?;
@@ -225,6 +238,7 @@ impl World {
             virtual_now: Arc::new(Mutex::new(Duration::ZERO)),
             disk,
             durability,
+            corrupt_reads,
             nodes,
             controller: Controller::new(&NODES, MIN_ISR),
             crashed: BTreeSet::new(),
@@ -360,8 +374,9 @@ impl World {
         }
     }
 
-    /// offset -> record id of `id`'s log below `end` (from its log start).
-    fn records_of(&self, id: i32, end: i64) -> anyhow::Result<BTreeMap<i64, i64>> {
+    /// offset -> (record id, its batch's leader epoch) of `id`'s log below `end` (from
+    /// its log start).
+    fn records_of(&self, id: i32, end: i64) -> anyhow::Result<BTreeMap<i64, (i64, i32)>> {
         let mut out = BTreeMap::new();
         let Some(partition) = self.partition(id) else {
             return Ok(out);
@@ -373,8 +388,14 @@ impl World {
             let read = log.read(offset, FETCH_MAX_BYTES, log.log_end_offset(), true)?;
             let Some(slice) = read.slice else { break };
             let ids = record_ids(&slice.read_to_vec()?);
-            let Some(&(last, _)) = ids.last() else { break };
-            out.extend(ids.into_iter().filter(|(o, _)| *o < end));
+            let Some(&(last, _, _)) = ids.last() else {
+                break;
+            };
+            out.extend(
+                ids.into_iter()
+                    .filter(|(o, _, _)| *o < end)
+                    .map(|(o, id, epoch)| (o, (id, epoch))),
+            );
             offset = last + 1;
         }
         Ok(out)
@@ -392,7 +413,7 @@ impl World {
         let missing = self
             .consumed
             .iter()
-            .find(|(o, id)| records.get(o) != Some(id))
+            .find(|(o, id)| records.get(o).map(|r| r.0) != Some(**id))
             .map(|(o, id)| (*o, *id));
         if let Some((offset, id)) = missing {
             let epoch = self.controller.assignment().leader_epoch;
@@ -403,7 +424,7 @@ impl World {
             self.violation(format!(
                 "step {}: node {leader}, elected at epoch {epoch}, lacks record {id} at offset {offset} (has {:?}; log from..to {span:?}, {} records read), read by a consumer below the high watermark",
                 self.outcome.steps,
-                records.get(&offset),
+                records.get(&offset).map(|r| r.0),
                 records.len()
             ));
         }
@@ -661,7 +682,11 @@ impl World {
                     }
                     match read {
                         Ok(read) => match read.slice {
-                            Some(slice) => slice.read_to_vec()?,
+                            Some(slice) => {
+                                let mut records = slice.read_to_vec()?;
+                                self.corrupt_read(to, &mut records, CorruptWhere::Anywhere);
+                                records
+                            }
                             None => Vec::new(),
                         },
                         Err(error) => {
@@ -714,6 +739,11 @@ impl World {
                     Ok(None) => {}
                     Err(strand_log::LogError::NonMonotonicOffset { .. }) => {
                         self.nodes[to_index].needs_truncation = true;
+                    }
+                    // The log refused the bytes (a CRC that does not match, a length
+                    // past the answer's end) but is well: as the fetcher, fetch again.
+                    Err(error) if !partition.log().is_offline() => {
+                        self.trace(&("append refused", to, error.kafka_error_code()));
                     }
                     Err(error) => {
                         self.trace(&("append failed", to, error.kafka_error_code()));
@@ -775,7 +805,15 @@ impl World {
                 }
             }
         };
-        for (offset, id) in record_ids(&bytes) {
+        let mut bytes = bytes;
+        self.corrupt_read(leader, &mut bytes, CorruptWhere::NotBaseOffsets);
+        // A client checks each batch's CRC (Java's check.crcs) and stops at a bad one
+        // (CorruptRecordException; it fetches again). A partial last batch stops it too.
+        let mut valid = 0;
+        while let Ok(view) = strand_records::BatchView::parse(&bytes[valid..]) {
+            valid += view.bytes.len();
+        }
+        for (offset, id, _) in record_ids(&bytes[..valid]) {
             if offset < self.consumer_offset || offset >= high_watermark {
                 continue;
             }
@@ -789,6 +827,35 @@ impl World {
             self.consumer_offset = offset + 1;
         }
         Ok(())
+    }
+
+    /// A read that returns damaged bytes (a failing disk or controller; the read itself
+    /// succeeds): one byte of what a node read flipped, at the seed's rate.
+    fn corrupt_read(&mut self, node: i32, bytes: &mut [u8], at: CorruptWhere) {
+        if self.corrupt_reads == 0.0 || bytes.is_empty() || !self.rng.gen_bool(self.corrupt_reads) {
+            return;
+        }
+        let position = self.rng.gen_range(0..bytes.len());
+        let flip = self.rng.gen_range(1..=255u8);
+        if at == CorruptWhere::NotBaseOffsets {
+            // Where in its batch the byte is: a damaged base offset is one no client can
+            // tell from a real one (the CRC does not cover it, in Kafka's format too), so
+            // a consumer's reads would measure the format, not Strand.
+            let mut start = 0;
+            while let Ok(header) = BatchHeader::parse(&bytes[start..]) {
+                let total = header.total_bytes().max(1) as usize;
+                if start + total > position {
+                    break;
+                }
+                start += total;
+            }
+            if position - start < 8 {
+                return;
+            }
+        }
+        bytes[position] ^= flip;
+        self.outcome.corrupt_reads += 1;
+        self.trace(&("corrupt read", node, position, flip));
     }
 
     fn violation(&mut self, what: String) {
@@ -920,6 +987,7 @@ impl World {
     /// invariants over the final logs.
     pub fn finish(mut self) -> anyhow::Result<Outcome> {
         self.cut_links.clear();
+        self.corrupt_reads = 0.0;
         for index in 0..self.nodes.len() {
             let dir = self.nodes[index].dir.clone();
             self.disk.clear_failure(&dir);
@@ -1017,15 +1085,28 @@ impl World {
         }
         let reference = logs[&leader].clone();
         for (id, log) in &logs {
-            if log != &logs[&leader] {
-                self.violation(format!("node {id}'s replica differs from the leader's below the high watermark {high_watermark}"));
+            // Records and the leader epochs their batches carry.
+            let differs = reference
+                .iter()
+                .map(|(offset, theirs)| (offset, Some(theirs)))
+                .chain(log.keys().map(|offset| (offset, None)))
+                .find(|(offset, theirs)| match theirs {
+                    Some(theirs) => log.get(offset) != Some(theirs),
+                    None => !reference.contains_key(offset),
+                });
+            if let Some((offset, _)) = differs {
+                self.violation(format!(
+                    "node {id}'s replica differs from the leader's below the high watermark {high_watermark}: at offset {offset}, (record, epoch) {:?} against the leader's {:?}",
+                    log.get(offset),
+                    reference.get(offset)
+                ));
             }
         }
         let mut found = Vec::new();
         for (what, expected) in [("acknowledged", &self.acked), ("consumed", &self.consumed)] {
             let mut missing = expected
                 .iter()
-                .filter(|(offset, id)| reference.get(offset) != Some(id));
+                .filter(|(offset, id)| reference.get(offset).map(|r| r.0) != Some(**id));
             if let Some((offset, id)) = missing.next() {
                 found.push(format!(
                     "{} {what} records not in the final log at their offsets (first: record {id} at offset {offset})",
@@ -1068,6 +1149,7 @@ mod tests {
     /// run side by side.
     #[test]
     fn seeds_replay_exactly_pass_and_catch_a_known_bug() {
+        let _one_at_a_time = serial();
         let disk = Disk::default();
         let seeds = 0..12u64;
         let (mut hashes, mut acked) = (Vec::new(), 0);
@@ -1101,5 +1183,22 @@ mod tests {
             caught,
             "no seed caught a follower acknowledging unsynced records"
         );
+    }
+
+    /// The disk's sync hook is process-wide: one world at a time.
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: Mutex<()> = Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Found by the simulator's corrupt reads: a follower took a fetched batch whose leader
+    /// epoch (outside the CRC) was damaged to a lower one, and its replica differed from
+    /// the leader's below the high watermark. Fixed in `Log::append_as_follower`.
+    #[test]
+    fn a_damaged_leader_epoch_never_reaches_a_replica() {
+        let _one_at_a_time = serial();
+        let outcome = run(2783824247, 20_000, &Disk::default(), Bugs::default()).unwrap();
+        assert!(outcome.corrupt_reads > 0, "the seed damages reads");
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     }
 }

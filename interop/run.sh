@@ -7,7 +7,7 @@
 # .ci/run installs them.
 #
 #   interop/run.sh              all drivers
-#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console tiered-storage restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-tiered-storage cluster-nemesis cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
+#   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console tiered-storage restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-tiered-storage cluster-nemesis cluster-nemesis-tiered cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p strand
@@ -144,6 +144,7 @@ if want cluster-tiered-storage; then echo "=== cluster-tiered-storage (3 nodes a
 # The transactional workload under the same nemesis (interop/cluster/nemesis_txn.py), also
 # with a fresh seed. Longer: interop/cluster/nemesis.py --workload txn --duration 600. The
 # timeout covers the clients' stop and final-read deadlines, not only the faults.
+if want cluster-nemesis-tiered; then echo "=== cluster-nemesis-tiered (the nemesis on a tiered topic: leader kills, pauses, restarts and a stalled S3 store while copies are under way; read back from offset 0 in the bucket, every copy whole)"; timeout 900 python3 interop/cluster/nemesis.py --tiered --faults kill-leader,pause,restart-all,store-stall --duration "${STRAND_NEMESIS_TIERED_SECONDS:-30}"; fi
 if want cluster-nemesis-txn; then echo "=== cluster-nemesis-txn (transactional producers, consume-transform-produce and read_committed readers under the nemesis; lost, aborted or partial transactions, duplicates)"; timeout 1800 python3 interop/cluster/nemesis.py --workload txn --duration "${STRAND_NEMESIS_TXN_SECONDS:-45}"; fi
 # Power loss (strand-lazyfs under every data directory: what was not fsynced is lost) on
 # one node or all at once, with fsync before the ack: nothing acknowledged may be lost.

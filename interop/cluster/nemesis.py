@@ -12,6 +12,15 @@ by a seeded schedule, repeatedly
   power-loss    (only with --faults naming it) one node, or every node at once, loses
                 power: each data directory is a strand-lazyfs mount, killed with the
                 node, so what the node had not fsynced is lost as in a power cut.
+  store-stall   (only with --tiered) SIGSTOPs the S3 server the nodes copy segments
+                to, then SIGCONTs it.
+
+`--tiered` runs the topic on tiered storage (moto's S3 server on loopback, so no network
+namespaces and no partition fault): 64 KiB segments copied by each partition's leader
+and deleted locally after a second, so leaders change, nodes die and the store stalls
+while copies are under way; the final read starts at offset 0, in the bucket. Replicas
+are compared from the newest local start of the three, and every copy the bucket names
+must have all its objects.
 Then everything is healed, producers flush, and the checker reads the whole topic:
 
   lost        acknowledged writes missing (or at another offset) in the final log
@@ -33,6 +42,7 @@ and checks the transactions instead (nemesis_txn.py says what).
   interop/cluster/nemesis.py --workload txn --duration 300
   interop/cluster/nemesis.py --faults power-loss --flush every-batch
   interop/cluster/nemesis.py --faults power-loss,kill-leader,pause --duration 300
+  interop/cluster/nemesis.py --tiered --faults kill-leader,pause,restart-all,store-stall
 """
 
 import argparse
@@ -41,6 +51,7 @@ import glob
 import json
 import os
 import random
+import signal
 import struct
 import sys
 import tempfile
@@ -51,6 +62,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 from cluster import Cluster, log, watermarks  # noqa: E402
 
 TOPIC = "nemesis"
@@ -77,7 +89,14 @@ KAFKA_NAMES = {
 }
 FAULTS = ["kill-leader", "pause", "partition", "restart-all"]
 # Faults run only when --faults names them.
-OPT_IN_FAULTS = ["power-loss"]
+OPT_IN_FAULTS = ["power-loss", "store-stall"]
+# --tiered: the topic's segments go to the store as they seal, and go locally a second
+# after their copy.
+TIERED_TOPIC_CONFIG = {"remote.storage.enable": "true", "local.retention.ms": "1000",
+                       "retention.ms": "-1", "internal.segment.bytes": str(64 * 1024)}
+TIERED_SETTINGS = {"remote_log_storage_system_enable": "true",
+                   "remote_storage_url": '"s3://nemesis/cluster"',
+                   "remote_log_manager_task_interval_ms": 500, "retention_check_interval_ms": 500}
 
 
 def schedule(seed, duration, can_partition, faults=FAULTS):
@@ -85,7 +104,8 @@ def schedule(seed, duration, can_partition, faults=FAULTS):
     power-loss's target is a node, or 0: every node at once."""
     rng = random.Random(seed)
     kinds = faults if can_partition else [f for f in faults if f != "partition"]
-    weights = {"kill-leader": 4, "pause": 3, "partition": 3, "restart-all": 1, "power-loss": 3}
+    weights = {"kill-leader": 4, "pause": 3, "partition": 3, "restart-all": 1, "power-loss": 3,
+               "store-stall": 3}
     plan, at = [], 3.0
     while at < duration:
         kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
@@ -101,6 +121,7 @@ def schedule(seed, duration, can_partition, faults=FAULTS):
             "partition": rng.uniform(3, 8),
             "restart-all": rng.uniform(1, 3),
             "power-loss": rng.uniform(1, 4),
+            "store-stall": rng.uniform(2, 6),
         }[kind]
         plan.append((round(at, 2), kind, target, round(length, 2)))
         at += length + rng.uniform(2, 5)
@@ -267,6 +288,10 @@ def divergent_replicas(cluster, root, topics):
             limit = min(marks[i].get(partition, 0) for i in cluster.ids)
             logs = {i: batches(os.path.join(cluster.log_dir(i), f"{topic}-{partition}"), limit)
                     for i in cluster.ids}
+            # Tiered: each replica deletes locally what the store holds, at its own pace;
+            # they are compared from the newest local start of the three.
+            start = max((batches[0][0] for batches in logs.values() if batches), default=0)
+            logs = {i: [b for b in batches if b[0] >= start] for i, batches in logs.items()}
             reference = logs[cluster.ids[0]]
             for i in cluster.ids[1:]:
                 if logs[i] != reference:
@@ -335,11 +360,11 @@ def check_idempotent(cluster, root, workload, bootstrap, seed):
     return counts, bad
 
 
-def create_topic(admin, topic, partitions):
+def create_topic(admin, topic, partitions, config=None):
     deadline = time.time() + 60
     while True:
         futures = admin.create_topics([NewTopic(topic, partitions, 3,
-                                                config={"min.insync.replicas": "2"})])
+                                                config={"min.insync.replicas": "2", **(config or {})})])
         try:
             futures[topic].result(30)
             return
@@ -373,11 +398,18 @@ def main():
                              "with the same settings by Kafka's names, for comparison")
     parser.add_argument("--lazyfs", default=os.environ.get("STRAND_LAZYFS", "target/release/strand-lazyfs"),
                         help="strand-lazyfs, for power-loss")
+    parser.add_argument("--tiered", action="store_true",
+                        help="the topic on tiered storage (moto's S3 server), for store-stall and "
+                             "faults while copies are under way")
     args = parser.parse_args()
     faults = args.faults.split(",")
     unknown = [f for f in faults if f not in FAULTS + OPT_IN_FAULTS]
     if unknown:
         parser.error(f"unknown faults: {unknown}")
+    if "store-stall" in faults and not args.tiered:
+        parser.error("store-stall needs --tiered")
+    if args.tiered and (args.workload != "idempotent" or args.kafka):
+        parser.error("--tiered runs the idempotent workload on Strand")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     root = tempfile.mkdtemp(prefix="strand-nemesis-")
     lazyfs = os.path.abspath(args.lazyfs) if "power-loss" in faults else None
@@ -386,8 +418,17 @@ def main():
         kafka = [f"{KAFKA_NAMES[key]}={value}" for key, value in SETTINGS.items() if key in KAFKA_NAMES]
         if args.flush == "every-batch":
             kafka.append("log.flush.interval.messages=1")
-    cluster = Cluster(os.path.abspath(args.binary), root, settings=dict(SETTINGS, flush=f'"{args.flush}"'),
-                      lazyfs=lazyfs, kafka=kafka)
+    settings = dict(SETTINGS, flush=f'"{args.flush}"')
+    store = None
+    if args.tiered:
+        from s3_server import S3Server
+        os.makedirs(root, exist_ok=True)
+        store = S3Server(root, "nemesis")
+        os.environ.update(store.environment())
+        settings.update(TIERED_SETTINGS)
+    # The store listens on loopback, out of the nodes' namespaces' reach.
+    cluster = Cluster(os.path.abspath(args.binary), root, settings=settings,
+                      lazyfs=lazyfs, kafka=kafka, use_netns=False if args.tiered else None)
     plan = schedule(seed, args.duration, cluster.use_netns, faults)
     log(f"seed {seed}; {'Apache Kafka' if args.kafka else 'Strand'}; workload {args.workload}; "
         f"faults {','.join(faults)}; flush {args.flush}; "
@@ -409,7 +450,7 @@ def main():
         log("cluster up")
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         for name, partitions in topics:
-            create_topic(admin, name, partitions)
+            create_topic(admin, name, partitions, TIERED_TOPIC_CONFIG if args.tiered else None)
         log("topics created" if len(topics) > 1 else "topic created")
         for name, _ in topics:
             wait_for_full_isr(admin, name, 60)
@@ -446,6 +487,11 @@ def main():
                     cluster.lose_power(i)
                 time.sleep(length)
                 cluster.start_all()
+            elif kind == "store-stall":
+                log(f"SIGSTOP the S3 server for {length}s")
+                store.process.send_signal(signal.SIGSTOP)
+                time.sleep(length)
+                store.process.send_signal(signal.SIGCONT)
             elif kind == "restart-all":
                 log(f"kill -9 every node, restart after {length}s")
                 for i in cluster.ids:
@@ -465,6 +511,19 @@ def main():
                                          lambda topics: divergent_replicas(cluster, root, topics))
         else:
             counts, bad = check_idempotent(cluster, root, workload, bootstrap, seed)
+        if store:
+            whole, why = store.copies_are_whole()
+            copies = len(store.keys(suffix=".json"))
+            # Replicas whose local log no longer starts at 0: the final read took what
+            # they deleted from the bucket.
+            trimmed = sum(1 for i in cluster.ids for p in range(PARTITIONS) if min(
+                (int(os.path.basename(f).split(".")[0])
+                 for f in glob.glob(os.path.join(cluster.log_dir(i), f"{TOPIC}-{p}", "*.log"))),
+                default=0) > 0)
+            log(f"the bucket holds {copies} segment copies, every one whole: {whole} {why}; "
+                f"{trimmed} of {len(cluster.ids) * PARTITIONS} replicas start after offset 0 locally")
+            if not whole or copies == 0 or trimmed == 0:
+                bad += 1
         if bad:
             log(f"FAIL (replay with --seed {seed}{' --workload txn' if args.workload == 'txn' else ''}"
                 f" --faults {','.join(faults)} --flush {args.flush}{' --kafka' if args.kafka else ''}); "
@@ -475,6 +534,9 @@ def main():
         return 0
     finally:
         cluster.destroy()
+        if store:
+            store.process.send_signal(signal.SIGCONT)
+            store.close()
         if passed and not args.keep:
             import shutil
             shutil.rmtree(root, ignore_errors=True)

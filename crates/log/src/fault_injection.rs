@@ -1,9 +1,11 @@
 //! Test-only faults in the file layer (feature `fault-injection`): a hook every fsync the
 //! log makes calls first, with the path it syncs (a log directory or a file in one), which
-//! may stall (a slow disk) or fail it (a failing disk: the error stands for the fsync's), and
+//! may stall (a slow disk) or fail it (a failing disk: the error stands for the fsync's),
 //! one every read of a segment or index file calls first, so a test can stall one
 //! partition's disk (or make its files look uncached) and watch the rest of the broker go
-//! on. Without the feature the hooks are empty.
+//! on, and one every write of a batch to a segment calls first, which may cut it short (a
+//! full disk: part of the batch written, then ENOSPC). Without the feature the hooks are
+//! empty.
 
 use std::fs::File;
 use std::path::Path;
@@ -28,6 +30,35 @@ pub(crate) fn before_sync(path: &Path) -> std::io::Result<()> {
     }
     let _ = path;
     Ok(())
+}
+
+/// Called before a batch of `len` bytes is written to a segment of the partition in `dir`:
+/// Some(n) writes only its first n bytes and fails with ENOSPC (a full disk).
+#[cfg(feature = "fault-injection")]
+type WriteHook = Box<dyn Fn(&Path, usize) -> Option<usize> + Send + Sync>;
+
+#[cfg(feature = "fault-injection")]
+static WRITE_HOOK: std::sync::RwLock<Option<WriteHook>> = std::sync::RwLock::new(None);
+
+/// Installs (or, with None, removes) the hook called before every batch write.
+#[cfg(feature = "fault-injection")]
+pub fn set_write_hook(hook: Option<WriteHook>) {
+    *WRITE_HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;
+}
+
+/// How many of a batch's `len` bytes the disk takes before it is full (None: all).
+#[inline]
+pub(crate) fn write_cut_short(dir: &Path, len: usize) -> Option<usize> {
+    #[cfg(feature = "fault-injection")]
+    if let Some(hook) = WRITE_HOOK
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+    {
+        return hook(dir, len).map(|n| n.min(len));
+    }
+    let _ = (dir, len);
+    None
 }
 
 /// Called before a read of `file`, with whether the read must not wait (`read_mode`);

@@ -364,10 +364,14 @@ impl Segment {
         let position = self.size_bytes;
         let end = position + batch.len() as u64;
         self.preallocation.before_write(&files.log, position, end);
-        let written = files
-            .log
-            .write_all_at(batch, position)
-            .and_then(|()| self.index_batch(&files, header, position, index_interval_bytes));
+        let written = match crate::fault_injection::write_cut_short(dir, batch.len()) {
+            None => files.log.write_all_at(batch, position),
+            Some(taken) => files
+                .log
+                .write_all_at(&batch[..taken], position)
+                .and_then(|()| Err(io::Error::from_raw_os_error(28))), // ENOSPC
+        }
+        .and_then(|()| self.index_batch(&files, header, position, index_interval_bytes));
         if let Err(error) = written {
             return Err(self.undo_partial_append(&files, position, error));
         }

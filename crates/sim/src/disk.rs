@@ -20,6 +20,9 @@ pub struct Disk {
     synced: Arc<Mutex<HashMap<std::path::PathBuf, u64>>>,
     /// The next fsync under this directory fails with EIO (a failing disk).
     failing: Arc<Mutex<Option<std::path::PathBuf>>>,
+    /// The disk under this directory is full: a batch written there gets half its bytes
+    /// down, then ENOSPC.
+    full: Arc<Mutex<Option<std::path::PathBuf>>>,
 }
 
 fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -41,6 +44,13 @@ impl Disk {
     /// Routes the log's fsyncs through this disk (process-wide: seeds run one at a time,
     /// each installing it; a world's end removes it).
     pub fn install(&self) {
+        let full = self.full.clone();
+        strand_log::fault_injection::set_write_hook(Some(Box::new(move |dir: &Path, len| {
+            let full = full.lock().unwrap_or_else(|p| p.into_inner());
+            full.as_ref()
+                .is_some_and(|f| dir.starts_with(f))
+                .then_some(len / 2)
+        })));
         let (synced, failing) = (self.synced.clone(), self.failing.clone());
         strand_log::fault_injection::set_sync_hook(Some(Box::new(move |path: &Path| {
             let mut failing = failing.lock().unwrap_or_else(|p| p.into_inner());
@@ -87,6 +97,23 @@ impl Disk {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.free();
+    }
+
+    /// The disk under `dir` fills up: batch writes there fail part-way with ENOSPC.
+    pub fn fill(&self, dir: &Path) {
+        *self.full.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
+    }
+
+    /// Room again on the full disk.
+    pub fn free(&self) {
+        *self.full.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The hooks out, at a world's end.
+    pub fn uninstall(&self) {
+        strand_log::fault_injection::set_sync_hook(None);
+        strand_log::fault_injection::set_write_hook(None);
     }
 
     /// Forgets a failure planned under `dir` that no fsync hit.

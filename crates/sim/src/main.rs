@@ -67,13 +67,14 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged, {} crashes of which {} power cuts, {} failed disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,
+                    outcome.full_disks,
                     outcome.corrupt_reads,
                     outcome.elections
                 );

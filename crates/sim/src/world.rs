@@ -61,6 +61,7 @@ pub struct Outcome {
     pub elections: u64,
     pub disk_failures: u64,
     pub corrupt_reads: u64,
+    pub full_disks: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -134,6 +135,8 @@ pub struct World {
     durability: Durability,
     /// The chance that a read returns damaged bytes (half the seeds: 5%).
     corrupt_reads: f64,
+    /// A node's disk is full until then (virtual ms).
+    full_disk_until: Option<i64>,
     nodes: Vec<Node>,
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
@@ -239,6 +242,7 @@ impl World {
             disk,
             durability,
             corrupt_reads,
+            full_disk_until: None,
             nodes,
             controller: Controller::new(&NODES, MIN_ISR),
             crashed: BTreeSet::new(),
@@ -324,6 +328,14 @@ impl World {
         }
         *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
             Duration::from_millis(delta_ms as u64);
+        if self
+            .full_disk_until
+            .is_some_and(|until| until <= self.now_ms)
+        {
+            self.full_disk_until = None;
+            self.disk.free();
+            self.trace(&"disk has room again");
+        }
     }
 
     /// The node the controller names leader, if it is running.
@@ -967,11 +979,23 @@ impl World {
                 if down == 0 {
                     let index = self.rng.gen_range(0..NODES.len());
                     let synced = self.durability == Durability::FlushBeforeAck;
-                    if self.rng.gen_bool(0.25) {
+                    let kind = self.rng.gen_range(0..100);
+                    if kind < 25 {
                         // A failing disk: the node's next fsync returns EIO.
                         let id = self.nodes[index].id;
                         self.trace(&("disk fails", id));
                         self.disk.fail_next_sync(&self.nodes[index].dir);
+                    } else if kind < 45 {
+                        // A full disk for a while: batch writes there fail part-way
+                        // (ENOSPC); the log cuts them back and stays up.
+                        if self.full_disk_until.is_none() {
+                            let id = self.nodes[index].id;
+                            let until = self.now_ms + self.rng.gen_range(100..3_000);
+                            self.trace(&("disk full", id, until));
+                            self.disk.fill(&self.nodes[index].dir);
+                            self.full_disk_until = Some(until);
+                            self.outcome.full_disks += 1;
+                        }
                     } else {
                         let power_cut = synced && self.rng.gen_bool(0.5);
                         self.crash(index, power_cut);
@@ -988,6 +1012,8 @@ impl World {
     pub fn finish(mut self) -> anyhow::Result<Outcome> {
         self.cut_links.clear();
         self.corrupt_reads = 0.0;
+        self.full_disk_until = None;
+        self.disk.free();
         for index in 0..self.nodes.len() {
             let dir = self.nodes[index].dir.clone();
             self.disk.clear_failure(&dir);
@@ -1069,7 +1095,7 @@ impl World {
         self.check_final()?;
         self.outcome.acked = self.acked.len();
         self.outcome.trace_hash = self.hasher.finish();
-        strand_log::fault_injection::set_sync_hook(None);
+        self.disk.uninstall();
         Ok(self.outcome)
     }
 

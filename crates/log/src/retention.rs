@@ -22,11 +22,61 @@ pub struct RetentionOutcome {
 impl Log {
     /// Applies retention.ms and retention.bytes. Runs from the manager's maintenance.
     pub fn apply_retention(&mut self, now_ms: i64) -> LogResult<RetentionOutcome> {
-        let config = self.config.clone();
-        if !config.cleanup_delete || self.is_offline() {
+        if !self.config.cleanup_delete || self.is_offline() {
             return Ok(RetentionOutcome::default());
         }
-        let tiered = config.tiered();
+        // Tiered: nothing the remote store does not hold yet (nothing while it is unknown).
+        let remote_end = self
+            .config
+            .tiered()
+            .then(|| self.remote_end.unwrap_or(i64::MIN));
+        let deletable = self.deletable_segments(now_ms, remote_end);
+        if deletable == 0 {
+            return Ok(RetentionOutcome::default());
+        }
+        if deletable == self.segments.len() {
+            // Everything expired, the active segment included: roll so it can go.
+            let end = self.log_end_offset();
+            self.roll(end)?;
+        }
+        let bytes: u64 = self
+            .segments
+            .iter()
+            .take(deletable)
+            .map(|s| s.size_bytes())
+            .sum();
+        let new_start = self
+            .segments
+            .iter()
+            .nth(deletable)
+            .map_or(self.log_end_offset(), |s| s.base_offset());
+        self.delete_before(new_start.max(self.log_start_offset))?;
+        Ok(RetentionOutcome {
+            segments_deleted: deletable,
+            bytes_deleted: bytes,
+        })
+    }
+
+    /// Whether local retention holds back a segment only because the remote store is not
+    /// known to hold it: a replica then needs a fresh listing of the store (and otherwise
+    /// none, which keeps a follower's LISTs to about one per segment).
+    pub fn retention_waits_on_remote(&self) -> bool {
+        if !self.config.cleanup_delete || !self.config.tiered() || self.is_offline() {
+            return false;
+        }
+        let now_ms = self.clock.now_ms();
+        let known = self.remote_end.unwrap_or(i64::MIN);
+        // Had the store every sealed segment (the active one is never copied).
+        let all_sealed = self.active().base_offset();
+        self.deletable_segments(now_ms, Some(all_sealed))
+            > self.deletable_segments(now_ms, Some(known))
+    }
+
+    /// How many leading segments retention would delete: by its limits, then never past
+    /// the high watermark, nor (tiered) past `remote_end`, how far the store reaches.
+    fn deletable_segments(&self, now_ms: i64, remote_end: Option<i64>) -> usize {
+        let config = &self.config;
+        let tiered = remote_end.is_some();
         let (retention_ms, retention_bytes) = if tiered {
             (config.local_retention_ms, config.local_retention_bytes)
         } else {
@@ -68,40 +118,12 @@ impl Log {
                 .nth(index)
                 .map_or(log.log_end_offset(), |s| s.base_offset())
         };
-        // Tiered: nothing the remote store does not hold yet (nothing while it is unknown).
-        let kept_from = if tiered {
-            self.remote_end.unwrap_or(i64::MIN)
-        } else {
-            high_watermark
-        };
+        let kept_from = remote_end.unwrap_or(high_watermark);
         while deletable > 0
             && next_base(self, deletable).min(self.log_end_offset()) > high_watermark.min(kept_from)
         {
             deletable -= 1;
         }
-        if deletable == 0 {
-            return Ok(RetentionOutcome::default());
-        }
-        if deletable == self.segments.len() {
-            // Everything expired, the active segment included: roll so it can go.
-            let end = self.log_end_offset();
-            self.roll(end)?;
-        }
-        let bytes: u64 = self
-            .segments
-            .iter()
-            .take(deletable)
-            .map(|s| s.size_bytes())
-            .sum();
-        let new_start = self
-            .segments
-            .iter()
-            .nth(deletable)
-            .map_or(self.log_end_offset(), |s| s.base_offset());
-        self.delete_before(new_start.max(self.log_start_offset))?;
-        Ok(RetentionOutcome {
-            segments_deleted: deletable,
-            bytes_deleted: bytes,
-        })
+        deletable
     }
 }

@@ -144,6 +144,40 @@ fn local_retention_deletes_only_what_the_remote_store_holds() {
 }
 
 #[test]
+fn retention_says_when_it_waits_on_a_copy_the_log_does_not_know_of() {
+    // Local retention 0 and a clock far past every record: every sealed segment is due.
+    let clock = Arc::new(ManualClock::new(10_000_000));
+    let (_dir, mut log) = filled_with_clock(tiered(Some(0), None), None, clock.clone());
+    assert!(
+        log.retention_waits_on_remote(),
+        "due, but the store is unknown"
+    );
+    let sealed = log.copy_candidates(0, usize::MAX).unwrap();
+    log.set_remote_end(Some(sealed[1].next_offset));
+    assert!(
+        log.retention_waits_on_remote(),
+        "the store holds two of them"
+    );
+    log.set_remote_end(Some(sealed.last().unwrap().next_offset));
+    assert!(!log.retention_waits_on_remote(), "it holds all that is due");
+    log.apply_retention(10_000_000).unwrap();
+    assert!(!log.retention_waits_on_remote());
+    // Nothing due: no listing needed, whatever the store holds.
+    let (_dir, mut young) = filled_with_clock(tiered(Some(i64::MAX / 2), None), None, clock);
+    young.set_remote_end(None);
+    assert!(!young.retention_waits_on_remote());
+    // Untiered logs never wait on a store.
+    let (_dir, plain) = filled(
+        LogConfig {
+            retention_ms: Some(0),
+            ..small_config()
+        },
+        None,
+    );
+    assert!(!plain.retention_waits_on_remote());
+}
+
+#[test]
 fn local_retention_bytes_keeps_the_newest_local_bytes_once_copied() {
     let (_dir, mut log) = filled(tiered(None, Some(1)), None);
     let everything = log.copy_candidates(0, usize::MAX).unwrap();

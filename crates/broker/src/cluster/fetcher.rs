@@ -660,7 +660,14 @@ async fn fetch_once(
                                 }
                             }
                         }
-                        _ => pause(fetcher, &tp, *epoch),
+                        (_, remote) => {
+                            // Our listing is older than the leader's deletions: the next
+                            // pass lists the store again.
+                            if let Some((_, remote)) = remote {
+                                remote.want_listing();
+                            }
+                            pause(fetcher, &tp, *epoch);
+                        }
                     }
                 }
                 _ => pause(fetcher, &tp, *epoch),

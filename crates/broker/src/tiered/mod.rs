@@ -163,8 +163,14 @@ impl TieredStorage {
     ) -> StoreResult<()> {
         use std::sync::atomic::Ordering;
         let Some(epoch) = partition.leader_epoch_if_leader() else {
+            // A follower lists the store only when it must: first, when local retention
+            // waits on a copy it does not know of, or when its fetcher asks (every pass
+            // was a LIST per partition per follower, a cost at object-store prices).
             remote.loaded_as_leader_in.store(-1, Ordering::Release);
-            remote.refresh(&self.store).await?;
+            let wanted = remote.take_listing_wanted();
+            if wanted || !remote.is_loaded() || partition.log().retention_waits_on_remote() {
+                remote.refresh(&self.store).await?;
+            }
             note_remote_end(partition, remote);
             return Ok(());
         };

@@ -33,6 +33,9 @@ pub struct RemoteLog {
     pub(super) loaded_as_leader_in: AtomicI32,
     /// A remote read failed: the partition's next read answers KAFKA_STORAGE_ERROR.
     read_failed: AtomicBool,
+    /// A follower's fetcher needs a fresh listing (the leader answered
+    /// OFFSET_MOVED_TO_TIERED_STORAGE past what this broker knows the store holds).
+    listing_wanted: AtomicBool,
     /// The log start DeleteRecords moved to below the local log start (-1: none): kept in
     /// the store (`LOG_START_OBJECT`), so every replica and every restart sees it.
     deleted_below: AtomicI64,
@@ -49,6 +52,7 @@ impl RemoteLog {
             segments: RwLock::new(None),
             loaded_as_leader_in: AtomicI32::new(-1),
             read_failed: AtomicBool::new(false),
+            listing_wanted: AtomicBool::new(false),
             deleted_below: AtomicI64::new(-1),
             busy: tokio::sync::Mutex::new(()),
         }
@@ -65,6 +69,16 @@ impl RemoteLog {
 
     pub fn is_loaded(&self) -> bool {
         self.with(|_| ()).is_some()
+    }
+
+    /// The next pass lists the store again, whatever else it needs.
+    pub fn want_listing(&self) {
+        self.listing_wanted.store(true, Ordering::Release);
+    }
+
+    /// Whether a listing was asked for since the last (and takes the request).
+    pub(super) fn take_listing_wanted(&self) -> bool {
+        self.listing_wanted.swap(false, Ordering::AcqRel)
     }
 
     /// The first offset held remotely (None: nothing, or not loaded).

@@ -63,22 +63,25 @@ def one_run(bootstrap, admin, broker, store, topic, tiered, duration):
     return mb_s, cpu / gib if gib else float("nan"), store_cpu / gib if gib else float("nan")
 
 
-def copy_only(bootstrap, admin, broker, s3, d, mb, perf_out=None):
+def copy_only(bootstrap, admin, broker, s3, d, mb, partitions=1, perf_out=None):
     """Copies held back by remote.copy.lag.ms, released at once: (MB/s, broker CPU s per
     GiB copied, store CPU s per GiB copied)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     topic = "copy-only"
-    admin.create_topics([NewTopic(topic, 1, 1, config={
+    admin.create_topics([NewTopic(topic, partitions, 1, config={
         "remote.storage.enable": "true", "retention.ms": "-1", "remote.copy.lag.ms": "86400000",
         "segment.bytes": str(64 * 1024 * 1024)})])[topic].result(30)
-    out = subprocess.run([BIN, "bench", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1",
+    out = subprocess.run([BIN, "bench", "--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
                           "--quiet", "--records", str(mb * 1024), "--duration-secs", "600"],
                          capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise SystemExit(f"strand bench failed: {out.stderr[-500:]}")
-    data = os.path.join(d, "data", f"{topic}-0")
-    sealed = sorted(f for f in os.listdir(data) if f.endswith(".log"))[:-1]
-    size = sum(os.path.getsize(os.path.join(data, f)) for f in sealed)
+    sealed = []
+    for partition in range(partitions):
+        data = os.path.join(d, "data", f"{topic}-{partition}")
+        logs = sorted(f for f in os.listdir(data) if f.endswith(".log"))[:-1]
+        sealed += [os.path.join(data, f) for f in logs]
+    size = sum(os.path.getsize(f) for f in sealed)
     time.sleep(3)
     if s3.keys(prefix=f"strand/{topic}-", suffix=".json"):
         raise SystemExit("copies were not held back by remote.copy.lag.ms")
@@ -108,6 +111,9 @@ def main():
     parser.add_argument("--weed", help="a SeaweedFS binary: its S3 gateway instead of moto's")
     parser.add_argument("--copy-only-mb", type=int, default=0,
                         help="then measure copying alone: this many MB held back, then copied")
+    parser.add_argument("--copy-only-partitions", type=int, default=1,
+                        help="with --copy-only-mb: the topic's partitions (copied at once, up to "
+                             "remote.log.manager.copier.thread.pool.size)")
     parser.add_argument("--perf", help="with --copy-only-mb: `perf record -g` the broker while it copies, to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -143,7 +149,8 @@ def main():
                       f"broker CPU per GiB {med[True][1] / med[False][1]:.3f}")
             if args.copy_only_mb:
                 mb_s, broker_cpu, store_cpu, segments = copy_only(bootstrap, admin, broker, s3, d,
-                                                                  args.copy_only_mb, args.perf)
+                                                                  args.copy_only_mb, args.copy_only_partitions,
+                                                                  args.perf)
                 print(f"copying alone: {segments} segments at {mb_s:.1f} MB/s, broker {broker_cpu:.2f} CPU s "
                       f"per GiB copied, the store {store_cpu:.2f}")
         finally:

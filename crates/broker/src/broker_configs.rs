@@ -271,6 +271,12 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         1
     ),
     field!(
+        "remote.log.manager.copier.thread.pool.size",
+        remote_log_manager_copier_thread_pool_size,
+        Int,
+        1
+    ),
+    field!(
         "remote.log.manager.copy.max.bytes.per.second",
         remote_log_manager_copy_max_bytes_per_second,
         Long,

@@ -222,6 +222,9 @@ pub struct BrokerConfig {
     /// remote.log.manager.task.interval.ms: how often each tiered partition copies its
     /// sealed segments and applies remote retention.
     pub remote_log_manager_task_interval_ms: u64,
+    /// remote.log.manager.copier.thread.pool.size: partitions whose segments are being
+    /// copied at once (Kafka's copier threads; default 10).
+    pub remote_log_manager_copier_thread_pool_size: i32,
     /// remote.log.manager.copy.max.bytes.per.second: the rate copies to the remote store
     /// may take (i64::MAX: no limit, Kafka's default).
     pub remote_log_manager_copy_max_bytes_per_second: i64,
@@ -320,6 +323,7 @@ impl Default for BrokerConfig {
             remote_log_storage_system_enable: false,
             remote_storage_url: None,
             remote_log_manager_task_interval_ms: 30_000,
+            remote_log_manager_copier_thread_pool_size: 10,
             remote_log_manager_copy_max_bytes_per_second: i64::MAX,
             broker_heartbeat_interval_ms: 500,
             broker_session_timeout_ms: 9_000,

@@ -7,6 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+/// The most idle time a throttle counts in the work's favour.
+const CREDIT_MAX: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
 pub struct Throttle {
     bytes_per_second: Option<u64>,
     started: Instant,
@@ -30,11 +34,19 @@ impl Throttle {
         }
     }
 
-    /// Counts `bytes` done; how long to wait before more so they fit the rate.
+    /// Counts `bytes` done; how long to wait before more so they fit the rate. Idle time
+    /// earns at most a second of credit: a throttle shared by work that comes and goes (a
+    /// broker's copies) must not let a long pause buy an unbounded burst.
     pub fn owed(&mut self, bytes: u64) -> Duration {
         let Some(rate) = self.bytes_per_second.filter(|r| *r > 0) else {
             return Duration::ZERO;
         };
+        let done = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        if self.started.elapsed() > done + CREDIT_MAX {
+            let now = Instant::now();
+            self.started = now.checked_sub(CREDIT_MAX).unwrap_or(now);
+            self.bytes = 0;
+        }
         self.bytes += bytes;
         let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
         due.saturating_sub(self.started.elapsed())
@@ -58,5 +70,16 @@ mod tests {
         );
         // More work owes more.
         assert!(limited.owed(1 << 20) > owed);
+        // A long idle time buys one second of the rate, no more.
+        let mut idle = Throttle {
+            bytes_per_second: Some(1 << 20),
+            started: Instant::now() - Duration::from_secs(3600),
+            bytes: 0,
+        };
+        let owed = idle.owed(3 << 20);
+        assert!(
+            owed > Duration::from_millis(1900) && owed <= Duration::from_secs(2),
+            "{owed:?}"
+        );
     }
 }

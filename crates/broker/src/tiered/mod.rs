@@ -31,6 +31,7 @@ use tokio::sync::Semaphore;
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::partition::Partition;
+use futures_util::StreamExt;
 use reader::{ChunkCache, ChunkWanted, RemoteRead, TimestampRead, GETS_MAX};
 use remote_log::RemoteLog;
 use store::{RemoteStore, StoreResult};
@@ -52,8 +53,10 @@ pub struct TieredStorage {
     gets: Arc<Semaphore>,
     interval: Duration,
     node_id: i32,
-    /// remote.log.manager.copy.max.bytes.per.second (None: no limit).
-    copy_rate: Option<u64>,
+    /// remote.log.manager.copy.max.bytes.per.second, over every copy of the broker.
+    copy_throttle: std::sync::Mutex<Throttle>,
+    /// remote.log.manager.copier.thread.pool.size: partitions passed at once.
+    copiers: usize,
 }
 
 impl TieredStorage {
@@ -72,9 +75,12 @@ impl TieredStorage {
             gets: Arc::new(Semaphore::new(GETS_MAX)),
             interval: Duration::from_millis(config.remote_log_manager_task_interval_ms.max(1)),
             node_id: config.node_id,
-            copy_rate: Some(config.remote_log_manager_copy_max_bytes_per_second)
-                .filter(|rate| *rate > 0 && *rate < i64::MAX)
-                .map(|rate| rate as u64),
+            copy_throttle: std::sync::Mutex::new(Throttle::new(
+                Some(config.remote_log_manager_copy_max_bytes_per_second)
+                    .filter(|rate| *rate > 0 && *rate < i64::MAX)
+                    .map(|rate| rate as u64),
+            )),
+            copiers: config.remote_log_manager_copier_thread_pool_size.max(1) as usize,
         })))
     }
 
@@ -103,49 +109,58 @@ impl TieredStorage {
         }
     }
 
-    /// One pass over every hosted partition.
+    /// One pass over every hosted partition, remote.log.manager.copier.thread.pool.size
+    /// of them at a time.
     pub async fn pass(&self, broker: &Arc<Broker>) {
-        for partition in broker.hosted_partitions() {
-            let tiered = partition.log().config().remote_storage;
-            let existing = self.remote_log(&partition.tp);
-            let remote = match (tiered, existing) {
-                (true, Some(remote)) => remote,
-                (true, None) => {
-                    let Some(topic) = broker.topic(&partition.tp.topic) else {
-                        continue;
-                    };
-                    let remote = Arc::new(RemoteLog::new(partition.tp.clone(), topic.id));
-                    self.logs
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(partition.tp.clone(), remote.clone());
-                    remote
-                }
-                (false, Some(remote)) => {
-                    // Turned off: Kafka requires remote.log.delete.on.disable, so the
-                    // leader deletes the remote data.
-                    if partition.is_leader() {
-                        if let Err(error) = remote.delete_all(&self.store).await {
-                            tracing::warn!(partition = %partition.tp, %error, "deleting remote data failed; retried next pass");
-                            continue;
-                        }
+        futures_util::stream::iter(broker.hosted_partitions())
+            .for_each_concurrent(self.copiers, |partition| {
+                self.partition_turn(broker, partition)
+            })
+            .await;
+    }
+
+    /// One partition's turn in a pass: its remote side created or dropped as its config
+    /// says, then, unless a turn of it is still under way, its pass.
+    async fn partition_turn(&self, broker: &Arc<Broker>, partition: Arc<Partition>) {
+        let tiered = partition.log().config().remote_storage;
+        let existing = self.remote_log(&partition.tp);
+        let remote = match (tiered, existing) {
+            (true, Some(remote)) => remote,
+            (true, None) => {
+                let Some(topic) = broker.topic(&partition.tp.topic) else {
+                    return;
+                };
+                let remote = Arc::new(RemoteLog::new(partition.tp.clone(), topic.id));
+                self.logs
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(partition.tp.clone(), remote.clone());
+                remote
+            }
+            (false, Some(remote)) => {
+                // Turned off: Kafka requires remote.log.delete.on.disable, so the
+                // leader deletes the remote data.
+                if partition.is_leader() {
+                    if let Err(error) = remote.delete_all(&self.store).await {
+                        tracing::warn!(partition = %partition.tp, %error, "deleting remote data failed; retried next pass");
+                        return;
                     }
-                    self.forget(&partition.tp);
-                    continue;
                 }
-                (false, None) => continue,
-            };
-            let Ok(_busy) = remote.busy.try_lock() else {
-                continue;
-            };
-            // Unhosted meanwhile (its topic deleted): its remote data is being deleted.
-            let hosted = broker.partition(&partition.tp);
-            if !hosted.is_some_and(|hosted| Arc::ptr_eq(&hosted, &partition)) {
-                continue;
+                self.forget(&partition.tp);
+                return;
             }
-            if let Err(error) = self.partition_pass(&partition, &remote).await {
-                tracing::warn!(partition = %partition.tp, store = self.store.url(), %error, "tiered storage pass failed; retried next pass");
-            }
+            (false, None) => return,
+        };
+        let Ok(_busy) = remote.busy.try_lock() else {
+            return;
+        };
+        // Unhosted meanwhile (its topic deleted): its remote data is being deleted.
+        let hosted = broker.partition(&partition.tp);
+        if !hosted.is_some_and(|hosted| Arc::ptr_eq(&hosted, &partition)) {
+            return;
+        }
+        if let Err(error) = self.partition_pass(&partition, &remote).await {
+            tracing::warn!(partition = %partition.tp, store = self.store.url(), %error, "tiered storage pass failed; retried next pass");
         }
     }
 
@@ -198,9 +213,8 @@ impl TieredStorage {
                 let Some(sealed) = candidates.into_iter().next() else {
                     break;
                 };
-                // remote.log.manager.copy.max.bytes.per.second, over each copy (copies run
-                // one at a time).
-                let mut throttle = Throttle::new(self.copy_rate);
+                // remote.log.manager.copy.max.bytes.per.second, shared by the copies of
+                // every partition.
                 let copied = remote
                     .copy(
                         &self.store,
@@ -208,7 +222,7 @@ impl TieredStorage {
                         self.node_id,
                         epoch,
                         now_ms(),
-                        &mut throttle,
+                        &self.copy_throttle,
                     )
                     .await;
                 let counters = partition.counters();

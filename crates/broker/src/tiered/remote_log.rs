@@ -195,7 +195,7 @@ impl RemoteLog {
         copied_by: i32,
         copied_in_epoch: i32,
         now_ms: i64,
-        throttle: &mut Throttle,
+        throttle: &std::sync::Mutex<Throttle>,
     ) -> StoreResult<RemoteSegment> {
         let segment = RemoteSegment {
             id: Uuid::new_v4(),

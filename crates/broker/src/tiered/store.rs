@@ -4,7 +4,7 @@
 //! makes visible only when complete), so no reader ever sees half an object.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -121,10 +121,16 @@ impl RemoteStore {
         key: &str,
         file: &LocalFile,
         len: u64,
-        throttle: &mut Throttle,
+        throttle: &Mutex<Throttle>,
     ) -> StoreResult<()> {
+        let owed = |bytes: u64| {
+            throttle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .owed(bytes)
+        };
         if len as usize <= PART_BYTES {
-            tokio::time::sleep(throttle.owed(len)).await;
+            tokio::time::sleep(owed(len)).await;
             let bytes = read_at(file, 0..len).await?;
             return self.put(key, bytes).await;
         }
@@ -133,7 +139,7 @@ impl RemoteStore {
         let mut position = 0;
         while position < len {
             let end = (position + PART_BYTES as u64).min(len);
-            tokio::time::sleep(throttle.owed(end - position)).await;
+            tokio::time::sleep(owed(end - position)).await;
             let bytes = match read_at(file, position..end).await {
                 Ok(bytes) => bytes,
                 Err(error) => {
@@ -311,9 +317,9 @@ mod tests {
         };
         // Only the first `len` bytes go (a preallocated file is longer than its data).
         let len = data.len() as u64 - 45;
-        let mut unthrottled = Throttle::new(None);
+        let unthrottled = Mutex::new(Throttle::new(None));
         store
-            .put_file("p/0.log", &file, len, &mut unthrottled)
+            .put_file("p/0.log", &file, len, &unthrottled)
             .await
             .unwrap();
         let back = store.get("p/0.log").await.unwrap();

@@ -223,13 +223,22 @@ with tempfile.TemporaryDirectory() as d:
                    "local deletion resumed")
         read_librdkafka(bootstrap, total, "after the store stalled and resumed")
 
-        # 4. Remote retention, set as an operator would.
+        # 4. Remote retention, set as an operator would (while the store is stalled, the
+        # copies past it are counted as RemoteDeleteLag until the store lets them go).
+        s3.process.send_signal(signal.SIGSTOP)
         out = subprocess.run([KAFKA_CLI, "kafka-configs", "--bootstrap-server", bootstrap, "--alter",
                               "--entity-type", "topics", "--entity-name", TOPIC, "--add-config",
                               "retention.bytes=2000000,local.retention.bytes=1000000"],
                              capture_output=True, text=True, timeout=120)
         check(out.returncode == 0, f"kafka-configs set retention.bytes ({out.stderr.strip()[-300:]})")
+        wait_until(lambda: node.metric(series + "remotedeletelagsegments", TOPIC) > 0, 30,
+                   "RemoteDeleteLagSegments to count the copies past retention.bytes")
+        delete_lag = node.metric(series + "remotedeletelagbytes", TOPIC)
+        check(delete_lag > 1_000_000, f"/metrics: RemoteDeleteLagBytes {delete_lag:.0f} while the store is stalled")
+        s3.process.send_signal(signal.SIGCONT)
         wait_until(lambda: get_offset(bootstrap, "earliest") > 0, 60, "remote retention to move the log start")
+        wait_until(lambda: node.metric(series + "remotedeletelagsegments", TOPIC) == 0, 30,
+                   "no delete lag once the store is back")
         earliest = get_offset(bootstrap, "earliest")
         kept = len(s3.keys(suffix=".json"))
         check(0 < kept <= 12, f"remote retention left {kept} copies of about 2 MB (log start {earliest})")

@@ -116,7 +116,7 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
         // Per topic, over the partitions this broker leads (each copy counted once):
         // what the store holds, and the sealed segments above its end (Kafka's copy lag:
         // the local-only segments but the active one).
-        let mut remote: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
+        let mut remote: BTreeMap<&str, [u64; 6]> = BTreeMap::new();
         for partition in partitions.iter().filter(|p| p.assignment().leader == node) {
             let Some(remote_log) = tiered.remote_log(&partition.tp) else {
                 continue;
@@ -134,25 +134,38 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
             let (lag_bytes, lag_segments) = uncopied.fold((0, 0), |(bytes, count), (_, size)| {
                 (bytes + size, count + 1)
             });
+            let config = partition.log().config().clone();
+            let expired = crate::tiered::expired_copies(partition, &remote_log, &config);
+            let delete_lag_bytes: u64 = expired.iter().map(|c| c.size_bytes).sum();
             let topic = remote.entry(partition.tp.topic.as_str()).or_default();
-            for (sum, value) in
-                topic
-                    .iter_mut()
-                    .zip([held_bytes, held_copies as u64, lag_bytes, lag_segments])
-            {
+            let values = [
+                held_bytes,
+                held_copies as u64,
+                lag_bytes,
+                lag_segments,
+                delete_lag_bytes,
+                expired.len() as u64,
+            ];
+            for (sum, value) in topic.iter_mut().zip(values) {
                 *sum += value;
             }
         }
-        for (topic, [bytes, copies, lag_bytes, lag_segments]) in remote {
-            let labels = || vec![Label::new("topic", topic.to_string())];
-            set(names::REMOTE_LOG_SIZE, labels(), bytes as f64);
-            set(names::REMOTE_LOG_METADATA_COUNT, labels(), copies as f64);
-            set(names::REMOTE_COPY_LAG_BYTES, labels(), lag_bytes as f64);
-            set(
-                names::REMOTE_COPY_LAG_SEGMENTS,
-                labels(),
-                lag_segments as f64,
-            );
+        let series = [
+            names::REMOTE_LOG_SIZE,
+            names::REMOTE_LOG_METADATA_COUNT,
+            names::REMOTE_COPY_LAG_BYTES,
+            names::REMOTE_COPY_LAG_SEGMENTS,
+            names::REMOTE_DELETE_LAG_BYTES,
+            names::REMOTE_DELETE_LAG_SEGMENTS,
+        ];
+        for (topic, values) in remote {
+            for (name, value) in series.into_iter().zip(values) {
+                set(
+                    name,
+                    vec![Label::new("topic", topic.to_string())],
+                    value as f64,
+                );
+            }
         }
     }
     set(names::PARTITION_COUNT, Vec::new(), partitions.len() as f64);

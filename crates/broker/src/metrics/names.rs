@@ -25,6 +25,9 @@ pub const REMOTE_FETCH_ERRORS: &str = "kafka_server_brokertopicmetrics_remotefet
 pub const REMOTE_LOG_SIZE: &str = "kafka_server_brokertopicmetrics_remotelogsizebytes";
 pub const REMOTE_COPY_LAG_BYTES: &str = "kafka_server_brokertopicmetrics_remotecopylagbytes";
 pub const REMOTE_COPY_LAG_SEGMENTS: &str = "kafka_server_brokertopicmetrics_remotecopylagsegments";
+pub const REMOTE_DELETE_LAG_BYTES: &str = "kafka_server_brokertopicmetrics_remotedeletelagbytes";
+pub const REMOTE_DELETE_LAG_SEGMENTS: &str =
+    "kafka_server_brokertopicmetrics_remotedeletelagsegments";
 pub const REMOTE_LOG_METADATA_COUNT: &str =
     "kafka_server_brokertopicmetrics_remotelogmetadatacount";
 
@@ -91,6 +94,8 @@ const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (Kind::Gauge, REMOTE_LOG_SIZE, "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes: bytes the remote store holds of the partitions this broker leads"),
     (Kind::Gauge, REMOTE_COPY_LAG_BYTES, "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes: bytes of sealed segments not yet copied to the remote store, of the partitions this broker leads"),
     (Kind::Gauge, REMOTE_COPY_LAG_SEGMENTS, "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagSegments: sealed segments not yet copied to the remote store, of the partitions this broker leads"),
+    (Kind::Gauge, REMOTE_DELETE_LAG_BYTES, "kafka.server:type=BrokerTopicMetrics,name=RemoteDeleteLagBytes: bytes of remote copies past retention not yet deleted, of the partitions this broker leads"),
+    (Kind::Gauge, REMOTE_DELETE_LAG_SEGMENTS, "kafka.server:type=BrokerTopicMetrics,name=RemoteDeleteLagSegments: remote copies past retention not yet deleted, of the partitions this broker leads"),
     (Kind::Gauge, REMOTE_LOG_METADATA_COUNT, "kafka.server:type=BrokerTopicMetrics,name=RemoteLogMetadataCount: segment copies the remote store holds of the partitions this broker leads"),
     (Kind::Counter, REQUESTS, "kafka.network:type=RequestMetrics,name=RequestsPerSec: requests by API and version"),
     (Kind::Summary, TOTAL_TIME_MS, "kafka.network:type=RequestMetrics,name=TotalTimeMs: from the request read to its answer written"),

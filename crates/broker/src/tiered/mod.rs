@@ -246,33 +246,7 @@ impl TieredStorage {
         remote: &RemoteLog,
         config: &strand_log::LogConfig,
     ) -> StoreResult<()> {
-        let remote_end = remote.end_offset().unwrap_or(-1);
-        let local_only: u64 = partition
-            .log()
-            .segment_summaries()
-            .iter()
-            .filter(|(base, _)| *base > remote_end)
-            .map(|(_, size)| size)
-            .sum();
-        // Retention by time and size needs cleanup.policy=delete; DeleteRecords does not.
-        let (retention_ms, retention_bytes) = if config.cleanup_delete {
-            (config.retention_ms, config.retention_bytes)
-        } else {
-            (None, None)
-        };
-        let deleted_below = remote.deleted_below();
-        let expired = remote
-            .with(|s| {
-                let mut expired = s.expired(now_ms(), retention_ms, retention_bytes, local_only);
-                // And the copies DeleteRecords put wholly below the log start.
-                for copy in s.iter().filter(|c| c.end_offset < deleted_below) {
-                    if !expired.iter().any(|e| e.id == copy.id) {
-                        expired.push(copy.clone());
-                    }
-                }
-                expired
-            })
-            .unwrap_or_default();
+        let expired = expired_copies(partition, remote, config);
         let Some(last) = expired.iter().map(|s| s.end_offset).max() else {
             return Ok(());
         };
@@ -482,6 +456,43 @@ fn note_remote_end(partition: &Partition, remote: &RemoteLog) {
     partition
         .log()
         .set_remote_end(remote.end_offset().map(|end| end + 1));
+}
+
+/// The copies remote retention deletes now: older than retention.ms, or the oldest while
+/// the partition (remote plus local bytes not copied) is over retention.bytes, and those
+/// DeleteRecords put wholly below the log start. What a pass deletes, and what the
+/// RemoteDeleteLag metrics count until it has.
+pub fn expired_copies(
+    partition: &Partition,
+    remote: &RemoteLog,
+    config: &strand_log::LogConfig,
+) -> Vec<Arc<remote_segments::RemoteSegment>> {
+    let remote_end = remote.end_offset().unwrap_or(-1);
+    let local_only: u64 = partition
+        .log()
+        .segment_summaries()
+        .iter()
+        .filter(|(base, _)| *base > remote_end)
+        .map(|(_, size)| size)
+        .sum();
+    // Retention by time and size needs cleanup.policy=delete; DeleteRecords does not.
+    let (retention_ms, retention_bytes) = if config.cleanup_delete {
+        (config.retention_ms, config.retention_bytes)
+    } else {
+        (None, None)
+    };
+    let deleted_below = remote.deleted_below();
+    remote
+        .with(|s| {
+            let mut expired = s.expired(now_ms(), retention_ms, retention_bytes, local_only);
+            for copy in s.iter().filter(|c| c.end_offset < deleted_below) {
+                if !expired.iter().any(|e| e.id == copy.id) {
+                    expired.push(copy.clone());
+                }
+            }
+            expired
+        })
+        .unwrap_or_default()
 }
 
 fn now_ms() -> i64 {

@@ -550,9 +550,16 @@ impl Partition {
             self.advance_high_watermark();
         }
         if change != RoleChange::Unchanged {
-            // Parked fetches and acks=all waiters re-check leadership.
+            // Parked fetches and acks=all waiters re-check leadership. The published high
+            // watermark catches up with the log's: as a follower it moved with the
+            // leader's without being published, and a new leader whose followers are
+            // already level never advances it, so an idempotent retry of a batch below
+            // it (answered as a duplicate, nothing appended) waited on the value from
+            // when this replica last led, timed out, and was retried forever (found by
+            // the simulator's idempotent producers).
             self.wake_parked_fetches();
-            self.high_watermark.send_modify(|_| {});
+            let high_watermark = self.log().high_watermark();
+            self.high_watermark.send_replace(high_watermark);
         }
         change
     }
@@ -1324,6 +1331,27 @@ mod tests {
         assert!(partition
             .append_transactional(txn(1, 0), 1, (9, 1, Some(last)))
             .is_ok());
+    }
+
+    /// The simulator found a new leader's acks=all waiting on the high watermark it had
+    /// when it last led: what it learned as a follower was never published.
+    #[test]
+    fn a_new_leader_publishes_the_high_watermark_it_learned_as_a_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2]);
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2]));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
+        strand_records::refresh_crc(&mut leader_batch);
+        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        assert_eq!(partition.log().high_watermark(), 3);
+        // Leader again, its follower as far as it is: nothing new to advance by.
+        partition.apply_assignment(assignment(ME, 2, 2, &[1, 2]));
+        assert_eq!(
+            partition.high_watermark(),
+            3,
+            "acks=all for the batches below 3 (a duplicate's) is met"
+        );
     }
 
     #[test]

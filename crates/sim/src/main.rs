@@ -3,10 +3,12 @@
 //! invariants; the seed decides every choice, so a run prints the same trace hash every
 //! time and a failing seed replays exactly (`--seed X`).
 //!
-//! First slice of issue #18: one partition on three nodes running the real `Partition`
-//! and `Log`, the controller's real decisions, messages between them simulated. Not yet
-//! under it: Raft, the fetcher's and request handlers' async code, coordinators, clients
-//! (see docs/FAULTS.md, "Deterministic simulation").
+//! Issue #18 so far: one partition on three nodes running the real `Partition` and `Log`,
+//! the controller's real decisions, idempotent and transactional producers and
+//! read_committed and read_uncommitted consumers as clients, messages between them all
+//! simulated. Not yet under it: Raft, the fetcher's and request handlers' async code,
+//! the coordinators (the transaction coordinator is modelled), consumer groups (see
+//! docs/FAULTS.md, "Deterministic simulation").
 
 mod controller;
 mod disk;
@@ -42,6 +44,10 @@ enum Bug {
     /// Followers act on duplicated and late answers too (not a bug in Strand: a harder
     /// network for the truncation code).
     StaleAnswers,
+    /// Producers retry batches without idempotence (no producer id or sequence).
+    RetriesWithoutIdempotence,
+    /// read_committed fetches lose their aborted transactions.
+    AbortedListDropped,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +66,8 @@ fn main() -> ExitCode {
         let bugs = world::Bugs {
             follower_skips_sync: matches!(args.bug, Some(Bug::FollowerSkipsSync)),
             stale_answers: matches!(args.bug, Some(Bug::StaleAnswers)),
+            retries_without_idempotence: matches!(args.bug, Some(Bug::RetriesWithoutIdempotence)),
+            aborted_list_dropped: matches!(args.bug, Some(Bug::AbortedListDropped)),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs);
         ran += 1;
@@ -67,10 +75,15 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
+                    outcome.client_acked,
+                    outcome.client_requests,
+                    outcome.duplicates,
+                    outcome.txns_committed,
+                    outcome.txns_aborted,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,

@@ -1,7 +1,8 @@
 //! One partition replicated on three nodes, every choice drawn from one seed: which node
 //! produces, fetches or delivers next, message delay, loss, duplication and reordering,
 //! links cut, crashes (kill -9, and power cuts that lose unsynced data), failing disks,
-//! wall-clock jumps, restarts and the passing of time. The nodes run Strand's own `Partition` and `Log` (appends, the
+//! wall-clock jumps, restarts and the passing of time. Idempotent and transactional
+//! producers and two consumers are its clients (clients.rs). The nodes run Strand's own `Partition` and `Log` (appends, the
 //! high watermark, ISR expansion and shrinking by lag, follower appends, truncation by
 //! leader epoch, recovery on open) and the controller's own decisions (controller.rs:
 //! `decide` on a metadata image, Raft not yet simulated).
@@ -25,6 +26,9 @@ use strand_records::{BatchBuilder, BatchHeader, Record, BATCH_HEADER_BYTES};
 
 use crate::disk::Disk;
 
+mod clients;
+use clients::{Producer, Txn, Waiting};
+
 const NODES: [i32; 3] = [1, 2, 3];
 const MIN_ISR: i32 = 2;
 /// Virtual time starts here (ms since the epoch); record timestamps are this plus the
@@ -36,6 +40,8 @@ const FETCH_MAX_BYTES: u64 = 64 * 1024;
 /// A follower's request unanswered this long is given up (lost, or ignored by a node
 /// that no longer leads), as the fetcher's deadline does.
 const REQUEST_TIMEOUT_MS: i64 = 500;
+/// Producers' network ids start here (nodes are 1-3).
+const CLIENT_BASE: i32 = 100;
 
 /// Bugs the simulator can put back, to show it finds them (tests).
 #[derive(Debug, Default, Clone, Copy)]
@@ -47,6 +53,13 @@ pub struct Bugs {
     /// (duplicated and late answers reach the truncation code: how the simulator found
     /// the truncation to offset -1).
     pub stale_answers: bool,
+    /// The idempotent producers send their batches without a producer id and sequence
+    /// (a producer retrying without idempotence): the log cannot recognise a retry, so
+    /// records appear twice.
+    pub retries_without_idempotence: bool,
+    /// read_committed reads come without their aborted transactions (as a fetch
+    /// handler that dropped them): consumers see aborted records.
+    pub aborted_list_dropped: bool,
 }
 
 /// What a run found.
@@ -62,6 +75,14 @@ pub struct Outcome {
     pub disk_failures: u64,
     pub corrupt_reads: u64,
     pub full_disks: u64,
+    /// Produce and marker requests the simulated clients sent (retries included).
+    pub client_requests: u64,
+    /// Records the idempotent and transactional producers had acknowledged.
+    pub client_acked: usize,
+    /// Retried batches the leader recognised (answered with their first offsets).
+    pub duplicates: u64,
+    pub txns_committed: u64,
+    pub txns_aborted: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -93,6 +114,21 @@ enum Message {
         records: Vec<u8>,
         high_watermark: i64,
         diverging: Option<(i32, i64)>,
+    },
+    /// Producer -> leader, acks=all.
+    Produce {
+        batch: Vec<u8>,
+        transactional: bool,
+    },
+    /// The transaction coordinator -> leader: WriteTxnMarkers.
+    Marker {
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    },
+    /// Leader -> producer: the batch's first offset, or an error code.
+    Answer {
+        result: Result<i64, i16>,
     },
 }
 
@@ -154,6 +190,15 @@ pub struct World {
     /// offset -> record id, read by a consumer below the high watermark
     consumed: BTreeMap<i64, i64>,
     consumer_offset: i64,
+    producers: Vec<Producer>,
+    /// Every transaction, and which one each transactional record id was sent in.
+    txns: Vec<Txn>,
+    txn_of: BTreeMap<i64, usize>,
+    /// Leaders' answers held for acks=all.
+    waiting: Vec<Waiting>,
+    /// offset -> record id, read by a read_committed consumer below the last stable offset
+    consumed_committed: BTreeMap<i64, i64>,
+    committed_offset: i64,
     outcome: Outcome,
     bugs: Bugs,
     /// STRAND_SIM_TRACE set: every traced event printed as it happens (to replay a seed).
@@ -179,10 +224,11 @@ fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
 }
 
-/// Offsets and record ids of every batch in `bytes` (whole batches only).
-/// (offset, record id, the batch's leader epoch) of every record in `bytes`.
-fn record_ids(bytes: &[u8]) -> Vec<(i64, i64, i32)> {
+/// (offset, record id, the batch's leader epoch) of every data record in `bytes` (whole
+/// batches only; control batches hold none), and the offset after the last batch.
+fn record_ids(bytes: &[u8]) -> (Vec<(i64, i64, i32)>, Option<i64>) {
     let mut out = Vec::new();
+    let mut next = None;
     let mut rest = bytes;
     while rest.len() >= BATCH_HEADER_BYTES {
         let Ok(header) = BatchHeader::parse(rest) else {
@@ -192,6 +238,11 @@ fn record_ids(bytes: &[u8]) -> Vec<(i64, i64, i32)> {
         if total > rest.len() || total < BATCH_HEADER_BYTES {
             break;
         }
+        next = Some(header.next_offset());
+        rest = &rest[total..];
+        if header.attributes.is_control() {
+            continue;
+        }
         for delta in 0..header.records_count.max(0) as i64 {
             out.push((
                 header.base_offset + delta,
@@ -199,9 +250,8 @@ fn record_ids(bytes: &[u8]) -> Vec<(i64, i64, i32)> {
                 header.partition_leader_epoch,
             ));
         }
-        rest = &rest[total..];
     }
-    out
+    (out, next)
 }
 
 impl World {
@@ -254,6 +304,12 @@ impl World {
             acked: BTreeMap::new(),
             consumed: BTreeMap::new(),
             consumer_offset: 0,
+            producers: clients::producers(),
+            txns: Vec::new(),
+            txn_of: BTreeMap::new(),
+            waiting: Vec::new(),
+            consumed_committed: BTreeMap::new(),
+            committed_offset: 0,
             outcome: Outcome::default(),
             bugs,
             verbose: std::env::var_os("STRAND_SIM_TRACE").is_some(),
@@ -399,8 +455,8 @@ impl World {
             // Up to the log end: a bound inside a batch would leave that batch out.
             let read = log.read(offset, FETCH_MAX_BYTES, log.log_end_offset(), true)?;
             let Some(slice) = read.slice else { break };
-            let ids = record_ids(&slice.read_to_vec()?);
-            let Some(&(last, _, _)) = ids.last() else {
+            let (ids, next) = record_ids(&slice.read_to_vec()?);
+            let Some(next) = next else {
                 break;
             };
             out.extend(
@@ -408,7 +464,7 @@ impl World {
                     .filter(|(o, _, _)| *o < end)
                     .map(|(o, id, epoch)| (o, (id, epoch))),
             );
-            offset = last + 1;
+            offset = next;
         }
         Ok(out)
     }
@@ -418,13 +474,17 @@ impl World {
     fn check_new_leader(&mut self) -> anyhow::Result<()> {
         let leader = self.controller.assignment().leader;
         // A leader that is down serves nothing; it is elected again once it restarts.
-        if leader <= 0 || self.consumed.is_empty() || self.partition(leader).is_none() {
+        if leader <= 0
+            || (self.consumed.is_empty() && self.consumed_committed.is_empty())
+            || self.partition(leader).is_none()
+        {
             return Ok(());
         }
-        let records = self.records_of(leader, self.consumer_offset)?;
+        let records = self.records_of(leader, self.consumer_offset.max(self.committed_offset))?;
         let missing = self
             .consumed
             .iter()
+            .chain(&self.consumed_committed)
             .find(|(o, id)| records.get(o).map(|r| r.0) != Some(**id))
             .map(|(o, id)| (*o, *id));
         if let Some((offset, id)) = missing {
@@ -565,6 +625,7 @@ impl World {
     /// acks=all: acknowledged once the leader that took them, still leading in that
     /// epoch, has its high watermark past them.
     fn acknowledge(&mut self) {
+        self.answer_waiting();
         let mut still = Vec::new();
         for (leader, epoch, first, last, first_id) in std::mem::take(&mut self.pending) {
             let Some(partition) = self.partition(leader) else {
@@ -628,6 +689,10 @@ impl World {
     }
 
     fn deliver(&mut self, flight: InFlight) -> anyhow::Result<()> {
+        if let Message::Answer { result } = flight.message {
+            self.client_answer(flight.to, flight.correlation, result);
+            return Ok(());
+        }
         let InFlight {
             from,
             to,
@@ -763,6 +828,10 @@ impl World {
                     }
                 }
             }
+            message @ (Message::Produce { .. } | Message::Marker { .. }) => {
+                self.handle_produce(&partition, from, to, correlation, message)
+            }
+            Message::Answer { .. } => {} // a client's, handled above
         }
         Ok(())
     }
@@ -825,7 +894,8 @@ impl World {
         while let Ok(view) = strand_records::BatchView::parse(&bytes[valid..]) {
             valid += view.bytes.len();
         }
-        for (offset, id, _) in record_ids(&bytes[..valid]) {
+        let (records, next) = record_ids(&bytes[..valid]);
+        for (offset, id, _) in records {
             if offset < self.consumer_offset || offset >= high_watermark {
                 continue;
             }
@@ -837,6 +907,10 @@ impl World {
                 }
             }
             self.consumer_offset = offset + 1;
+        }
+        // Past control batches too (a transaction's markers hold no records).
+        if let Some(next) = next.filter(|&n| n <= high_watermark) {
+            self.consumer_offset = self.consumer_offset.max(next);
         }
         Ok(())
     }
@@ -916,7 +990,11 @@ impl World {
             .count();
         let roll = self.rng.gen_range(0..1000);
         match roll {
-            0..=199 => self.produce(),
+            0..=99 => self.produce(),
+            100..=199 => {
+                let index = self.rng.gen_range(0..self.producers.len());
+                self.client_step(index, true);
+            }
             200..=399 => {
                 let index = self.rng.gen_range(0..NODES.len());
                 self.follower_request(index);
@@ -933,7 +1011,8 @@ impl World {
                     self.deliver(flight)?;
                 }
             }
-            700..=779 => self.consume()?,
+            700..=739 => self.consume()?,
+            740..=779 => self.consume_committed()?,
             780..=781 => self.jump_clock(),
             782..=879 => {
                 let delta = self.rng.gen_range(1..50);
@@ -1039,8 +1118,12 @@ impl World {
             for flight in due {
                 self.deliver(flight)?;
             }
+            for index in 0..self.producers.len() {
+                self.client_step(index, false);
+            }
             self.acknowledge();
             self.consume()?;
+            self.consume_committed()?;
             let a = self.controller.assignment();
             if a.leader > 0 && a.isr.len() == NODES.len() {
                 let ends: Vec<i64> = NODES
@@ -1049,13 +1132,19 @@ impl World {
                     .collect();
                 // The log's high watermark: the partition's published one (what acks=all
                 // waits on) moves only when a leader advances it.
-                let leader = self
+                let (leader, stable) = self
                     .partition(a.leader)
-                    .map(|p| p.log().high_watermark())
-                    .unwrap_or(-1);
+                    .map(|p| {
+                        let log = p.log();
+                        (log.high_watermark(), log.last_stable_offset())
+                    })
+                    .unwrap_or((-1, -1));
                 if ends.len() == NODES.len()
                     && ends.iter().all(|&e| e == leader)
                     && self.consumer_offset >= leader
+                    && self.clients_idle()
+                    && stable == leader
+                    && self.committed_offset >= leader
                 {
                     settled = true;
                     break;
@@ -1069,9 +1158,10 @@ impl World {
                     Some(p) => {
                         let log = p.log();
                         format!(
-                            "node {id}: end {} hw {} epochs {:?}",
+                            "node {id}: end {} hw {} lso {} epochs {:?}",
                             log.log_end_offset(),
                             log.high_watermark(),
+                            log.last_stable_offset(),
                             log.leader_epochs().latest()
                         )
                     }
@@ -1087,9 +1177,10 @@ impl World {
                 .filter(|b| b.fenced)
                 .map(|b| b.id)
                 .collect();
+            let busy: Vec<String> = self.clients_busy();
             self.violation(format!(
-                "no progress after the faults stopped (liveness): leader {} epoch {} isr {:?} fenced {:?}; consumer at {}; {}",
-                a.leader, a.leader_epoch, a.isr, fenced, self.consumer_offset, state.join("; ")
+                "no progress after the faults stopped (liveness): leader {} epoch {} isr {:?} fenced {:?}; consumers at {} and (read_committed) {}; {}; producers busy: {busy:?}",
+                a.leader, a.leader_epoch, a.isr, fenced, self.consumer_offset, self.committed_offset, state.join("; ")
             ));
         }
         self.check_final()?;
@@ -1129,7 +1220,26 @@ impl World {
             }
         }
         let mut found = Vec::new();
-        for (what, expected) in [("acknowledged", &self.acked), ("consumed", &self.consumed)] {
+        // Idempotence: no record twice (a retried batch the leader did not recognise).
+        let mut first_at = BTreeMap::new();
+        let twice = reference
+            .iter()
+            .find_map(|(offset, (id, _))| first_at.insert(*id, *offset).map(|f| (*id, f, *offset)));
+        if let Some((id, first, again)) = twice {
+            found.push(format!(
+                "record {id} is in the log twice, at offsets {first} and {again}"
+            ));
+        }
+        let offsets = reference
+            .iter()
+            .map(|(offset, (id, _))| (*id, *offset))
+            .collect();
+        found.extend(self.check_transactions(&partition, &offsets)?);
+        for (what, expected) in [
+            ("acknowledged", &self.acked),
+            ("consumed", &self.consumed),
+            ("consumed (read_committed)", &self.consumed_committed),
+        ] {
             let mut missing = expected
                 .iter()
                 .filter(|(offset, id)| reference.get(offset).map(|r| r.0) != Some(**id));
@@ -1199,16 +1309,51 @@ mod tests {
             follower_skips_sync: true,
             ..Bugs::default()
         };
-        let caught = seeds.clone().any(|seed| {
-            !run(seed, 20_000, &disk, bugs)
-                .unwrap()
-                .violations
-                .is_empty()
-        });
+        // Some seed finds the bug put back, by the violation named.
+        let caught = |bugs: Bugs, named: &str| {
+            seeds.clone().any(|seed| {
+                run(seed, 20_000, &disk, bugs)
+                    .unwrap()
+                    .violations
+                    .iter()
+                    .any(|v| v.contains(named))
+            })
+        };
         assert!(
-            caught,
+            caught(bugs, ""),
             "no seed caught a follower acknowledging unsynced records"
         );
+        // Producers retrying without idempotence: records twice in the log.
+        let bugs = Bugs {
+            retries_without_idempotence: true,
+            ..Bugs::default()
+        };
+        assert!(
+            caught(bugs, "twice"),
+            "no seed caught a retried batch written twice"
+        );
+        // Fetches without their aborted transactions: aborted records read.
+        let bugs = Bugs {
+            aborted_list_dropped: true,
+            ..Bugs::default()
+        };
+        assert!(
+            caught(bugs, "aborted"),
+            "no seed caught a consumer reading an aborted transaction"
+        );
+    }
+
+    /// Found by the simulator's idempotent producers: a new leader whose followers were
+    /// level never published the high watermark it had learned as a follower, so a
+    /// retried batch already below it (a duplicate: nothing appended) waited on a stale
+    /// value, timed out and was retried forever (liveness). Fixed in
+    /// `Partition::apply_assignment`.
+    #[test]
+    fn a_retry_answered_as_a_duplicate_after_a_failover_completes() {
+        let _one_at_a_time = serial();
+        let outcome = run(2491660390, 20_000, &Disk::default(), Bugs::default()).unwrap();
+        assert!(outcome.duplicates > 0, "the seed retries batches");
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     }
 
     /// The disk's sync hook is process-wide: one world at a time.

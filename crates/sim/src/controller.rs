@@ -14,6 +14,10 @@ use strand_metadata::{
 use uuid::Uuid;
 
 pub const TOPIC: &str = "sim";
+/// The group coordinator's partition (one, replicated like the data).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The simulated partitions, by index: the data, then the offsets.
+pub const TOPICS: [&str; 2] = [TOPIC, OFFSETS_TOPIC];
 const TOPIC_ID: u128 = 0x5157_0000_0000_0000_0000_0000_0000_0001;
 
 pub struct Controller {
@@ -39,16 +43,27 @@ impl Controller {
             let incarnation = controller.incarnation(id).expect("just registered");
             controller.command(ControllerCommand::UnfenceBroker { id, incarnation });
         }
-        let reply = controller.command(ControllerCommand::CreateTopics {
-            topics: vec![NewTopic {
-                name: TOPIC.to_string(),
-                id: Uuid::from_u128(TOPIC_ID),
-                partitions: 1,
-                replication_factor: nodes.len() as i16,
-                assignments: vec![nodes.to_vec()],
-                configs: BTreeMap::from([("min.insync.replicas".to_string(), min_isr.to_string())]),
-            }],
-        });
+        // Each topic's preferred leader another node.
+        let topics = TOPICS
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                let mut replicas = nodes.to_vec();
+                replicas.rotate_left(index % nodes.len());
+                NewTopic {
+                    name: name.to_string(),
+                    id: Uuid::from_u128(TOPIC_ID + index as u128),
+                    partitions: 1,
+                    replication_factor: nodes.len() as i16,
+                    assignments: vec![replicas],
+                    configs: BTreeMap::from([(
+                        "min.insync.replicas".to_string(),
+                        min_isr.to_string(),
+                    )]),
+                }
+            })
+            .collect();
+        let reply = controller.command(ControllerCommand::CreateTopics { topics });
         assert!(
             matches!(&reply, ControllerReply::Results(r) if r.iter().all(|r| r.is_ok())),
             "creating the simulated topic: {reply:?}"
@@ -111,13 +126,19 @@ impl Controller {
         }
     }
 
-    pub fn state(&self) -> &PartitionState {
+    /// Partition `index` of `TOPICS`.
+    pub fn state(&self, index: usize) -> &PartitionState {
         self.image
-            .partition(TOPIC, 0)
-            .expect("the simulated topic exists")
+            .partition(TOPICS[index], 0)
+            .expect("the simulated topics exist")
     }
 
-    pub fn assignment(&self) -> Assignment {
-        Assignment::from(self.state())
+    pub fn assignment(&self, index: usize) -> Assignment {
+        Assignment::from(self.state(index))
+    }
+
+    /// Every partition's, by index.
+    pub fn assignments(&self) -> Vec<Assignment> {
+        (0..TOPICS.len()).map(|p| self.assignment(p)).collect()
     }
 }

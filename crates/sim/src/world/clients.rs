@@ -19,7 +19,7 @@ use strand_records::{BatchBuilder, BatchView, EndTxnMarker, Record, TxnResult};
 
 use strand_broker::partition::Partition;
 
-use super::{CorruptWhere, Message, World, CLIENT_BASE, EPOCH_MS, FETCH_MAX_BYTES};
+use super::{CorruptWhere, Message, World, CLIENT_BASE, DATA, EPOCH_MS, FETCH_MAX_BYTES};
 
 /// A client gives up on an answer after this long and sends the request again (the
 /// producer's request.timeout.ms, shortened to the simulation's pace).
@@ -264,7 +264,7 @@ impl World {
     /// Sends the producer's outstanding request to the leader it knows of (none: it
     /// waits for the next turn).
     fn client_send(&mut self, index: usize) {
-        let leader = self.controller.assignment().leader;
+        let leader = self.controller.assignment(DATA).leader;
         if leader <= 0 {
             return;
         }
@@ -309,7 +309,7 @@ impl World {
             },
         };
         self.outcome.client_requests += 1;
-        self.send(client, leader, correlation, message);
+        self.send(client, leader, correlation, DATA, message);
     }
 
     /// A leader handles a producer's request: the produce handler's steps on the real
@@ -420,7 +420,7 @@ impl World {
     }
 
     fn answer(&mut self, from: i32, to: i32, correlation: u64, result: Result<i64, i16>) {
-        self.send(from, to, correlation, Message::Answer { result });
+        self.send(from, to, correlation, DATA, Message::Answer { result });
     }
 
     /// acks=all for held answers: sent once the high watermark passes the batch in the

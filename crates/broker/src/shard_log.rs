@@ -14,7 +14,7 @@ use strand_records::{
 };
 
 use crate::error_code;
-use crate::partition::{Partition, Refusal};
+use crate::partition::{Durable, Partition, Refusal};
 
 pub struct PartitionShardLog {
     pub partition: Arc<Partition>,
@@ -43,55 +43,67 @@ fn records_batch(
     builder.build()
 }
 
+/// Appends a shard's write to its partition as leader, only in `leader_epoch` (the epoch
+/// the shard was loaded for: a stale shard must not write), at `now` (ms): the batch's
+/// offsets and what to wait on for its durability. Committing it (durable, on every
+/// in-sync replica) is the caller's. (Public for the simulator, which writes a shard's
+/// records as the broker does.)
+pub fn append_write(
+    partition: &Partition,
+    leader_epoch: i32,
+    write: Write,
+    now: i64,
+) -> Result<(strand_log::AppendInfo, Option<Durable>), Refusal> {
+    match write {
+        Write::Records(records) => partition.append_unsynced_in_epoch(
+            records_batch(BatchBuilder::new(0, now), records, now),
+            -1,
+            leader_epoch,
+        ),
+        Write::Transactional {
+            producer_id,
+            producer_epoch,
+            records,
+        } => partition.append_for_coordinator_in_epoch(
+            records_batch(
+                BatchBuilder::new(0, now)
+                    .producer(producer_id, producer_epoch, -1)
+                    .transactional(),
+                records,
+                now,
+            ),
+            leader_epoch,
+        ),
+        Write::Marker {
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+        } => partition.append_marker_in(
+            producer_id,
+            producer_epoch,
+            EndTxnMarker {
+                result: if commit {
+                    TxnResult::Commit
+                } else {
+                    TxnResult::Abort
+                },
+                coordinator_epoch,
+            },
+            Some(leader_epoch),
+        ),
+    }
+}
+
 impl ShardLog for PartitionShardLog {
     fn append(&self, write: Write) -> Result<Commit, i16> {
-        let now = now_ms();
         let tp = &self.partition.tp;
         let refused = |refusal: Refusal| {
             tracing::error!(code = refusal.code, message = ?refusal.message, partition = %tp, "a coordinator write was refused");
             refusal.code
         };
-        // Only in the epoch this shard was loaded for: a stale shard must not write.
-        let (info, durable) = match write {
-            Write::Records(records) => self.partition.append_unsynced_in_epoch(
-                records_batch(BatchBuilder::new(0, now), records, now),
-                -1,
-                self.leader_epoch,
-            ),
-            Write::Transactional {
-                producer_id,
-                producer_epoch,
-                records,
-            } => self.partition.append_for_coordinator_in_epoch(
-                records_batch(
-                    BatchBuilder::new(0, now)
-                        .producer(producer_id, producer_epoch, -1)
-                        .transactional(),
-                    records,
-                    now,
-                ),
-                self.leader_epoch,
-            ),
-            Write::Marker {
-                producer_id,
-                producer_epoch,
-                commit,
-                coordinator_epoch,
-            } => self.partition.append_marker_in(
-                producer_id,
-                producer_epoch,
-                EndTxnMarker {
-                    result: if commit {
-                        TxnResult::Commit
-                    } else {
-                        TxnResult::Abort
-                    },
-                    coordinator_epoch,
-                },
-                Some(self.leader_epoch),
-            ),
-        }
-        .map_err(refused)?;
+        let (info, durable) =
+            append_write(&self.partition, self.leader_epoch, write, now_ms()).map_err(refused)?;
         let partition = self.partition.clone();
         let epoch = self.leader_epoch;
         let timeout = self.timeout;

@@ -20,6 +20,11 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const TOPICS: [&str; 2] = [TOPIC, OFFSETS_TOPIC];
 const TOPIC_ID: u128 = 0x5157_0000_0000_0000_0000_0000_0000_0001;
 
+/// The id of topic `index` of `TOPICS`.
+pub fn topic_id(index: usize) -> Uuid {
+    Uuid::from_u128(TOPIC_ID + index as u128)
+}
+
 pub struct Controller {
     pub image: MetadataImage,
     /// The virtual time of each broker's last heartbeat.
@@ -52,7 +57,7 @@ impl Controller {
                 replicas.rotate_left(index % nodes.len());
                 NewTopic {
                     name: name.to_string(),
-                    id: Uuid::from_u128(TOPIC_ID + index as u128),
+                    id: topic_id(index),
                     partitions: 1,
                     replication_factor: nodes.len() as i16,
                     assignments: vec![replicas],

@@ -124,6 +124,14 @@ impl Disk {
         }
     }
 
+    /// Whether a failure is planned that no fsync has hit yet.
+    pub fn failure_planned(&self) -> bool {
+        self.failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// The next fsync of a file under `dir` fails with EIO.
     pub fn fail_next_sync(&self, dir: &Path) {
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());

@@ -48,6 +48,8 @@ enum Bug {
     RetriesWithoutIdempotence,
     /// read_committed fetches lose their aborted transactions.
     AbortedListDropped,
+    /// The group coordinator acknowledges offset commits before they are replicated.
+    CommitsAnsweredWhenWritten,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,10 @@ fn main() -> ExitCode {
             stale_answers: matches!(args.bug, Some(Bug::StaleAnswers)),
             retries_without_idempotence: matches!(args.bug, Some(Bug::RetriesWithoutIdempotence)),
             aborted_list_dropped: matches!(args.bug, Some(Bug::AbortedListDropped)),
+            commits_answered_when_written: matches!(
+                args.bug,
+                Some(Bug::CommitsAnsweredWhenWritten)
+            ),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs);
         ran += 1;
@@ -75,7 +81,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} offset commits acknowledged and {} restarts from one, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -84,6 +90,8 @@ fn main() -> ExitCode {
                     outcome.duplicates,
                     outcome.txns_committed,
                     outcome.txns_aborted,
+                    outcome.commits_acked,
+                    outcome.offset_fetches,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,

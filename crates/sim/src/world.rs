@@ -27,7 +27,9 @@ use strand_records::{BatchBuilder, BatchHeader, Record, BATCH_HEADER_BYTES};
 use crate::disk::Disk;
 
 mod clients;
+mod group;
 use clients::{Producer, Txn, Waiting};
+use group::{CoordinatorWait, GroupClient, GROUP_CLIENT};
 
 const NODES: [i32; 3] = [1, 2, 3];
 /// The partitions every node replicates (indexes into `TOPICS`): the data clients
@@ -65,6 +67,9 @@ pub struct Bugs {
     /// read_committed reads come without their aborted transactions (as a fetch
     /// handler that dropped them): consumers see aborted records.
     pub aborted_list_dropped: bool,
+    /// The group coordinator answers an offset commit once written on its own log, not
+    /// once on every in-sync replica: a failover can lose an acknowledged commit.
+    pub commits_answered_when_written: bool,
 }
 
 /// What a run found.
@@ -88,6 +93,10 @@ pub struct Outcome {
     pub duplicates: u64,
     pub txns_committed: u64,
     pub txns_aborted: u64,
+    /// The group's offset commits acknowledged, and its restarts from the committed
+    /// offset.
+    pub commits_acked: u64,
+    pub offset_fetches: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -131,7 +140,13 @@ enum Message {
         epoch: i16,
         commit: bool,
     },
-    /// Leader -> producer: the batch's first offset, or an error code.
+    /// The group's consumer -> the coordinator (the offsets partition's leader).
+    OffsetCommit {
+        offset: i64,
+    },
+    OffsetFetch,
+    /// Leader -> producer: the batch's first offset, or an error code (to the group's
+    /// consumer: the offset committed or fetched).
     Answer {
         result: Result<i64, i16>,
     },
@@ -163,6 +178,9 @@ struct Node {
     /// Its disk failed (an fsync returned EIO): the log is offline, the controller told
     /// (ReplicaFailed); it takes part again after a restart.
     failed: bool,
+    /// The group coordinator's shard while it leads the offsets partition, with the
+    /// leader epoch it was loaded for.
+    coordinator: Option<(i32, strand_coordinator::group::shard::GroupShard)>,
 }
 
 pub struct World {
@@ -184,6 +202,9 @@ pub struct World {
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
     crashed: BTreeSet<i32>,
+    /// Nodes restarted after a crash (an unclean shutdown: out of every ISR and ELR) not
+    /// yet back in the ISR of every partition: still a fault in progress.
+    rejoining: BTreeSet<i32>,
     network: Vec<InFlight>,
     cut_links: BTreeSet<(i32, i32)>,
     next_id: i64,
@@ -206,6 +227,9 @@ pub struct World {
     /// offset -> record id, read by a read_committed consumer below the last stable offset
     consumed_committed: BTreeMap<i64, i64>,
     committed_offset: i64,
+    /// The read_committed consumer's group, and the coordinators' writes in flight.
+    group: GroupClient,
+    coordinator_waits: Vec<CoordinatorWait>,
     outcome: Outcome,
     bugs: Bugs,
     /// STRAND_SIM_TRACE set: every traced event printed as it happens (to replay a seed).
@@ -284,6 +308,7 @@ impl World {
                 needs_truncation: [false; PARTITIONS],
                 request_out: [None; PARTITIONS],
                 failed: false,
+                coordinator: None,
             })
             .collect();
         let mut world = World {
@@ -303,6 +328,7 @@ impl World {
             nodes,
             controller: Controller::new(&NODES, MIN_ISR),
             crashed: BTreeSet::new(),
+            rejoining: BTreeSet::new(),
             network: Vec::new(),
             cut_links: BTreeSet::new(),
             next_id: 0,
@@ -317,6 +343,8 @@ impl World {
             waiting: Vec::new(),
             consumed_committed: BTreeMap::new(),
             committed_offset: 0,
+            group: GroupClient::new(),
+            coordinator_waits: Vec::new(),
             outcome: Outcome::default(),
             bugs,
             verbose: std::env::var_os("STRAND_SIM_TRACE").is_some(),
@@ -390,6 +418,7 @@ impl World {
         node.needs_truncation = [true; PARTITIONS];
         node.request_out = [None; PARTITIONS];
         node.failed = false;
+        self.load_coordinators();
         Ok(())
     }
 
@@ -436,6 +465,9 @@ impl World {
 
     /// Publishes the controller's assignments to every running node.
     fn publish(&mut self) {
+        let assignments = self.controller.assignments();
+        self.rejoining
+            .retain(|id| assignments.iter().any(|a| !a.isr.contains(id)));
         for (index, assignment) in self.controller.assignments().into_iter().enumerate() {
             let ends: Vec<(i32, i64, i64)> = NODES
                 .iter()
@@ -463,6 +495,7 @@ impl World {
                 }
             }
         }
+        self.load_coordinators();
     }
 
     /// offset -> (record id, its batch's leader epoch) of `id`'s log below `end` (from
@@ -508,11 +541,14 @@ impl World {
         {
             return Ok(());
         }
-        let records = self.records_of(
-            leader,
-            DATA,
-            self.consumer_offset.max(self.committed_offset),
-        )?;
+        // Past every offset read (a consumer restarted from its committed offset may be
+        // behind what it read before).
+        let end = [&self.consumed, &self.consumed_committed]
+            .iter()
+            .filter_map(|read| read.keys().next_back())
+            .max()
+            .map_or(0, |last| last + 1);
+        let records = self.records_of(leader, DATA, end)?;
         let missing = self
             .consumed
             .iter()
@@ -603,6 +639,9 @@ impl World {
     fn registered_again(&mut self, id: i32) {
         let before = self.controller.assignments();
         let unclean = self.crashed.remove(&id);
+        if unclean {
+            self.rejoining.insert(id);
+        }
         self.controller.register(id, self.now_ms, unclean);
         self.after_controller_change(&before);
     }
@@ -667,6 +706,7 @@ impl World {
     /// epoch, has its high watermark past them.
     fn acknowledge(&mut self) {
         self.answer_waiting();
+        self.answer_coordinator_waits();
         let mut still = Vec::new();
         for (leader, epoch, first, last, first_id) in std::mem::take(&mut self.pending) {
             let Some(partition) = self.partition(leader) else {
@@ -729,7 +769,10 @@ impl World {
 
     fn deliver(&mut self, flight: InFlight) -> anyhow::Result<()> {
         if let Message::Answer { result } = flight.message {
-            self.client_answer(flight.to, flight.correlation, result);
+            match flight.to {
+                GROUP_CLIENT => self.group_answer(flight.correlation, result),
+                client => self.client_answer(client, flight.correlation, result),
+            }
             return Ok(());
         }
         let InFlight {
@@ -873,6 +916,9 @@ impl World {
             message @ (Message::Produce { .. } | Message::Marker { .. }) => {
                 self.handle_produce(&partition, from, to, correlation, message)
             }
+            message @ (Message::OffsetCommit { .. } | Message::OffsetFetch) => {
+                self.handle_group(&partition, to, correlation, message)
+            }
             Message::Answer { .. } => {} // a client's, handled above
         }
         Ok(())
@@ -1000,6 +1046,7 @@ impl World {
         if node.running.take().is_none() {
             return;
         }
+        node.coordinator = None;
         let dir = node.dir.clone();
         let lost = if power_cut {
             // Half the files lose all they had not synced; the others keep a torn prefix.
@@ -1028,11 +1075,14 @@ impl World {
     /// One step: the seed picks what happens next.
     pub fn step(&mut self) -> anyhow::Result<()> {
         self.outcome.steps += 1;
+        // A failing disk planned and not yet hit is a fault under way too (with the page
+        // cache an fsync may come much later, at a segment roll).
         let down = self
             .nodes
             .iter()
             .filter(|n| n.running.is_none() || n.failed)
-            .count();
+            .count()
+            + usize::from(self.disk.failure_planned());
         let roll = self.rng.gen_range(0..1000);
         match roll {
             0..=99 => self.produce(),
@@ -1057,8 +1107,9 @@ impl World {
                     self.deliver(flight)?;
                 }
             }
-            700..=739 => self.consume()?,
-            740..=779 => self.consume_committed()?,
+            700..=734 => self.consume()?,
+            735..=759 => self.consume_committed()?,
+            760..=779 => self.group_step(true),
             780..=781 => self.jump_clock(),
             782..=879 => {
                 let delta = self.rng.gen_range(1..50);
@@ -1101,12 +1152,17 @@ impl World {
             _ => {
                 // At most one node down at a time: with min.insync.replicas 2 of 3 that is
                 // what acks=all promises to survive. A power cut only where every
-                // acknowledged write was synced first (flush before ack).
+                // acknowledged write was synced first (flush before ack). A failing disk
+                // loses acknowledged writes on its node with the page cache (its restart
+                // is a power cut): not while a node back from a crash is still out of
+                // some ISR (out of the ELR too, as an unclean shutdown): that would be a
+                // second replica gone, beyond the promise (Kafka 4.4 then elects the last
+                // known leader uncleanly, as Strand does, and loses them).
                 if down == 0 {
                     let index = self.rng.gen_range(0..NODES.len());
                     let synced = self.durability == Durability::FlushBeforeAck;
                     let kind = self.rng.gen_range(0..100);
-                    if kind < 25 {
+                    if kind < 25 && (synced || self.rejoining.is_empty()) {
                         // A failing disk: the node's next fsync returns EIO.
                         let id = self.nodes[index].id;
                         self.trace(&("disk fails", id));
@@ -1170,6 +1226,7 @@ impl World {
             for index in 0..self.producers.len() {
                 self.client_step(index, false);
             }
+            self.group_step(false);
             self.acknowledge();
             self.consume()?;
             self.consume_committed()?;
@@ -1180,6 +1237,7 @@ impl World {
                     .map_or(-1, |p| p.log().last_stable_offset());
                 if self.consumer_offset >= data
                     && self.clients_idle()
+                    && self.group.idle()
                     && stable == data
                     && self.committed_offset >= data
                 {
@@ -1222,6 +1280,7 @@ impl World {
             ));
         }
         self.check_final()?;
+        self.check_group_final();
         self.outcome.acked = self.acked.len();
         self.outcome.trace_hash = self.hasher.finish();
         self.disk.uninstall();
@@ -1414,6 +1473,15 @@ mod tests {
         assert!(
             caught(bugs, "aborted"),
             "no seed caught a consumer reading an aborted transaction"
+        );
+        // The group coordinator acknowledging commits not yet replicated: lost ones.
+        let bugs = Bugs {
+            commits_answered_when_written: true,
+            ..Bugs::default()
+        };
+        assert!(
+            caught(bugs, "committed offset"),
+            "no seed caught an acknowledged offset commit lost"
         );
     }
 

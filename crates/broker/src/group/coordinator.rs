@@ -122,9 +122,10 @@ impl std::fmt::Debug for GroupCoordinator {
 }
 
 /// Replays a `__consumer_offsets` partition into a fresh shard state: plain records,
-/// transactional offsets (pending until their producer's marker) and markers.
-fn load(partition: &Partition, mut state: GroupShard) -> GroupShard {
-    let now = now_ms();
+/// transactional offsets (pending until their producer's marker) and markers; `now` (ms)
+/// starts the members' sessions. (Public for the simulator, which loads shards as the
+/// broker does.)
+pub fn load(partition: &Partition, mut state: GroupShard, now: i64) -> GroupShard {
     let result = shard_log::replay(partition, |replayed| match replayed {
         Replayed::Record { header, key, value } => {
             if header.attributes.is_transactional() {
@@ -207,7 +208,7 @@ impl GroupCoordinator {
             timeout: OFFSETS_COMMIT_TIMEOUT,
         });
         let loaded = partition.clone();
-        let shard = Arc::new(Shard::start(move || load(&loaded, state), log));
+        let shard = Arc::new(Shard::start(move || load(&loaded, state, now_ms()), log));
         slots.insert(
             index,
             ShardSlot {

@@ -1,0 +1,386 @@
+//! The group coordinator under the simulation: the leader of the `__consumer_offsets`
+//! partition runs Strand's real `GroupShard`, loaded by the broker's own `load` (a replay
+//! of its replica) whenever it becomes leader, its writes appended by the broker's own
+//! `shard_log::append_write` and answered once on every in-sync replica, as the
+//! coordinator runtime answers them. The read_committed consumer belongs to a group: it
+//! commits its position (OffsetCommit outside group management, generation -1) and now
+//! and then restarts from its committed offset (OffsetFetch), each over the simulated
+//! network to the node the controller names leader of the offsets partition.
+//!
+//! Invariants: an offset fetched is never below the last commit acknowledged (no
+//! acknowledged commit lost across coordinator failovers), never one that was not sent
+//! (no phantom), and never below one fetched before (a commit once visible stays).
+
+use std::sync::Arc;
+
+use rand::Rng;
+use strand_broker::error_code;
+use strand_broker::partition::Partition;
+use strand_coordinator::group::classic::GroupLimits;
+use strand_coordinator::group::consumer::{ConsumerGroupLimits, TopicView};
+use strand_coordinator::group::records::CommittedOffset;
+use strand_coordinator::group::shard::{Answerer, GroupSettings, GroupShard};
+use strand_coordinator::runtime::Write;
+use strand_log::Clock;
+
+use super::{Message, World, CLIENT_BASE, DATA, OFFSETS};
+use crate::controller::TOPIC;
+
+/// The consumer's network id, and its group.
+pub(super) const GROUP_CLIENT: i32 = CLIENT_BASE + 50;
+const GROUP: &str = "sim-group";
+/// OffsetCommit's version (generation -1 outside group management is let through).
+const COMMIT_VERSION: i16 = 9;
+/// A request unanswered this long is sent again (to the coordinator known then).
+const GROUP_TIMEOUT_MS: i64 = 1_000;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum GroupRequest {
+    Commit(i64),
+    Fetch,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct GroupClient {
+    /// The request in flight: when it last went out and its number (None: to send).
+    outstanding: Option<(GroupRequest, Option<(i64, u64)>)>,
+    /// The highest commit acknowledged, the highest sent, the highest fetched.
+    acked: i64,
+    sent_max: i64,
+    fetched_max: i64,
+}
+
+impl GroupClient {
+    pub(super) fn new() -> GroupClient {
+        GroupClient {
+            outstanding: None,
+            acked: -1,
+            sent_max: -1,
+            fetched_max: -1,
+        }
+    }
+
+    pub(super) fn idle(&self) -> bool {
+        self.outstanding.is_none()
+    }
+}
+
+/// A coordinator write held until it is on every in-sync replica.
+pub(super) struct CoordinatorWait {
+    node: i32,
+    leader_epoch: i32,
+    end: i64,
+    answerer: Answerer<Vec<i16>>,
+    correlation: u64,
+    offset: i64,
+}
+
+/// The one topic the simulated group consumes.
+struct SimTopics;
+
+impl TopicView for SimTopics {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        (topic == TOPIC).then_some(1)
+    }
+    fn names(&self) -> Vec<String> {
+        vec![TOPIC.to_string()]
+    }
+    fn id(&self, topic: &str) -> Option<uuid::Uuid> {
+        (topic == TOPIC).then(|| crate::controller::topic_id(DATA))
+    }
+    fn name_of(&self, id: uuid::Uuid) -> Option<String> {
+        (id == crate::controller::topic_id(DATA)).then(|| TOPIC.to_string())
+    }
+}
+
+/// The group's committed offset in `shard` (OffsetFetch's answer).
+fn committed_of(shard: &GroupShard) -> Option<i64> {
+    shard
+        .fetch_offsets(GROUP, Some(vec![(TOPIC.to_string(), 0)]))
+        .first()
+        .and_then(|(_, _, o)| o.as_ref().map(|o| o.offset))
+}
+
+fn fresh_shard() -> GroupShard {
+    let settings = GroupSettings {
+        classic: GroupLimits::default(),
+        consumer: ConsumerGroupLimits::default(),
+        share: Default::default(),
+        streams: Default::default(),
+        offsets_retention_ms: 7 * 24 * 3_600_000,
+    };
+    GroupShard::new(settings, Arc::new(SimTopics))
+}
+
+impl World {
+    /// Every node leading the offsets partition has a shard loaded for its leader epoch
+    /// (a fresh replay of its replica when the epoch is new); the others have none.
+    pub(super) fn load_coordinators(&mut self) {
+        for index in 0..self.nodes.len() {
+            let id = self.nodes[index].id;
+            let epoch = self
+                .replica(id, OFFSETS)
+                .and_then(|p| p.leader_epoch_if_leader());
+            let loaded = self.nodes[index].coordinator.as_ref().map(|(e, _)| *e);
+            if epoch == loaded {
+                continue;
+            }
+            self.nodes[index].coordinator = match (epoch, self.replica(id, OFFSETS)) {
+                (Some(epoch), Some(replica)) => {
+                    let now = self.clocks[index].now_ms();
+                    let shard =
+                        strand_broker::group::coordinator::load(&replica, fresh_shard(), now);
+                    let committed = committed_of(&shard);
+                    self.trace(&("coordinator loaded", id, epoch, committed));
+                    Some((epoch, shard))
+                }
+                _ => None,
+            };
+        }
+    }
+
+    /// The consumer's turn with its group: a request overdue is sent again; otherwise,
+    /// if `new_work`, it commits its position (if it moved past the last commit
+    /// acknowledged) or restarts from its committed offset.
+    pub(super) fn group_step(&mut self, new_work: bool) {
+        let now = self.now_ms;
+        if let Some((_, sent)) = &self.group.outstanding {
+            if sent.is_none_or(|(at, _)| now - at >= GROUP_TIMEOUT_MS) {
+                self.group_send();
+            }
+            return;
+        }
+        if !new_work {
+            return;
+        }
+        let position = self.committed_offset;
+        let request = if self.rng.gen_bool(0.8) {
+            if position <= self.group.acked {
+                return;
+            }
+            GroupRequest::Commit(position)
+        } else {
+            GroupRequest::Fetch
+        };
+        self.group.outstanding = Some((request, None));
+        self.group_send();
+    }
+
+    fn group_send(&mut self) {
+        let coordinator = self.controller.assignment(OFFSETS).leader;
+        if coordinator <= 0 {
+            return;
+        }
+        let Some((request, sent)) = self.group.outstanding.as_mut() else {
+            return;
+        };
+        self.requests += 1;
+        let correlation = self.requests;
+        *sent = Some((self.now_ms, correlation));
+        let message = match *request {
+            GroupRequest::Commit(offset) => {
+                self.group.sent_max = self.group.sent_max.max(offset);
+                Message::OffsetCommit { offset }
+            }
+            GroupRequest::Fetch => Message::OffsetFetch,
+        };
+        self.send(GROUP_CLIENT, coordinator, correlation, OFFSETS, message);
+    }
+
+    /// The coordinator on node `to` handles the consumer's request.
+    pub(super) fn handle_group(
+        &mut self,
+        partition: &Partition,
+        to: i32,
+        correlation: u64,
+        message: Message,
+    ) {
+        let index = self.index(to);
+        let now = self.clocks[index].now_ms();
+        let Some((leader_epoch, shard)) = self.nodes[index].coordinator.as_mut() else {
+            self.answer_group(to, correlation, Err(error_code::NOT_COORDINATOR));
+            return;
+        };
+        let leader_epoch = *leader_epoch;
+        let offset = match message {
+            Message::OffsetFetch => {
+                let committed = committed_of(shard).unwrap_or(-1);
+                self.answer_group(to, correlation, Ok(committed));
+                return;
+            }
+            Message::OffsetCommit { offset } => offset,
+            _ => return,
+        };
+        let committed = CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: now,
+        };
+        let (records, answerer) = shard.commit(
+            COMMIT_VERSION,
+            GROUP,
+            -1,
+            "",
+            None,
+            vec![(TOPIC.to_string(), 0, Ok(committed))],
+        );
+        if records.is_empty() {
+            let codes = answerer(shard, Ok(()));
+            self.answer_codes(to, correlation, offset, codes);
+            return;
+        }
+        let appended = strand_broker::shard_log::append_write(
+            partition,
+            leader_epoch,
+            Write::Records(records),
+            now,
+        );
+        let (info, durable) = match appended {
+            Ok(appended) => appended,
+            Err(refusal) => {
+                let codes = answerer(shard, Err(refusal.code));
+                if partition.log().offline_reason().is_some() {
+                    self.replica_failed(to);
+                }
+                self.answer_codes(to, correlation, offset, codes);
+                return;
+            }
+        };
+        if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
+            let codes = answerer(shard, Err(error.kafka_error_code()));
+            self.trace(&("sync failed", to, error.kafka_error_code()));
+            self.replica_failed(to);
+            self.answer_codes(to, correlation, offset, codes);
+            return;
+        }
+        if self.bugs.commits_answered_when_written {
+            let codes = answerer(shard, Ok(()));
+            self.answer_codes(to, correlation, offset, codes);
+            return;
+        }
+        self.trace(&("offset commit written", to, offset, info.first_offset));
+        self.coordinator_waits.push(CoordinatorWait {
+            node: to,
+            leader_epoch,
+            end: info.last_offset + 1,
+            answerer,
+            correlation,
+            offset,
+        });
+    }
+
+    /// Coordinator writes on every in-sync replica are answered (the shard applies
+    /// them); a coordinator that lost its epoch answers NOT_COORDINATOR (its shard is
+    /// gone, and its replies with it).
+    pub(super) fn answer_coordinator_waits(&mut self) {
+        for wait in std::mem::take(&mut self.coordinator_waits) {
+            let index = self.index(wait.node);
+            let high_watermark = self
+                .replica(wait.node, OFFSETS)
+                .filter(|p| p.leader_epoch_if_leader() == Some(wait.leader_epoch))
+                .map(|p| p.high_watermark());
+            let shard = self.nodes[index]
+                .coordinator
+                .as_mut()
+                .filter(|(epoch, _)| *epoch == wait.leader_epoch)
+                .map(|(_, shard)| shard);
+            match (high_watermark, shard) {
+                (Some(hw), Some(shard)) if hw >= wait.end => {
+                    let codes = (wait.answerer)(shard, Ok(()));
+                    self.answer_codes(wait.node, wait.correlation, wait.offset, codes);
+                }
+                (Some(_), Some(_)) => self.coordinator_waits.push(wait),
+                _ => self.answer_group(
+                    wait.node,
+                    wait.correlation,
+                    Err(error_code::NOT_COORDINATOR),
+                ),
+            }
+        }
+    }
+
+    fn answer_codes(&mut self, from: i32, correlation: u64, offset: i64, codes: Vec<i16>) {
+        let result = match codes.iter().find(|&&c| c != error_code::NONE) {
+            Some(&code) => Err(code),
+            None => Ok(offset),
+        };
+        self.answer_group(from, correlation, result);
+    }
+
+    fn answer_group(&mut self, from: i32, correlation: u64, result: Result<i64, i16>) {
+        self.send(
+            from,
+            GROUP_CLIENT,
+            correlation,
+            OFFSETS,
+            Message::Answer { result },
+        );
+    }
+
+    /// The consumer reads the answer to its outstanding request (any other is stale).
+    pub(super) fn group_answer(&mut self, correlation: u64, result: Result<i64, i16>) {
+        let Some((request, sent)) = self.group.outstanding.as_mut() else {
+            return;
+        };
+        if sent.map(|(_, c)| c) != Some(correlation) {
+            return;
+        }
+        let request = *request;
+        match result {
+            Err(code) => {
+                // NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a timeout, a storage
+                // error: the consumer finds the coordinator again and retries.
+                *sent = None;
+                self.trace(&("group retries", code));
+            }
+            Ok(offset) => {
+                self.group.outstanding = None;
+                match request {
+                    GroupRequest::Commit(_) => {
+                        self.group.acked = self.group.acked.max(offset);
+                        self.outcome.commits_acked += 1;
+                    }
+                    GroupRequest::Fetch => self.fetched(offset),
+                }
+            }
+        }
+    }
+
+    /// An OffsetFetch's answer: checked, then the consumer resumes from it.
+    fn fetched(&mut self, offset: i64) {
+        let group = &self.group;
+        if offset < group.acked || offset > group.sent_max || offset < group.fetched_max {
+            let (acked, sent, fetched) = (group.acked, group.sent_max, group.fetched_max);
+            self.violation(format!(
+                "the group's committed offset was fetched as {offset}: acknowledged {acked}, highest sent {sent}, highest fetched before {fetched}"
+            ));
+        }
+        self.group.fetched_max = self.group.fetched_max.max(offset);
+        self.outcome.offset_fetches += 1;
+        self.trace(&("restart from committed", offset));
+        if offset >= 0 {
+            self.committed_offset = offset;
+        }
+    }
+
+    /// At the end: the coordinator, loaded afresh from the settled replica, holds at
+    /// least the last commit acknowledged.
+    pub(super) fn check_group_final(&mut self) {
+        let leader = self.controller.assignment(OFFSETS).leader;
+        let Some(replica) = (leader > 0)
+            .then(|| self.replica(leader, OFFSETS))
+            .flatten()
+        else {
+            return;
+        };
+        let shard = strand_broker::group::coordinator::load(&replica, fresh_shard(), self.now_ms);
+        let committed = committed_of(&shard).unwrap_or(-1);
+        if committed < self.group.acked {
+            let acked = self.group.acked;
+            self.violation(format!(
+                "the final coordinator's committed offset is {committed}, below the commit acknowledged at {acked}"
+            ));
+        }
+    }
+}

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} offset commits acknowledged and {} restarts from one, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -92,6 +92,8 @@ fn main() -> ExitCode {
                     outcome.txns_aborted,
                     outcome.commits_acked,
                     outcome.offset_fetches,
+                    outcome.assignments,
+                    outcome.members_fenced,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,

@@ -28,8 +28,10 @@ use crate::disk::Disk;
 
 mod clients;
 mod group;
+mod members;
 use clients::{Producer, Txn, Waiting};
 use group::{CoordinatorWait, GroupClient, GROUP_CLIENT};
+use members::Member;
 
 const NODES: [i32; 3] = [1, 2, 3];
 /// The partitions every node replicates (indexes into `TOPICS`): the data clients
@@ -97,6 +99,9 @@ pub struct Outcome {
     /// offset.
     pub commits_acked: u64,
     pub offset_fetches: u64,
+    /// Partitions the group's members received, and members fenced.
+    pub assignments: u64,
+    pub members_fenced: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -145,6 +150,17 @@ enum Message {
         offset: i64,
     },
     OffsetFetch,
+    /// A group member -> the coordinator: ConsumerGroupHeartbeat.
+    Heartbeat {
+        member_id: String,
+        epoch: i32,
+        owned: BTreeSet<i32>,
+    },
+    /// Its answer: the member epoch and the partitions it is to own (None: unchanged),
+    /// or an error code.
+    HeartbeatAnswer {
+        result: Result<(i32, Option<BTreeSet<i32>>), i16>,
+    },
     /// Leader -> producer: the batch's first offset, or an error code (to the group's
     /// consumer: the offset committed or fetched).
     Answer {
@@ -230,6 +246,8 @@ pub struct World {
     /// The read_committed consumer's group, and the coordinators' writes in flight.
     group: GroupClient,
     coordinator_waits: Vec<CoordinatorWait>,
+    /// The consumer group's members (KIP-848).
+    members: Vec<Member>,
     outcome: Outcome,
     bugs: Bugs,
     /// STRAND_SIM_TRACE set: every traced event printed as it happens (to replay a seed).
@@ -345,6 +363,7 @@ impl World {
             committed_offset: 0,
             group: GroupClient::new(),
             coordinator_waits: Vec::new(),
+            members: members::members(),
             outcome: Outcome::default(),
             bugs,
             verbose: std::env::var_os("STRAND_SIM_TRACE").is_some(),
@@ -651,7 +670,11 @@ impl World {
             self.trace(&("lost", from, to));
             return;
         }
-        let copies = if self.rng.gen_bool(0.01) { 2 } else { 1 };
+        // A heartbeat is never delivered twice (one in flight per member, over TCP): a
+        // stale copy reporting partitions the member has since given up would be a
+        // network no client meets.
+        let duplicate = self.rng.gen_bool(0.01) && !matches!(message, Message::Heartbeat { .. });
+        let copies = if duplicate { 2 } else { 1 };
         for _ in 0..copies {
             let deliver_at = self.now_ms + self.rng.gen_range(0..20);
             self.network.push(InFlight {
@@ -768,12 +791,19 @@ impl World {
     }
 
     fn deliver(&mut self, flight: InFlight) -> anyhow::Result<()> {
-        if let Message::Answer { result } = flight.message {
-            match flight.to {
-                GROUP_CLIENT => self.group_answer(flight.correlation, result),
-                client => self.client_answer(client, flight.correlation, result),
+        match flight.message {
+            Message::Answer { result } => {
+                match flight.to {
+                    GROUP_CLIENT => self.group_answer(flight.correlation, result),
+                    client => self.client_answer(client, flight.correlation, result),
+                }
+                return Ok(());
             }
-            return Ok(());
+            Message::HeartbeatAnswer { result } => {
+                self.member_answer(flight.to, flight.correlation, result);
+                return Ok(());
+            }
+            _ => {}
         }
         let InFlight {
             from,
@@ -916,10 +946,13 @@ impl World {
             message @ (Message::Produce { .. } | Message::Marker { .. }) => {
                 self.handle_produce(&partition, from, to, correlation, message)
             }
-            message @ (Message::OffsetCommit { .. } | Message::OffsetFetch) => {
-                self.handle_group(&partition, to, correlation, message)
+            message @ (Message::OffsetCommit { .. }
+            | Message::OffsetFetch
+            | Message::Heartbeat { .. }) => {
+                self.handle_group(&partition, from, to, correlation, message)
             }
-            Message::Answer { .. } => {} // a client's, handled above
+            // A client's, handled above.
+            Message::Answer { .. } | Message::HeartbeatAnswer { .. } => {}
         }
         Ok(())
     }
@@ -1109,7 +1142,12 @@ impl World {
             }
             700..=734 => self.consume()?,
             735..=759 => self.consume_committed()?,
-            760..=779 => self.group_step(true),
+            760..=769 => self.group_step(true),
+            770..=774 => self.coordinator_tick(),
+            775..=779 => {
+                let index = self.rng.gen_range(0..self.members.len());
+                self.member_step(index, true);
+            }
             780..=781 => self.jump_clock(),
             782..=879 => {
                 let delta = self.rng.gen_range(1..50);
@@ -1227,6 +1265,10 @@ impl World {
                 self.client_step(index, false);
             }
             self.group_step(false);
+            self.coordinator_tick();
+            for index in 0..self.members.len() {
+                self.member_step(index, false);
+            }
             self.acknowledge();
             self.consume()?;
             self.consume_committed()?;

@@ -331,6 +331,12 @@ impl ConsumerGroup {
             ));
         }
         let existing = self.members.get(&member_id).cloned();
+        // What the member held before, kept only by a static member taking over: a
+        // dynamic member (re)joining owns nothing (it lost its partitions when it was
+        // fenced, or never heard of them), and keeping its old ones would answer it
+        // partitions at epoch 0, whose next heartbeat (epoch 0, owning them) is
+        // INVALID_REQUEST: a member stuck for good (found by the simulator).
+        let kept = existing.as_ref().filter(|_| request.instance_id.is_some());
         let member = ConsumerMember {
             member_id: member_id.clone(),
             instance_id: request.instance_id.clone(),
@@ -343,16 +349,9 @@ impl ConsumerGroup {
             subscribed_topics: request.subscribed_topics.clone().unwrap_or_default(),
             subscribed_regex: request.subscribed_regex.clone(),
             server_assignor: request.server_assignor.clone(),
-            // A static member taking over keeps what it held; anyone else starts empty.
-            assigned: existing
-                .as_ref()
-                .map(|m| m.assigned.clone())
-                .unwrap_or_default(),
+            assigned: kept.map(|m| m.assigned.clone()).unwrap_or_default(),
             revoking: Assignment::new(),
-            assigned_at: existing
-                .as_ref()
-                .map(|m| m.assigned_at.clone())
-                .unwrap_or_default(),
+            assigned_at: kept.map(|m| m.assigned_at.clone()).unwrap_or_default(),
             session_deadline_ms: now_ms + self.limits.session_timeout_ms as i64,
             revocation_deadline_ms: None,
         };
@@ -837,6 +836,43 @@ mod tests {
 
     fn no_ids() -> impl FnMut() -> String {
         || unreachable!("clients send their own member ids")
+    }
+
+    /// Found by the simulator: a dynamic member rejoining under its id (after it was
+    /// fenced) kept what the coordinator last gave it, and when the target had moved
+    /// some of it away it was answered partitions at member epoch 0; its next heartbeat
+    /// (epoch 0, owning them) was INVALID_REQUEST, for good.
+    #[test]
+    fn a_member_rejoining_under_its_id_starts_owning_nothing_and_gets_an_epoch() {
+        let topics = Topics(vec![("t", 6)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let a = group
+            .heartbeat(join("a", &["t"]), 0, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(count(a.assignment.as_ref().unwrap()), 6);
+        // b joins: the target moves half of a's partitions to b; a has not heard yet.
+        group
+            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
+            .unwrap();
+        // a was fenced meanwhile and rejoins under its id, owning nothing.
+        let again = group
+            .heartbeat(join("a", &["t"]), 20, &topics, &mut no_ids())
+            .unwrap();
+        assert!(again.member_epoch > 0, "{again:?}");
+        let owned = again.assignment.unwrap_or_default();
+        assert!(
+            count(&owned) <= 3,
+            "only a's share of the target: {owned:?}"
+        );
+        let next = group
+            .heartbeat(
+                beat("a", again.member_epoch, &owned),
+                30,
+                &topics,
+                &mut no_ids(),
+            )
+            .expect("its next heartbeat is accepted");
+        assert!(next.member_epoch >= again.member_epoch);
     }
 
     #[test]

@@ -477,22 +477,33 @@ pub fn changes(
         }
     }
     if let Some(before) = before {
-        for id in before
-            .members
-            .keys()
-            .filter(|id| !after.members.contains_key(*id))
-        {
-            records.push((key(CURRENT_ASSIGNMENT, group, Some(id)), None));
-            if !after.target.contains_key(id) {
-                records.push((key(TARGET_MEMBER, group, Some(id)), None));
-            }
-            records.push((key(MEMBER_METADATA, group, Some(id)), None));
-        }
+        records.extend(removed_members(before.members.keys(), after));
         for id in before.target.keys() {
             if !after.target.contains_key(id) && after.members.contains_key(id) {
                 records.push((key(TARGET_MEMBER, group, Some(id)), None));
             }
         }
+    }
+    records
+}
+
+/// The tombstones of the members in `ids` that `after` no longer has (their target too,
+/// unless `after` still targets them).
+pub fn removed_members<'a>(
+    ids: impl IntoIterator<Item = &'a String>,
+    after: &ConsumerGroup,
+) -> Records {
+    let group = after.group_id.as_str();
+    let mut records: Records = Vec::new();
+    for id in ids
+        .into_iter()
+        .filter(|id| !after.members.contains_key(*id))
+    {
+        records.push((key(CURRENT_ASSIGNMENT, group, Some(id)), None));
+        if !after.target.contains_key(id) {
+            records.push((key(TARGET_MEMBER, group, Some(id)), None));
+        }
+        records.push((key(MEMBER_METADATA, group, Some(id)), None));
     }
     records
 }

@@ -145,6 +145,15 @@ struct GroupEntry {
     /// A write of the consumer group's changes failed: the log lags the state, so the
     /// next write is the whole group (consumer_records::changes from nothing).
     consumer_unsaved: bool,
+    /// Members whose records the log may hold (loaded, or written since, and not known
+    /// tombstoned): a whole write tombstones those the group no longer has, or a load
+    /// would bring them back with what they owned (two members owning a partition; the
+    /// simulator found it across a coordinator failover).
+    consumer_logged: BTreeSet<String>,
+    /// Writes of this group's changes that failed so far: a whole write clears the
+    /// unsaved mark only if none failed after it was issued (a later change refused
+    /// while it waited for the replicas is not in it; the simulator found one lost so).
+    write_failures: u64,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// Offsets whose commit is written but not yet settled, with how many commits of
     /// each are: deletes tombstone them too, expiry waits for them (Kafka's pending
@@ -265,21 +274,34 @@ pub type Answerer<R> = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> R + S
 type Settle = Box<dyn FnOnce(&mut GroupShard, &Result<(), i16>) + Send>;
 
 /// What a group's write leaves once settled: a failed write marks the group unsaved
-/// (`flag`; its next write is all of it), a successful whole write clears the mark.
+/// (`flag`; its next write is all of it), a successful whole write clears the mark
+/// unless another write failed after it was issued (`failures_at_issue`).
 fn settle_unsaved(
     group_id: String,
     whole: bool,
     flag: fn(&mut GroupEntry) -> &mut bool,
+    failures_at_issue: u64,
 ) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
     move |shard, written| {
         if let Some(entry) = shard.groups.get_mut(&group_id) {
-            let unsaved = flag(entry);
             match written {
-                Err(_) => *unsaved = true,
-                Ok(()) if whole => *unsaved = false,
+                Err(_) => {
+                    entry.write_failures += 1;
+                    *flag(entry) = true;
+                }
+                Ok(()) if whole && entry.write_failures == failures_at_issue => {
+                    *flag(entry) = false
+                }
                 Ok(()) => {}
             }
         }
+    }
+}
+
+impl GroupShard {
+    /// How many of `group_id`'s writes failed so far.
+    fn write_failures(&self, group_id: &str) -> u64 {
+        self.groups.get(group_id).map_or(0, |e| e.write_failures)
     }
 }
 
@@ -386,6 +408,7 @@ impl GroupShard {
             if group.is_empty() {
                 entry.empty_since_ms = now_ms;
             }
+            entry.consumer_logged = group.members.keys().cloned().collect();
             entry.consumer = Some(group);
         }
     }
@@ -400,24 +423,54 @@ impl GroupShard {
         Records,
         impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
     ) {
-        // After a failed write the log lags: write the whole group, and say so.
-        let (records, whole) = match self.groups.get(group_id) {
+        // After a failed write the log lags: write the whole group, tombstone every
+        // member the log may still hold that the group no longer has, and say so.
+        let (records, whole, gone) = match self.groups.get_mut(group_id) {
             Some(GroupEntry {
                 consumer: Some(after),
                 consumer_unsaved,
+                consumer_logged,
                 ..
             }) => {
-                let before = if *consumer_unsaved {
-                    None
-                } else {
-                    before.as_ref()
+                let unsaved = *consumer_unsaved;
+                let before = if unsaved { None } else { before.as_ref() };
+                let mut records = consumer_records::changes(before, after, self.topics.as_ref());
+                // The members this write tombstones.
+                let candidates: Vec<&String> = match before {
+                    Some(before) => before.members.keys().collect(),
+                    None => consumer_logged.iter().collect(),
                 };
-                let records = consumer_records::changes(before, after, self.topics.as_ref());
-                (records, *consumer_unsaved)
+                let gone: Vec<String> = candidates
+                    .into_iter()
+                    .filter(|id| !after.members.contains_key(*id))
+                    .cloned()
+                    .collect();
+                if unsaved {
+                    records.extend(consumer_records::removed_members(&gone, after));
+                }
+                consumer_logged.extend(after.members.keys().cloned());
+                (records, unsaved, gone)
             }
-            _ => (Vec::new(), false),
+            _ => (Vec::new(), false, Vec::new()),
         };
-        let settle = settle_unsaved(group_id.to_string(), whole, |e| &mut e.consumer_unsaved);
+        let failures = self.write_failures(group_id);
+        let settle = settle_unsaved(
+            group_id.to_string(),
+            whole,
+            |e| &mut e.consumer_unsaved,
+            failures,
+        );
+        let group = group_id.to_string();
+        let settle = move |shard: &mut GroupShard, written: &Result<(), i16>| {
+            settle(shard, written);
+            // Tombstoned for good: forgotten, unless the member came back since.
+            if let (Ok(()), Some(entry)) = (written, shard.groups.get_mut(&group)) {
+                let present = entry.consumer.as_ref().map(|g| &g.members);
+                entry
+                    .consumer_logged
+                    .retain(|id| !gone.contains(id) || present.is_some_and(|m| m.contains_key(id)));
+            }
+        };
         (records, settle)
     }
 
@@ -1519,7 +1572,13 @@ impl GroupShard {
             }
             _ => (Vec::new(), false),
         };
-        let settle = settle_unsaved(group_id.to_string(), whole, |e| &mut e.streams_unsaved);
+        let failures = self.write_failures(group_id);
+        let settle = settle_unsaved(
+            group_id.to_string(),
+            whole,
+            |e| &mut e.streams_unsaved,
+            failures,
+        );
         (records, settle)
     }
 
@@ -2412,6 +2471,86 @@ mod tests {
             server_assignor: None,
             owned: Some(Default::default()),
         }
+    }
+
+    fn load(log: &Records) -> GroupShard {
+        let mut loaded = super::tests::shard();
+        for (key, value) in log {
+            assert!(loaded.replay(key, value.as_deref(), 1_000));
+        }
+        loaded.finish_load(1_000);
+        loaded
+    }
+
+    fn leave(member_id: &str) -> Heartbeat {
+        Heartbeat {
+            member_epoch: super::super::consumer::LEAVE_EPOCH,
+            subscribed_topics: None,
+            owned: None,
+            ..consumer_join(member_id)
+        }
+    }
+
+    /// Found by the simulator across a coordinator failover: a member removed by a
+    /// change whose write failed was never tombstoned (the whole write that made the
+    /// log good again wrote only the members left), so a reload brought it back with
+    /// what it owned: two members owning one partition.
+    #[test]
+    fn a_member_removed_while_the_log_lagged_stays_removed_after_a_reload() {
+        let mut shard = shard();
+        let mut log: Records = Vec::new();
+        for (member, at) in [("m", 0), ("n", 10)] {
+            let (written, answer) = shard.consumer_heartbeat("g", consumer_join(member), at);
+            log.extend(written);
+            answer(&mut shard, Ok(())).unwrap();
+        }
+        // n leaves; that write fails.
+        let (_lost, answer) = shard.consumer_heartbeat("g", leave("n"), 20);
+        let _ = answer(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
+        assert!(!shard
+            .describe_consumer_group("g")
+            .unwrap()
+            .members
+            .contains_key("n"));
+        // m's next heartbeat writes the whole group, n's tombstones with it.
+        let mut beat = consumer_join("m");
+        beat.member_epoch = shard.describe_consumer_group("g").unwrap().members["m"].member_epoch;
+        beat.subscribed_topics = None;
+        beat.owned = None;
+        let (written, answer) = shard.consumer_heartbeat("g", beat, 30);
+        log.extend(written);
+        answer(&mut shard, Ok(())).unwrap();
+        let loaded = load(&log);
+        let members = loaded.describe_consumer_group("g").unwrap().members;
+        assert!(members.contains_key("m"));
+        assert!(!members.contains_key("n"), "n came back from the log");
+    }
+
+    /// Found by the simulator: a whole write still waiting for the replicas when a
+    /// later change's write failed cleared the unsaved mark as it settled, so the
+    /// failed change never reached the log (a member answered an assignment no reload
+    /// knew of).
+    #[test]
+    fn a_failure_after_a_whole_write_was_issued_keeps_the_group_unsaved() {
+        let mut shard = shard();
+        let (_, answer) = shard.consumer_heartbeat("g", consumer_join("m"), 0);
+        answer(&mut shard, Ok(())).unwrap();
+        let (_, answer) = shard.consumer_heartbeat("g", consumer_join("n"), 10);
+        let _ = answer(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
+        // A whole write goes out (n's retry) and waits for the replicas...
+        let (whole, whole_settled) = shard.consumer_heartbeat("g", consumer_join("n"), 20);
+        assert!(whole.len() >= 5);
+        // ...while o's join is refused at once...
+        let (_, refused) = shard.consumer_heartbeat("g", consumer_join("o"), 30);
+        let _ = refused(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
+        // ...and then the whole write settles: o's join is still not in the log.
+        whole_settled(&mut shard, Ok(())).unwrap();
+        let (again, _) = shard.consumer_heartbeat("g", consumer_join("o"), 40);
+        assert!(
+            again.len() >= 5,
+            "the next write is the whole group again: {} records",
+            again.len()
+        );
     }
 
     #[test]

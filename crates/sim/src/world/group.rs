@@ -23,6 +23,7 @@ use strand_coordinator::group::shard::{Answerer, GroupSettings, GroupShard};
 use strand_coordinator::runtime::Write;
 use strand_log::Clock;
 
+use super::members::{ASSIGNED_PARTITIONS, MEMBER_GROUP};
 use super::{Message, World, CLIENT_BASE, DATA, OFFSETS};
 use crate::controller::TOPIC;
 
@@ -65,14 +66,28 @@ impl GroupClient {
     }
 }
 
+/// What a coordinator write answers once settled: to whom, about what (None: nobody).
+type Reply = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> Option<(i32, Message)>>;
+
 /// A coordinator write held until it is on every in-sync replica.
 pub(super) struct CoordinatorWait {
     node: i32,
     leader_epoch: i32,
     end: i64,
-    answerer: Answerer<Vec<i16>>,
+    reply: Reply,
     correlation: u64,
-    offset: i64,
+}
+
+/// The answer to an offset commit from its error codes.
+fn commit_reply(offset: i64, answerer: Answerer<Vec<i16>>) -> Reply {
+    Box::new(move |shard, written| {
+        let codes = answerer(shard, written);
+        let result = match codes.iter().find(|&&c| c != error_code::NONE) {
+            Some(&code) => Err(code),
+            None => Ok(offset),
+        };
+        Some((GROUP_CLIENT, Message::Answer { result }))
+    })
 }
 
 /// The one topic the simulated group consumes.
@@ -80,7 +95,7 @@ struct SimTopics;
 
 impl TopicView for SimTopics {
     fn partitions(&self, topic: &str) -> Option<i32> {
-        (topic == TOPIC).then_some(1)
+        (topic == TOPIC).then_some(ASSIGNED_PARTITIONS)
     }
     fn names(&self) -> Vec<String> {
         vec![TOPIC.to_string()]
@@ -104,7 +119,12 @@ fn committed_of(shard: &GroupShard) -> Option<i64> {
 fn fresh_shard() -> GroupShard {
     let settings = GroupSettings {
         classic: GroupLimits::default(),
-        consumer: ConsumerGroupLimits::default(),
+        // Sessions at the simulation's pace.
+        consumer: ConsumerGroupLimits {
+            session_timeout_ms: 3_000,
+            heartbeat_interval_ms: 300,
+            ..ConsumerGroupLimits::default()
+        },
         share: Default::default(),
         streams: Default::default(),
         offsets_retention_ms: 7 * 24 * 3_600_000,
@@ -187,47 +207,145 @@ impl World {
         self.send(GROUP_CLIENT, coordinator, correlation, OFFSETS, message);
     }
 
-    /// The coordinator on node `to` handles the consumer's request.
+    /// The coordinator on node `to` handles a request from `from`.
     pub(super) fn handle_group(
         &mut self,
         partition: &Partition,
+        from: i32,
         to: i32,
         correlation: u64,
         message: Message,
     ) {
         let index = self.index(to);
         let now = self.clocks[index].now_ms();
-        let Some((leader_epoch, shard)) = self.nodes[index].coordinator.as_mut() else {
-            self.answer_group(to, correlation, Err(error_code::NOT_COORDINATOR));
+        if let Message::Heartbeat {
+            member_id,
+            epoch,
+            owned,
+        } = &message
+        {
+            self.trace(&("heartbeat", to, member_id, epoch, owned, correlation));
+        }
+        let Some((_, shard)) = self.nodes[index].coordinator.as_mut() else {
+            let answer = match message {
+                Message::Heartbeat { .. } => Message::HeartbeatAnswer {
+                    result: Err(error_code::NOT_COORDINATOR),
+                },
+                _ => Message::Answer {
+                    result: Err(error_code::NOT_COORDINATOR),
+                },
+            };
+            self.send(to, from, correlation, OFFSETS, answer);
             return;
         };
-        let leader_epoch = *leader_epoch;
-        let offset = match message {
+        let (records, reply) = match message {
             Message::OffsetFetch => {
                 let committed = committed_of(shard).unwrap_or(-1);
                 self.answer_group(to, correlation, Ok(committed));
                 return;
             }
-            Message::OffsetCommit { offset } => offset,
+            Message::OffsetCommit { offset } => {
+                let committed = CommittedOffset {
+                    offset,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    commit_timestamp: now,
+                };
+                let (records, answerer) = shard.commit(
+                    COMMIT_VERSION,
+                    GROUP,
+                    -1,
+                    "",
+                    None,
+                    vec![(TOPIC.to_string(), 0, Ok(committed))],
+                );
+                (records, commit_reply(offset, answerer))
+            }
+            Message::Heartbeat {
+                member_id,
+                epoch,
+                owned,
+            } => {
+                let request = World::heartbeat_request(member_id, epoch, &owned);
+                let (records, answerer) = shard.consumer_heartbeat(MEMBER_GROUP, request, now);
+                let reply: Reply = Box::new(move |shard, written| {
+                    let result = answerer(shard, written)
+                        .map(|r| {
+                            let target = r
+                                .assignment
+                                .map(|a| a.get(TOPIC).cloned().unwrap_or_default());
+                            (r.member_epoch, target)
+                        })
+                        .map_err(|e| e.code);
+                    Some((from, Message::HeartbeatAnswer { result }))
+                });
+                (records, reply)
+            }
             _ => return,
         };
-        let committed = CommittedOffset {
-            offset,
-            leader_epoch: -1,
-            metadata: String::new(),
-            commit_timestamp: now,
+        self.coordinator_write(partition, to, correlation, records, reply);
+    }
+
+    /// The coordinator's periodic work (`GroupShard::tick`: sessions and revocations
+    /// that expired), on every node that has a shard.
+    pub(super) fn coordinator_tick(&mut self) {
+        for index in 0..self.nodes.len() {
+            let id = self.nodes[index].id;
+            let now = self.clocks[index].now_ms();
+            let Some(replica) = self.replica(id, OFFSETS) else {
+                continue;
+            };
+            let Some((_, shard)) = self.nodes[index].coordinator.as_mut() else {
+                continue;
+            };
+            let (records, answerer) = shard.tick(now);
+            let reply: Reply = Box::new(move |shard, written| {
+                answerer(shard, written);
+                None
+            });
+            self.coordinator_write(&replica, id, 0, records, reply);
+        }
+    }
+
+    /// Writes a shard's records on node `to` and holds `reply` until they are on every
+    /// in-sync replica (at once if there are none); a refused or failed write is
+    /// answered with its error.
+    fn coordinator_write(
+        &mut self,
+        partition: &Partition,
+        to: i32,
+        correlation: u64,
+        records: strand_coordinator::runtime::Records,
+        reply: Reply,
+    ) {
+        let index = self.index(to);
+        let now = self.clocks[index].now_ms();
+        let Some((leader_epoch, shard)) = self.nodes[index].coordinator.as_mut() else {
+            return;
         };
-        let (records, answerer) = shard.commit(
-            COMMIT_VERSION,
-            GROUP,
-            -1,
-            "",
-            None,
-            vec![(TOPIC.to_string(), 0, Ok(committed))],
-        );
+        let leader_epoch = *leader_epoch;
         if records.is_empty() {
-            let codes = answerer(shard, Ok(()));
-            self.answer_codes(to, correlation, offset, codes);
+            // Nothing to write, but the answer may show what earlier writes not yet
+            // settled did: it leaves after them, as the coordinator runtime's replies do.
+            let behind = self
+                .coordinator_waits
+                .iter()
+                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
+                .map(|w| w.end)
+                .max();
+            match behind {
+                Some(end) => self.coordinator_waits.push(CoordinatorWait {
+                    node: to,
+                    leader_epoch,
+                    end,
+                    reply,
+                    correlation,
+                }),
+                None => {
+                    let answer = reply(shard, Ok(()));
+                    self.reply(to, correlation, answer);
+                }
+            }
             return;
         }
         let appended = strand_broker::shard_log::append_write(
@@ -239,35 +357,44 @@ impl World {
         let (info, durable) = match appended {
             Ok(appended) => appended,
             Err(refusal) => {
-                let codes = answerer(shard, Err(refusal.code));
+                let answer = reply(shard, Err(refusal.code));
                 if partition.log().offline_reason().is_some() {
                     self.replica_failed(to);
                 }
-                self.answer_codes(to, correlation, offset, codes);
+                self.reply(to, correlation, answer);
                 return;
             }
         };
         if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
-            let codes = answerer(shard, Err(error.kafka_error_code()));
+            let answer = reply(shard, Err(error.kafka_error_code()));
             self.trace(&("sync failed", to, error.kafka_error_code()));
             self.replica_failed(to);
-            self.answer_codes(to, correlation, offset, codes);
+            self.reply(to, correlation, answer);
             return;
         }
         if self.bugs.commits_answered_when_written {
-            let codes = answerer(shard, Ok(()));
-            self.answer_codes(to, correlation, offset, codes);
+            let answer = reply(shard, Ok(()));
+            self.reply(to, correlation, answer);
             return;
         }
-        self.trace(&("offset commit written", to, offset, info.first_offset));
+        self.trace(&("coordinator write", to, info.first_offset));
         self.coordinator_waits.push(CoordinatorWait {
             node: to,
             leader_epoch,
             end: info.last_offset + 1,
-            answerer,
+            reply,
             correlation,
-            offset,
         });
+    }
+
+    /// Sends a settled write's answer, if it has one.
+    fn reply(&mut self, from: i32, correlation: u64, answer: Option<(i32, Message)>) {
+        if let Some((to, Message::HeartbeatAnswer { result })) = &answer {
+            self.trace(&("heartbeat answered", from, *to, correlation, result));
+        }
+        if let Some((to, message)) = answer {
+            self.send(from, to, correlation, OFFSETS, message);
+        }
     }
 
     /// Coordinator writes on every in-sync replica are answered (the shard applies
@@ -287,25 +414,15 @@ impl World {
                 .map(|(_, shard)| shard);
             match (high_watermark, shard) {
                 (Some(hw), Some(shard)) if hw >= wait.end => {
-                    let codes = (wait.answerer)(shard, Ok(()));
-                    self.answer_codes(wait.node, wait.correlation, wait.offset, codes);
+                    let answer = (wait.reply)(shard, Ok(()));
+                    self.reply(wait.node, wait.correlation, answer);
                 }
                 (Some(_), Some(_)) => self.coordinator_waits.push(wait),
-                _ => self.answer_group(
-                    wait.node,
-                    wait.correlation,
-                    Err(error_code::NOT_COORDINATOR),
-                ),
+                // The shard is gone with its replies: the client times out and finds
+                // the coordinator again (its answer would be NOT_COORDINATOR).
+                _ => {}
             }
         }
-    }
-
-    fn answer_codes(&mut self, from: i32, correlation: u64, offset: i64, codes: Vec<i16>) {
-        let result = match codes.iter().find(|&&c| c != error_code::NONE) {
-            Some(&code) => Err(code),
-            None => Ok(offset),
-        };
-        self.answer_group(from, correlation, result);
     }
 
     fn answer_group(&mut self, from: i32, correlation: u64, result: Result<i64, i16>) {

@@ -1280,6 +1280,7 @@ impl World {
                 if self.consumer_offset >= data
                     && self.clients_idle()
                     && self.group.idle()
+                    && self.members_settled()
                     && stable == data
                     && self.committed_offset >= data
                 {
@@ -1314,7 +1315,8 @@ impl World {
                 .filter(|b| b.fenced)
                 .map(|b| b.id)
                 .collect();
-            let busy: Vec<String> = self.clients_busy();
+            let mut busy: Vec<String> = self.clients_busy();
+            busy.extend(self.members_state());
             let offsets = self.controller.assignment(OFFSETS);
             self.violation(format!(
                 "no progress after the faults stopped (liveness): leader {} epoch {} isr {:?} fenced {:?} (offsets: leader {} isr {:?}, level {:?}); consumers at {} and (read_committed) {}; {}; producers busy: {busy:?}",

@@ -180,6 +180,33 @@ impl World {
         }
     }
 
+    /// Liveness, once the faults stopped: every member up and every partition of the
+    /// group's topic owned by exactly one of them.
+    pub(super) fn members_settled(&self) -> bool {
+        let mut owned = BTreeSet::new();
+        self.members
+            .iter()
+            .all(|m| !m.down && m.epoch > 0 && m.owned.iter().all(|p| owned.insert(*p)))
+            && owned.len() == ASSIGNED_PARTITIONS as usize
+    }
+
+    /// What the members own, for a liveness report.
+    pub(super) fn members_state(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(index, m)| {
+                format!(
+                    "{} epoch {} owns {:?}{}",
+                    member_id(index, m),
+                    m.epoch,
+                    m.owned,
+                    if m.down { " (down)" } else { "" }
+                )
+            })
+            .collect()
+    }
+
     /// `partition` just went to member `index`: no other member the current coordinator
     /// still counts may own it.
     fn check_exclusive(&mut self, index: usize, id: &str, partition: i32) {

@@ -145,11 +145,12 @@ struct GroupEntry {
     /// A write of the consumer group's changes failed: the log lags the state, so the
     /// next write is the whole group (consumer_records::changes from nothing).
     consumer_unsaved: bool,
-    /// Members whose records the log may hold (loaded, or written since, and not known
-    /// tombstoned): a whole write tombstones those the group no longer has, or a load
-    /// would bring them back with what they owned (two members owning a partition; the
-    /// simulator found it across a coordinator failover).
-    consumer_logged: BTreeSet<String>,
+    /// Members of the consumer or streams group whose records the log may hold (loaded,
+    /// or written since, and not known tombstoned): a whole write tombstones those the
+    /// group no longer has, or a load would bring them back with what they owned (two
+    /// members owning a partition; the simulator found it across a coordinator
+    /// failover).
+    logged_members: BTreeSet<String>,
     /// Writes of this group's changes that failed so far: a whole write clears the
     /// unsaved mark only if none failed after it was issued (a later change refused
     /// while it waited for the replicas is not in it; the simulator found one lost so).
@@ -298,6 +299,47 @@ fn settle_unsaved(
     }
 }
 
+/// The members a write tombstones: those its base had (`before`'s, or after a failure
+/// every one the log may hold) that the group no longer has.
+fn gone_members<'a>(
+    before: Option<impl Iterator<Item = &'a String>>,
+    logged: &BTreeSet<String>,
+    present: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let candidates: Vec<&String> = match before {
+        Some(before) => before.collect(),
+        None => logged.iter().collect(),
+    };
+    candidates
+        .into_iter()
+        .filter(|id| !present(id))
+        .cloned()
+        .collect()
+}
+
+/// `settle`, then, if the write succeeded, the members it tombstoned (`gone`) forgotten
+/// by `logged_members`, unless one came back since (`present`).
+fn forget_when_settled(
+    group_id: String,
+    gone: Vec<String>,
+    settle: impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
+    present: fn(&GroupEntry, &str) -> bool,
+) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
+    move |shard, written| {
+        settle(shard, written);
+        if let (Ok(()), Some(entry)) = (written, shard.groups.get_mut(&group_id)) {
+            let back: BTreeSet<String> = gone
+                .iter()
+                .filter(|id| present(entry, id))
+                .cloned()
+                .collect();
+            entry
+                .logged_members
+                .retain(|id| !gone.contains(id) || back.contains(id));
+        }
+    }
+}
+
 impl GroupShard {
     /// How many of `group_id`'s writes failed so far.
     fn write_failures(&self, group_id: &str) -> u64 {
@@ -392,6 +434,7 @@ impl GroupShard {
                 entry.empty_since_ms = now_ms;
             }
             entry.classic = None;
+            entry.logged_members = group.members.keys().cloned().collect();
             entry.streams = Some(group);
         }
         let limits = self.settings.consumer;
@@ -408,7 +451,7 @@ impl GroupShard {
             if group.is_empty() {
                 entry.empty_since_ms = now_ms;
             }
-            entry.consumer_logged = group.members.keys().cloned().collect();
+            entry.logged_members = group.members.keys().cloned().collect();
             entry.consumer = Some(group);
         }
     }
@@ -429,26 +472,19 @@ impl GroupShard {
             Some(GroupEntry {
                 consumer: Some(after),
                 consumer_unsaved,
-                consumer_logged,
+                logged_members,
                 ..
             }) => {
                 let unsaved = *consumer_unsaved;
                 let before = if unsaved { None } else { before.as_ref() };
                 let mut records = consumer_records::changes(before, after, self.topics.as_ref());
-                // The members this write tombstones.
-                let candidates: Vec<&String> = match before {
-                    Some(before) => before.members.keys().collect(),
-                    None => consumer_logged.iter().collect(),
-                };
-                let gone: Vec<String> = candidates
-                    .into_iter()
-                    .filter(|id| !after.members.contains_key(*id))
-                    .cloned()
-                    .collect();
+                let gone = gone_members(before.map(|b| b.members.keys()), logged_members, |id| {
+                    after.members.contains_key(id)
+                });
                 if unsaved {
                     records.extend(consumer_records::removed_members(&gone, after));
                 }
-                consumer_logged.extend(after.members.keys().cloned());
+                logged_members.extend(after.members.keys().cloned());
                 (records, unsaved, gone)
             }
             _ => (Vec::new(), false, Vec::new()),
@@ -460,17 +496,11 @@ impl GroupShard {
             |e| &mut e.consumer_unsaved,
             failures,
         );
-        let group = group_id.to_string();
-        let settle = move |shard: &mut GroupShard, written: &Result<(), i16>| {
-            settle(shard, written);
-            // Tombstoned for good: forgotten, unless the member came back since.
-            if let (Ok(()), Some(entry)) = (written, shard.groups.get_mut(&group)) {
-                let present = entry.consumer.as_ref().map(|g| &g.members);
-                entry
-                    .consumer_logged
-                    .retain(|id| !gone.contains(id) || present.is_some_and(|m| m.contains_key(id)));
-            }
-        };
+        let settle = forget_when_settled(group_id.to_string(), gone, settle, |e, id| {
+            e.consumer
+                .as_ref()
+                .is_some_and(|g| g.members.contains_key(id))
+        });
         (records, settle)
     }
 
@@ -1561,16 +1591,26 @@ impl GroupShard {
         Records,
         impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
     ) {
-        let (records, whole) = match self.groups.get(group_id) {
+        let (records, whole, gone) = match self.groups.get_mut(group_id) {
             Some(GroupEntry {
                 streams: Some(after),
                 streams_unsaved,
+                logged_members,
                 ..
             }) => {
-                let base = (!*streams_unsaved).then_some(&before);
-                (streams_persist::changes(base, after), *streams_unsaved)
+                let unsaved = *streams_unsaved;
+                let base = (!unsaved).then_some(&before);
+                let mut records = streams_persist::changes(base, after);
+                let gone = gone_members(base.map(|b| b.members.keys()), logged_members, |id| {
+                    after.members.contains_key(id)
+                });
+                if unsaved {
+                    records.extend(streams_persist::removed_members(&gone, after));
+                }
+                logged_members.extend(after.members.keys().cloned());
+                (records, unsaved, gone)
             }
-            _ => (Vec::new(), false),
+            _ => (Vec::new(), false, Vec::new()),
         };
         let failures = self.write_failures(group_id);
         let settle = settle_unsaved(
@@ -1579,6 +1619,11 @@ impl GroupShard {
             |e| &mut e.streams_unsaved,
             failures,
         );
+        let settle = forget_when_settled(group_id.to_string(), gone, settle, |e, id| {
+            e.streams
+                .as_ref()
+                .is_some_and(|g| g.members.contains_key(id))
+        });
         (records, settle)
     }
 

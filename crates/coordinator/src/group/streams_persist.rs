@@ -83,32 +83,53 @@ fn target_metadata_of(group: &StreamsGroup) -> StoredTargetMetadata {
 /// in the order Kafka writes them: departed members' tombstones (current assignment,
 /// target, metadata), then member metadata, topology, group metadata, targets, target
 /// metadata, current assignments.
+/// The tombstones of the members in `ids` that `after` no longer has.
+fn removed<'a>(
+    ids: impl IntoIterator<Item = &'a String>,
+    after: &StreamsGroup,
+) -> Vec<StreamsRecord> {
+    let group = &after.group_id;
+    let mut out = Vec::new();
+    for id in ids
+        .into_iter()
+        .filter(|id| !after.members.contains_key(*id))
+    {
+        out.push(StreamsRecord::Current {
+            group: group.clone(),
+            member: id.clone(),
+            value: None,
+        });
+        out.push(StreamsRecord::TargetMember {
+            group: group.clone(),
+            member: id.clone(),
+            value: None,
+        });
+        out.push(StreamsRecord::Member {
+            group: group.clone(),
+            member: id.clone(),
+            value: None,
+        });
+    }
+    out
+}
+
+/// `removed` as records: what a whole write adds for members the log may still hold.
+pub fn removed_members<'a>(
+    ids: impl IntoIterator<Item = &'a String>,
+    after: &StreamsGroup,
+) -> Records {
+    removed(ids, after)
+        .iter()
+        .map(StreamsRecord::encode)
+        .collect()
+}
+
 pub fn changes(before: Option<&StreamsGroup>, after: &StreamsGroup) -> Records {
     let group = after.group_id.clone();
     let mut out: Vec<StreamsRecord> = Vec::new();
     let old_member = |id: &str| before.and_then(|b| b.members.get(id));
     if let Some(before) = before {
-        for id in before
-            .members
-            .keys()
-            .filter(|id| !after.members.contains_key(*id))
-        {
-            out.push(StreamsRecord::Current {
-                group: group.clone(),
-                member: id.clone(),
-                value: None,
-            });
-            out.push(StreamsRecord::TargetMember {
-                group: group.clone(),
-                member: id.clone(),
-                value: None,
-            });
-            out.push(StreamsRecord::Member {
-                group: group.clone(),
-                member: id.clone(),
-                value: None,
-            });
-        }
+        out.extend(removed(before.members.keys(), after));
     }
     for (id, member) in &after.members {
         let metadata = member_metadata_of(member);
@@ -377,5 +398,22 @@ mod tests {
         all.extend(tombstones(&after));
         assert!(replay(&all).is_none());
         assert!(changes(Some(&group), &group).is_empty());
+    }
+
+    /// A whole write (the log lagging after a failure) does not tombstone a member the
+    /// group no longer has; `removed_members` does, or a replay brings it back.
+    #[test]
+    fn a_whole_write_needs_the_tombstones_of_members_gone() {
+        let mut group = StreamsGroup::new("g", StreamsGroupLimits::default());
+        group.members.insert("a".into(), member("a", 4));
+        group.members.insert("b".into(), member("b", 4));
+        let mut log = changes(None, &group);
+        let mut after = group.clone();
+        after.fence("b"); // its write failed; the next write is whole
+        log.extend(changes(None, &after));
+        assert!(replay(&log).unwrap().members.contains_key("b"), "b is back");
+        log.extend(removed_members(&["a".to_string(), "b".to_string()], &after));
+        let loaded = replay(&log).unwrap();
+        assert!(loaded.members.contains_key("a") && !loaded.members.contains_key("b"));
     }
 }

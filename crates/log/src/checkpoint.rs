@@ -91,6 +91,13 @@ pub fn replace_file(path: &Path, contents: &[u8], sync: Sync) -> io::Result<()> 
             .create(true)
             .truncate(true)
             .open(&temp)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if let Some(taken) = crate::fault_injection::write_cut_short(dir, contents.len()) {
+            // A full disk (fault injection): part of the file, then ENOSPC; the temp
+            // file is never renamed over the checkpoint.
+            file.write_all(&contents[..taken])?;
+            return Err(io::Error::from_raw_os_error(28));
+        }
         file.write_all(contents)?;
         if sync == Sync::Now {
             crate::fault_injection::before_sync(path)?;

@@ -3,9 +3,9 @@
 //! may stall (a slow disk) or fail it (a failing disk: the error stands for the fsync's),
 //! one every read of a segment or index file calls first, so a test can stall one
 //! partition's disk (or make its files look uncached) and watch the rest of the broker go
-//! on, and one every write of a batch to a segment calls first, which may cut it short (a
-//! full disk: part of the batch written, then ENOSPC). Without the feature the hooks are
-//! empty.
+//! on, and one every write of a batch to a segment (and of a checkpoint) calls first,
+//! which may cut it short (a full disk: part of it written, then ENOSPC). Without the
+//! feature the hooks are empty.
 
 use std::fs::File;
 use std::path::Path;

@@ -20,9 +20,12 @@ pub struct Disk {
     synced: Arc<Mutex<HashMap<std::path::PathBuf, u64>>>,
     /// The next fsync under this directory fails with EIO (a failing disk).
     failing: Arc<Mutex<Option<std::path::PathBuf>>>,
-    /// The disk under this directory is full: a batch written there gets half its bytes
-    /// down, then ENOSPC.
+    /// The disk under this directory is full: a batch or checkpoint written there gets
+    /// half its bytes down, then ENOSPC.
     full: Arc<Mutex<Option<std::path::PathBuf>>>,
+    /// The directory whose planned failure an fsync hit (EIO: its unsynced pages may be
+    /// gone), until the node restarts.
+    failed: Arc<Mutex<Option<std::path::PathBuf>>>,
 }
 
 fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -51,11 +54,15 @@ impl Disk {
                 .is_some_and(|f| dir.starts_with(f))
                 .then_some(len / 2)
         })));
-        let (synced, failing) = (self.synced.clone(), self.failing.clone());
+        let (synced, failing, failed) = (
+            self.synced.clone(),
+            self.failing.clone(),
+            self.failed.clone(),
+        );
         strand_log::fault_injection::set_sync_hook(Some(Box::new(move |path: &Path| {
             let mut failing = failing.lock().unwrap_or_else(|p| p.into_inner());
             if failing.as_ref().is_some_and(|dir| path.starts_with(dir)) {
-                *failing = None;
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = failing.take();
                 return Err(std::io::Error::from_raw_os_error(5)); // EIO: nothing synced
             }
             drop(failing);
@@ -97,6 +104,7 @@ impl Disk {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.free();
     }
 
@@ -122,6 +130,17 @@ impl Disk {
         if failing.as_ref().is_some_and(|d| d == dir) {
             *failing = None;
         }
+    }
+
+    /// Whether an fsync under `dir` failed with EIO (its unsynced pages may be lost at
+    /// the restart); forgotten once asked.
+    pub fn take_eio(&self, dir: &Path) -> bool {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = failed.as_ref().is_some_and(|d| d == dir);
+        if hit {
+            *failed = None;
+        }
+        hit
     }
 
     /// Whether a failure is planned that no fsync has hit yet.

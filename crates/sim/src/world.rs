@@ -1171,12 +1171,23 @@ impl World {
                     .position(|n| n.running.is_none() || n.failed);
                 if let Some(index) = pick {
                     if self.nodes[index].failed {
-                        self.crash(index, true);
+                        // After an fsync's EIO the unsynced pages may be gone: a power
+                        // cut; after a full disk (a checkpoint refused) nothing is lost.
+                        let eio = self.disk.take_eio(&self.nodes[index].dir);
+                        self.crash(index, eio);
                     }
                     let id = self.nodes[index].id;
                     self.trace(&("restart", id));
                     self.registered_again(id);
-                    self.start(index)?;
+                    if let Err(error) = self.start(index) {
+                        // The disk is full: the process cannot open its logs (their
+                        // checkpoints) and exits; it is started again later.
+                        let code = error
+                            .downcast_ref::<strand_log::LogError>()
+                            .map_or(-1, |e| e.kafka_error_code());
+                        self.trace(&("start failed", id, code));
+                        self.crash(index, false);
+                    }
                 }
             }
             980..=996 => {
@@ -1240,7 +1251,8 @@ impl World {
         }
         for index in 0..self.nodes.len() {
             if self.nodes[index].failed {
-                self.crash(index, true);
+                let eio = self.disk.take_eio(&self.nodes[index].dir);
+                self.crash(index, eio);
             }
             if self.nodes[index].running.is_none() {
                 self.registered_again(self.nodes[index].id);

@@ -455,6 +455,7 @@ impl World {
                 self.group.outstanding = None;
                 match request {
                     GroupRequest::Commit(_) => {
+                        self.trace(&("commit acked", offset));
                         self.group.acked = self.group.acked.max(offset);
                         self.outcome.commits_acked += 1;
                     }

@@ -488,7 +488,16 @@ impl ConsumerGroup {
             member.revocation_deadline_ms = None;
         }
         let to_revoke: Assignment = difference(&member.assigned, &target);
-        if !to_revoke.is_empty() {
+        // As Kafka's CurrentAssignmentBuilder (ownsRevokedPartitions): partitions to give
+        // up that the member says it does not own (a member rejoining owns nothing) are
+        // gone at once, and it moves on to the target epoch.
+        let owns_revoked = owned.is_none_or(|owned| {
+            pairs(&to_revoke).any(|(t, p)| owned.get(&t).is_some_and(|ps| ps.contains(&p)))
+        });
+        if !to_revoke.is_empty() && !owns_revoked {
+            member.assigned = intersection(&member.assigned, &target);
+        }
+        if !to_revoke.is_empty() && owns_revoked {
             member.assigned = intersection(&member.assigned, &target);
             member.revoking = to_revoke;
             member.revocation_deadline_ms =
@@ -873,6 +882,40 @@ mod tests {
             )
             .expect("its next heartbeat is accepted");
         assert!(next.member_epoch >= again.member_epoch);
+    }
+
+    /// A static member keeps its assignment when it rejoins; partitions its target lost
+    /// meanwhile, which it no longer owns, are dropped at once (Kafka's
+    /// ownsRevokedPartitions), not left to revoke at epoch 0 (review of the fix above).
+    #[test]
+    fn a_static_member_rejoining_after_its_target_moved_gets_an_epoch() {
+        let topics = Topics(vec![("t", 6)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let static_join = |member: &str| Heartbeat {
+            instance_id: Some("ia".into()),
+            ..join(member, &["t"])
+        };
+        let a = group
+            .heartbeat(static_join("a"), 0, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(count(a.assignment.as_ref().unwrap()), 6);
+        group
+            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
+            .unwrap();
+        let again = group
+            .heartbeat(static_join("a"), 20, &topics, &mut no_ids())
+            .unwrap();
+        assert!(again.member_epoch > 0, "{again:?}");
+        let owned = again.assignment.unwrap_or_default();
+        assert_eq!(count(&owned), 3, "its share of the target: {owned:?}");
+        group
+            .heartbeat(
+                beat("a", again.member_epoch, &owned),
+                30,
+                &topics,
+                &mut no_ids(),
+            )
+            .expect("its next heartbeat is accepted");
     }
 
     #[test]

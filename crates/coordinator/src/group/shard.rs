@@ -146,11 +146,15 @@ struct GroupEntry {
     /// next write is the whole group (consumer_records::changes from nothing).
     consumer_unsaved: bool,
     /// Members of the consumer or streams group whose records the log may hold (loaded,
-    /// or written since, and not known tombstoned): a whole write tombstones those the
+    /// or written since, and not known tombstoned), with the number of the latest write
+    /// issued while they were members (0: loaded): a whole write tombstones those the
     /// group no longer has, or a load would bring them back with what they owned (two
     /// members owning a partition; the simulator found it across a coordinator
-    /// failover).
-    logged_members: BTreeSet<String>,
+    /// failover). A tombstone that settles forgets a member only if no later write
+    /// logged it again.
+    logged_members: BTreeMap<String, u64>,
+    /// Writes of this group's changes issued so far (numbers them).
+    writes_issued: u64,
     /// Writes of this group's changes that failed so far: a whole write clears the
     /// unsaved mark only if none failed after it was issued (a later change refused
     /// while it waited for the replicas is not in it; the simulator found one lost so).
@@ -303,12 +307,12 @@ fn settle_unsaved(
 /// every one the log may hold) that the group no longer has.
 fn gone_members<'a>(
     before: Option<impl Iterator<Item = &'a String>>,
-    logged: &BTreeSet<String>,
+    logged: &BTreeMap<String, u64>,
     present: impl Fn(&str) -> bool,
 ) -> Vec<String> {
     let candidates: Vec<&String> = match before {
         Some(before) => before.collect(),
-        None => logged.iter().collect(),
+        None => logged.keys().collect(),
     };
     candidates
         .into_iter()
@@ -317,25 +321,34 @@ fn gone_members<'a>(
         .collect()
 }
 
-/// `settle`, then, if the write succeeded, the members it tombstoned (`gone`) forgotten
-/// by `logged_members`, unless one came back since (`present`).
+/// Numbers a write of `entry`'s group whose members are `present`, logging them with
+/// its number (returned).
+fn log_members<'a>(
+    logged: &mut BTreeMap<String, u64>,
+    writes_issued: &mut u64,
+    present: impl Iterator<Item = &'a String>,
+) -> u64 {
+    *writes_issued += 1;
+    for id in present {
+        logged.insert(id.clone(), *writes_issued);
+    }
+    *writes_issued
+}
+
+/// `settle`, then, if write number `write` succeeded, the members it tombstoned (`gone`)
+/// forgotten by `logged_members`, unless a later write logged one again.
 fn forget_when_settled(
     group_id: String,
     gone: Vec<String>,
+    write: u64,
     settle: impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
-    present: fn(&GroupEntry, &str) -> bool,
 ) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
     move |shard, written| {
         settle(shard, written);
         if let (Ok(()), Some(entry)) = (written, shard.groups.get_mut(&group_id)) {
-            let back: BTreeSet<String> = gone
-                .iter()
-                .filter(|id| present(entry, id))
-                .cloned()
-                .collect();
             entry
                 .logged_members
-                .retain(|id| !gone.contains(id) || back.contains(id));
+                .retain(|id, logged_by| !gone.contains(id) || *logged_by > write);
         }
     }
 }
@@ -434,7 +447,7 @@ impl GroupShard {
                 entry.empty_since_ms = now_ms;
             }
             entry.classic = None;
-            entry.logged_members = group.members.keys().cloned().collect();
+            entry.logged_members = group.members.keys().map(|id| (id.clone(), 0)).collect();
             entry.streams = Some(group);
         }
         let limits = self.settings.consumer;
@@ -451,7 +464,7 @@ impl GroupShard {
             if group.is_empty() {
                 entry.empty_since_ms = now_ms;
             }
-            entry.logged_members = group.members.keys().cloned().collect();
+            entry.logged_members = group.members.keys().map(|id| (id.clone(), 0)).collect();
             entry.consumer = Some(group);
         }
     }
@@ -468,11 +481,12 @@ impl GroupShard {
     ) {
         // After a failed write the log lags: write the whole group, tombstone every
         // member the log may still hold that the group no longer has, and say so.
-        let (records, whole, gone) = match self.groups.get_mut(group_id) {
+        let (records, whole, gone, write) = match self.groups.get_mut(group_id) {
             Some(GroupEntry {
                 consumer: Some(after),
                 consumer_unsaved,
                 logged_members,
+                writes_issued,
                 ..
             }) => {
                 let unsaved = *consumer_unsaved;
@@ -484,10 +498,10 @@ impl GroupShard {
                 if unsaved {
                     records.extend(consumer_records::removed_members(&gone, after));
                 }
-                logged_members.extend(after.members.keys().cloned());
-                (records, unsaved, gone)
+                let write = log_members(logged_members, writes_issued, after.members.keys());
+                (records, unsaved, gone, write)
             }
-            _ => (Vec::new(), false, Vec::new()),
+            _ => (Vec::new(), false, Vec::new(), 0),
         };
         let failures = self.write_failures(group_id);
         let settle = settle_unsaved(
@@ -496,11 +510,7 @@ impl GroupShard {
             |e| &mut e.consumer_unsaved,
             failures,
         );
-        let settle = forget_when_settled(group_id.to_string(), gone, settle, |e, id| {
-            e.consumer
-                .as_ref()
-                .is_some_and(|g| g.members.contains_key(id))
-        });
+        let settle = forget_when_settled(group_id.to_string(), gone, write, settle);
         (records, settle)
     }
 
@@ -1130,8 +1140,13 @@ impl GroupShard {
             .map(|(topic, partition)| (records::offset_key(group_id, topic, *partition), None))
             .collect();
         tombstones.push((records::group_key(group_id), None));
+        // With the members the log may still hold (a failed write's), not only today's.
         if let Some(group) = &entry.consumer {
             tombstones.extend(consumer_records::tombstones(group));
+            tombstones.extend(consumer_records::removed_members(
+                entry.logged_members.keys(),
+                group,
+            ));
         }
         if entry.share.is_some() {
             tombstones.push((share_records::metadata_key(group_id), None));
@@ -1139,6 +1154,10 @@ impl GroupShard {
         }
         if let Some(group) = &entry.streams {
             tombstones.extend(streams_persist::tombstones(group));
+            tombstones.extend(streams_persist::removed_members(
+                entry.logged_members.keys(),
+                group,
+            ));
         }
         let group_id = group_id.to_string();
         (
@@ -1591,11 +1610,12 @@ impl GroupShard {
         Records,
         impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
     ) {
-        let (records, whole, gone) = match self.groups.get_mut(group_id) {
+        let (records, whole, gone, write) = match self.groups.get_mut(group_id) {
             Some(GroupEntry {
                 streams: Some(after),
                 streams_unsaved,
                 logged_members,
+                writes_issued,
                 ..
             }) => {
                 let unsaved = *streams_unsaved;
@@ -1607,10 +1627,10 @@ impl GroupShard {
                 if unsaved {
                     records.extend(streams_persist::removed_members(&gone, after));
                 }
-                logged_members.extend(after.members.keys().cloned());
-                (records, unsaved, gone)
+                let write = log_members(logged_members, writes_issued, after.members.keys());
+                (records, unsaved, gone, write)
             }
-            _ => (Vec::new(), false, Vec::new()),
+            _ => (Vec::new(), false, Vec::new(), 0),
         };
         let failures = self.write_failures(group_id);
         let settle = settle_unsaved(
@@ -1619,11 +1639,7 @@ impl GroupShard {
             |e| &mut e.streams_unsaved,
             failures,
         );
-        let settle = forget_when_settled(group_id.to_string(), gone, settle, |e, id| {
-            e.streams
-                .as_ref()
-                .is_some_and(|g| g.members.contains_key(id))
-        });
+        let settle = forget_when_settled(group_id.to_string(), gone, write, settle);
         (records, settle)
     }
 
@@ -1789,10 +1805,18 @@ impl GroupShard {
                 tombstones.push((records::group_key(group_id), None));
                 if let Some(group) = &entry.consumer {
                     tombstones.extend(consumer_records::tombstones(group));
+                    tombstones.extend(consumer_records::removed_members(
+                        entry.logged_members.keys(),
+                        group,
+                    ));
                 }
                 // An empty streams group goes with its last offset, as on Kafka.
                 if let Some(group) = &entry.streams {
                     tombstones.extend(streams_persist::tombstones(group));
+                    tombstones.extend(streams_persist::removed_members(
+                        entry.logged_members.keys(),
+                        group,
+                    ));
                 }
                 expired.push((group_id.clone(), None));
             }
@@ -2568,6 +2592,37 @@ mod tests {
         let loaded = load(&log);
         let members = loaded.describe_consumer_group("g").unwrap().members;
         assert!(members.contains_key("m"));
+        assert!(!members.contains_key("n"), "n came back from the log");
+    }
+
+    /// Review of the fix above, with writes in flight: n leaves (W1), rejoins under its
+    /// id (W2) and leaves again (W3); W1 and W2 commit, W3 fails. W1's settling must not
+    /// forget n (W2 logged it again), or the whole write after W3 would not tombstone it.
+    #[test]
+    fn a_member_logged_again_by_a_later_write_is_not_forgotten_by_an_earlier_tombstone() {
+        let mut shard = shard();
+        let mut log: Records = Vec::new();
+        for (member, at) in [("m", 0), ("n", 10)] {
+            let (written, answer) = shard.consumer_heartbeat("g", consumer_join(member), at);
+            log.extend(written);
+            answer(&mut shard, Ok(())).unwrap();
+        }
+        let (w1, a1) = shard.consumer_heartbeat("g", leave("n"), 20);
+        let (w2, a2) = shard.consumer_heartbeat("g", consumer_join("n"), 30);
+        let (_w3, a3) = shard.consumer_heartbeat("g", leave("n"), 40);
+        log.extend(w1);
+        log.extend(w2);
+        a1(&mut shard, Ok(())).unwrap();
+        a2(&mut shard, Ok(())).unwrap();
+        let _ = a3(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
+        let mut beat = consumer_join("m");
+        beat.member_epoch = shard.describe_consumer_group("g").unwrap().members["m"].member_epoch;
+        beat.subscribed_topics = None;
+        beat.owned = None;
+        let (written, answer) = shard.consumer_heartbeat("g", beat, 50);
+        log.extend(written);
+        answer(&mut shard, Ok(())).unwrap();
+        let members = load(&log).describe_consumer_group("g").unwrap().members;
         assert!(!members.contains_key("n"), "n came back from the log");
     }
 

@@ -79,10 +79,6 @@ fn target_metadata_of(group: &StreamsGroup) -> StoredTargetMetadata {
     }
 }
 
-/// The records that take the log from `before` (None: nothing written yet) to `after`,
-/// in the order Kafka writes them: departed members' tombstones (current assignment,
-/// target, metadata), then member metadata, topology, group metadata, targets, target
-/// metadata, current assignments.
 /// The tombstones of the members in `ids` that `after` no longer has.
 fn removed<'a>(
     ids: impl IntoIterator<Item = &'a String>,
@@ -124,6 +120,10 @@ pub fn removed_members<'a>(
         .collect()
 }
 
+/// The records that take the log from `before` (None: nothing written yet) to `after`,
+/// in the order Kafka writes them: departed members' tombstones (current assignment,
+/// target, metadata), then member metadata, topology, group metadata, targets, target
+/// metadata, current assignments.
 pub fn changes(before: Option<&StreamsGroup>, after: &StreamsGroup) -> Records {
     let group = after.group_id.clone();
     let mut out: Vec<StreamsRecord> = Vec::new();

@@ -2551,6 +2551,28 @@ mod tests {
         loaded
     }
 
+    /// A shard where m and n joined (their records written), and its log.
+    fn m_and_n_joined() -> (GroupShard, Records) {
+        let mut shard = shard();
+        let mut log: Records = Vec::new();
+        for (member, at) in [("m", 0), ("n", 10)] {
+            let (written, answer) = shard.consumer_heartbeat("g", consumer_join(member), at);
+            log.extend(written);
+            answer(&mut shard, Ok(())).unwrap();
+        }
+        (shard, log)
+    }
+
+    /// `member`'s heartbeat at its epoch, nothing changed.
+    fn steady_beat(shard: &GroupShard, member: &str) -> Heartbeat {
+        Heartbeat {
+            member_epoch: shard.describe_consumer_group("g").unwrap().members[member].member_epoch,
+            subscribed_topics: None,
+            owned: None,
+            ..consumer_join(member)
+        }
+    }
+
     fn leave(member_id: &str) -> Heartbeat {
         Heartbeat {
             member_epoch: super::super::consumer::LEAVE_EPOCH,
@@ -2566,13 +2588,7 @@ mod tests {
     /// what it owned: two members owning one partition.
     #[test]
     fn a_member_removed_while_the_log_lagged_stays_removed_after_a_reload() {
-        let mut shard = shard();
-        let mut log: Records = Vec::new();
-        for (member, at) in [("m", 0), ("n", 10)] {
-            let (written, answer) = shard.consumer_heartbeat("g", consumer_join(member), at);
-            log.extend(written);
-            answer(&mut shard, Ok(())).unwrap();
-        }
+        let (mut shard, mut log) = m_and_n_joined();
         // n leaves; that write fails.
         let (_lost, answer) = shard.consumer_heartbeat("g", leave("n"), 20);
         let _ = answer(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
@@ -2582,11 +2598,7 @@ mod tests {
             .members
             .contains_key("n"));
         // m's next heartbeat writes the whole group, n's tombstones with it.
-        let mut beat = consumer_join("m");
-        beat.member_epoch = shard.describe_consumer_group("g").unwrap().members["m"].member_epoch;
-        beat.subscribed_topics = None;
-        beat.owned = None;
-        let (written, answer) = shard.consumer_heartbeat("g", beat, 30);
+        let (written, answer) = shard.consumer_heartbeat("g", steady_beat(&shard, "m"), 30);
         log.extend(written);
         answer(&mut shard, Ok(())).unwrap();
         let loaded = load(&log);
@@ -2600,13 +2612,7 @@ mod tests {
     /// forget n (W2 logged it again), or the whole write after W3 would not tombstone it.
     #[test]
     fn a_member_logged_again_by_a_later_write_is_not_forgotten_by_an_earlier_tombstone() {
-        let mut shard = shard();
-        let mut log: Records = Vec::new();
-        for (member, at) in [("m", 0), ("n", 10)] {
-            let (written, answer) = shard.consumer_heartbeat("g", consumer_join(member), at);
-            log.extend(written);
-            answer(&mut shard, Ok(())).unwrap();
-        }
+        let (mut shard, mut log) = m_and_n_joined();
         let (w1, a1) = shard.consumer_heartbeat("g", leave("n"), 20);
         let (w2, a2) = shard.consumer_heartbeat("g", consumer_join("n"), 30);
         let (_w3, a3) = shard.consumer_heartbeat("g", leave("n"), 40);
@@ -2615,11 +2621,7 @@ mod tests {
         a1(&mut shard, Ok(())).unwrap();
         a2(&mut shard, Ok(())).unwrap();
         let _ = a3(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS));
-        let mut beat = consumer_join("m");
-        beat.member_epoch = shard.describe_consumer_group("g").unwrap().members["m"].member_epoch;
-        beat.subscribed_topics = None;
-        beat.owned = None;
-        let (written, answer) = shard.consumer_heartbeat("g", beat, 50);
+        let (written, answer) = shard.consumer_heartbeat("g", steady_beat(&shard, "m"), 50);
         log.extend(written);
         answer(&mut shard, Ok(())).unwrap();
         let members = load(&log).describe_consumer_group("g").unwrap().members;

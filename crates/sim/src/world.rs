@@ -665,6 +665,12 @@ impl World {
         self.after_controller_change(&before);
     }
 
+    /// The number of a new request (its answer carries it back).
+    fn next_correlation(&mut self) -> u64 {
+        self.requests += 1;
+        self.requests
+    }
+
     fn send(&mut self, from: i32, to: i32, correlation: u64, partition: usize, message: Message) {
         if self.cut_links.contains(&(from, to)) || self.rng.gen_bool(0.02) {
             self.trace(&("lost", from, to));
@@ -784,8 +790,7 @@ impl World {
                 }
             }
         };
-        self.requests += 1;
-        let correlation = self.requests;
+        let correlation = self.next_correlation();
         self.nodes[index].request_out[replica] = Some((self.now_ms, correlation));
         self.send(id, leader, correlation, replica, message);
     }
@@ -1492,13 +1497,8 @@ mod tests {
         let again = run(3, 5_000, &disk, Bugs::default()).unwrap();
         assert_eq!(again.trace_hash, hashes[3]);
         assert!(hashes.windows(2).any(|w| w[0] != w[1]), "seeds must differ");
-        // The follower-sync bug the power-loss nemesis found: the simulator finds it too.
-        let bugs = Bugs {
-            follower_skips_sync: true,
-            ..Bugs::default()
-        };
-        // Some seed finds the bug put back, by the violation named (about one seed in
-        // four finds each).
+        // Each bug put back is found by some seed, by the violation named (about one
+        // seed in four finds each).
         let caught = |bugs: Bugs, named: &str| {
             (0..30u64).any(|seed| {
                 run(seed, 20_000, &disk, bugs)
@@ -1508,37 +1508,44 @@ mod tests {
                     .any(|v| v.contains(named))
             })
         };
-        assert!(
-            caught(bugs, ""),
-            "no seed caught a follower acknowledging unsynced records"
-        );
-        // Producers retrying without idempotence: records twice in the log.
-        let bugs = Bugs {
-            retries_without_idempotence: true,
-            ..Bugs::default()
-        };
-        assert!(
-            caught(bugs, "twice"),
-            "no seed caught a retried batch written twice"
-        );
-        // Fetches without their aborted transactions: aborted records read.
-        let bugs = Bugs {
-            aborted_list_dropped: true,
-            ..Bugs::default()
-        };
-        assert!(
-            caught(bugs, "aborted"),
-            "no seed caught a consumer reading an aborted transaction"
-        );
-        // The group coordinator acknowledging commits not yet replicated: lost ones.
-        let bugs = Bugs {
-            commits_answered_when_written: true,
-            ..Bugs::default()
-        };
-        assert!(
-            caught(bugs, "committed offset"),
-            "no seed caught an acknowledged offset commit lost"
-        );
+        let none = Bugs::default;
+        for (bugs, named, what) in [
+            // The follower-sync bug the power-loss nemesis found.
+            (
+                Bugs {
+                    follower_skips_sync: true,
+                    ..none()
+                },
+                "",
+                "a follower acknowledging unsynced records",
+            ),
+            (
+                Bugs {
+                    retries_without_idempotence: true,
+                    ..none()
+                },
+                "twice",
+                "a retried batch written twice",
+            ),
+            (
+                Bugs {
+                    aborted_list_dropped: true,
+                    ..none()
+                },
+                "aborted",
+                "a consumer reading an aborted transaction",
+            ),
+            (
+                Bugs {
+                    commits_answered_when_written: true,
+                    ..none()
+                },
+                "committed offset",
+                "an acknowledged offset commit lost",
+            ),
+        ] {
+            assert!(caught(bugs, named), "no seed caught {what}");
+        }
     }
 
     /// Found by the simulator's idempotent producers: a new leader whose followers were

@@ -847,40 +847,48 @@ mod tests {
         || unreachable!("clients send their own member ids")
     }
 
+    /// a (joining as `a_join` says) owns all six partitions; b joins, and the target
+    /// moves half of them to b before a hears; a, fenced meanwhile, joins again as
+    /// `a_join` says, owning nothing. Its answer, and its next heartbeat's.
+    fn rejoin_after_the_target_moved(
+        a_join: impl Fn() -> Heartbeat,
+    ) -> (HeartbeatResult, Result<HeartbeatResult, HeartbeatError>) {
+        let topics = Topics(vec![("t", 6)]);
+        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
+        let a = group
+            .heartbeat(a_join(), 0, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(count(a.assignment.as_ref().unwrap()), 6);
+        group
+            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
+            .unwrap();
+        let again = group
+            .heartbeat(a_join(), 20, &topics, &mut no_ids())
+            .unwrap();
+        let owned = again.assignment.clone().unwrap_or_default();
+        let next = group.heartbeat(
+            beat("a", again.member_epoch, &owned),
+            30,
+            &topics,
+            &mut no_ids(),
+        );
+        (again, next)
+    }
+
     /// Found by the simulator: a dynamic member rejoining under its id (after it was
     /// fenced) kept what the coordinator last gave it, and when the target had moved
     /// some of it away it was answered partitions at member epoch 0; its next heartbeat
     /// (epoch 0, owning them) was INVALID_REQUEST, for good.
     #[test]
     fn a_member_rejoining_under_its_id_starts_owning_nothing_and_gets_an_epoch() {
-        let topics = Topics(vec![("t", 6)]);
-        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
-        let a = group
-            .heartbeat(join("a", &["t"]), 0, &topics, &mut no_ids())
-            .unwrap();
-        assert_eq!(count(a.assignment.as_ref().unwrap()), 6);
-        // b joins: the target moves half of a's partitions to b; a has not heard yet.
-        group
-            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
-            .unwrap();
-        // a was fenced meanwhile and rejoins under its id, owning nothing.
-        let again = group
-            .heartbeat(join("a", &["t"]), 20, &topics, &mut no_ids())
-            .unwrap();
+        let (again, next) = rejoin_after_the_target_moved(|| join("a", &["t"]));
         assert!(again.member_epoch > 0, "{again:?}");
-        let owned = again.assignment.unwrap_or_default();
+        let owned = again.assignment.clone().unwrap_or_default();
         assert!(
             count(&owned) <= 3,
             "only a's share of the target: {owned:?}"
         );
-        let next = group
-            .heartbeat(
-                beat("a", again.member_epoch, &owned),
-                30,
-                &topics,
-                &mut no_ids(),
-            )
-            .expect("its next heartbeat is accepted");
+        let next = next.expect("its next heartbeat is accepted");
         assert!(next.member_epoch >= again.member_epoch);
     }
 
@@ -889,33 +897,14 @@ mod tests {
     /// ownsRevokedPartitions), not left to revoke at epoch 0 (review of the fix above).
     #[test]
     fn a_static_member_rejoining_after_its_target_moved_gets_an_epoch() {
-        let topics = Topics(vec![("t", 6)]);
-        let mut group = ConsumerGroup::new("g", ConsumerGroupLimits::default());
-        let static_join = |member: &str| Heartbeat {
+        let (again, next) = rejoin_after_the_target_moved(|| Heartbeat {
             instance_id: Some("ia".into()),
-            ..join(member, &["t"])
-        };
-        let a = group
-            .heartbeat(static_join("a"), 0, &topics, &mut no_ids())
-            .unwrap();
-        assert_eq!(count(a.assignment.as_ref().unwrap()), 6);
-        group
-            .heartbeat(join("b", &["t"]), 10, &topics, &mut no_ids())
-            .unwrap();
-        let again = group
-            .heartbeat(static_join("a"), 20, &topics, &mut no_ids())
-            .unwrap();
+            ..join("a", &["t"])
+        });
         assert!(again.member_epoch > 0, "{again:?}");
-        let owned = again.assignment.unwrap_or_default();
+        let owned = again.assignment.clone().unwrap_or_default();
         assert_eq!(count(&owned), 3, "its share of the target: {owned:?}");
-        group
-            .heartbeat(
-                beat("a", again.member_epoch, &owned),
-                30,
-                &topics,
-                &mut no_ids(),
-            )
-            .expect("its next heartbeat is accepted");
+        next.expect("its next heartbeat is accepted");
     }
 
     #[test]

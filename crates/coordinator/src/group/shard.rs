@@ -278,85 +278,92 @@ pub type Answerer<R> = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> R + S
 /// What a group's write leaves in the shard once it settled.
 type Settle = Box<dyn FnOnce(&mut GroupShard, &Result<(), i16>) + Send>;
 
-/// What a group's write leaves once settled: a failed write marks the group unsaved
-/// (`flag`; its next write is all of it), a successful whole write clears the mark
-/// unless another write failed after it was issued (`failures_at_issue`).
-fn settle_unsaved(
-    group_id: String,
+/// One write of a group's changes, as its settling needs it.
+struct GroupWrite {
+    /// It is the whole group (the log lagged: a write before it failed).
     whole: bool,
-    flag: fn(&mut GroupEntry) -> &mut bool,
+    /// Writes of the group that had failed when it was issued.
     failures_at_issue: u64,
-) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
-    move |shard, written| {
-        if let Some(entry) = shard.groups.get_mut(&group_id) {
+    /// The members it tombstones, and its number.
+    gone: Vec<String>,
+    number: u64,
+}
+
+impl GroupWrite {
+    /// A write with nothing of the group's in it (no group of that kind).
+    fn none() -> GroupWrite {
+        GroupWrite {
+            whole: false,
+            failures_at_issue: 0,
+            gone: Vec::new(),
+            number: 0,
+        }
+    }
+
+    /// Accounts for a write of `entry`'s group taking its members from `before` (None:
+    /// the log lags, the write is the whole group) to `after`: the members it tombstones
+    /// (gone since `before`, or, whole, every one the log may hold), which it adds to
+    /// `records` when whole (a diff already has them), its number, and its members
+    /// logged with it.
+    fn account<M>(
+        entry: &mut GroupEntry,
+        before: Option<&BTreeMap<String, M>>,
+        after: &BTreeMap<String, M>,
+        records: &mut Records,
+        removed: impl FnOnce(&[String]) -> Records,
+    ) -> GroupWrite {
+        let candidates: Vec<&String> = match before {
+            Some(before) => before.keys().collect(),
+            None => entry.logged_members.keys().collect(),
+        };
+        let gone: Vec<String> = candidates
+            .into_iter()
+            .filter(|id| !after.contains_key(*id))
+            .cloned()
+            .collect();
+        if before.is_none() {
+            records.extend(removed(&gone));
+        }
+        entry.writes_issued += 1;
+        for id in after.keys() {
+            entry.logged_members.insert(id.clone(), entry.writes_issued);
+        }
+        GroupWrite {
+            whole: before.is_none(),
+            failures_at_issue: entry.write_failures,
+            gone,
+            number: entry.writes_issued,
+        }
+    }
+
+    /// What the write leaves once settled: a failure marks the group unsaved (`flag`;
+    /// its next write is all of it); a success forgets the members it tombstoned unless
+    /// a later write logged one again, and, whole, clears the mark unless another
+    /// write failed after it was issued.
+    fn settle(
+        self,
+        group_id: String,
+        flag: fn(&mut GroupEntry) -> &mut bool,
+    ) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
+        move |shard, written| {
+            let Some(entry) = shard.groups.get_mut(&group_id) else {
+                return;
+            };
             match written {
                 Err(_) => {
                     entry.write_failures += 1;
                     *flag(entry) = true;
                 }
-                Ok(()) if whole && entry.write_failures == failures_at_issue => {
-                    *flag(entry) = false
+                Ok(()) => {
+                    if self.whole && entry.write_failures == self.failures_at_issue {
+                        *flag(entry) = false;
+                    }
+                    entry.logged_members.retain(|id, logged_by| {
+                        !self.gone.contains(id) || *logged_by > self.number
+                    });
                 }
-                Ok(()) => {}
             }
         }
-    }
-}
-
-/// The members a write tombstones: those its base had (`before`'s, or after a failure
-/// every one the log may hold) that the group no longer has.
-fn gone_members<'a>(
-    before: Option<impl Iterator<Item = &'a String>>,
-    logged: &BTreeMap<String, u64>,
-    present: impl Fn(&str) -> bool,
-) -> Vec<String> {
-    let candidates: Vec<&String> = match before {
-        Some(before) => before.collect(),
-        None => logged.keys().collect(),
-    };
-    candidates
-        .into_iter()
-        .filter(|id| !present(id))
-        .cloned()
-        .collect()
-}
-
-/// Numbers a write of `entry`'s group whose members are `present`, logging them with
-/// its number (returned).
-fn log_members<'a>(
-    logged: &mut BTreeMap<String, u64>,
-    writes_issued: &mut u64,
-    present: impl Iterator<Item = &'a String>,
-) -> u64 {
-    *writes_issued += 1;
-    for id in present {
-        logged.insert(id.clone(), *writes_issued);
-    }
-    *writes_issued
-}
-
-/// `settle`, then, if write number `write` succeeded, the members it tombstoned (`gone`)
-/// forgotten by `logged_members`, unless a later write logged one again.
-fn forget_when_settled(
-    group_id: String,
-    gone: Vec<String>,
-    write: u64,
-    settle: impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
-) -> impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static {
-    move |shard, written| {
-        settle(shard, written);
-        if let (Ok(()), Some(entry)) = (written, shard.groups.get_mut(&group_id)) {
-            entry
-                .logged_members
-                .retain(|id, logged_by| !gone.contains(id) || *logged_by > write);
-        }
-    }
-}
-
-impl GroupShard {
-    /// How many of `group_id`'s writes failed so far.
-    fn write_failures(&self, group_id: &str) -> u64 {
-        self.groups.get(group_id).map_or(0, |e| e.write_failures)
     }
 }
 
@@ -481,37 +488,30 @@ impl GroupShard {
     ) {
         // After a failed write the log lags: write the whole group, tombstone every
         // member the log may still hold that the group no longer has, and say so.
-        let (records, whole, gone, write) = match self.groups.get_mut(group_id) {
-            Some(GroupEntry {
-                consumer: Some(after),
-                consumer_unsaved,
-                logged_members,
-                writes_issued,
-                ..
-            }) => {
-                let unsaved = *consumer_unsaved;
-                let before = if unsaved { None } else { before.as_ref() };
-                let mut records = consumer_records::changes(before, after, self.topics.as_ref());
-                let gone = gone_members(before.map(|b| b.members.keys()), logged_members, |id| {
-                    after.members.contains_key(id)
-                });
-                if unsaved {
-                    records.extend(consumer_records::removed_members(&gone, after));
-                }
-                let write = log_members(logged_members, writes_issued, after.members.keys());
-                (records, unsaved, gone, write)
-            }
-            _ => (Vec::new(), false, Vec::new(), 0),
+        let flag: fn(&mut GroupEntry) -> &mut bool = |e| &mut e.consumer_unsaved;
+        let nothing = || {
+            (
+                Vec::new(),
+                GroupWrite::none().settle(group_id.to_string(), flag),
+            )
         };
-        let failures = self.write_failures(group_id);
-        let settle = settle_unsaved(
-            group_id.to_string(),
-            whole,
-            |e| &mut e.consumer_unsaved,
-            failures,
+        let Some(entry) = self.groups.get_mut(group_id) else {
+            return nothing();
+        };
+        let Some(after) = entry.consumer.take() else {
+            return nothing();
+        };
+        let before = before.filter(|_| !entry.consumer_unsaved);
+        let mut records = consumer_records::changes(before.as_ref(), &after, self.topics.as_ref());
+        let write = GroupWrite::account(
+            entry,
+            before.as_ref().map(|b| &b.members),
+            &after.members,
+            &mut records,
+            |gone| consumer_records::removed_members(gone, &after),
         );
-        let settle = forget_when_settled(group_id.to_string(), gone, write, settle);
-        (records, settle)
+        entry.consumer = Some(after);
+        (records, write.settle(group_id.to_string(), flag))
     }
 
     fn room_for(&self, group_id: &str) -> bool {
@@ -1610,37 +1610,30 @@ impl GroupShard {
         Records,
         impl FnOnce(&mut GroupShard, &Result<(), i16>) + Send + 'static,
     ) {
-        let (records, whole, gone, write) = match self.groups.get_mut(group_id) {
-            Some(GroupEntry {
-                streams: Some(after),
-                streams_unsaved,
-                logged_members,
-                writes_issued,
-                ..
-            }) => {
-                let unsaved = *streams_unsaved;
-                let base = (!unsaved).then_some(&before);
-                let mut records = streams_persist::changes(base, after);
-                let gone = gone_members(base.map(|b| b.members.keys()), logged_members, |id| {
-                    after.members.contains_key(id)
-                });
-                if unsaved {
-                    records.extend(streams_persist::removed_members(&gone, after));
-                }
-                let write = log_members(logged_members, writes_issued, after.members.keys());
-                (records, unsaved, gone, write)
-            }
-            _ => (Vec::new(), false, Vec::new(), 0),
+        let flag: fn(&mut GroupEntry) -> &mut bool = |e| &mut e.streams_unsaved;
+        let nothing = || {
+            (
+                Vec::new(),
+                GroupWrite::none().settle(group_id.to_string(), flag),
+            )
         };
-        let failures = self.write_failures(group_id);
-        let settle = settle_unsaved(
-            group_id.to_string(),
-            whole,
-            |e| &mut e.streams_unsaved,
-            failures,
+        let Some(entry) = self.groups.get_mut(group_id) else {
+            return nothing();
+        };
+        let Some(after) = entry.streams.take() else {
+            return nothing();
+        };
+        let before = Some(before).filter(|_| !entry.streams_unsaved);
+        let mut records = streams_persist::changes(before.as_ref(), &after);
+        let write = GroupWrite::account(
+            entry,
+            before.as_ref().map(|b| &b.members),
+            &after.members,
+            &mut records,
+            |gone| streams_persist::removed_members(gone, &after),
         );
-        let settle = forget_when_settled(group_id.to_string(), gone, write, settle);
-        (records, settle)
+        entry.streams = Some(after);
+        (records, write.settle(group_id.to_string(), flag))
     }
 
     /// StreamsGroupDescribe: the streams group, or Kafka's error and message.

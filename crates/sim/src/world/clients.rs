@@ -268,8 +268,7 @@ impl World {
         if leader <= 0 {
             return;
         }
-        self.requests += 1;
-        let correlation = self.requests;
+        let correlation = self.next_correlation();
         let producer = &mut self.producers[index];
         let Some(outstanding) = producer.outstanding.as_mut() else {
             return;

@@ -23,7 +23,7 @@ use strand_coordinator::group::shard::{Answerer, GroupSettings, GroupShard};
 use strand_coordinator::runtime::Write;
 use strand_log::Clock;
 
-use super::members::{ASSIGNED_PARTITIONS, MEMBER_GROUP};
+use super::members::{heartbeat_request, ASSIGNED_PARTITIONS, MEMBER_GROUP};
 use super::{Message, World, CLIENT_BASE, DATA, OFFSETS};
 use crate::controller::TOPIC;
 
@@ -188,14 +188,13 @@ impl World {
 
     fn group_send(&mut self) {
         let coordinator = self.controller.assignment(OFFSETS).leader;
-        if coordinator <= 0 {
+        if coordinator <= 0 || self.group.outstanding.is_none() {
             return;
         }
+        let correlation = self.next_correlation();
         let Some((request, sent)) = self.group.outstanding.as_mut() else {
             return;
         };
-        self.requests += 1;
-        let correlation = self.requests;
         *sent = Some((self.now_ms, correlation));
         let message = match *request {
             GroupRequest::Commit(offset) => {
@@ -266,7 +265,7 @@ impl World {
                 epoch,
                 owned,
             } => {
-                let request = World::heartbeat_request(member_id, epoch, &owned);
+                let request = heartbeat_request(member_id, epoch, &owned);
                 let (records, answerer) = shard.consumer_heartbeat(MEMBER_GROUP, request, now);
                 let reply: Reply = Box::new(move |shard, written| {
                     let result = answerer(shard, written)

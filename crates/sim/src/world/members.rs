@@ -23,7 +23,7 @@ use crate::controller::TOPIC;
 
 pub(super) const MEMBER_GROUP: &str = "sim-members";
 /// The members' network ids start here.
-pub(super) const MEMBER_BASE: i32 = CLIENT_BASE + 60;
+const MEMBER_BASE: i32 = CLIENT_BASE + 60;
 const MEMBERS: usize = 3;
 /// How many partitions the group's topic has as the coordinator sees it (the data
 /// partition and five more that are only ever assigned, never read).
@@ -62,6 +62,27 @@ fn member_id(index: usize, member: &Member) -> String {
     format!("member-{index}-{}", member.incarnation)
 }
 
+/// A member's ConsumerGroupHeartbeat as its client sends it.
+pub(super) fn heartbeat_request(member_id: String, epoch: i32, owned: &BTreeSet<i32>) -> Heartbeat {
+    Heartbeat {
+        member_id,
+        member_epoch: epoch,
+        instance_id: None,
+        rack_id: None,
+        client_id: "sim".to_string(),
+        client_host: "/127.0.0.1".to_string(),
+        rebalance_timeout_ms: 5_000,
+        subscribed_topics: Some(vec![TOPIC.to_string()]),
+        subscribed_regex: None,
+        server_assignor: None,
+        // Owning nothing is an empty assignment (what a joining member must send).
+        owned: Some(match owned.is_empty() {
+            true => Assignment::new(),
+            false => Assignment::from([(TOPIC.to_string(), owned.clone())]),
+        }),
+    }
+}
+
 impl World {
     /// A member's turn: now and then (if `faults`) its process crashes or comes back as
     /// a new consumer; otherwise it heartbeats when due.
@@ -97,8 +118,7 @@ impl World {
         if coordinator <= 0 {
             return;
         }
-        self.requests += 1;
-        let correlation = self.requests;
+        let correlation = self.next_correlation();
         let member = &mut self.members[index];
         member.outstanding = Some((now, correlation));
         member.last_sent_ms = now;
@@ -114,31 +134,6 @@ impl World {
             OFFSETS,
             message,
         );
-    }
-
-    /// The coordinator's heartbeat: what a member is answered.
-    pub(super) fn heartbeat_request(
-        member_id: String,
-        epoch: i32,
-        owned: &BTreeSet<i32>,
-    ) -> Heartbeat {
-        Heartbeat {
-            member_id,
-            member_epoch: epoch,
-            instance_id: None,
-            rack_id: None,
-            client_id: "sim".to_string(),
-            client_host: "/127.0.0.1".to_string(),
-            rebalance_timeout_ms: 5_000,
-            subscribed_topics: Some(vec![TOPIC.to_string()]),
-            subscribed_regex: None,
-            server_assignor: None,
-            // Owning nothing is an empty assignment (what a joining member must send).
-            owned: Some(match owned.is_empty() {
-                true => Assignment::new(),
-                false => Assignment::from([(TOPIC.to_string(), owned.clone())]),
-            }),
-        }
     }
 
     /// A member reads the answer to its outstanding heartbeat.

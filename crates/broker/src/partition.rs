@@ -501,6 +501,13 @@ impl Partition {
                     .map(|&id| (id, FollowerProgress::new(now)))
                     .collect();
                 replication.leader_start_offset = log_end;
+                // Its epoch is in the cache from now, not from its first append: the
+                // simulator found a follower, asking before that, told "undefined" and
+                // cutting committed records (its high watermark lagged), which the next
+                // election then lost.
+                if let Err(error) = self.log().begin_leader_epoch(assignment.leader_epoch) {
+                    tracing::error!(partition = %self.tp, %error, "recording the new leader epoch failed");
+                }
                 RoleChange::BecameLeader
             } else if !leads && !same_leadership {
                 replication.followers.clear();
@@ -1352,6 +1359,25 @@ mod tests {
             3,
             "acks=all for the batches below 3 (a duplicate's) is met"
         );
+    }
+
+    /// Found by the simulator: a new leader that had not appended yet answered a
+    /// follower's OffsetForLeaderEpoch for the epoch between theirs as undefined, and the
+    /// follower cut its log to its high watermark, below records the old leader had
+    /// committed (lost when the new leader failed next).
+    #[test]
+    fn a_new_leader_knows_where_the_epochs_before_its_own_end_before_it_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2]);
+        partition.apply_assignment(assignment(2, 13, 1, &[1, 2]));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, 13);
+        strand_records::refresh_crc(&mut leader_batch);
+        partition.append_as_follower(13, &leader_batch, 0).unwrap();
+        partition.apply_assignment(assignment(ME, 15, 2, &[1, 2]));
+        // A follower whose latest epoch is 14 (it followed a leader we never heard of).
+        assert_eq!(partition.log().end_offset_for_epoch(14), (13, 3));
+        assert_eq!(partition.log().end_offset_for_epoch(15), (15, 3));
     }
 
     #[test]

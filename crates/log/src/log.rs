@@ -923,6 +923,14 @@ impl Log {
             )));
         }
         if offset >= self.log_end_offset() {
+            // Nothing to cut, but the epoch cache may end in an epoch this broker began
+            // as leader and never appended in (`begin_leader_epoch`): it conflicts with
+            // the new leader's, which would answer every fetch with a diverging epoch
+            // that cuts nothing, for ever. Kafka's truncateTo drops it too.
+            let end = self.log_end_offset();
+            if self.epochs.truncate_from_end(end) {
+                self.epochs.checkpoint()?;
+            }
             return Ok(false);
         }
         let first_base = self
@@ -1142,6 +1150,17 @@ impl Log {
     /// a stalled disk under it must not hold up the others' flushes).
     pub fn flush_running(&self) -> bool {
         self.upkeep.flush_running
+    }
+
+    /// A new leader's epoch begins at the log end, before its first append (Kafka's
+    /// makeLeader assigns it at once): without it, a follower asking where its own newer
+    /// epoch ends is answered undefined until this leader appends, and truncates to its
+    /// high watermark, which may be below committed records (KIP-101's loss).
+    pub fn begin_leader_epoch(&mut self, epoch: i32) -> LogResult<()> {
+        if self.epochs.assign(epoch, self.log_end_offset()) {
+            self.checkpoint_epochs_deferred()?;
+        }
+        Ok(())
     }
 
     /// The epoch checkpoint after a new epoch on the write path: written now, synced by

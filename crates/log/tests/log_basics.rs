@@ -288,6 +288,31 @@ fn leader_epochs_are_cached_checkpointed_and_answer_offset_for_leader_epoch() {
     assert_eq!(checkpoint, "0\n2\n1 0\n2 6\n");
 }
 
+/// A leader's epoch is cached when it takes over, before any append in it; a follower
+/// again, it drops that epoch when cut to its log end (which cuts nothing), or every
+/// fetch would diverge at that epoch for ever (the simulator found the livelock).
+#[test]
+fn an_epoch_begun_without_appends_is_dropped_by_a_truncation_to_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(ManualClock::new(0)),
+    );
+    log.append_as_leader(&mut batch(2, 10, 0), 3).unwrap();
+    log.begin_leader_epoch(4).unwrap();
+    assert_eq!(
+        log.end_offset_for_epoch(3),
+        (3, 2),
+        "epoch 4 begins at the end"
+    );
+    assert_eq!(log.end_offset_for_epoch(4), (4, 2));
+    assert!(!log.truncate_to(2).unwrap(), "nothing to cut");
+    assert_eq!(log.leader_epochs().latest().map(|e| e.epoch), Some(3));
+    let checkpoint = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
+    assert_eq!(checkpoint, "0\n1\n3 0\n");
+}
+
 #[test]
 fn truncate_removes_whole_batches_and_segments() {
     let dir = tempfile::tempdir().unwrap();

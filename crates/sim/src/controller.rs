@@ -16,8 +16,10 @@ use uuid::Uuid;
 pub const TOPIC: &str = "sim";
 /// The group coordinator's partition (one, replicated like the data).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-/// The simulated partitions, by index: the data, then the offsets.
-pub const TOPICS: [&str; 2] = [TOPIC, OFFSETS_TOPIC];
+/// The transaction coordinator's partition (one, replicated like the data).
+pub const TXN_TOPIC: &str = "__transaction_state";
+/// The simulated partitions, by index: the data, the offsets, the transactions.
+pub const TOPICS: [&str; 3] = [TOPIC, OFFSETS_TOPIC, TXN_TOPIC];
 const TOPIC_ID: u128 = 0x5157_0000_0000_0000_0000_0000_0000_0001;
 
 /// The id of topic `index` of `TOPICS`.

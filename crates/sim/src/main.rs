@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted, {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -90,6 +90,7 @@ fn main() -> ExitCode {
                     outcome.duplicates,
                     outcome.txns_committed,
                     outcome.txns_aborted,
+                    outcome.txns_given_up,
                     outcome.commits_acked,
                     outcome.offset_fetches,
                     outcome.assignments,

@@ -28,16 +28,24 @@ use crate::disk::Disk;
 
 mod clients;
 mod group;
+mod hosting;
 mod members;
-use clients::{Producer, Txn, Waiting};
-use group::{CoordinatorWait, GroupClient, GROUP_CLIENT};
+mod txn;
+use clients::{Producer, Txn, Verifying, Waiting};
+use group::{GroupClient, GROUP_CLIENT};
+use hosting::CoordinatorWait;
 use members::Member;
+use strand_coordinator::group::shard::GroupShard;
+use strand_coordinator::txn::shard::TxnShard;
+use txn::{MarkerSend, SimProducerIds};
 
 const NODES: [i32; 3] = [1, 2, 3];
 /// The partitions every node replicates (indexes into `TOPICS`): the data clients
-/// produce to and consumers read, and the group coordinator's offsets.
+/// produce to and consumers read, the group coordinator's offsets, and the transaction
+/// coordinator's state.
 const DATA: usize = 0;
 const OFFSETS: usize = 1;
+const TXN: usize = 2;
 const PARTITIONS: usize = TOPICS.len();
 const MIN_ISR: i32 = 2;
 /// Virtual time starts here (ms since the epoch); record timestamps are this plus the
@@ -93,8 +101,11 @@ pub struct Outcome {
     pub client_acked: usize,
     /// Retried batches the leader recognised (answered with their first offsets).
     pub duplicates: u64,
+    /// Transactions a coordinator prepared to commit and to abort.
     pub txns_committed: u64,
     pub txns_aborted: u64,
+    /// Transactions their producer gave up (fenced) and recovered from.
+    pub txns_given_up: u64,
     /// The group's offset commits acknowledged, and its restarts from the committed
     /// offset.
     pub commits_acked: u64,
@@ -137,13 +148,40 @@ enum Message {
     /// Producer -> leader, acks=all.
     Produce {
         batch: Vec<u8>,
-        transactional: bool,
+        transactional_id: Option<String>,
     },
     /// The transaction coordinator -> leader: WriteTxnMarkers.
     Marker {
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
+    },
+    /// A transactional producer -> the transaction coordinator (the leader of
+    /// `__transaction_state`).
+    InitProducerId {
+        transactional_id: String,
+        expected: Option<(i64, i16)>,
+    },
+    EndTxn {
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    },
+    /// Their answer: the producer id and epoch, or an error code.
+    ProducerAnswer {
+        result: Result<(i64, i16), i16>,
+    },
+    /// The data partition's leader -> the transaction coordinator: AddPartitionsToTxn v5
+    /// for a transaction's batch (KIP-890), and its answer.
+    AddPartition {
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+    },
+    AddAnswer {
+        code: i16,
     },
     /// The group's consumer -> the coordinator (the offsets partition's leader).
     OffsetCommit {
@@ -162,7 +200,7 @@ enum Message {
         result: Result<(i32, Option<BTreeSet<i32>>), i16>,
     },
     /// Leader -> producer: the batch's first offset, or an error code (to the group's
-    /// consumer: the offset committed or fetched).
+    /// consumer: the offset committed or fetched; to a coordinator: its marker's).
     Answer {
         result: Result<i64, i16>,
     },
@@ -194,9 +232,11 @@ struct Node {
     /// Its disk failed (an fsync returned EIO): the log is offline, the controller told
     /// (ReplicaFailed); it takes part again after a restart.
     failed: bool,
-    /// The group coordinator's shard while it leads the offsets partition, with the
-    /// leader epoch it was loaded for.
-    coordinator: Option<(i32, strand_coordinator::group::shard::GroupShard)>,
+    /// The group coordinator's shard while it leads the offsets partition, and the
+    /// transaction coordinator's while it leads `__transaction_state`, with the leader
+    /// epoch each was loaded for.
+    coordinator: Option<(i32, GroupShard)>,
+    txn_coordinator: Option<(i32, TxnShard)>,
 }
 
 pub struct World {
@@ -238,14 +278,21 @@ pub struct World {
     /// Every transaction, and which one each transactional record id was sent in.
     txns: Vec<Txn>,
     txn_of: BTreeMap<i64, usize>,
-    /// Leaders' answers held for acks=all.
+    /// Leaders' answers held for acks=all, and transactions' batches held while the
+    /// coordinator adds the partition.
     waiting: Vec<Waiting>,
+    verifying: Vec<Verifying>,
     /// offset -> record id, read by a read_committed consumer below the last stable offset
     consumed_committed: BTreeMap<i64, i64>,
     committed_offset: i64,
     /// The read_committed consumer's group, and the coordinators' writes in flight.
     group: GroupClient,
-    coordinator_waits: Vec<CoordinatorWait>,
+    coordinator_waits: Vec<CoordinatorWait<GroupShard>>,
+    /// The transaction coordinators' writes in flight, markers on their way, and the
+    /// producer ids they hand out.
+    txn_waits: Vec<CoordinatorWait<TxnShard>>,
+    marker_sends: Vec<MarkerSend>,
+    producer_ids: Arc<SimProducerIds>,
     /// The consumer group's members (KIP-848).
     members: Vec<Member>,
     outcome: Outcome,
@@ -327,6 +374,7 @@ impl World {
                 request_out: [None; PARTITIONS],
                 failed: false,
                 coordinator: None,
+                txn_coordinator: None,
             })
             .collect();
         let mut world = World {
@@ -359,10 +407,14 @@ impl World {
             txns: Vec::new(),
             txn_of: BTreeMap::new(),
             waiting: Vec::new(),
+            verifying: Vec::new(),
             consumed_committed: BTreeMap::new(),
             committed_offset: 0,
             group: GroupClient::new(),
             coordinator_waits: Vec::new(),
+            txn_waits: Vec::new(),
+            marker_sends: Vec::new(),
+            producer_ids: SimProducerIds::new(),
             members: members::members(),
             outcome: Outcome::default(),
             bugs,
@@ -439,6 +491,12 @@ impl World {
         node.failed = false;
         self.load_coordinators();
         Ok(())
+    }
+
+    /// Every node leading a coordinator's partition hosts its shard (hosting.rs).
+    fn load_coordinators(&mut self) {
+        self.load_hosted::<GroupShard>();
+        self.load_hosted::<TxnShard>();
     }
 
     /// Time passes: the simulation's, every node's wall clock, the monotonic one.
@@ -735,7 +793,8 @@ impl World {
     /// epoch, has its high watermark past them.
     fn acknowledge(&mut self) {
         self.answer_waiting();
-        self.answer_coordinator_waits();
+        self.answer_coordinator_waits::<GroupShard>();
+        self.answer_coordinator_waits::<TxnShard>();
         let mut still = Vec::new();
         for (leader, epoch, first, last, first_id) in std::mem::take(&mut self.pending) {
             let Some(partition) = self.partition(leader) else {
@@ -800,8 +859,19 @@ impl World {
             Message::Answer { result } => {
                 match flight.to {
                     GROUP_CLIENT => self.group_answer(flight.correlation, result),
+                    node if NODES.contains(&node) => {
+                        self.marker_answer(node, flight.correlation, result)
+                    }
                     client => self.client_answer(client, flight.correlation, result),
                 }
+                return Ok(());
+            }
+            Message::ProducerAnswer { result } => {
+                self.client_producer_answer(flight.to, flight.correlation, result);
+                return Ok(());
+            }
+            Message::AddAnswer { code } => {
+                self.add_answer(flight.to, flight.correlation, code);
                 return Ok(());
             }
             Message::HeartbeatAnswer { result } => {
@@ -836,7 +906,7 @@ impl World {
                     && self.nodes[to_index].request_out[replica].map(|(_, c)| c)
                         != Some(correlation) =>
             {
-                self.trace(&("stale answer", to, correlation));
+                self.trace(&("stale answer", to, replica, correlation));
             }
             Message::EpochAnswer { epoch, end } => {
                 self.nodes[to_index].request_out[replica] = None;
@@ -848,7 +918,7 @@ impl World {
                     return Ok(());
                 };
                 if let Some((from_offset, to_offset)) = cut {
-                    self.trace(&("truncated", to, from_offset, to_offset));
+                    self.trace(&("truncated", to, replica, from_offset, to_offset, end));
                     self.nodes[to_index].needs_truncation[replica] = false;
                 }
             }
@@ -931,7 +1001,7 @@ impl World {
                             self.replica_failed(to);
                             return Ok(());
                         }
-                        self.trace(&("replicated", to, offset, records.len()));
+                        self.trace(&("replicated", to, replica, offset, records.len()));
                     }
                     Ok(None) => {}
                     Err(strand_log::LogError::NonMonotonicOffset { .. }) => {
@@ -940,7 +1010,7 @@ impl World {
                     // The log refused the bytes (a CRC that does not match, a length
                     // past the answer's end) but is well: as the fetcher, fetch again.
                     Err(error) if !partition.log().is_offline() => {
-                        self.trace(&("append refused", to, error.kafka_error_code()));
+                        self.trace(&("append refused", to, replica, error.kafka_error_code()));
                     }
                     Err(error) => {
                         self.trace(&("append failed", to, error.kafka_error_code()));
@@ -956,8 +1026,16 @@ impl World {
             | Message::Heartbeat { .. }) => {
                 self.handle_group(&partition, from, to, correlation, message)
             }
-            // A client's, handled above.
-            Message::Answer { .. } | Message::HeartbeatAnswer { .. } => {}
+            message @ (Message::InitProducerId { .. }
+            | Message::EndTxn { .. }
+            | Message::AddPartition { .. }) => {
+                self.handle_txn(&partition, from, to, correlation, message)
+            }
+            // Answers, handled above.
+            Message::Answer { .. }
+            | Message::HeartbeatAnswer { .. }
+            | Message::ProducerAnswer { .. }
+            | Message::AddAnswer { .. } => {}
         }
         Ok(())
     }
@@ -1085,6 +1163,7 @@ impl World {
             return;
         }
         node.coordinator = None;
+        node.txn_coordinator = None;
         let dir = node.dir.clone();
         let lost = if power_cut {
             // Half the files lose all they had not synced; the others keep a torn prefix.
@@ -1103,6 +1182,8 @@ impl World {
         // A disk failure not yet hit does not outlive the process (a new disk, say).
         self.disk.clear_failure(&node.dir);
         self.network.retain(|f| f.to != id && f.from != id);
+        self.verifying.retain(|v| v.leader != id);
+        self.marker_sends.retain(|s| s.node != id);
         self.outcome.crashes += 1;
         if power_cut {
             self.outcome.power_cuts += 1;
@@ -1129,9 +1210,11 @@ impl World {
                 self.client_step(index, true);
             }
             200..=399 => {
+                // A node's fetcher: a request for each partition it follows.
                 let index = self.rng.gen_range(0..NODES.len());
-                let replica = self.rng.gen_range(0..PARTITIONS);
-                self.follower_request(index, replica);
+                for replica in 0..PARTITIONS {
+                    self.follower_request(index, replica);
+                }
             }
             400..=699 => {
                 let due: Vec<usize> = (0..self.network.len())
@@ -1148,7 +1231,10 @@ impl World {
             700..=734 => self.consume()?,
             735..=759 => self.consume_committed()?,
             760..=769 => self.group_step(true),
-            770..=774 => self.coordinator_tick(),
+            770..=774 => {
+                self.coordinator_tick();
+                self.txn_tick();
+            }
             775..=779 => {
                 let index = self.rng.gen_range(0..self.members.len());
                 self.member_step(index, true);
@@ -1283,6 +1369,7 @@ impl World {
             }
             self.group_step(false);
             self.coordinator_tick();
+            self.txn_tick();
             for index in 0..self.members.len() {
                 self.member_step(index, false);
             }
@@ -1296,6 +1383,7 @@ impl World {
                     .map_or(-1, |p| p.log().last_stable_offset());
                 if self.consumer_offset >= data
                     && self.clients_idle()
+                    && self.markers_settled()
                     && self.group.idle()
                     && self.members_settled()
                     && stable == data
@@ -1342,6 +1430,7 @@ impl World {
         }
         self.check_final()?;
         self.check_group_final();
+        self.check_txn_final();
         self.outcome.acked = self.acked.len();
         self.outcome.trace_hash = self.hasher.finish();
         self.disk.uninstall();

@@ -119,8 +119,9 @@ impl std::fmt::Debug for TxnCoordinator {
 }
 
 /// Replays a `__transaction_state` partition into a fresh shard, then queues the markers
-/// of every transaction it left prepared.
-fn load(partition: &Partition, mut state: TxnShard) -> TxnShard {
+/// of every transaction it left prepared (public for the simulator, which hosts shards
+/// as this coordinator does).
+pub fn load(partition: &Partition, mut state: TxnShard) -> TxnShard {
     let mut skipped = 0usize;
     let result = shard_log::replay(partition, |replayed| {
         if let Replayed::Record { key, value, .. } = replayed {

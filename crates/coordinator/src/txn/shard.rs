@@ -189,7 +189,8 @@ pub enum MarkersOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completion {
     Done,
-    /// The write failed retriably (COORDINATOR_NOT_AVAILABLE): ask again later.
+    /// The write failed retriably (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR while
+    /// this coordinator still runs): ask again later.
     Retry,
     /// Nothing to complete, or this coordinator is no longer the owner.
     GiveUp,
@@ -876,7 +877,18 @@ impl TxnShard {
                         Completion::Done
                     }
                     // The pending state stays: the retry writes the same record.
-                    Err(error_code::COORDINATOR_NOT_AVAILABLE) => Completion::Retry,
+                    // NOT_COORDINATOR too (a deliberate difference from Kafka, which
+                    // retries only COORDINATOR_NOT_AVAILABLE): a storage error maps to it,
+                    // which in Kafka means the log directory went offline and leadership
+                    // moves to a successor that resumes the transaction; Strand keeps a
+                    // log on a full disk up (the write cut back), so the coordinator
+                    // still owns the partition and nobody else would ever complete it
+                    // (the simulator found the transaction stuck prepared, its producer
+                    // answered CONCURRENT_TRANSACTIONS for good). A coordinator that
+                    // really lost the partition is stopped, which ends its retries.
+                    Err(error_code::COORDINATOR_NOT_AVAILABLE | error_code::NOT_COORDINATOR) => {
+                        Completion::Retry
+                    }
                     Err(_) => Completion::GiveUp,
                 }
             }),
@@ -1640,6 +1652,24 @@ mod tests {
         assert_eq!(ok(&mut shard, step), Completion::Done);
         assert_eq!(state(&shard, "t"), TxnState::CompleteCommit);
         assert!(shard.get("t").unwrap().partitions.is_empty());
+    }
+
+    /// Found by the simulator: a full disk refused the CompleteCommit write with a
+    /// storage error while the log stayed up; the completion was given up and the
+    /// transaction stayed prepared for as long as this coordinator led.
+    #[test]
+    fn a_completion_refused_by_a_full_disk_is_retried() {
+        let mut shard = shard();
+        let reply = init(&mut shard, "t");
+        add(&mut shard, "t", reply, &[("a", 0)]);
+        end(&mut shard, "t", reply, true, 0);
+        let job = shard.take_markers().pop().unwrap();
+        let step = shard.markers_written(&job, MarkersOutcome::Written, NOW);
+        let (_, completion) = settle(&mut shard, step, Err(error_code::KAFKA_STORAGE_ERROR));
+        assert_eq!(completion, Completion::Retry);
+        let step = shard.markers_written(&job, MarkersOutcome::Written, NOW);
+        assert_eq!(ok(&mut shard, step), Completion::Done);
+        assert_eq!(state(&shard, "t"), TxnState::CompleteCommit);
     }
 
     #[test]

@@ -6,12 +6,13 @@
 //! verification's guard, transaction markers) and answers once the batch is on every
 //! in-sync replica (acks=all).
 //!
-//! The transaction coordinator is modelled, not run (its state lives in the
-//! coordinator crate's async shards): it decides commit or abort, bumps the producer's
-//! epoch as transaction version 2 does, and writes the marker to the partition's leader
-//! until one is acknowledged. What runs for real is everything a partition does with
-//! transactions: the producer state, the last stable offset, the aborted-transaction
-//! index, markers replicated, truncated and recovered.
+//! The transactional producers take their producer id and epoch from the real
+//! transaction coordinator (txn.rs) and end their transactions there (EndTxn v5, which
+//! bumps the epoch); before a transaction's batch the leader asks the coordinator to add
+//! the partition (AddPartitionsToTxn v5, KIP-890) and appends only on its yes, guarded by
+//! what the partition knew of the producer then. A producer whose transaction was fenced
+//! (the coordinator aborted it past its timeout, or a request of an older epoch) gives it
+//! up and recovers with InitProducerId carrying its id and epoch (KIP-360).
 
 use rand::Rng;
 use strand_broker::error_code;
@@ -19,7 +20,8 @@ use strand_records::{BatchBuilder, BatchView, EndTxnMarker, Record, TxnResult};
 
 use strand_broker::partition::Partition;
 
-use super::{CorruptWhere, Message, World, CLIENT_BASE, DATA, EPOCH_MS, FETCH_MAX_BYTES};
+use super::txn::transactional_id;
+use super::{CorruptWhere, Message, World, CLIENT_BASE, DATA, EPOCH_MS, FETCH_MAX_BYTES, TXN};
 
 /// A client gives up on an answer after this long and sends the request again (the
 /// producer's request.timeout.ms, shortened to the simulation's pace).
@@ -36,9 +38,11 @@ pub(super) enum Request {
         count: i64,
         batch: Vec<u8>,
     },
-    /// The coordinator's WriteTxnMarkers for the producer's transaction, at its bumped
-    /// epoch.
-    Marker { commit: bool },
+    /// InitProducerId to the transaction coordinator, with the id and epoch the producer
+    /// had when it recovers from a fenced transaction (KIP-360).
+    InitProducerId { expected: Option<(i64, i16)> },
+    /// EndTxn v5: the coordinator answers the producer's next epoch.
+    EndTxn { commit: bool },
 }
 
 #[derive(Debug)]
@@ -51,7 +55,8 @@ pub(super) struct Outstanding {
 
 #[derive(Debug)]
 pub(super) struct Producer {
-    client: i32,
+    pub(super) client: i32,
+    /// -1 for a transactional producer until the coordinator gave it one.
     producer_id: i64,
     epoch: i16,
     transactional: bool,
@@ -65,12 +70,28 @@ pub(super) struct Producer {
 #[derive(Debug)]
 pub(super) struct Txn {
     pub producer_id: i64,
+    /// The producer's epoch in it (its batches'; the coordinator prepares it at the next).
+    pub epoch: i16,
     /// Record ids of every batch it sent (acknowledged or not).
     pub ids: Vec<i64>,
-    /// The coordinator's decision: commit or abort.
+    /// The coordinator's decision once a coordinator prepared it: commit or abort.
     pub decided: Option<bool>,
-    /// Its marker is acknowledged (on every in-sync replica).
-    pub marked: bool,
+    /// The producer's EndTxn was answered.
+    pub ended: bool,
+}
+
+/// A transaction's batch the leader holds while it asks the coordinator to add the
+/// partition (KIP-890), until the answer or the client's timeout.
+#[derive(Debug)]
+pub(super) struct Verifying {
+    pub(super) leader: i32,
+    leader_epoch: i32,
+    client: i32,
+    correlation: u64,
+    /// The number of the leader's question to the coordinator, and when it went.
+    asked: u64,
+    at: i64,
+    batch: Vec<u8>,
 }
 
 /// A leader's answer held until its batch is on every in-sync replica (acks=all).
@@ -88,7 +109,10 @@ pub(super) fn producers() -> Vec<Producer> {
     (0..IDEMPOTENT_PRODUCERS + TRANSACTIONAL_PRODUCERS)
         .map(|index| Producer {
             client: CLIENT_BASE + index as i32,
-            producer_id: 1_000 + index as i64,
+            producer_id: match index >= IDEMPOTENT_PRODUCERS {
+                true => -1,
+                false => 1_000 + index as i64,
+            },
             epoch: 0,
             transactional: index >= IDEMPOTENT_PRODUCERS,
             next_sequence: 0,
@@ -98,7 +122,7 @@ pub(super) fn producers() -> Vec<Producer> {
         .collect()
 }
 
-/// Errors a producer retries (the same batch, the same sequence).
+/// Errors a producer retries (the same request: a batch with the same sequence).
 fn retriable(code: i16) -> bool {
     matches!(
         code,
@@ -109,6 +133,23 @@ fn retriable(code: i16) -> bool {
             | error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND
             | error_code::KAFKA_STORAGE_ERROR
             | error_code::CONCURRENT_TRANSACTIONS
+            | error_code::NOT_COORDINATOR
+            | error_code::COORDINATOR_NOT_AVAILABLE
+            | error_code::COORDINATOR_LOAD_IN_PROGRESS
+    )
+}
+
+/// Errors that end a transactional producer's transaction without it (a newer epoch
+/// owns the producer, or the coordinator no longer has the transaction open): it gives
+/// the transaction up and recovers with InitProducerId.
+fn fenced(code: i16) -> bool {
+    matches!(
+        code,
+        error_code::INVALID_PRODUCER_EPOCH
+            | error_code::PRODUCER_FENCED
+            | error_code::INVALID_TXN_STATE
+            | error_code::INVALID_PRODUCER_ID_MAPPING
+            | error_code::TRANSACTION_ABORTABLE
     )
 }
 
@@ -170,9 +211,9 @@ pub(super) fn read_committed(
 impl World {
     /// A producer's turn: it sends its outstanding request again if the answer is
     /// overdue or asked for a retry; otherwise, if `new_work`, it starts its next batch
-    /// (or, transactional, ends its transaction now and then: the coordinator decides,
-    /// bumps the epoch and writes the marker). Without `new_work` (the faults stopped),
-    /// an open transaction is ended, as the coordinator's timeout would.
+    /// (transactional: first its producer id from the coordinator, and now and then it
+    /// ends its transaction, committing or aborting). Without `new_work` (the faults
+    /// stopped) an open transaction is ended.
     pub(super) fn client_step(&mut self, index: usize, new_work: bool) {
         let now = self.now_ms;
         let producer = &self.producers[index];
@@ -185,31 +226,21 @@ impl World {
             }
             return;
         }
-        let open = producer.txn;
-        let end_now = match open {
+        let end_now = match producer.txn {
             Some(_) if !new_work => true,
             Some(_) => self.rng.gen_bool(0.3),
             None => false,
         };
-        if let (Some(txn), true) = (open, end_now) {
+        if end_now {
             let commit = self.rng.gen_bool(0.7);
-            self.txns[txn].decided = Some(commit);
-            let producer = &mut self.producers[index];
-            // Transaction version 2: the coordinator bumps the epoch and writes the
-            // markers with it; the producer's next transaction starts at sequence 0.
-            producer.epoch += 1;
-            producer.next_sequence = 0;
-            producer.outstanding = Some(Outstanding {
-                request: Request::Marker { commit },
-                sent: None,
-                retries: 0,
-            });
-            let producer_id = producer.producer_id;
-            self.trace(&("txn decided", producer_id, commit));
-            self.client_send(index);
+            self.start_request(index, Request::EndTxn { commit });
             return;
         }
         if !new_work {
+            return;
+        }
+        if producer.transactional && producer.producer_id < 0 {
+            self.start_request(index, Request::InitProducerId { expected: None });
             return;
         }
         let count = self.rng.gen_range(1..=3);
@@ -228,9 +259,10 @@ impl World {
                 None => {
                     self.txns.push(Txn {
                         producer_id: producer.producer_id,
+                        epoch: producer.epoch,
                         ids: Vec::new(),
                         decided: None,
-                        marked: false,
+                        ended: false,
                     });
                     self.txns.len() - 1
                 }
@@ -248,24 +280,40 @@ impl World {
                 EPOCH_MS + first_id + delta,
             ));
         }
-        let producer = &mut self.producers[index];
-        producer.outstanding = Some(Outstanding {
-            request: Request::Data {
+        let batch = builder.build();
+        self.start_request(
+            index,
+            Request::Data {
                 first_id,
                 count,
-                batch: builder.build(),
+                batch,
             },
+        );
+    }
+
+    fn start_request(&mut self, index: usize, request: Request) {
+        self.producers[index].outstanding = Some(Outstanding {
+            request,
             sent: None,
             retries: 0,
         });
         self.client_send(index);
     }
 
-    /// Sends the producer's outstanding request to the leader it knows of (none: it
-    /// waits for the next turn).
+    /// Sends the producer's outstanding request to the node it goes to: the data
+    /// partition's leader, or the transaction coordinator (none known: it waits for the
+    /// next turn).
     fn client_send(&mut self, index: usize) {
-        let leader = self.controller.assignment(DATA).leader;
-        if leader <= 0 {
+        let partition = match self.producers[index].outstanding.as_ref() {
+            Some(Outstanding {
+                request: Request::Data { .. },
+                ..
+            }) => DATA,
+            Some(_) => TXN,
+            None => return,
+        };
+        let node = self.controller.assignment(partition).leader;
+        if node <= 0 {
             return;
         }
         let correlation = self.next_correlation();
@@ -278,6 +326,7 @@ impl World {
         }
         outstanding.sent = Some((self.now_ms, correlation));
         let (client, producer_id, epoch) = (producer.client, producer.producer_id, producer.epoch);
+        let transactional_id = producer.transactional.then(|| transactional_id(client));
         let message = match &outstanding.request {
             Request::Data {
                 first_id,
@@ -298,21 +347,27 @@ impl World {
                 };
                 Message::Produce {
                     batch,
-                    transactional: producer.transactional,
+                    transactional_id,
                 }
             }
-            Request::Marker { commit } => Message::Marker {
+            Request::InitProducerId { expected } => Message::InitProducerId {
+                transactional_id: transactional_id.unwrap_or_default(),
+                expected: *expected,
+            },
+            Request::EndTxn { commit } => Message::EndTxn {
+                transactional_id: transactional_id.unwrap_or_default(),
                 producer_id,
                 epoch,
                 commit: *commit,
             },
         };
         self.outcome.client_requests += 1;
-        self.send(client, leader, correlation, DATA, message);
+        self.send(client, node, correlation, partition, message);
     }
 
-    /// A leader handles a producer's request: the produce handler's steps on the real
-    /// partition, the answer held until acks=all is met.
+    /// A leader handles a producer's batch or the coordinator's marker: the produce
+    /// handler's steps on the real partition, the answer held until acks=all is met. A
+    /// transaction's batch waits for the coordinator to add the partition first.
     pub(super) fn handle_produce(
         &mut self,
         partition: &Partition,
@@ -333,48 +388,46 @@ impl World {
         let appended = match message {
             Message::Produce {
                 batch,
-                transactional: false,
+                transactional_id: None,
             } => partition.append_unsynced(batch, -1),
             Message::Produce {
                 batch,
-                transactional: true,
+                transactional_id: Some(transactional_id),
             } => {
                 let Ok(header) = strand_records::BatchHeader::parse(&batch) else {
                     return;
                 };
                 // KIP-890 (transaction version 2): the leader asks the coordinator to
-                // add the partition; it says yes only while the producer's transaction
-                // is open at that epoch. The guard is what the partition knew of the
-                // producer then.
-                let producer = &self.producers[(from - CLIENT_BASE) as usize];
-                let open = producer.epoch == header.producer_epoch
-                    && producer
-                        .txn
-                        .is_some_and(|txn| self.txns[txn].decided.is_none());
-                if !open {
-                    self.answer(
-                        to,
-                        from,
-                        correlation,
-                        Err(error_code::INVALID_PRODUCER_EPOCH),
-                    );
+                // add the partition to the producer's transaction.
+                let coordinator = self.controller.assignment(TXN).leader;
+                if coordinator <= 0 {
+                    let code = error_code::NOT_ENOUGH_REPLICAS; // no coordinator
+                    self.answer(to, from, correlation, Err(code));
                     return;
                 }
-                let guard = partition
-                    .log()
-                    .producer_state()
-                    .get(header.producer_id)
-                    .map(|entry| entry.last_offset);
-                partition.append_transactional(
+                let asked = self.next_correlation();
+                self.verifying.push(Verifying {
+                    leader: to,
+                    leader_epoch,
+                    client: from,
+                    correlation,
+                    asked,
+                    at: self.now_ms,
                     batch,
-                    -1,
-                    (header.producer_id, header.producer_epoch, guard),
-                )
+                });
+                let question = Message::AddPartition {
+                    transactional_id,
+                    producer_id: header.producer_id,
+                    epoch: header.producer_epoch,
+                };
+                self.send(to, coordinator, asked, TXN, question);
+                return;
             }
             Message::Marker {
                 producer_id,
                 epoch,
                 commit,
+                coordinator_epoch,
             } => {
                 let marker = EndTxnMarker {
                     result: if commit {
@@ -382,12 +435,93 @@ impl World {
                     } else {
                         TxnResult::Abort
                     },
-                    coordinator_epoch: 0,
+                    coordinator_epoch,
                 };
                 partition.append_marker(producer_id, epoch, marker)
             }
             _ => return,
         };
+        self.appended(partition, from, to, correlation, leader_epoch, appended);
+    }
+
+    /// The coordinator answered a leader's question: on its yes the transaction's batch
+    /// is appended, guarded by what the partition knows of the producer now (transaction
+    /// version 2 takes the guard after the yes: KAFKA-18575); otherwise the client gets
+    /// the produce handler's error for the answer (verification.rs's mapping).
+    pub(super) fn add_answer(&mut self, leader: i32, asked: u64, code: i16) {
+        let Some(index) = self
+            .verifying
+            .iter()
+            .position(|v| v.leader == leader && v.asked == asked)
+        else {
+            return;
+        };
+        let verifying = self.verifying.swap_remove(index);
+        let (client, correlation) = (verifying.client, verifying.correlation);
+        let Some(partition) = self
+            .partition(leader)
+            .filter(|p| p.leader_epoch_if_leader() == Some(verifying.leader_epoch))
+        else {
+            let code = error_code::NOT_LEADER_OR_FOLLOWER;
+            self.answer(leader, client, correlation, Err(code));
+            return;
+        };
+        let refusal = match code {
+            error_code::NONE => None,
+            error_code::PRODUCER_FENCED => Some(error_code::INVALID_PRODUCER_EPOCH),
+            error_code::TRANSACTION_ABORTABLE => Some(error_code::INVALID_TXN_STATE),
+            error_code::CONCURRENT_TRANSACTIONS => Some(error_code::CONCURRENT_TRANSACTIONS),
+            error_code::NETWORK_EXCEPTION
+            | error_code::COORDINATOR_LOAD_IN_PROGRESS
+            | error_code::COORDINATOR_NOT_AVAILABLE
+            | error_code::NOT_COORDINATOR => Some(error_code::NOT_ENOUGH_REPLICAS),
+            other => Some(other),
+        };
+        if let Some(code) = refusal {
+            self.trace(&("add refused", leader, client, code));
+            self.answer(leader, client, correlation, Err(code));
+            return;
+        }
+        let Ok(header) = strand_records::BatchHeader::parse(&verifying.batch) else {
+            return;
+        };
+        let guard = partition
+            .log()
+            .producer_state()
+            .get(header.producer_id)
+            .map(|entry| entry.last_offset);
+        let appended = partition.append_transactional(
+            verifying.batch,
+            -1,
+            (header.producer_id, header.producer_epoch, guard),
+        );
+        self.appended(
+            &partition,
+            client,
+            leader,
+            correlation,
+            verifying.leader_epoch,
+            appended,
+        );
+    }
+
+    /// A leader's append for `from`: held for acks=all once durable (flush before ack),
+    /// or answered with its refusal.
+    fn appended(
+        &mut self,
+        partition: &Partition,
+        from: i32,
+        to: i32,
+        correlation: u64,
+        leader_epoch: i32,
+        appended: Result<
+            (
+                strand_log::AppendInfo,
+                Option<strand_broker::partition::Durable>,
+            ),
+            strand_broker::partition::Refusal,
+        >,
+    ) {
         match appended {
             Ok((info, durable)) => {
                 if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
@@ -423,8 +557,11 @@ impl World {
     }
 
     /// acks=all for held answers: sent once the high watermark passes the batch in the
-    /// epoch it was taken in (NOT_LEADER_OR_FOLLOWER if leadership moved first).
+    /// epoch it was taken in (NOT_LEADER_OR_FOLLOWER if leadership moved first). Batches
+    /// whose coordinator did not answer in time are dropped (their clients time out).
     pub(super) fn answer_waiting(&mut self) {
+        let now = self.now_ms;
+        self.verifying.retain(|v| now - v.at < CLIENT_TIMEOUT_MS);
         for waiting in std::mem::take(&mut self.waiting) {
             let result = match self.partition(waiting.leader) {
                 None => continue, // crashed: the client times out
@@ -441,55 +578,128 @@ impl World {
         }
     }
 
-    /// A producer reads the answer to its outstanding request (any other is stale).
-    pub(super) fn client_answer(&mut self, to: i32, correlation: u64, result: Result<i64, i16>) {
+    /// The outstanding request of producer `to` if `correlation` is its number (any
+    /// other answer is stale).
+    fn answered(&mut self, to: i32, correlation: u64) -> Option<usize> {
         let index = (to - CLIENT_BASE) as usize;
+        let outstanding = self.producers[index].outstanding.as_ref()?;
+        (outstanding.sent.map(|(_, c)| c) == Some(correlation)).then_some(index)
+    }
+
+    /// A producer reads the answer to its batch.
+    pub(super) fn client_answer(&mut self, to: i32, correlation: u64, result: Result<i64, i16>) {
+        let Some(index) = self.answered(to, correlation) else {
+            return;
+        };
         let producer = &mut self.producers[index];
+        match result {
+            Ok(first_offset) => {
+                let Some(Outstanding {
+                    request:
+                        Request::Data {
+                            first_id, count, ..
+                        },
+                    ..
+                }) = producer.outstanding.take()
+                else {
+                    return;
+                };
+                producer.next_sequence += count as i32;
+                for delta in 0..count {
+                    self.acked.insert(first_offset + delta, first_id + delta);
+                }
+                self.outcome.client_acked += count as usize;
+                self.trace(&("client acked", to, first_offset));
+            }
+            Err(code) => self.client_refused(index, code),
+        }
+    }
+
+    /// A transactional producer reads the coordinator's answer to its InitProducerId
+    /// or EndTxn: its producer id and epoch from now on.
+    pub(super) fn client_producer_answer(
+        &mut self,
+        to: i32,
+        correlation: u64,
+        result: Result<(i64, i16), i16>,
+    ) {
+        let Some(index) = self.answered(to, correlation) else {
+            return;
+        };
+        let ((producer_id, epoch), request) = match result {
+            Ok(answer) => (answer, self.producers[index].outstanding.take()),
+            Err(code) => return self.client_refused(index, code),
+        };
+        self.trace(&("producer id", to, producer_id, epoch));
+        let producer = &mut self.producers[index];
+        (producer.producer_id, producer.epoch) = (producer_id, epoch);
+        producer.next_sequence = 0;
+        let Some(Outstanding {
+            request: Request::EndTxn { commit },
+            ..
+        }) = request
+        else {
+            return;
+        };
+        let Some(txn) = producer.txn.take() else {
+            return;
+        };
+        self.txns[txn].ended = true;
+        let decided = self.txns[txn].decided;
+        if decided != Some(commit) {
+            let producer_id = self.txns[txn].producer_id;
+            self.violation(format!(
+                "producer {producer_id}'s EndTxn ({}) was answered, but its transaction was {}",
+                if commit { "commit" } else { "abort" },
+                match decided {
+                    Some(true) => "committed",
+                    Some(false) => "aborted",
+                    None => "never prepared",
+                }
+            ));
+        }
+    }
+
+    /// A producer's request was refused: retried, or (a transactional producer fenced)
+    /// the transaction given up and the producer recovering; anything else is a
+    /// violation (no client could go on).
+    fn client_refused(&mut self, index: usize, code: i16) {
+        let producer = &mut self.producers[index];
+        let (client, producer_id, epoch) = (producer.client, producer.producer_id, producer.epoch);
         let Some(outstanding) = producer.outstanding.as_mut() else {
             return;
         };
-        if outstanding.sent.map(|(_, c)| c) != Some(correlation) {
-            return;
-        }
-        let producer_id = producer.producer_id;
-        match result {
-            Ok(first_offset) => {
-                let request = producer.outstanding.take().expect("checked").request;
-                match request {
-                    Request::Data {
-                        first_id, count, ..
-                    } => {
-                        producer.next_sequence += count as i32;
-                        for delta in 0..count {
-                            self.acked.insert(first_offset + delta, first_id + delta);
-                        }
-                        self.outcome.client_acked += count as usize;
-                    }
-                    Request::Marker { commit } => {
-                        if let Some(txn) = producer.txn.take() {
-                            self.txns[txn].marked = true;
-                        }
-                        if commit {
-                            self.outcome.txns_committed += 1;
-                        } else {
-                            self.outcome.txns_aborted += 1;
-                        }
-                    }
-                }
-                self.trace(&("client acked", to, first_offset));
-            }
-            Err(code) if retriable(code) => {
-                outstanding.sent = None;
-                self.trace(&("client retries", to, code));
-            }
-            Err(code) => {
-                let request = format!("{:?}", outstanding.request);
-                producer.outstanding = None;
-                self.violation(format!(
-                    "producer {producer_id} was refused with error {code}, which it cannot retry: {}",
-                    request.chars().take(120).collect::<String>()
-                ));
-            }
+        let expected = match outstanding.request {
+            Request::InitProducerId { expected } => expected,
+            _ => None,
+        };
+        if retriable(code) {
+            outstanding.sent = None;
+            self.trace(&("client retries", client, code));
+        } else if producer.transactional && fenced(code) {
+            // A new InitProducerId: with the id and epoch held, unless those were just
+            // refused (a new producer instance, then).
+            let expected = match expected {
+                Some(_) => None,
+                None if producer_id >= 0 => Some((producer_id, epoch)),
+                None => None,
+            };
+            producer.txn = None;
+            producer.outstanding = Some(Outstanding {
+                request: Request::InitProducerId { expected },
+                sent: None,
+                retries: 0,
+            });
+            self.outcome.txns_given_up += 1;
+            self.trace(&("transaction given up", client, code));
+            self.client_send(index);
+        } else {
+            let request = format!("{:?}", outstanding.request);
+            producer.outstanding = None;
+            self.violation(format!(
+                "producer {producer_id} was refused with error {code}, which it cannot retry: {}",
+                request.chars().take(120).collect::<String>()
+            ));
         }
     }
 
@@ -620,22 +830,25 @@ impl World {
             let wrong = match txn.decided {
                 Some(true) => seen != txn.ids.len(),
                 Some(false) => seen != 0,
-                None => true, // every transaction ends once the faults stop
+                // Never prepared: none of it may be in the log (a transaction whose
+                // batches the coordinator never took; an open one would hold the last
+                // stable offset, which liveness checks).
+                None => seen != 0,
             };
             if wrong && found.len() < 3 {
                 all_aborted.sort();
                 all_aborted.dedup();
                 found.push(format!(
-                    "producer {}'s transaction of records {:?} at offsets {:?} ({}, marker {}): {seen} of its {} records visible to read_committed (aborted transactions read: {:?})",
+                    "producer {}'s transaction of records {:?} at offsets {:?} ({}, {}): {seen} of its {} records visible to read_committed (aborted transactions read: {:?})",
                     txn.producer_id,
                     txn.ids.iter().take(6).collect::<Vec<_>>(),
                     txn.ids.iter().take(6).map(|id| offsets.get(id)).collect::<Vec<_>>(),
                     match txn.decided {
                         Some(true) => "committed",
                         Some(false) => "aborted",
-                        None => "never ended",
+                        None => "never prepared",
                     },
-                    if txn.marked { "acknowledged" } else { "not acknowledged" },
+                    if txn.ended { "EndTxn answered" } else { "EndTxn not answered" },
                     txn.ids.len(),
                     all_aborted.iter().filter(|(p, _)| *p == txn.producer_id).collect::<Vec<_>>()
                 ));

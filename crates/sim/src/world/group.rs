@@ -20,11 +20,11 @@ use strand_coordinator::group::classic::GroupLimits;
 use strand_coordinator::group::consumer::{ConsumerGroupLimits, TopicView};
 use strand_coordinator::group::records::CommittedOffset;
 use strand_coordinator::group::shard::{Answerer, GroupSettings, GroupShard};
-use strand_coordinator::runtime::Write;
 use strand_log::Clock;
 
+use super::hosting::{CoordinatorWait, Hosted, Settled};
 use super::members::{heartbeat_request, ASSIGNED_PARTITIONS, MEMBER_GROUP};
-use super::{Message, World, CLIENT_BASE, DATA, OFFSETS};
+use super::{Message, Node, World, CLIENT_BASE, DATA, OFFSETS};
 use crate::controller::TOPIC;
 
 /// The consumer's network id, and its group.
@@ -66,17 +66,7 @@ impl GroupClient {
     }
 }
 
-/// What a coordinator write answers once settled: to whom, about what (None: nobody).
-type Reply = Box<dyn FnOnce(&mut GroupShard, Result<(), i16>) -> Option<(i32, Message)>>;
-
-/// A coordinator write held until it is on every in-sync replica.
-pub(super) struct CoordinatorWait {
-    node: i32,
-    leader_epoch: i32,
-    end: i64,
-    reply: Reply,
-    correlation: u64,
-}
+type Reply = super::hosting::Reply<GroupShard>;
 
 /// The answer to an offset commit from its error codes.
 fn commit_reply(offset: i64, answerer: Answerer<Vec<i16>>) -> Reply {
@@ -86,7 +76,7 @@ fn commit_reply(offset: i64, answerer: Answerer<Vec<i16>>) -> Reply {
             Some(&code) => Err(code),
             None => Ok(offset),
         };
-        Some((GROUP_CLIENT, Message::Answer { result }))
+        Settled::Answer(GROUP_CLIENT, Message::Answer { result })
     })
 }
 
@@ -132,33 +122,25 @@ fn fresh_shard() -> GroupShard {
     GroupShard::new(settings, Arc::new(SimTopics))
 }
 
-impl World {
-    /// Every node leading the offsets partition has a shard loaded for its leader epoch
-    /// (a fresh replay of its replica when the epoch is new); the others have none.
-    pub(super) fn load_coordinators(&mut self) {
-        for index in 0..self.nodes.len() {
-            let id = self.nodes[index].id;
-            let epoch = self
-                .replica(id, OFFSETS)
-                .and_then(|p| p.leader_epoch_if_leader());
-            let loaded = self.nodes[index].coordinator.as_ref().map(|(e, _)| *e);
-            if epoch == loaded {
-                continue;
-            }
-            self.nodes[index].coordinator = match (epoch, self.replica(id, OFFSETS)) {
-                (Some(epoch), Some(replica)) => {
-                    let now = self.clocks[index].now_ms();
-                    let shard =
-                        strand_broker::group::coordinator::load(&replica, fresh_shard(), now);
-                    let committed = committed_of(&shard);
-                    self.trace(&("coordinator loaded", id, epoch, committed));
-                    Some((epoch, shard))
-                }
-                _ => None,
-            };
-        }
+impl Hosted for GroupShard {
+    const PARTITION: usize = OFFSETS;
+
+    fn load(_: &World, replica: &Partition, _: i32, now: i64) -> (GroupShard, i64) {
+        let shard = strand_broker::group::coordinator::load(replica, fresh_shard(), now);
+        let committed = committed_of(&shard).unwrap_or(-1);
+        (shard, committed)
     }
 
+    fn slot(node: &mut Node) -> &mut Option<(i32, GroupShard)> {
+        &mut node.coordinator
+    }
+
+    fn waits(world: &mut World) -> &mut Vec<CoordinatorWait<GroupShard>> {
+        &mut world.coordinator_waits
+    }
+}
+
+impl World {
     /// The consumer's turn with its group: a request overdue is sent again; otherwise,
     /// if `new_work`, it commits its position (if it moved past the last commit
     /// acknowledged) or restarts from its committed offset.
@@ -276,13 +258,13 @@ impl World {
                             (r.member_epoch, target)
                         })
                         .map_err(|e| e.code);
-                    Some((from, Message::HeartbeatAnswer { result }))
+                    Settled::Answer(from, Message::HeartbeatAnswer { result })
                 });
                 (records, reply)
             }
             _ => return,
         };
-        self.coordinator_write(partition, to, correlation, records, reply);
+        self.coordinator_write::<GroupShard>(partition, to, correlation, records, reply);
     }
 
     /// The coordinator's periodic work (`GroupShard::tick`: sessions and revocations
@@ -300,127 +282,9 @@ impl World {
             let (records, answerer) = shard.tick(now);
             let reply: Reply = Box::new(move |shard, written| {
                 answerer(shard, written);
-                None
+                Settled::Nothing
             });
-            self.coordinator_write(&replica, id, 0, records, reply);
-        }
-    }
-
-    /// Writes a shard's records on node `to` and holds `reply` until they are on every
-    /// in-sync replica (at once if there are none); a refused or failed write is
-    /// answered with its error.
-    fn coordinator_write(
-        &mut self,
-        partition: &Partition,
-        to: i32,
-        correlation: u64,
-        records: strand_coordinator::runtime::Records,
-        reply: Reply,
-    ) {
-        let index = self.index(to);
-        let now = self.clocks[index].now_ms();
-        let Some((leader_epoch, shard)) = self.nodes[index].coordinator.as_mut() else {
-            return;
-        };
-        let leader_epoch = *leader_epoch;
-        if records.is_empty() {
-            // Nothing to write, but the answer may show what earlier writes not yet
-            // settled did: it leaves after them, as the coordinator runtime's replies do.
-            let behind = self
-                .coordinator_waits
-                .iter()
-                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
-                .map(|w| w.end)
-                .max();
-            match behind {
-                Some(end) => self.coordinator_waits.push(CoordinatorWait {
-                    node: to,
-                    leader_epoch,
-                    end,
-                    reply,
-                    correlation,
-                }),
-                None => {
-                    let answer = reply(shard, Ok(()));
-                    self.reply(to, correlation, answer);
-                }
-            }
-            return;
-        }
-        let appended = strand_broker::shard_log::append_write(
-            partition,
-            leader_epoch,
-            Write::Records(records),
-            now,
-        );
-        let (info, durable) = match appended {
-            Ok(appended) => appended,
-            Err(refusal) => {
-                let answer = reply(shard, Err(refusal.code));
-                if partition.log().offline_reason().is_some() {
-                    self.replica_failed(to);
-                }
-                self.reply(to, correlation, answer);
-                return;
-            }
-        };
-        if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
-            let answer = reply(shard, Err(error.kafka_error_code()));
-            self.trace(&("sync failed", to, error.kafka_error_code()));
-            self.replica_failed(to);
-            self.reply(to, correlation, answer);
-            return;
-        }
-        if self.bugs.commits_answered_when_written {
-            let answer = reply(shard, Ok(()));
-            self.reply(to, correlation, answer);
-            return;
-        }
-        self.trace(&("coordinator write", to, info.first_offset));
-        self.coordinator_waits.push(CoordinatorWait {
-            node: to,
-            leader_epoch,
-            end: info.last_offset + 1,
-            reply,
-            correlation,
-        });
-    }
-
-    /// Sends a settled write's answer, if it has one.
-    fn reply(&mut self, from: i32, correlation: u64, answer: Option<(i32, Message)>) {
-        if let Some((to, Message::HeartbeatAnswer { result })) = &answer {
-            self.trace(&("heartbeat answered", from, *to, correlation, result));
-        }
-        if let Some((to, message)) = answer {
-            self.send(from, to, correlation, OFFSETS, message);
-        }
-    }
-
-    /// Coordinator writes on every in-sync replica are answered (the shard applies
-    /// them); a coordinator that lost its epoch answers NOT_COORDINATOR (its shard is
-    /// gone, and its replies with it).
-    pub(super) fn answer_coordinator_waits(&mut self) {
-        for wait in std::mem::take(&mut self.coordinator_waits) {
-            let index = self.index(wait.node);
-            let high_watermark = self
-                .replica(wait.node, OFFSETS)
-                .filter(|p| p.leader_epoch_if_leader() == Some(wait.leader_epoch))
-                .map(|p| p.high_watermark());
-            let shard = self.nodes[index]
-                .coordinator
-                .as_mut()
-                .filter(|(epoch, _)| *epoch == wait.leader_epoch)
-                .map(|(_, shard)| shard);
-            match (high_watermark, shard) {
-                (Some(hw), Some(shard)) if hw >= wait.end => {
-                    let answer = (wait.reply)(shard, Ok(()));
-                    self.reply(wait.node, wait.correlation, answer);
-                }
-                (Some(_), Some(_)) => self.coordinator_waits.push(wait),
-                // The shard is gone with its replies: the client times out and finds
-                // the coordinator again (its answer would be NOT_COORDINATOR).
-                _ => {}
-            }
+            self.coordinator_write::<GroupShard>(&replica, id, 0, records, reply);
         }
     }
 

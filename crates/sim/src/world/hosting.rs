@@ -1,0 +1,200 @@
+//! A coordinator shard hosted on a partition's leader, as the broker's coordinator
+//! runtime hosts it: loaded afresh (a replay of the node's replica) at every new leader
+//! epoch, its writes appended by the broker's own `shard_log::append_write` in the epoch
+//! it was loaded for and answered once on every in-sync replica, a reply without records
+//! leaving after the writes not yet settled. The group coordinator (group.rs) and the
+//! transaction coordinator (txn.rs) are both hosted so.
+
+use strand_broker::partition::Partition;
+use strand_coordinator::runtime::{Records, Write};
+use strand_log::Clock;
+
+use super::{Message, Node, World};
+
+/// What a settled write leads to: an answer to send, or more for the world to do (the
+/// transaction coordinator completing a transaction again).
+pub(super) enum Settled {
+    Nothing,
+    Answer(i32, Message),
+    Then(Box<dyn FnOnce(&mut World)>),
+}
+
+/// What runs once a write settled, with the shard and the write's outcome.
+pub(super) type Reply<S> = Box<dyn FnOnce(&mut S, Result<(), i16>) -> Settled>;
+
+/// A coordinator write held until it is on every in-sync replica.
+pub(super) struct CoordinatorWait<S> {
+    node: i32,
+    leader_epoch: i32,
+    end: i64,
+    reply: Reply<S>,
+    correlation: u64,
+}
+
+/// A coordinator the simulation hosts.
+pub(super) trait Hosted: Sized + 'static {
+    /// The partition it is hosted on (an index into `TOPICS`).
+    const PARTITION: usize;
+    /// A shard loaded from `replica`, led at `leader_epoch`, at wall-clock time `now`,
+    /// and what the trace says of it.
+    fn load(world: &World, replica: &Partition, leader_epoch: i32, now: i64) -> (Self, i64);
+    fn slot(node: &mut Node) -> &mut Option<(i32, Self)>;
+    fn waits(world: &mut World) -> &mut Vec<CoordinatorWait<Self>>;
+    /// After node `id`'s shard changed (loaded, or a write settled).
+    fn changed(_world: &mut World, _id: i32) {}
+}
+
+impl World {
+    /// Every node leading `S`'s partition has a shard loaded for its leader epoch (a
+    /// fresh replay of its replica when the epoch is new); the others have none.
+    pub(super) fn load_hosted<S: Hosted>(&mut self) {
+        for index in 0..self.nodes.len() {
+            let id = self.nodes[index].id;
+            let replica = self.replica(id, S::PARTITION);
+            let epoch = replica.as_ref().and_then(|p| p.leader_epoch_if_leader());
+            let loaded = S::slot(&mut self.nodes[index]).as_ref().map(|(e, _)| *e);
+            if epoch == loaded {
+                continue;
+            }
+            let shard = match (epoch, replica) {
+                (Some(epoch), Some(replica)) => {
+                    let now = self.clocks[index].now_ms();
+                    let (shard, summary) = S::load(self, &replica, epoch, now);
+                    self.trace(&("coordinator loaded", S::PARTITION, id, epoch, summary));
+                    Some((epoch, shard))
+                }
+                _ => None,
+            };
+            let loaded = shard.is_some();
+            *S::slot(&mut self.nodes[index]) = shard;
+            if loaded {
+                S::changed(self, id);
+            }
+        }
+    }
+
+    /// Node `id`'s shard of `S`, with the leader epoch it was loaded for.
+    pub(super) fn hosted<S: Hosted>(&mut self, id: i32) -> Option<&mut (i32, S)> {
+        let index = self.index(id);
+        S::slot(&mut self.nodes[index]).as_mut()
+    }
+
+    /// Writes a shard's records on node `to` and holds `reply` until they are on every
+    /// in-sync replica (at once if there are none); a refused or failed write is
+    /// answered with its error.
+    pub(super) fn coordinator_write<S: Hosted>(
+        &mut self,
+        partition: &Partition,
+        to: i32,
+        correlation: u64,
+        records: Records,
+        reply: Reply<S>,
+    ) {
+        let index = self.index(to);
+        let now = self.clocks[index].now_ms();
+        let Some(&mut (leader_epoch, _)) = self.hosted::<S>(to) else {
+            return;
+        };
+        if records.is_empty() {
+            // Nothing to write, but the answer may show what earlier writes not yet
+            // settled did: it leaves after them, as the coordinator runtime's replies do.
+            let behind = S::waits(self)
+                .iter()
+                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
+                .map(|w| w.end)
+                .max();
+            match behind {
+                Some(end) => S::waits(self).push(CoordinatorWait {
+                    node: to,
+                    leader_epoch,
+                    end,
+                    reply,
+                    correlation,
+                }),
+                None => self.settle(to, correlation, reply, Ok(())),
+            }
+            return;
+        }
+        let appended = strand_broker::shard_log::append_write(
+            partition,
+            leader_epoch,
+            Write::Records(records),
+            now,
+        );
+        let (info, durable) = match appended {
+            Ok(appended) => appended,
+            Err(refusal) => {
+                if partition.log().offline_reason().is_some() {
+                    self.replica_failed(to);
+                }
+                self.settle(to, correlation, reply, Err(refusal.code));
+                return;
+            }
+        };
+        if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
+            self.trace(&("sync failed", to, error.kafka_error_code()));
+            self.replica_failed(to);
+            self.settle(to, correlation, reply, Err(error.kafka_error_code()));
+            return;
+        }
+        if self.bugs.commits_answered_when_written {
+            self.settle(to, correlation, reply, Ok(()));
+            return;
+        }
+        self.trace(&("coordinator write", S::PARTITION, to, info.first_offset));
+        S::waits(self).push(CoordinatorWait {
+            node: to,
+            leader_epoch,
+            end: info.last_offset + 1,
+            reply,
+            correlation,
+        });
+    }
+
+    /// Runs `reply` on node `id`'s shard with the write's outcome, and what it leads to.
+    fn settle<S: Hosted>(
+        &mut self,
+        id: i32,
+        correlation: u64,
+        reply: Reply<S>,
+        written: Result<(), i16>,
+    ) {
+        let Some((_, shard)) = self.hosted::<S>(id) else {
+            return;
+        };
+        let settled = reply(shard, written);
+        S::changed(self, id);
+        match settled {
+            Settled::Nothing => {}
+            Settled::Answer(to, message) => {
+                if let Message::HeartbeatAnswer { result } = &message {
+                    self.trace(&("heartbeat answered", id, to, correlation, result));
+                }
+                self.send(id, to, correlation, S::PARTITION, message);
+            }
+            Settled::Then(then) => then(self),
+        }
+    }
+
+    /// Coordinator writes on every in-sync replica are settled (the shard applies
+    /// them); a coordinator that lost its epoch answers nothing (its shard is gone, and
+    /// its replies with it: the client times out and finds the coordinator again).
+    pub(super) fn answer_coordinator_waits<S: Hosted>(&mut self) {
+        for wait in std::mem::take(S::waits(self)) {
+            let high_watermark = self
+                .replica(wait.node, S::PARTITION)
+                .filter(|p| p.leader_epoch_if_leader() == Some(wait.leader_epoch))
+                .map(|p| p.high_watermark());
+            let loaded = self
+                .hosted::<S>(wait.node)
+                .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
+            match high_watermark {
+                Some(hw) if loaded && hw >= wait.end => {
+                    self.settle(wait.node, wait.correlation, wait.reply, Ok(()))
+                }
+                Some(_) if loaded => S::waits(self).push(wait),
+                _ => {}
+            }
+        }
+    }
+}

@@ -228,7 +228,7 @@ impl World {
         }
         let end_now = match producer.txn {
             Some(_) if !new_work => true,
-            Some(_) => self.rng.gen_bool(0.3),
+            Some(_) => self.rng.gen_bool(0.5),
             None => false,
         };
         if end_now {

@@ -33,7 +33,7 @@ use crate::controller::TOPIC;
 
 /// The producers' transaction.timeout.ms, at the simulation's pace: a transaction left
 /// open this long (or seen so through a node's wall clock jumping) is aborted.
-pub(super) const TXN_TIMEOUT_MS: i32 = 5_000;
+pub(super) const TXN_TIMEOUT_MS: i32 = 10_000;
 /// A marker unanswered this long is sent again.
 const MARKER_TIMEOUT_MS: i64 = 1_000;
 /// The cluster's transaction version (every end bumps the producer's epoch).

@@ -3,11 +3,13 @@
 //! invariants; the seed decides every choice, so a run prints the same trace hash every
 //! time and a failing seed replays exactly (`--seed X`).
 //!
-//! Issue #18 so far: one partition on three nodes running the real `Partition` and `Log`,
-//! the controller's real decisions, idempotent and transactional producers and
-//! read_committed and read_uncommitted consumers as clients, messages between them all
-//! simulated. Not yet under it: Raft, the fetcher's and request handlers' async code,
-//! the coordinators (the transaction coordinator is modelled), consumer groups (see
+//! Issue #18 so far: three partitions (the data, `__consumer_offsets`,
+//! `__transaction_state`) on three nodes running the real `Partition` and `Log`, the
+//! controller's real decisions, the group coordinator's and the transaction
+//! coordinator's real shards, idempotent and transactional producers, read_committed and
+//! read_uncommitted consumers and KIP-848 group members as clients, messages between
+//! them all simulated. Not yet under it: Raft, the fetcher's, request handlers' and
+//! coordinator runtime's async code, classic, share and streams groups (see
 //! docs/FAULTS.md, "Deterministic simulation").
 
 mod controller;

@@ -1,11 +1,15 @@
-//! One partition replicated on three nodes, every choice drawn from one seed: which node
-//! produces, fetches or delivers next, message delay, loss, duplication and reordering,
-//! links cut, crashes (kill -9, and power cuts that lose unsynced data), failing disks,
-//! wall-clock jumps, restarts and the passing of time. Idempotent and transactional
-//! producers and two consumers are its clients (clients.rs). The nodes run Strand's own `Partition` and `Log` (appends, the
-//! high watermark, ISR expansion and shrinking by lag, follower appends, truncation by
-//! leader epoch, recovery on open) and the controller's own decisions (controller.rs:
-//! `decide` on a metadata image, Raft not yet simulated).
+//! Three partitions (the data, `__consumer_offsets`, `__transaction_state`) replicated on
+//! three nodes, every choice drawn from one seed: which node produces, fetches or
+//! delivers next, message delay, loss, duplication and reordering, links cut, crashes
+//! (kill -9, and power cuts that lose unsynced data), failing and full disks, damaged
+//! reads, wall-clock jumps, restarts and the passing of time. Idempotent and
+//! transactional producers (clients.rs), two consumers, a consumer group's offsets
+//! (group.rs) and its KIP-848 members (members.rs) are its clients. The nodes run
+//! Strand's own `Partition` and `Log` (appends, the high watermark, ISR expansion and
+//! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
+//! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not yet
+//! simulated), and the group and transaction coordinators' own shards on the leaders of
+//! their partitions (hosting.rs, group.rs, txn.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};

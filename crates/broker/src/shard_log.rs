@@ -96,6 +96,32 @@ pub fn append_write(
 }
 
 impl ShardLog for PartitionShardLog {
+    /// Waits (in bounded rounds, for as long as this epoch leads) until the high
+    /// watermark passes the log end the load replayed to.
+    fn loaded(&self) -> Option<Commit> {
+        let end = self.partition.log().log_end_offset();
+        if self.partition.high_watermark() >= end {
+            return None;
+        }
+        let partition = self.partition.clone();
+        let (epoch, timeout) = (self.leader_epoch, self.timeout);
+        Some(Box::pin(async move {
+            loop {
+                match partition.wait_for_replication(end, epoch, timeout).await {
+                    Ok(()) => return Ok(()),
+                    // Below min.insync.replicas now, but the high watermark passed it.
+                    Err(refusal)
+                        if refusal.code == error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND =>
+                    {
+                        return Ok(())
+                    }
+                    Err(refusal) if refusal.code == error_code::REQUEST_TIMED_OUT => {}
+                    Err(refusal) => return Err(refusal.code),
+                }
+            }
+        }))
+    }
+
     fn append(&self, write: Write) -> Result<Commit, i16> {
         let tp = &self.partition.tp;
         let refused = |refusal: Refusal| {

@@ -88,6 +88,18 @@ pub trait ShardLog: Send + Sync + 'static {
     /// Appends `write` as one batch; refused at once (a Kafka error code), or appended
     /// and committed later.
     fn append(&self, write: Write) -> Result<Commit, i16>;
+
+    /// Called once the load replayed the log: what it replayed beyond the committed part
+    /// (a new leader's tail, not yet on every in-sync replica) commits when this
+    /// resolves. The shard takes no event until it does, as if still loading, so no
+    /// answer, transaction marker or offset rests on records an election could still
+    /// take away (the simulator found a new coordinator writing a commit's markers from
+    /// a PrepareCommit that the next election lost, and its successor aborting the
+    /// transaction); if it fails (leadership moved), the shard stops. None: nothing
+    /// uncommitted.
+    fn loaded(&self) -> Option<Commit> {
+        None
+    }
 }
 
 /// What an event returns: the records to write and what to do once they are.
@@ -175,7 +187,8 @@ impl<S: Send + 'static> Shard<S> {
                 tracing::error!("loading a coordinator shard failed");
                 return;
             };
-            run(state, log, receiver).await;
+            let tail = log.loaded();
+            run(state, log, receiver, tail).await;
         });
         Shard { events, task }
     }
@@ -236,7 +249,17 @@ async fn run<S: Send + 'static>(
     mut state: S,
     log: std::sync::Arc<dyn ShardLog>,
     mut events: mpsc::Receiver<Event<S>>,
+    loaded_tail: Option<Commit>,
 ) {
+    if let Some(tail) = loaded_tail {
+        if let Err(code) = tail.await {
+            tracing::warn!(
+                code,
+                "what a coordinator shard loaded never committed; it stops"
+            );
+            return;
+        }
+    }
     let mut in_flight: VecDeque<InFlight<S>> = VecDeque::new();
     let mut waiting = 0usize;
     loop {
@@ -269,7 +292,18 @@ async fn run<S: Send + 'static>(
                             waiting += 1;
                             continue;
                         }
-                        Err(code) => Some(Err(code)),
+                        // Settled at once, not behind the writes in flight: the next
+                        // event must find the state as the refusal leaves it (a group
+                        // marked unsaved, a transaction no longer pending). Events run
+                        // before it settled wrote their changes as increments over one
+                        // the log never took, and answered from it once those committed
+                        // (the simulator found a member told an assignment no later
+                        // coordinator knew). An error answer shows no state, so it may
+                        // overtake the replies before it.
+                        Err(code) => {
+                            (step.then)(&mut state, Err(code));
+                            continue;
+                        }
                     }
                 };
                 match in_flight.back_mut() {
@@ -289,12 +323,14 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    /// A log whose writes commit when the test says so (or fail with a code).
+    /// A log whose writes commit when the test says so (or fail with a code), and whose
+    /// loaded tail, if it has one, too.
     #[derive(Default)]
     struct ManualLog {
         appended: Mutex<Vec<Records>>,
         pending: Mutex<Vec<oneshot::Sender<Result<(), i16>>>>,
         refuse: Mutex<Option<i16>>,
+        tail: Mutex<Option<oneshot::Receiver<Result<(), i16>>>>,
     }
 
     impl ShardLog for ManualLog {
@@ -309,6 +345,15 @@ mod tests {
             let (sender, receiver) = oneshot::channel();
             self.pending.lock().unwrap().push(sender);
             Ok(Box::pin(async move {
+                receiver
+                    .await
+                    .unwrap_or(Err(error_code::NOT_LEADER_OR_FOLLOWER))
+            }))
+        }
+
+        fn loaded(&self) -> Option<Commit> {
+            let receiver = self.tail.lock().unwrap().take()?;
+            Some(Box::pin(async move {
                 receiver
                     .await
                     .unwrap_or(Err(error_code::NOT_LEADER_OR_FOLLOWER))
@@ -405,6 +450,30 @@ mod tests {
         );
     }
 
+    /// Found by the simulator: a shard loaded from a new leader's log acted on records
+    /// not yet committed (which the next election may lose). It takes no event until
+    /// they are.
+    #[tokio::test]
+    async fn replies_wait_for_the_uncommitted_tail_the_load_replayed() {
+        let log = Arc::new(ManualLog::default());
+        let (tail, committed) = oneshot::channel();
+        *log.tail.lock().unwrap() = Some(committed);
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let reader = {
+            let shard = shard.clone();
+            tokio::spawn(async move { shard.read(|state| state.clone()).await })
+        };
+        let write = commit_event(&shard, "a");
+        until(|| true).await;
+        assert!(!reader.is_finished(), "the tail is not committed");
+        assert_eq!(appended(&log), 0, "no event runs before it is");
+        tail.send(Ok(())).unwrap();
+        assert_eq!(reader.await.unwrap(), Ok(Vec::new()));
+        until(|| appended(&log) == 1).await;
+        log.settle(0, Ok(()));
+        assert_eq!(write.await.unwrap(), Ok(Ok(())));
+    }
+
     #[tokio::test]
     async fn a_failed_write_is_answered_with_its_error_and_later_ones_still_commit() {
         let log = Arc::new(ManualLog::default());
@@ -424,22 +493,59 @@ mod tests {
         assert_eq!(committed, vec!["b".to_string()]);
     }
 
+    /// A refused append settles at once, before the writes in flight: the events after
+    /// it see what it left (here: its failure), not a change the log never took.
     #[tokio::test]
-    async fn a_refused_append_is_answered_in_order_with_the_refusal() {
+    async fn a_refused_append_settles_at_once_and_the_next_event_sees_it() {
         let log = Arc::new(ManualLog::default());
         let shard = Arc::new(Shard::start(Committed::new, log.clone()));
         let first = commit_event(&shard, "a");
         until(|| appended(&log) == 1).await;
         *log.refuse.lock().unwrap() = Some(error_code::KAFKA_STORAGE_ERROR);
-        let refused = commit_event(&shard, "b");
-        until(|| true).await;
-        assert!(!refused.is_finished(), "waits for the write before it");
-        log.settle(0, Ok(()));
-        assert_eq!(first.await.unwrap(), Ok(Ok(())));
+        let refused = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                shard
+                    .call(|_| {
+                        (
+                            record("b"),
+                            |state: &mut Committed, written: Result<(), i16>| {
+                                if let Err(code) = written {
+                                    state.push(format!("refused {code}"));
+                                }
+                                written
+                            },
+                        )
+                    })
+                    .await
+            })
+        };
+        let answered = tokio::time::timeout(Duration::from_secs(10), refused).await;
         assert_eq!(
-            refused.await.unwrap(),
-            Ok(Err(error_code::KAFKA_STORAGE_ERROR))
+            answered
+                .expect("answered before the write in flight settled")
+                .unwrap(),
+            Ok(Err(error_code::KAFKA_STORAGE_ERROR)),
         );
+        let seen = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                shard
+                    .call(|state| {
+                        let seen = state.clone();
+                        (Vec::new(), move |_: &mut Committed, _| seen)
+                    })
+                    .await
+            })
+        };
+        until(|| true).await;
+        log.settle(0, Ok(()));
+        assert_eq!(
+            seen.await.unwrap(),
+            Ok(vec![format!("refused {}", error_code::KAFKA_STORAGE_ERROR)]),
+            "the event after the refusal saw it"
+        );
+        assert_eq!(first.await.unwrap(), Ok(Ok(())));
     }
 
     #[tokio::test]

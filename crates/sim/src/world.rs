@@ -110,6 +110,8 @@ pub struct Outcome {
     pub txns_aborted: u64,
     /// Transactions their producer gave up (fenced) and recovered from.
     pub txns_given_up: u64,
+    /// Batches an idempotent producer gave up as out of sequence (its epoch bumped).
+    pub sequence_resets: u64,
     /// The group's offset commits acknowledged, and its restarts from the committed
     /// offset.
     pub commits_acked: u64,
@@ -222,6 +224,8 @@ struct InFlight {
     /// Which partition it is about (an index into `TOPICS`).
     partition: usize,
     message: Message,
+    /// Its place in the order messages were sent (an ordered connection delivers by it).
+    sent: u64,
 }
 
 struct Node {
@@ -266,6 +270,12 @@ pub struct World {
     /// yet back in the ISR of every partition: still a fault in progress.
     rejoining: BTreeSet<i32>,
     network: Vec<InFlight>,
+    /// Messages sent so far, and when the last one on each ordered connection (a
+    /// pipelining producer's, over TCP) is delivered: none overtakes another.
+    messages_sent: u64,
+    ordered_until: BTreeMap<(i32, i32), i64>,
+    /// Pipelining producers whose connection broke (until they reconnect).
+    broken_connections: BTreeSet<i32>,
     cut_links: BTreeSet<(i32, i32)>,
     next_id: i64,
     /// Requests sent so far (their correlation numbers).
@@ -282,6 +292,10 @@ pub struct World {
     /// Every transaction, and which one each transactional record id was sent in.
     txns: Vec<Txn>,
     txn_of: BTreeMap<i64, usize>,
+    /// Which idempotent producer (its client id) made each record id.
+    idempotent_ids: BTreeMap<i64, (i32, i16)>,
+    /// Record ids of batches refused as out of sequence and given up: never in a log.
+    given_up_ids: BTreeSet<i64>,
     /// Leaders' answers held for acks=all, and transactions' batches held while the
     /// coordinator adds the partition.
     waiting: Vec<Waiting>,
@@ -292,6 +306,9 @@ pub struct World {
     /// The read_committed consumer's group, and the coordinators' writes in flight.
     group: GroupClient,
     coordinator_waits: Vec<CoordinatorWait<GroupShard>>,
+    /// Coordinator shards loading: (partition, node, leader epoch, the log end their load
+    /// replayed to), until the high watermark passes it.
+    loading: Vec<(usize, i32, i32, i64)>,
     /// The transaction coordinators' writes in flight, markers on their way, and the
     /// producer ids they hand out.
     txn_waits: Vec<CoordinatorWait<TxnShard>>,
@@ -400,6 +417,9 @@ impl World {
             crashed: BTreeSet::new(),
             rejoining: BTreeSet::new(),
             network: Vec::new(),
+            messages_sent: 0,
+            ordered_until: BTreeMap::new(),
+            broken_connections: BTreeSet::new(),
             cut_links: BTreeSet::new(),
             next_id: 0,
             requests: 0,
@@ -410,12 +430,15 @@ impl World {
             producers: clients::producers(),
             txns: Vec::new(),
             txn_of: BTreeMap::new(),
+            idempotent_ids: BTreeMap::new(),
+            given_up_ids: BTreeSet::new(),
             waiting: Vec::new(),
             verifying: Vec::new(),
             consumed_committed: BTreeMap::new(),
             committed_offset: 0,
             group: GroupClient::new(),
             coordinator_waits: Vec::new(),
+            loading: Vec::new(),
             txn_waits: Vec::new(),
             marker_sends: Vec::new(),
             producer_ids: SimProducerIds::new(),
@@ -734,17 +757,34 @@ impl World {
     }
 
     fn send(&mut self, from: i32, to: i32, correlation: u64, partition: usize, message: Message) {
-        if self.cut_links.contains(&(from, to)) || self.rng.gen_bool(0.02) {
+        // A pipelining producer's connection is ordered (TCP): it loses no single
+        // message but breaks, losing everything on it and sent on it until the producer
+        // reconnects, and delivers in order.
+        let client = [from, to].into_iter().find(|&id| self.pipelined(id));
+        let ordered = client.is_some();
+        let broken = client.is_some_and(|c| self.broken_connections.contains(&c));
+        if broken || self.cut_links.contains(&(from, to)) || self.rng.gen_bool(0.02) {
             self.trace(&("lost", from, to));
+            if let Some(client) = client {
+                self.broken_connections.insert(client);
+                self.network.retain(|f| f.from != client && f.to != client);
+            }
             return;
         }
         // A heartbeat is never delivered twice (one in flight per member, over TCP): a
         // stale copy reporting partitions the member has since given up would be a
         // network no client meets.
-        let duplicate = self.rng.gen_bool(0.01) && !matches!(message, Message::Heartbeat { .. });
+        let duplicate =
+            self.rng.gen_bool(0.01) && !matches!(message, Message::Heartbeat { .. }) && !ordered;
         let copies = if duplicate { 2 } else { 1 };
         for _ in 0..copies {
-            let deliver_at = self.now_ms + self.rng.gen_range(0..20);
+            let mut deliver_at = self.now_ms + self.rng.gen_range(0..20);
+            if ordered {
+                let until = self.ordered_until.entry((from, to)).or_default();
+                deliver_at = deliver_at.max(*until);
+                *until = deliver_at;
+            }
+            self.messages_sent += 1;
             self.network.push(InFlight {
                 deliver_at,
                 from,
@@ -752,8 +792,34 @@ impl World {
                 correlation,
                 partition,
                 message: message.clone(),
+                sent: self.messages_sent,
             });
         }
+    }
+
+    /// Whether message `index` may be delivered now: it is due and not held.
+    fn deliverable(&self, index: usize) -> bool {
+        let flight = &self.network[index];
+        flight.deliver_at <= self.now_ms && !self.held(flight)
+    }
+
+    /// Whether an ordered connection holds `flight` back: a message sent before it on
+    /// the connection is still on the way, or it is a request and the node has not
+    /// answered the connection's last one yet (Kafka mutes a connection from a request
+    /// until its response is sent, so a connection's answers leave in order).
+    fn held(&self, flight: &InFlight) -> bool {
+        if !(self.pipelined(flight.from) || self.pipelined(flight.to)) {
+            return false;
+        }
+        let earlier = self
+            .network
+            .iter()
+            .any(|f| f.from == flight.from && f.to == flight.to && f.sent < flight.sent);
+        let muted = self
+            .waiting
+            .iter()
+            .any(|w| w.client == flight.from && w.leader == flight.to);
+        earlier || muted
     }
 
     fn produce(&mut self) {
@@ -1156,6 +1222,9 @@ impl World {
     }
 
     fn violation(&mut self, what: String) {
+        if self.verbose {
+            eprintln!("{} VIOLATION {what}", self.now_ms - EPOCH_MS);
+        }
         if self.outcome.violations.len() < 10 {
             self.outcome.violations.push(what);
         }
@@ -1188,6 +1257,7 @@ impl World {
         self.network.retain(|f| f.to != id && f.from != id);
         self.verifying.retain(|v| v.leader != id);
         self.marker_sends.retain(|s| s.node != id);
+        self.connections_reset(id);
         self.outcome.crashes += 1;
         if power_cut {
             self.outcome.power_cuts += 1;
@@ -1222,7 +1292,7 @@ impl World {
             }
             400..=699 => {
                 let due: Vec<usize> = (0..self.network.len())
-                    .filter(|&i| self.network[i].deliver_at <= self.now_ms)
+                    .filter(|&i| self.deliverable(i))
                     .collect();
                 if !due.is_empty() {
                     // Any due message may go first: reordering.
@@ -1364,8 +1434,13 @@ impl World {
                     self.follower_request(index, replica);
                 }
             }
-            let due: Vec<InFlight> = std::mem::take(&mut self.network);
+            let mut due: Vec<InFlight> = std::mem::take(&mut self.network);
+            due.sort_by_key(|f| f.sent);
             for flight in due {
+                if self.held(&flight) {
+                    self.network.push(flight);
+                    continue;
+                }
                 self.deliver(flight)?;
             }
             for index in 0..self.producers.len() {
@@ -1521,6 +1596,29 @@ impl World {
             .map(|(offset, (id, _))| (*id, *offset))
             .collect();
         found.extend(self.check_transactions(&partition, &offsets)?);
+        // Each idempotent producer's records in the order it made them, within a
+        // producer epoch (five batches in flight, retried in order: Kafka's ordering
+        // promise; a batch refused out of sequence is given up and the epoch bumped, as
+        // Java's producer does, after which the rest may follow records sent later).
+        let mut last_of: BTreeMap<(i32, i16), (i64, i64)> = BTreeMap::new();
+        for (offset, (id, _)) in &reference {
+            if self.given_up_ids.contains(id) {
+                found.push(format!(
+                    "record {id} at offset {offset} is in the log, but its batch was refused as out of sequence"
+                ));
+            }
+            let Some(&key) = self.idempotent_ids.get(id) else {
+                continue;
+            };
+            if let Some(&(before, at)) = last_of.get(&key).filter(|(before, _)| before > id) {
+                found.push(format!(
+                    "producer {}'s record {id} is at offset {offset} (epoch {}), after its later record {before} at offset {at}",
+                    key.0, key.1
+                ));
+                break;
+            }
+            last_of.insert(key, (*id, *offset));
+        }
         for (what, expected) in [
             ("acknowledged", &self.acked),
             ("consumed", &self.consumed),

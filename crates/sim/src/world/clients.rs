@@ -1,7 +1,10 @@
 //! The simulation's producers: idempotent and transactional clients sending Produce over
-//! the simulated network to whichever node the controller names leader, one request in
-//! flight each (a batch is resent, same sequence, until it is answered), as Java's
-//! producer does with max.in.flight.requests.per.connection=1. The leader runs the
+//! the simulated network to whichever node the controller names leader. The idempotent
+//! ones pipeline up to five batches (Java's default max.in.flight.requests.per.connection)
+//! over a connection that delivers in order and breaks rather than losing one message
+//! (TCP); on an error or a timeout they resend every batch in flight, in order, with the
+//! same sequences, as Java's producer does. The transactional ones have one request in
+//! flight. The leader runs the
 //! produce handler's steps on the real partition (idempotent deduplication, KIP-890
 //! verification's guard, transaction markers) and answers once the batch is on every
 //! in-sync replica (acks=all).
@@ -13,6 +16,8 @@
 //! what the partition knew of the producer then. A producer whose transaction was fenced
 //! (the coordinator aborted it past its timeout, or a request of an older epoch) gives it
 //! up and recovers with InitProducerId carrying its id and epoch (KIP-360).
+
+use std::collections::VecDeque;
 
 use rand::Rng;
 use strand_broker::error_code;
@@ -29,6 +34,9 @@ const CLIENT_TIMEOUT_MS: i64 = 1_000;
 
 /// Idempotent producers, then transactional ones.
 pub(super) const IDEMPOTENT_PRODUCERS: usize = 2;
+/// Batches an idempotent producer has in flight at most (what the log's producer state
+/// remembers per producer to recognise a retry: Kafka's five).
+const PIPELINED_MAX: usize = 5;
 pub(super) const TRANSACTIONAL_PRODUCERS: usize = 2;
 
 #[derive(Debug, Clone)]
@@ -60,8 +68,21 @@ pub(super) struct Producer {
     producer_id: i64,
     epoch: i16,
     transactional: bool,
+    /// The sequence of its next batch (assigned when the batch is made).
     next_sequence: i32,
-    outstanding: Option<Outstanding>,
+    /// Its requests in flight or to send, oldest first.
+    outstanding: VecDeque<Outstanding>,
+    /// How many it may have (more than one: pipelined, over an ordered connection).
+    max_in_flight: usize,
+    /// The node its data requests in flight went to: all of them go to one node, and a
+    /// new leader gets none until they are all answered or the connection is given up
+    /// (librdkafka drains in-flight requests so on a leader change: a batch reaching a
+    /// new leader ahead of earlier ones still in flight elsewhere would land out of
+    /// order).
+    connected: Option<i32>,
+    /// A batch was given up out of sequence: the epoch is bumped once nothing is in
+    /// flight.
+    bump_epoch: bool,
     /// Its open transaction (an index into `World::txns`).
     txn: Option<usize>,
 }
@@ -97,11 +118,11 @@ pub(super) struct Verifying {
 /// A leader's answer held until its batch is on every in-sync replica (acks=all).
 #[derive(Debug)]
 pub(super) struct Waiting {
-    leader: i32,
+    pub(super) leader: i32,
     leader_epoch: i32,
     end: i64,
     first_offset: i64,
-    client: i32,
+    pub(super) client: i32,
     correlation: u64,
 }
 
@@ -116,7 +137,13 @@ pub(super) fn producers() -> Vec<Producer> {
             epoch: 0,
             transactional: index >= IDEMPOTENT_PRODUCERS,
             next_sequence: 0,
-            outstanding: None,
+            outstanding: VecDeque::new(),
+            max_in_flight: match index >= IDEMPOTENT_PRODUCERS {
+                true => 1,
+                false => PIPELINED_MAX,
+            },
+            connected: None,
+            bump_epoch: false,
             txn: None,
         })
         .collect()
@@ -217,13 +244,32 @@ impl World {
     pub(super) fn client_step(&mut self, index: usize, new_work: bool) {
         let now = self.now_ms;
         let producer = &self.producers[index];
-        if let Some(outstanding) = &producer.outstanding {
-            let due = outstanding
-                .sent
-                .is_none_or(|(at, _)| now - at >= CLIENT_TIMEOUT_MS);
-            if due {
-                self.client_send(index);
-            }
+        let due = producer
+            .outstanding
+            .iter()
+            .any(|o| o.sent.is_none_or(|(at, _)| now - at >= CLIENT_TIMEOUT_MS));
+        if due {
+            // A request answered with an error or not at all: every request in flight
+            // again, in order, over a new connection (Java's producer closes the old).
+            self.client_reconnect(index);
+            self.client_send(index);
+            return;
+        }
+        let producer = &mut self.producers[index];
+        if producer.bump_epoch && producer.outstanding.is_empty() {
+            producer.bump_epoch = false;
+            producer.epoch += 1;
+            producer.next_sequence = 0;
+        }
+        let producer = &self.producers[index];
+        let room = producer.outstanding.len() < producer.max_in_flight
+            && !producer.bump_epoch
+            && producer
+                .connected
+                .is_none_or(|node| node == self.controller.assignment(DATA).leader);
+        // Another batch may join those in flight (a pipelining producer with room).
+        let pipelines = room && new_work && producer.txn.is_none();
+        if !(producer.outstanding.is_empty() || pipelines) {
             return;
         }
         let end_now = match producer.txn {
@@ -246,12 +292,19 @@ impl World {
         let count = self.rng.gen_range(1..=3);
         let first_id = self.next_id;
         self.next_id += count;
-        let producer = &self.producers[index];
+        let producer = &mut self.producers[index];
         let mut builder = BatchBuilder::new(0, EPOCH_MS + first_id).producer(
             producer.producer_id,
             producer.epoch,
             producer.next_sequence,
         );
+        producer.next_sequence += count as i32;
+        if !producer.transactional {
+            let key = (producer.client, producer.epoch);
+            self.idempotent_ids
+                .extend((first_id..first_id + count).map(|id| (id, key)));
+        }
+        let producer = &self.producers[index];
         if producer.transactional {
             builder = builder.transactional();
             let txn = match producer.txn {
@@ -292,7 +345,7 @@ impl World {
     }
 
     fn start_request(&mut self, index: usize, request: Request) {
-        self.producers[index].outstanding = Some(Outstanding {
+        self.producers[index].outstanding.push_back(Outstanding {
             request,
             sent: None,
             retries: 0,
@@ -300,30 +353,58 @@ impl World {
         self.client_send(index);
     }
 
-    /// Sends the producer's outstanding request to the node it goes to: the data
-    /// partition's leader, or the transaction coordinator (none known: it waits for the
-    /// next turn).
+    /// A new connection: what the old one still carried is gone (answers included, and
+    /// those the leader still holds, which it can no longer send), and every request in
+    /// flight is to be sent again.
+    fn client_reconnect(&mut self, index: usize) {
+        let client = self.producers[index].client;
+        self.network.retain(|f| f.from != client && f.to != client);
+        self.waiting.retain(|w| w.client != client);
+        self.broken_connections.remove(&client);
+        self.producers[index].connected = None;
+        for outstanding in &mut self.producers[index].outstanding {
+            if outstanding.sent.take().is_some() {
+                outstanding.retries += 1;
+            }
+        }
+    }
+
+    /// Sends the producer's requests not sent yet, in order, to the node each goes to:
+    /// the data partition's leader, or the transaction coordinator (none known: they wait
+    /// for the next turn).
     fn client_send(&mut self, index: usize) {
-        let partition = match self.producers[index].outstanding.as_ref() {
-            Some(Outstanding {
-                request: Request::Data { .. },
-                ..
-            }) => DATA,
-            Some(_) => TXN,
-            None => return,
+        while let Some(position) = self.producers[index]
+            .outstanding
+            .iter()
+            .position(|o| o.sent.is_none())
+        {
+            if !self.client_send_one(index, position) {
+                return;
+            }
+        }
+    }
+
+    /// Sends request `position`; false if there is nowhere to send it.
+    fn client_send_one(&mut self, index: usize, position: usize) -> bool {
+        let producer = &self.producers[index];
+        let (partition, node) = match producer.outstanding[position].request {
+            Request::Data { .. } => (
+                DATA,
+                producer
+                    .connected
+                    .unwrap_or(self.controller.assignment(DATA).leader),
+            ),
+            _ => (TXN, self.controller.assignment(TXN).leader),
         };
-        let node = self.controller.assignment(partition).leader;
         if node <= 0 {
-            return;
+            return false;
         }
         let correlation = self.next_correlation();
         let producer = &mut self.producers[index];
-        let Some(outstanding) = producer.outstanding.as_mut() else {
-            return;
-        };
-        if outstanding.sent.is_some() {
-            outstanding.retries += 1;
+        if partition == DATA {
+            producer.connected = Some(node);
         }
+        let outstanding = &mut producer.outstanding[position];
         outstanding.sent = Some((self.now_ms, correlation));
         let (client, producer_id, epoch) = (producer.client, producer.producer_id, producer.epoch);
         let transactional_id = producer.transactional.then(|| transactional_id(client));
@@ -363,6 +444,7 @@ impl World {
         };
         self.outcome.client_requests += 1;
         self.send(client, node, correlation, partition, message);
+        true
     }
 
     /// A leader handles a producer's batch or the coordinator's marker: the produce
@@ -578,17 +660,20 @@ impl World {
         }
     }
 
-    /// The outstanding request of producer `to` if `correlation` is its number (any
-    /// other answer is stale).
-    fn answered(&mut self, to: i32, correlation: u64) -> Option<usize> {
+    /// Producer `to` and the position of its request numbered `correlation` (none: a
+    /// stale answer).
+    fn answered(&mut self, to: i32, correlation: u64) -> Option<(usize, usize)> {
         let index = (to - CLIENT_BASE) as usize;
-        let outstanding = self.producers[index].outstanding.as_ref()?;
-        (outstanding.sent.map(|(_, c)| c) == Some(correlation)).then_some(index)
+        let position = self.producers[index]
+            .outstanding
+            .iter()
+            .position(|o| o.sent.map(|(_, c)| c) == Some(correlation))?;
+        Some((index, position))
     }
 
-    /// A producer reads the answer to its batch.
+    /// A producer reads the answer to a batch.
     pub(super) fn client_answer(&mut self, to: i32, correlation: u64, result: Result<i64, i16>) {
-        let Some(index) = self.answered(to, correlation) else {
+        let Some((index, position)) = self.answered(to, correlation) else {
             return;
         };
         let producer = &mut self.producers[index];
@@ -600,18 +685,20 @@ impl World {
                             first_id, count, ..
                         },
                     ..
-                }) = producer.outstanding.take()
+                }) = producer.outstanding.remove(position)
                 else {
                     return;
                 };
-                producer.next_sequence += count as i32;
+                if producer.outstanding.is_empty() {
+                    producer.connected = None;
+                }
                 for delta in 0..count {
                     self.acked.insert(first_offset + delta, first_id + delta);
                 }
                 self.outcome.client_acked += count as usize;
                 self.trace(&("client acked", to, first_offset));
             }
-            Err(code) => self.client_refused(index, code),
+            Err(code) => self.client_refused(index, position, code),
         }
     }
 
@@ -623,15 +710,18 @@ impl World {
         correlation: u64,
         result: Result<(i64, i16), i16>,
     ) {
-        let Some(index) = self.answered(to, correlation) else {
+        let Some((index, position)) = self.answered(to, correlation) else {
             return;
         };
         let ((producer_id, epoch), request) = match result {
-            Ok(answer) => (answer, self.producers[index].outstanding.take()),
-            Err(code) => return self.client_refused(index, code),
+            Ok(answer) => (answer, self.producers[index].outstanding.remove(position)),
+            Err(code) => return self.client_refused(index, position, code),
         };
         self.trace(&("producer id", to, producer_id, epoch));
         let producer = &mut self.producers[index];
+        if producer.outstanding.is_empty() {
+            producer.connected = None;
+        }
         (producer.producer_id, producer.epoch) = (producer_id, epoch);
         producer.next_sequence = 0;
         let Some(Outstanding {
@@ -660,20 +750,23 @@ impl World {
         }
     }
 
-    /// A producer's request was refused: retried, or (a transactional producer fenced)
-    /// the transaction given up and the producer recovering; anything else is a
-    /// violation (no client could go on).
-    fn client_refused(&mut self, index: usize, code: i16) {
+    /// A producer's request was refused: retried (with every request in flight after
+    /// it), or (a transactional producer fenced) the transaction given up and the
+    /// producer recovering; anything else is a violation (no client could go on).
+    fn client_refused(&mut self, index: usize, position: usize, code: i16) {
         let producer = &mut self.producers[index];
         let (client, producer_id, epoch) = (producer.client, producer.producer_id, producer.epoch);
-        let Some(outstanding) = producer.outstanding.as_mut() else {
-            return;
-        };
+        let outstanding = &mut producer.outstanding[position];
         let expected = match outstanding.request {
             Request::InitProducerId { expected } => expected,
             _ => None,
         };
-        if retriable(code) {
+        // A pipelined batch out of sequence behind one that failed (Java retries it).
+        let out_of_sequence = code == error_code::OUT_OF_ORDER_SEQUENCE_NUMBER;
+        if out_of_sequence && position == 0 && !producer.transactional {
+            self.sequence_reset(index);
+        } else if retriable(code) || out_of_sequence {
+            // Sent again at the producer's next turn, with every request behind it.
             outstanding.sent = None;
             self.trace(&("client retries", client, code));
         } else if producer.transactional && fenced(code) {
@@ -685,17 +778,19 @@ impl World {
                 None => None,
             };
             producer.txn = None;
-            producer.outstanding = Some(Outstanding {
+            producer.connected = None;
+            producer.outstanding = VecDeque::from([Outstanding {
                 request: Request::InitProducerId { expected },
                 sent: None,
                 retries: 0,
-            });
+            }]);
             self.outcome.txns_given_up += 1;
             self.trace(&("transaction given up", client, code));
             self.client_send(index);
         } else {
             let request = format!("{:?}", outstanding.request);
-            producer.outstanding = None;
+            producer.outstanding.clear();
+            producer.connected = None;
             self.violation(format!(
                 "producer {producer_id} was refused with error {code}, which it cannot retry: {}",
                 request.chars().take(120).collect::<String>()
@@ -779,25 +874,70 @@ impl World {
         Ok(())
     }
 
+    /// The first batch in flight was refused out of sequence (a later one reached the
+    /// leader first and, the producer unknown there, was taken: Kafka takes any sequence
+    /// from a producer it does not know). As Java's producer: that batch fails (it is
+    /// never acknowledged, and never in a log), and once nothing else is in flight the
+    /// epoch is bumped and sequences start again from 0.
+    fn sequence_reset(&mut self, index: usize) {
+        let producer = &mut self.producers[index];
+        let Some(Outstanding {
+            request: Request::Data {
+                first_id, count, ..
+            },
+            ..
+        }) = producer.outstanding.pop_front()
+        else {
+            return;
+        };
+        producer.bump_epoch = true;
+        let client = producer.client;
+        self.given_up_ids.extend(first_id..first_id + count);
+        self.outcome.sequence_resets += 1;
+        self.trace(&("out of sequence", client, first_id));
+    }
+
+    /// Node `id`'s process died: its connections are reset (the kernel closes a killed
+    /// process's sockets), so the producers connected to it resend what was in flight
+    /// over a new connection at their next turn.
+    pub(super) fn connections_reset(&mut self, id: i32) {
+        for index in 0..self.producers.len() {
+            if self.producers[index].connected == Some(id) {
+                self.client_reconnect(index);
+            }
+        }
+    }
+
+    /// Whether `id` is a producer pipelining its batches (over an ordered connection).
+    pub(super) fn pipelined(&self, id: i32) -> bool {
+        usize::try_from(id - CLIENT_BASE)
+            .ok()
+            .and_then(|index| self.producers.get(index))
+            .is_some_and(|p| p.max_in_flight > 1)
+    }
+
     /// Whether every producer is done: nothing outstanding, no transaction open.
     pub(super) fn clients_idle(&self) -> bool {
         self.producers
             .iter()
-            .all(|p| p.outstanding.is_none() && p.txn.is_none())
+            .all(|p| p.outstanding.is_empty() && p.txn.is_none())
     }
 
     /// The producers not done, for a liveness report.
     pub(super) fn clients_busy(&self) -> Vec<String> {
         self.producers
             .iter()
-            .filter(|p| p.outstanding.is_some() || p.txn.is_some())
+            .filter(|p| !p.outstanding.is_empty() || p.txn.is_some())
             .map(|p| {
                 format!(
                     "{} (epoch {}, txn {:?}, {:?})",
                     p.producer_id,
                     p.epoch,
                     p.txn,
-                    p.outstanding.as_ref().map(|o| (o.sent, o.retries))
+                    p.outstanding
+                        .iter()
+                        .map(|o| (o.sent, o.retries))
+                        .collect::<Vec<_>>()
                 )
             })
             .collect()

@@ -207,7 +207,7 @@ impl World {
         {
             self.trace(&("heartbeat", to, member_id, epoch, owned, correlation));
         }
-        let Some((_, shard)) = self.nodes[index].coordinator.as_mut() else {
+        let Some((_, shard)) = self.hosted::<GroupShard>(to) else {
             let answer = match message {
                 Message::Heartbeat { .. } => Message::HeartbeatAnswer {
                     result: Err(error_code::NOT_COORDINATOR),
@@ -276,7 +276,7 @@ impl World {
             let Some(replica) = self.replica(id, OFFSETS) else {
                 continue;
             };
-            let Some((_, shard)) = self.nodes[index].coordinator.as_mut() else {
+            let Some((_, shard)) = self.hosted::<GroupShard>(id) else {
                 continue;
             };
             let (records, answerer) = shard.tick(now);

@@ -1,9 +1,11 @@
 //! A coordinator shard hosted on a partition's leader, as the broker's coordinator
 //! runtime hosts it: loaded afresh (a replay of the node's replica) at every new leader
 //! epoch, its writes appended by the broker's own `shard_log::append_write` in the epoch
-//! it was loaded for and answered once on every in-sync replica, a reply without records
-//! leaving after the writes not yet settled. The group coordinator (group.rs) and the
-//! transaction coordinator (txn.rs) are both hosted so.
+//! it was loaded for and answered once on every in-sync replica; a reply without records
+//! leaves after the writes not yet settled (a refused append settles at once). A shard
+//! takes no request (answering NOT_COORDINATOR; the runtime queues them) and runs no
+//! timer until what its load replayed beyond the high watermark is committed. The group coordinator (group.rs) and the transaction coordinator (txn.rs)
+//! are both hosted so.
 
 use strand_broker::partition::Partition;
 use strand_coordinator::runtime::{Records, Write};
@@ -29,6 +31,8 @@ pub(super) struct CoordinatorWait<S> {
     end: i64,
     reply: Reply<S>,
     correlation: u64,
+    /// Its own outcome, when it is not the write's (it wrote nothing, or was refused).
+    own: Option<Result<(), i16>>,
 }
 
 /// A coordinator the simulation hosts.
@@ -56,25 +60,46 @@ impl World {
             if epoch == loaded {
                 continue;
             }
-            let shard = match (epoch, replica) {
+            let (shard, tail) = match (epoch, replica) {
                 (Some(epoch), Some(replica)) => {
                     let now = self.clocks[index].now_ms();
                     let (shard, summary) = S::load(self, &replica, epoch, now);
-                    self.trace(&("coordinator loaded", S::PARTITION, id, epoch, summary));
-                    Some((epoch, shard))
+                    let (end, committed) = {
+                        let log = replica.log();
+                        (log.log_end_offset(), replica.high_watermark())
+                    };
+                    self.trace(&("coordinator loaded", S::PARTITION, id, epoch, summary, end));
+                    (
+                        Some((epoch, shard)),
+                        (end > committed).then_some((epoch, end)),
+                    )
                 }
-                _ => None,
+                _ => (None, None),
             };
             let loaded = shard.is_some();
             *S::slot(&mut self.nodes[index]) = shard;
-            if loaded {
-                S::changed(self, id);
+            self.loading.retain(|l| (l.0, l.1) != (S::PARTITION, id));
+            match tail {
+                // Nothing runs (markers included) until the tail is committed.
+                Some((leader_epoch, end)) => {
+                    self.loading.push((S::PARTITION, id, leader_epoch, end))
+                }
+                None if loaded => S::changed(self, id),
+                None => {}
             }
         }
     }
 
-    /// Node `id`'s shard of `S`, with the leader epoch it was loaded for.
+    /// Node `id`'s shard of `S`, with the leader epoch it was loaded for (None while
+    /// what its load replayed is not committed).
     pub(super) fn hosted<S: Hosted>(&mut self, id: i32) -> Option<&mut (i32, S)> {
+        if self
+            .loading
+            .iter()
+            .any(|l| (l.0, l.1) == (S::PARTITION, id))
+        {
+            return None;
+        }
         let index = self.index(id);
         S::slot(&mut self.nodes[index]).as_mut()
     }
@@ -98,21 +123,7 @@ impl World {
         if records.is_empty() {
             // Nothing to write, but the answer may show what earlier writes not yet
             // settled did: it leaves after them, as the coordinator runtime's replies do.
-            let behind = S::waits(self)
-                .iter()
-                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
-                .map(|w| w.end)
-                .max();
-            match behind {
-                Some(end) => S::waits(self).push(CoordinatorWait {
-                    node: to,
-                    leader_epoch,
-                    end,
-                    reply,
-                    correlation,
-                }),
-                None => self.settle(to, correlation, reply, Ok(())),
-            }
+            self.after_writes::<S>(to, leader_epoch, correlation, reply, Ok(()));
             return;
         }
         let appended = strand_broker::shard_log::append_write(
@@ -148,7 +159,36 @@ impl World {
             end: info.last_offset + 1,
             reply,
             correlation,
+            own: None,
         });
+    }
+
+    /// Settles `reply` with its own outcome once the writes not yet settled are (at
+    /// once if there are none).
+    fn after_writes<S: Hosted>(
+        &mut self,
+        to: i32,
+        leader_epoch: i32,
+        correlation: u64,
+        reply: Reply<S>,
+        own: Result<(), i16>,
+    ) {
+        let behind = S::waits(self)
+            .iter()
+            .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
+            .map(|w| w.end)
+            .max();
+        match behind {
+            Some(end) => S::waits(self).push(CoordinatorWait {
+                node: to,
+                leader_epoch,
+                end,
+                reply,
+                correlation,
+                own: Some(own),
+            }),
+            None => self.settle(to, correlation, reply, own),
+        }
     }
 
     /// Runs `reply` on node `id`'s shard with the write's outcome, and what it leads to.
@@ -180,6 +220,22 @@ impl World {
     /// them); a coordinator that lost its epoch answers nothing (its shard is gone, and
     /// its replies with it: the client times out and finds the coordinator again).
     pub(super) fn answer_coordinator_waits<S: Hosted>(&mut self) {
+        // Loads whose tail committed (or whose epoch is over) are done.
+        for (partition, id, epoch, end) in std::mem::take(&mut self.loading) {
+            if partition != S::PARTITION {
+                self.loading.push((partition, id, epoch, end));
+                continue;
+            }
+            let high_watermark = self
+                .replica(id, partition)
+                .filter(|p| p.leader_epoch_if_leader() == Some(epoch))
+                .map(|p| p.high_watermark());
+            match high_watermark {
+                Some(hw) if hw >= end => S::changed(self, id),
+                Some(_) => self.loading.push((partition, id, epoch, end)),
+                None => {}
+            }
+        }
         for wait in std::mem::take(S::waits(self)) {
             let high_watermark = self
                 .replica(wait.node, S::PARTITION)
@@ -190,7 +246,8 @@ impl World {
                 .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
             match high_watermark {
                 Some(hw) if loaded && hw >= wait.end => {
-                    self.settle(wait.node, wait.correlation, wait.reply, Ok(()))
+                    let outcome = wait.own.unwrap_or(Ok(()));
+                    self.settle(wait.node, wait.correlation, wait.reply, outcome)
                 }
                 Some(_) if loaded => S::waits(self).push(wait),
                 _ => {}

@@ -333,12 +333,15 @@ impl TxnShard {
     /// After the load: every transaction the log left prepared is completed again by
     /// this coordinator (§4.5), its markers queued.
     pub fn resume_prepared(&mut self) {
-        let prepared: Vec<String> = self
+        let mut prepared: Vec<String> = self
             .txns
             .iter()
             .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
             .map(|(id, _)| id.clone())
             .collect();
+        // In id order, not the map's: the same log gives the same markers in the same
+        // order (the simulator replays a seed only so).
+        prepared.sort();
         for id in prepared {
             self.start_completion(&id);
         }
@@ -898,7 +901,7 @@ impl TxnShard {
     /// §5.1: fences and aborts every Ongoing transaction past its timeout. Returns how
     /// many it aborted (their markers are queued as their writes commit).
     pub fn abort_timed_out(&mut self, now_ms: i64) -> (Records, Answerer<usize>) {
-        let expired: Vec<String> = self
+        let mut expired: Vec<String> = self
             .txns
             .iter()
             .filter(|(_, m)| {
@@ -908,6 +911,7 @@ impl TxnShard {
             })
             .map(|(id, _)| id.clone())
             .collect();
+        expired.sort();
         let mut records = Vec::new();
         let mut answers = Vec::new();
         for id in expired {
@@ -941,6 +945,7 @@ impl TxnShard {
             })
             .map(|(id, m)| (id.clone(), m.producer_epoch))
             .collect();
+        expired.sort();
         expired.truncate(EXPIRED_PER_SWEEP_MAX);
         let mut records = Vec::with_capacity(expired.len());
         for (id, _) in &expired {
@@ -1652,6 +1657,32 @@ mod tests {
         assert_eq!(ok(&mut shard, step), Completion::Done);
         assert_eq!(state(&shard, "t"), TxnState::CompleteCommit);
         assert!(shard.get("t").unwrap().partitions.is_empty());
+    }
+
+    /// The simulator replays a seed only if the same state gives the same records in the
+    /// same order: timed-out transactions are fenced, and their markers queued, in id
+    /// order, not the map's (which differs from one shard to the next).
+    #[test]
+    fn timeouts_fence_in_transactional_id_order() {
+        let mut shard = shard();
+        let ids: Vec<String> = (0..20).map(|i| format!("t{i:02}")).collect();
+        for id in &ids {
+            let reply = init(&mut shard, id);
+            add(&mut shard, id, reply, &[("a", 0)]);
+        }
+        let (records, answer) = shard.abort_timed_out(i64::MAX / 2);
+        let fenced: Vec<String> = records
+            .iter()
+            .filter_map(|(key, _)| records::decode_key(key))
+            .collect();
+        assert_eq!(fenced, ids);
+        answer(&mut shard, Ok(()));
+        let queued: Vec<String> = shard
+            .take_markers()
+            .into_iter()
+            .map(|job| job.transactional_id)
+            .collect();
+        assert_eq!(queued, ids);
     }
 
     /// Found by the simulator: a full disk refused the CompleteCommit write with a

@@ -1306,7 +1306,7 @@ impl World {
             735..=759 => self.consume_committed()?,
             760..=769 => self.group_step(true),
             770..=774 => {
-                self.coordinator_tick();
+                self.tick_hosted::<GroupShard>();
                 self.txn_tick();
             }
             775..=779 => {
@@ -1447,7 +1447,7 @@ impl World {
                 self.client_step(index, false);
             }
             self.group_step(false);
-            self.coordinator_tick();
+            self.tick_hosted::<GroupShard>();
             self.txn_tick();
             for index in 0..self.members.len() {
                 self.member_step(index, false);

@@ -1639,13 +1639,18 @@ mod tests {
         assert!(shard.take_markers().is_empty());
     }
 
+    /// "t"'s transaction on partition a-0, prepared to commit: its marker job.
+    fn committed_job(shard: &mut TxnShard) -> MarkerJob {
+        let reply = init(shard, "t");
+        add(shard, "t", reply, &[("a", 0)]);
+        end(shard, "t", reply, true, 0);
+        shard.take_markers().pop().unwrap()
+    }
+
     #[test]
     fn coordinator_not_available_keeps_pending_state_for_retry() {
         let mut shard = shard();
-        let reply = init(&mut shard, "t");
-        add(&mut shard, "t", reply, &[("a", 0)]);
-        end(&mut shard, "t", reply, true, 0);
-        let job = shard.take_markers().pop().unwrap();
+        let job = committed_job(&mut shard);
         let step = shard.markers_written(&job, MarkersOutcome::Written, NOW);
         let (_, completion) = settle(&mut shard, step, Err(error_code::REQUEST_TIMED_OUT));
         assert_eq!(completion, Completion::Retry);
@@ -1691,10 +1696,7 @@ mod tests {
     #[test]
     fn a_completion_refused_by_a_full_disk_is_retried() {
         let mut shard = shard();
-        let reply = init(&mut shard, "t");
-        add(&mut shard, "t", reply, &[("a", 0)]);
-        end(&mut shard, "t", reply, true, 0);
-        let job = shard.take_markers().pop().unwrap();
+        let job = committed_job(&mut shard);
         let step = shard.markers_written(&job, MarkersOutcome::Written, NOW);
         let (_, completion) = settle(&mut shard, step, Err(error_code::KAFKA_STORAGE_ERROR));
         assert_eq!(completion, Completion::Retry);
@@ -1706,10 +1708,7 @@ mod tests {
     #[test]
     fn marker_invalid_epoch_or_coordinator_fenced_stops_sending() {
         let mut shard = shard();
-        let reply = init(&mut shard, "t");
-        add(&mut shard, "t", reply, &[("a", 0)]);
-        end(&mut shard, "t", reply, true, 0);
-        let job = shard.take_markers().pop().unwrap();
+        let job = committed_job(&mut shard);
         let step = shard.markers_written(&job, MarkersOutcome::Fenced, NOW);
         let (records, completion) = settle(&mut shard, step, Ok(()));
         assert_eq!((records.len(), completion), (0, Completion::GiveUp));

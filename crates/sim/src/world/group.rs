@@ -20,6 +20,7 @@ use strand_coordinator::group::classic::GroupLimits;
 use strand_coordinator::group::consumer::{ConsumerGroupLimits, TopicView};
 use strand_coordinator::group::records::CommittedOffset;
 use strand_coordinator::group::shard::{Answerer, GroupSettings, GroupShard};
+use strand_coordinator::runtime::Records;
 use strand_log::Clock;
 
 use super::hosting::{CoordinatorWait, Hosted, Settled};
@@ -137,6 +138,16 @@ impl Hosted for GroupShard {
 
     fn waits(world: &mut World) -> &mut Vec<CoordinatorWait<GroupShard>> {
         &mut world.coordinator_waits
+    }
+
+    /// Sessions and revocations that expired.
+    fn tick(&mut self, now: i64) -> (Records, Reply) {
+        let (records, answerer) = GroupShard::tick(self, now);
+        let reply: Reply = Box::new(move |shard, written| {
+            answerer(shard, written);
+            Settled::Nothing
+        });
+        (records, reply)
     }
 }
 
@@ -265,27 +276,6 @@ impl World {
             _ => return,
         };
         self.coordinator_write::<GroupShard>(partition, to, correlation, records, reply);
-    }
-
-    /// The coordinator's periodic work (`GroupShard::tick`: sessions and revocations
-    /// that expired), on every node that has a shard.
-    pub(super) fn coordinator_tick(&mut self) {
-        for index in 0..self.nodes.len() {
-            let id = self.nodes[index].id;
-            let now = self.clocks[index].now_ms();
-            let Some(replica) = self.replica(id, OFFSETS) else {
-                continue;
-            };
-            let Some((_, shard)) = self.hosted::<GroupShard>(id) else {
-                continue;
-            };
-            let (records, answerer) = shard.tick(now);
-            let reply: Reply = Box::new(move |shard, written| {
-                answerer(shard, written);
-                Settled::Nothing
-            });
-            self.coordinator_write::<GroupShard>(&replica, id, 0, records, reply);
-        }
     }
 
     fn answer_group(&mut self, from: i32, correlation: u64, result: Result<i64, i16>) {

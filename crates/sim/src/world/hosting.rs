@@ -44,6 +44,9 @@ pub(super) trait Hosted: Sized + 'static {
     fn load(world: &World, replica: &Partition, leader_epoch: i32, now: i64) -> (Self, i64);
     fn slot(node: &mut Node) -> &mut Option<(i32, Self)>;
     fn waits(world: &mut World) -> &mut Vec<CoordinatorWait<Self>>;
+    /// Its timer's work at wall-clock time `now` (sessions expiring, transactions past
+    /// their timeout), answering nobody.
+    fn tick(&mut self, now: i64) -> (Records, Reply<Self>);
     /// After node `id`'s shard changed (loaded, or a write settled).
     fn changed(_world: &mut World, _id: i32) {}
 }
@@ -87,6 +90,22 @@ impl World {
                 None if loaded => S::changed(self, id),
                 None => {}
             }
+        }
+    }
+
+    /// `S`'s timer on every node hosting a shard, at that node's wall-clock time.
+    pub(super) fn tick_hosted<S: Hosted>(&mut self) {
+        for index in 0..self.nodes.len() {
+            let id = self.nodes[index].id;
+            let now = self.clocks[index].now_ms();
+            let Some(replica) = self.replica(id, S::PARTITION) else {
+                continue;
+            };
+            let Some((_, shard)) = self.hosted::<S>(id) else {
+                continue;
+            };
+            let (records, reply) = shard.tick(now);
+            self.coordinator_write::<S>(&replica, id, 0, records, reply);
         }
     }
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use strand_broker::error_code;
 use strand_broker::partition::Partition;
+use strand_coordinator::runtime::Records;
 use strand_coordinator::txn::shard::{
     Completion, MarkerJob, MarkersOutcome, ProducerIdSource, ProducerReply, TxnSettings, TxnShard,
 };
@@ -99,6 +100,16 @@ impl Hosted for TxnShard {
 
     fn waits(world: &mut World) -> &mut Vec<CoordinatorWait<TxnShard>> {
         &mut world.txn_waits
+    }
+
+    /// Transactions past their timeout aborted.
+    fn tick(&mut self, now: i64) -> (Records, Reply<TxnShard>) {
+        let (records, answerer) = self.abort_timed_out(now);
+        let reply: Reply<TxnShard> = Box::new(move |shard, written| {
+            answerer(shard, written);
+            Settled::Nothing
+        });
+        (records, reply)
     }
 
     /// The markers the shard queued (a PrepareX settled, or the load found one) go out.
@@ -343,22 +354,7 @@ impl World {
     /// aborted; markers overdue sent again, completions to retry written again (a
     /// coordinator that lost its epoch drops its own: its successor resumes them).
     pub(super) fn txn_tick(&mut self) {
-        for index in 0..self.nodes.len() {
-            let id = self.nodes[index].id;
-            let now = self.clocks[index].now_ms();
-            let Some(replica) = self.replica(id, TXN) else {
-                continue;
-            };
-            let Some((_, shard)) = self.hosted::<TxnShard>(id) else {
-                continue;
-            };
-            let (records, answerer) = shard.abort_timed_out(now);
-            let reply: Reply<TxnShard> = Box::new(move |shard, written| {
-                answerer(shard, written);
-                Settled::Nothing
-            });
-            self.coordinator_write::<TxnShard>(&replica, id, 0, records, reply);
-        }
+        self.tick_hosted::<TxnShard>();
         let now = self.now_ms;
         for send in std::mem::take(&mut self.marker_sends) {
             let epoch = send.job.coordinator_epoch;

@@ -920,6 +920,28 @@ impl Partition {
         }
     }
 
+    /// The offset every in-sync replica has confirmed holding in this leader epoch (the
+    /// leader's log end, bounded by each in-sync follower's last fetch since the epoch
+    /// began); None if this broker does not lead. Beyond the high watermark a new leader
+    /// learned from the old one, this says the followers have cut any tail of an older
+    /// epoch that diverges from this leader's log, so no such tail can come back with an
+    /// election (a coordinator waits for it after its load, as Raft's leader commits an
+    /// entry of its own term before it serves reads).
+    pub fn confirmed_in_epoch(&self) -> Option<i64> {
+        let replication = self.replication();
+        if !replication.is_leader(self.node_id) {
+            return None;
+        }
+        let mut confirmed = self.log().log_end_offset();
+        for id in replication.maximal_isr() {
+            if id != self.node_id {
+                let reported = replication.followers.get(&id).map(|p| p.log_end_offset);
+                confirmed = confirmed.min(reported.unwrap_or(-1));
+            }
+        }
+        Some(confirmed)
+    }
+
     /// The high watermark as last published (what acks=all waits on).
     /// Whether `producer_id` has a transaction open on this partition at `producer_epoch`
     /// (its next batches join it without asking the coordinator).
@@ -1378,6 +1400,36 @@ mod tests {
         // A follower whose latest epoch is 14 (it followed a leader we never heard of).
         assert_eq!(partition.log().end_offset_for_epoch(14), (13, 3));
         assert_eq!(partition.log().end_offset_for_epoch(15), (15, 3));
+    }
+
+    /// Found by the simulator: a new leader learned a high watermark from the old one,
+    /// but an in-sync follower (the old leader) still held a tail of its own epoch beyond
+    /// it; a coordinator answering from the new leader's log before that follower cut
+    /// the tail saw it come back when the follower was elected next.
+    #[test]
+    fn a_new_leader_confirms_an_offset_only_once_every_in_sync_follower_fetched_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
+        strand_records::refresh_crc(&mut leader_batch);
+        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
+        assert_eq!(partition.high_watermark(), 3, "learned from the old leader");
+        assert_eq!(
+            partition.confirmed_in_epoch(),
+            Some(-1),
+            "no follower fetched yet"
+        );
+        fetch(&partition, 2, 3);
+        assert_eq!(
+            partition.confirmed_in_epoch(),
+            Some(-1),
+            "follower 3 has not"
+        );
+        fetch(&partition, 3, 3);
+        assert_eq!(partition.confirmed_in_epoch(), Some(3));
     }
 
     #[test]

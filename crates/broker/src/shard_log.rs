@@ -24,6 +24,9 @@ pub struct PartitionShardLog {
     pub timeout: Duration,
 }
 
+/// How often a shard just loaded looks whether its followers confirmed its log.
+const LOADED_TAIL_POLL: Duration = Duration::from_millis(10);
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -96,28 +99,31 @@ pub fn append_write(
 }
 
 impl ShardLog for PartitionShardLog {
-    /// Waits (in bounded rounds, for as long as this epoch leads) until the high
-    /// watermark passes the log end the load replayed to.
+    /// Waits, for as long as this epoch leads, until the high watermark passes the log
+    /// end the load replayed to and every in-sync follower has confirmed it in this
+    /// epoch (so none still holds an older epoch's tail an election could bring back).
     fn loaded(&self) -> Option<Commit> {
         let end = self.partition.log().log_end_offset();
-        if self.partition.high_watermark() >= end {
+        let settled = move |partition: &Partition| {
+            partition.high_watermark() >= end
+                && partition.confirmed_in_epoch().is_some_and(|c| c >= end)
+        };
+        if settled(&self.partition) {
             return None;
         }
         let partition = self.partition.clone();
-        let (epoch, timeout) = (self.leader_epoch, self.timeout);
+        let epoch = self.leader_epoch;
         Some(Box::pin(async move {
             loop {
-                match partition.wait_for_replication(end, epoch, timeout).await {
-                    Ok(()) => return Ok(()),
-                    // Below min.insync.replicas now, but the high watermark passed it.
-                    Err(refusal)
-                        if refusal.code == error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND =>
-                    {
-                        return Ok(())
-                    }
-                    Err(refusal) if refusal.code == error_code::REQUEST_TIMED_OUT => {}
-                    Err(refusal) => return Err(refusal.code),
+                if partition.leader_epoch_if_leader() != Some(epoch) {
+                    return Err(error_code::NOT_LEADER_OR_FOLLOWER);
                 }
+                if settled(&partition) {
+                    return Ok(());
+                }
+                // Followers fetch continuously; their progress moves no watch the
+                // high watermark has not, so this looks again shortly.
+                tokio::time::sleep(LOADED_TAIL_POLL).await;
             }
         }))
     }

@@ -4,8 +4,9 @@
 //! it was loaded for and answered once on every in-sync replica; a reply without records
 //! leaves after the writes not yet settled (a refused append settles at once). A shard
 //! takes no request (answering NOT_COORDINATOR; the runtime queues them) and runs no
-//! timer until what its load replayed beyond the high watermark is committed. The group coordinator (group.rs) and the transaction coordinator (txn.rs)
-//! are both hosted so.
+//! timer until what its load replayed is committed and confirmed by every in-sync
+//! follower in its epoch (`Partition::confirmed_in_epoch`). The group coordinator
+//! (group.rs) and the transaction coordinator (txn.rs) are both hosted so.
 
 use strand_broker::partition::Partition;
 use strand_coordinator::runtime::{Records, Write};
@@ -67,15 +68,11 @@ impl World {
                 (Some(epoch), Some(replica)) => {
                     let now = self.clocks[index].now_ms();
                     let (shard, summary) = S::load(self, &replica, epoch, now);
-                    let (end, committed) = {
-                        let log = replica.log();
-                        (log.log_end_offset(), replica.high_watermark())
-                    };
+                    let end = replica.log().log_end_offset();
                     self.trace(&("coordinator loaded", S::PARTITION, id, epoch, summary, end));
-                    (
-                        Some((epoch, shard)),
-                        (end > committed).then_some((epoch, end)),
-                    )
+                    let settled = replica.high_watermark() >= end
+                        && replica.confirmed_in_epoch().is_some_and(|c| c >= end);
+                    (Some((epoch, shard)), (!settled).then_some((epoch, end)))
                 }
                 _ => (None, None),
             };
@@ -245,12 +242,12 @@ impl World {
                 self.loading.push((partition, id, epoch, end));
                 continue;
             }
-            let high_watermark = self
+            let progress = self
                 .replica(id, partition)
                 .filter(|p| p.leader_epoch_if_leader() == Some(epoch))
-                .map(|p| p.high_watermark());
-            match high_watermark {
-                Some(hw) if hw >= end => S::changed(self, id),
+                .map(|p| (p.high_watermark(), p.confirmed_in_epoch().unwrap_or(-1)));
+            match progress {
+                Some((hw, confirmed)) if hw >= end && confirmed >= end => S::changed(self, id),
                 Some(_) => self.loading.push((partition, id, epoch, end)),
                 None => {}
             }

@@ -1432,6 +1432,37 @@ mod tests {
         assert_eq!(partition.confirmed_in_epoch(), Some(3));
     }
 
+    /// The coordinator's side of the same: a shard loaded on this leader waits (its
+    /// `ShardLog::loaded`) until every in-sync follower fetched its log end in the epoch.
+    #[tokio::test]
+    async fn a_shard_loaded_on_a_new_leader_waits_for_its_followers_to_confirm_the_log() {
+        use strand_coordinator::runtime::ShardLog;
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
+        strand_records::refresh_crc(&mut leader_batch);
+        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
+        let partition = Arc::new(partition);
+        let log = crate::shard_log::PartitionShardLog {
+            partition: partition.clone(),
+            leader_epoch: 2,
+            timeout: std::time::Duration::from_secs(5),
+        };
+        let loaded = tokio::spawn(log.loaded().expect("the followers have not fetched"));
+        fetch(&partition, 2, 3);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            !loaded.is_finished(),
+            "follower 3 has not confirmed the log"
+        );
+        fetch(&partition, 3, 3);
+        let confirmed = tokio::time::timeout(std::time::Duration::from_secs(10), loaded);
+        assert_eq!(confirmed.await.expect("confirmed").unwrap(), Ok(()));
+    }
+
     #[test]
     fn the_high_watermark_waits_for_every_isr_member() {
         let dir = tempfile::tempdir().unwrap();

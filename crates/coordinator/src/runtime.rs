@@ -90,8 +90,9 @@ pub trait ShardLog: Send + Sync + 'static {
     fn append(&self, write: Write) -> Result<Commit, i16>;
 
     /// Called once the load replayed the log: what it replayed beyond the committed part
-    /// (a new leader's tail, not yet on every in-sync replica) commits when this
-    /// resolves. The shard takes no event until it does, as if still loading, so no
+    /// (a new leader's tail, not yet on every in-sync replica) commits, and every
+    /// in-sync follower has confirmed the log in this leader epoch (none can bring back
+    /// an older epoch's tail if elected), when this resolves. The shard takes no event until it does, as if still loading, so no
     /// answer, transaction marker or offset rests on records an election could still
     /// take away (the simulator found a new coordinator writing a commit's markers from
     /// a PrepareCommit that the next election lost, and its successor aborting the

@@ -253,6 +253,19 @@ impl Replication {
         }
         isr
     }
+
+    /// The lowest log end the in-sync followers (of `maximal_isr`, `node_id` being the
+    /// leader) reported in this epoch; i64::MAX with none, None while one has not
+    /// fetched yet. What the high watermark and `confirmed_in_epoch` are bounded by.
+    fn isr_followers_end(&self, node_id: i32) -> Option<i64> {
+        let mut end = i64::MAX;
+        for id in self.maximal_isr() {
+            if id != node_id {
+                end = end.min(self.followers.get(&id)?.log_end_offset);
+            }
+        }
+        Some(end)
+    }
 }
 
 /// A refusal with a Kafka error code, its message and, for a produced batch some of
@@ -886,7 +899,7 @@ impl Partition {
     /// write made meanwhile is not exposed to consumers until enough replicas have it.
     fn advance_high_watermark(&self) {
         let min_isr = self.min_insync_replicas().max(1) as usize;
-        let (isr, followers) = {
+        let followers_end = {
             let replication = self.replication();
             if !replication.is_leader(self.node_id) {
                 return;
@@ -895,17 +908,15 @@ impl Partition {
             if assignment.isr.len() < min_isr.min(assignment.replicas.len().max(1)) {
                 return;
             }
-            (replication.maximal_isr(), replication.followers.clone())
+            // An unknown ISR member: hold.
+            let Some(end) = replication.isr_followers_end(self.node_id) else {
+                return;
+            };
+            end
         };
         let advanced = {
             let mut log = self.log();
-            let mut candidate = log.log_end_offset();
-            for id in isr.iter().filter(|&&id| id != self.node_id) {
-                match followers.get(id) {
-                    Some(progress) => candidate = candidate.min(progress.log_end_offset),
-                    None => return, // unknown ISR member: hold
-                }
-            }
+            let candidate = log.log_end_offset().min(followers_end);
             let current = log.high_watermark();
             if candidate > current {
                 log.set_high_watermark(candidate);
@@ -932,14 +943,15 @@ impl Partition {
         if !replication.is_leader(self.node_id) {
             return None;
         }
-        let mut confirmed = self.log().log_end_offset();
-        for id in replication.maximal_isr() {
-            if id != self.node_id {
-                let reported = replication.followers.get(&id).map(|p| p.log_end_offset);
-                confirmed = confirmed.min(reported.unwrap_or(-1));
-            }
-        }
-        Some(confirmed)
+        let followers_end = replication.isr_followers_end(self.node_id).unwrap_or(-1);
+        Some(self.log().log_end_offset().min(followers_end))
+    }
+
+    /// Whether everything up to `end` is committed and confirmed by every in-sync
+    /// follower in this leader epoch (what a coordinator shard loaded on this leader
+    /// waits for before it takes any event).
+    pub fn confirmed_through(&self, end: i64) -> bool {
+        self.high_watermark() >= end && self.confirmed_in_epoch().is_some_and(|c| c >= end)
     }
 
     /// The high watermark as last published (what acks=all waits on).
@@ -1313,6 +1325,18 @@ mod tests {
         (logs, partition)
     }
 
+    /// `partition` follows node 2 at `epoch` (ISR `isr`) and takes 3 records from it,
+    /// told the high watermark is `high_watermark`.
+    fn followed(partition: &Partition, epoch: i32, isr: &[i32], high_watermark: i64) {
+        partition.apply_assignment(assignment(2, epoch, 1, isr));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, epoch);
+        strand_records::refresh_crc(&mut leader_batch);
+        partition
+            .append_as_follower(epoch, &leader_batch, high_watermark)
+            .unwrap();
+    }
+
     fn batch(records: usize) -> Vec<u8> {
         let mut builder = BatchBuilder::new(0, 1_000);
         for i in 0..records {
@@ -1368,11 +1392,7 @@ mod tests {
     fn a_new_leader_publishes_the_high_watermark_it_learned_as_a_follower() {
         let dir = tempfile::tempdir().unwrap();
         let (_logs, partition) = partition(dir.path(), 1, &[1, 2]);
-        partition.apply_assignment(assignment(2, 1, 1, &[1, 2]));
-        let mut leader_batch = batch(3);
-        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
-        strand_records::refresh_crc(&mut leader_batch);
-        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        followed(&partition, 1, &[1, 2], 3);
         assert_eq!(partition.log().high_watermark(), 3);
         // Leader again, its follower as far as it is: nothing new to advance by.
         partition.apply_assignment(assignment(ME, 2, 2, &[1, 2]));
@@ -1391,11 +1411,7 @@ mod tests {
     fn a_new_leader_knows_where_the_epochs_before_its_own_end_before_it_appends() {
         let dir = tempfile::tempdir().unwrap();
         let (_logs, partition) = partition(dir.path(), 1, &[1, 2]);
-        partition.apply_assignment(assignment(2, 13, 1, &[1, 2]));
-        let mut leader_batch = batch(3);
-        strand_records::set_partition_leader_epoch(&mut leader_batch, 13);
-        strand_records::refresh_crc(&mut leader_batch);
-        partition.append_as_follower(13, &leader_batch, 0).unwrap();
+        followed(&partition, 13, &[1, 2], 0);
         partition.apply_assignment(assignment(ME, 15, 2, &[1, 2]));
         // A follower whose latest epoch is 14 (it followed a leader we never heard of).
         assert_eq!(partition.log().end_offset_for_epoch(14), (13, 3));
@@ -1410,11 +1426,7 @@ mod tests {
     fn a_new_leader_confirms_an_offset_only_once_every_in_sync_follower_fetched_it() {
         let dir = tempfile::tempdir().unwrap();
         let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
-        partition.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
-        let mut leader_batch = batch(3);
-        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
-        strand_records::refresh_crc(&mut leader_batch);
-        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        followed(&partition, 1, &[1, 2, 3], 3);
         partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
         assert_eq!(partition.high_watermark(), 3, "learned from the old leader");
         assert_eq!(
@@ -1439,11 +1451,7 @@ mod tests {
         use strand_coordinator::runtime::ShardLog;
         let dir = tempfile::tempdir().unwrap();
         let (_logs, partition) = partition(dir.path(), 1, &[1, 2, 3]);
-        partition.apply_assignment(assignment(2, 1, 1, &[1, 2, 3]));
-        let mut leader_batch = batch(3);
-        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
-        strand_records::refresh_crc(&mut leader_batch);
-        partition.append_as_follower(1, &leader_batch, 3).unwrap();
+        followed(&partition, 1, &[1, 2, 3], 3);
         partition.apply_assignment(assignment(ME, 2, 2, &[1, 2, 3]));
         let partition = Arc::new(partition);
         let log = crate::shard_log::PartitionShardLog {

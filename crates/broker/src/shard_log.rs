@@ -104,11 +104,7 @@ impl ShardLog for PartitionShardLog {
     /// epoch (so none still holds an older epoch's tail an election could bring back).
     fn loaded(&self) -> Option<Commit> {
         let end = self.partition.log().log_end_offset();
-        let settled = move |partition: &Partition| {
-            partition.high_watermark() >= end
-                && partition.confirmed_in_epoch().is_some_and(|c| c >= end)
-        };
-        if settled(&self.partition) {
+        if self.partition.confirmed_through(end) {
             return None;
         }
         let partition = self.partition.clone();
@@ -118,7 +114,7 @@ impl ShardLog for PartitionShardLog {
                 if partition.leader_epoch_if_leader() != Some(epoch) {
                     return Err(error_code::NOT_LEADER_OR_FOLLOWER);
                 }
-                if settled(&partition) {
+                if partition.confirmed_through(end) {
                     return Ok(());
                 }
                 // Followers fetch continuously; their progress moves no watch the

@@ -89,15 +89,15 @@ pub trait ShardLog: Send + Sync + 'static {
     /// and committed later.
     fn append(&self, write: Write) -> Result<Commit, i16>;
 
-    /// Called once the load replayed the log: what it replayed beyond the committed part
-    /// (a new leader's tail, not yet on every in-sync replica) commits, and every
-    /// in-sync follower has confirmed the log in this leader epoch (none can bring back
-    /// an older epoch's tail if elected), when this resolves. The shard takes no event until it does, as if still loading, so no
-    /// answer, transaction marker or offset rests on records an election could still
-    /// take away (the simulator found a new coordinator writing a commit's markers from
-    /// a PrepareCommit that the next election lost, and its successor aborting the
-    /// transaction); if it fails (leadership moved), the shard stops. None: nothing
-    /// uncommitted.
+    /// Called once the load replayed the log; resolves when what it replayed is committed
+    /// (a new leader's tail may not be on every in-sync replica yet) and every in-sync
+    /// follower has confirmed the log in this leader epoch (so none can bring back an
+    /// older epoch's tail if elected). The shard takes no event until then, as if still
+    /// loading, so no answer, transaction marker or offset rests on records an election
+    /// could still take away (the simulator found a new coordinator writing a commit's
+    /// markers from a PrepareCommit that the next election lost, and its successor
+    /// aborting the transaction); if it fails (leadership moved), the shard stops. None:
+    /// nothing to wait for.
     fn loaded(&self) -> Option<Commit> {
         None
     }

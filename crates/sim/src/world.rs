@@ -307,7 +307,8 @@ pub struct World {
     group: GroupClient,
     coordinator_waits: Vec<CoordinatorWait<GroupShard>>,
     /// Coordinator shards loading: (partition, node, leader epoch, the log end their load
-    /// replayed to), until the high watermark passes it.
+    /// replayed to), until it is committed and confirmed in the epoch
+    /// (`Partition::confirmed_through`).
     loading: Vec<(usize, i32, i32, i64)>,
     /// The transaction coordinators' writes in flight, markers on their way, and the
     /// producer ids they hand out.

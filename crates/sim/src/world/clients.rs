@@ -56,8 +56,9 @@ pub(super) enum Request {
 #[derive(Debug)]
 pub(super) struct Outstanding {
     request: Request,
-    /// When it last went out and its correlation number (None: to send).
-    sent: Option<(i64, u64)>,
+    /// When it last went out, its correlation number and the node it went to (None: to
+    /// send).
+    sent: Option<(i64, u64, i32)>,
     retries: u32,
 }
 
@@ -74,12 +75,6 @@ pub(super) struct Producer {
     outstanding: VecDeque<Outstanding>,
     /// How many it may have (more than one: pipelined, over an ordered connection).
     max_in_flight: usize,
-    /// The node its data requests in flight went to: all of them go to one node, and a
-    /// new leader gets none until they are all answered or the connection is given up
-    /// (librdkafka drains in-flight requests so on a leader change: a batch reaching a
-    /// new leader ahead of earlier ones still in flight elsewhere would land out of
-    /// order).
-    connected: Option<i32>,
     /// A batch was given up out of sequence: the epoch is bumped once nothing is in
     /// flight.
     bump_epoch: bool,
@@ -142,7 +137,6 @@ pub(super) fn producers() -> Vec<Producer> {
                 true => 1,
                 false => PIPELINED_MAX,
             },
-            connected: None,
             bump_epoch: false,
             txn: None,
         })
@@ -235,6 +229,22 @@ pub(super) fn read_committed(
     (out, next)
 }
 
+impl Producer {
+    /// The node its data requests in flight went to: all of them go to one node, and a
+    /// new leader gets none until they are all answered or the connection is given up
+    /// (librdkafka drains in-flight requests so on a leader change: a batch reaching a
+    /// new leader ahead of earlier ones still in flight elsewhere would land out of
+    /// order).
+    fn connected(&self) -> Option<i32> {
+        self.outstanding
+            .iter()
+            .find_map(|o| match (&o.request, o.sent) {
+                (Request::Data { .. }, Some((_, _, node))) => Some(node),
+                _ => None,
+            })
+    }
+}
+
 impl World {
     /// A producer's turn: it sends its outstanding request again if the answer is
     /// overdue or asked for a retry; otherwise, if `new_work`, it starts its next batch
@@ -244,10 +254,10 @@ impl World {
     pub(super) fn client_step(&mut self, index: usize, new_work: bool) {
         let now = self.now_ms;
         let producer = &self.producers[index];
-        let due = producer
-            .outstanding
-            .iter()
-            .any(|o| o.sent.is_none_or(|(at, _)| now - at >= CLIENT_TIMEOUT_MS));
+        let due = producer.outstanding.iter().any(|o| {
+            o.sent
+                .is_none_or(|(at, _, _)| now - at >= CLIENT_TIMEOUT_MS)
+        });
         if due {
             // A request answered with an error or not at all: every request in flight
             // again, in order, over a new connection (Java's producer closes the old).
@@ -265,7 +275,7 @@ impl World {
         let room = producer.outstanding.len() < producer.max_in_flight
             && !producer.bump_epoch
             && producer
-                .connected
+                .connected()
                 .is_none_or(|node| node == self.controller.assignment(DATA).leader);
         // Another batch may join those in flight (a pipelining producer with room).
         let pipelines = room && new_work && producer.txn.is_none();
@@ -361,7 +371,6 @@ impl World {
         self.network.retain(|f| f.from != client && f.to != client);
         self.waiting.retain(|w| w.client != client);
         self.broken_connections.remove(&client);
-        self.producers[index].connected = None;
         for outstanding in &mut self.producers[index].outstanding {
             if outstanding.sent.take().is_some() {
                 outstanding.retries += 1;
@@ -391,7 +400,7 @@ impl World {
             Request::Data { .. } => (
                 DATA,
                 producer
-                    .connected
+                    .connected()
                     .unwrap_or(self.controller.assignment(DATA).leader),
             ),
             _ => (TXN, self.controller.assignment(TXN).leader),
@@ -401,11 +410,8 @@ impl World {
         }
         let correlation = self.next_correlation();
         let producer = &mut self.producers[index];
-        if partition == DATA {
-            producer.connected = Some(node);
-        }
         let outstanding = &mut producer.outstanding[position];
-        outstanding.sent = Some((self.now_ms, correlation));
+        outstanding.sent = Some((self.now_ms, correlation, node));
         let (client, producer_id, epoch) = (producer.client, producer.producer_id, producer.epoch);
         let transactional_id = producer.transactional.then(|| transactional_id(client));
         let message = match &outstanding.request {
@@ -667,7 +673,7 @@ impl World {
         let position = self.producers[index]
             .outstanding
             .iter()
-            .position(|o| o.sent.map(|(_, c)| c) == Some(correlation))?;
+            .position(|o| o.sent.map(|(_, c, _)| c) == Some(correlation))?;
         Some((index, position))
     }
 
@@ -689,9 +695,6 @@ impl World {
                 else {
                     return;
                 };
-                if producer.outstanding.is_empty() {
-                    producer.connected = None;
-                }
                 for delta in 0..count {
                     self.acked.insert(first_offset + delta, first_id + delta);
                 }
@@ -719,9 +722,6 @@ impl World {
         };
         self.trace(&("producer id", to, producer_id, epoch));
         let producer = &mut self.producers[index];
-        if producer.outstanding.is_empty() {
-            producer.connected = None;
-        }
         (producer.producer_id, producer.epoch) = (producer_id, epoch);
         producer.next_sequence = 0;
         let Some(Outstanding {
@@ -778,19 +778,13 @@ impl World {
                 None => None,
             };
             producer.txn = None;
-            producer.connected = None;
-            producer.outstanding = VecDeque::from([Outstanding {
-                request: Request::InitProducerId { expected },
-                sent: None,
-                retries: 0,
-            }]);
+            producer.outstanding.clear();
             self.outcome.txns_given_up += 1;
             self.trace(&("transaction given up", client, code));
-            self.client_send(index);
+            self.start_request(index, Request::InitProducerId { expected });
         } else {
             let request = format!("{:?}", outstanding.request);
             producer.outstanding.clear();
-            producer.connected = None;
             self.violation(format!(
                 "producer {producer_id} was refused with error {code}, which it cannot retry: {}",
                 request.chars().take(120).collect::<String>()
@@ -902,7 +896,7 @@ impl World {
     /// over a new connection at their next turn.
     pub(super) fn connections_reset(&mut self, id: i32) {
         for index in 0..self.producers.len() {
-            if self.producers[index].connected == Some(id) {
+            if self.producers[index].connected() == Some(id) {
                 self.client_reconnect(index);
             }
         }

@@ -32,8 +32,6 @@ pub(super) struct CoordinatorWait<S> {
     end: i64,
     reply: Reply<S>,
     correlation: u64,
-    /// Its own outcome, when it is not the write's (it wrote nothing, or was refused).
-    own: Option<Result<(), i16>>,
 }
 
 /// A coordinator the simulation hosts.
@@ -70,8 +68,7 @@ impl World {
                     let (shard, summary) = S::load(self, &replica, epoch, now);
                     let end = replica.log().log_end_offset();
                     self.trace(&("coordinator loaded", S::PARTITION, id, epoch, summary, end));
-                    let settled = replica.high_watermark() >= end
-                        && replica.confirmed_in_epoch().is_some_and(|c| c >= end);
+                    let settled = replica.confirmed_through(end);
                     (Some((epoch, shard)), (!settled).then_some((epoch, end)))
                 }
                 _ => (None, None),
@@ -139,7 +136,21 @@ impl World {
         if records.is_empty() {
             // Nothing to write, but the answer may show what earlier writes not yet
             // settled did: it leaves after them, as the coordinator runtime's replies do.
-            self.after_writes::<S>(to, leader_epoch, correlation, reply, Ok(()));
+            let behind = S::waits(self)
+                .iter()
+                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
+                .map(|w| w.end)
+                .max();
+            match behind {
+                Some(end) => S::waits(self).push(CoordinatorWait {
+                    node: to,
+                    leader_epoch,
+                    end,
+                    reply,
+                    correlation,
+                }),
+                None => self.settle(to, correlation, reply, Ok(())),
+            }
             return;
         }
         let appended = strand_broker::shard_log::append_write(
@@ -175,36 +186,7 @@ impl World {
             end: info.last_offset + 1,
             reply,
             correlation,
-            own: None,
         });
-    }
-
-    /// Settles `reply` with its own outcome once the writes not yet settled are (at
-    /// once if there are none).
-    fn after_writes<S: Hosted>(
-        &mut self,
-        to: i32,
-        leader_epoch: i32,
-        correlation: u64,
-        reply: Reply<S>,
-        own: Result<(), i16>,
-    ) {
-        let behind = S::waits(self)
-            .iter()
-            .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
-            .map(|w| w.end)
-            .max();
-        match behind {
-            Some(end) => S::waits(self).push(CoordinatorWait {
-                node: to,
-                leader_epoch,
-                end,
-                reply,
-                correlation,
-                own: Some(own),
-            }),
-            None => self.settle(to, correlation, reply, own),
-        }
     }
 
     /// Runs `reply` on node `id`'s shard with the write's outcome, and what it leads to.
@@ -242,13 +224,13 @@ impl World {
                 self.loading.push((partition, id, epoch, end));
                 continue;
             }
-            let progress = self
+            let confirmed = self
                 .replica(id, partition)
                 .filter(|p| p.leader_epoch_if_leader() == Some(epoch))
-                .map(|p| (p.high_watermark(), p.confirmed_in_epoch().unwrap_or(-1)));
-            match progress {
-                Some((hw, confirmed)) if hw >= end && confirmed >= end => S::changed(self, id),
-                Some(_) => self.loading.push((partition, id, epoch, end)),
+                .map(|p| p.confirmed_through(end));
+            match confirmed {
+                Some(true) => S::changed(self, id),
+                Some(false) => self.loading.push((partition, id, epoch, end)),
                 None => {}
             }
         }
@@ -262,8 +244,7 @@ impl World {
                 .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
             match high_watermark {
                 Some(hw) if loaded && hw >= wait.end => {
-                    let outcome = wait.own.unwrap_or(Ok(()));
-                    self.settle(wait.node, wait.correlation, wait.reply, outcome)
+                    self.settle(wait.node, wait.correlation, wait.reply, Ok(()))
                 }
                 Some(_) if loaded => S::waits(self).push(wait),
                 _ => {}

@@ -280,6 +280,12 @@ impl Log {
         match created {
             Ok(()) => {
                 self.on_disk = true;
+                // An epoch begun before the files existed (a new leader's, see
+                // `begin_leader_epoch`) is checkpointed with them: the first append in
+                // that epoch finds it assigned and would not write it.
+                if !self.epochs.entries().is_empty() {
+                    self.checkpoint_epochs_deferred()?;
+                }
                 Ok(())
             }
             // Nothing was written: the next write (or the directory thread) tries again.
@@ -1156,8 +1162,12 @@ impl Log {
     /// makeLeader assigns it at once): without it, a follower asking where its own newer
     /// epoch ends is answered undefined until this leader appends, and truncates to its
     /// high watermark, which may be below committed records (KIP-101's loss).
+    /// A log not yet on disk (a new partition, materialized in the background) keeps
+    /// the epoch in memory until `materialize`; one offline (failed or deleted) only in
+    /// memory, where the answers come from.
     pub fn begin_leader_epoch(&mut self, epoch: i32) -> LogResult<()> {
-        if self.epochs.assign(epoch, self.log_end_offset()) {
+        let assigned = self.epochs.assign(epoch, self.log_end_offset());
+        if assigned && self.on_disk && self.offline.is_none() {
             self.checkpoint_epochs_deferred()?;
         }
         Ok(())

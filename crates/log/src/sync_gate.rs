@@ -103,6 +103,15 @@ impl SyncTicket {
     }
 }
 
+#[cfg(feature = "fault-injection")]
+impl SyncTicket {
+    /// The process died with this sync queued or running: nothing reaches the disk and
+    /// no one is woken (the gate dies with the process). Dropping it would run it.
+    pub fn abandon(mut self) {
+        self.batch = None;
+    }
+}
+
 impl Drop for SyncTicket {
     fn drop(&mut self) {
         if let Some(batch) = self.batch.take() {

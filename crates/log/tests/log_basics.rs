@@ -313,6 +313,33 @@ fn an_epoch_begun_without_appends_is_dropped_by_a_truncation_to_the_end() {
     assert_eq!(checkpoint, "0\n1\n3 0\n");
 }
 
+/// A new partition's log exists in memory until its files are made (in the background,
+/// or by the first write); its leader's epoch, begun before, is kept and checkpointed
+/// with them. Writing the checkpoint at once failed: CI's benchmark logged "No such file
+/// or directory" for every new partition's leader.
+#[test]
+fn an_epoch_begun_before_the_log_is_on_disk_is_checkpointed_with_its_files() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("lazy-0");
+    let mut log = strand_log::Log::create_deferred(
+        &dir,
+        Arc::new(LogConfig::default()),
+        strand_log::FileCache::new(64),
+        Arc::new(ManualClock::new(0)),
+        0,
+    );
+    log.begin_leader_epoch(7).unwrap();
+    assert!(!dir.exists(), "nothing on disk yet");
+    assert_eq!(log.end_offset_for_epoch(7), (7, 0));
+    log.materialize().unwrap();
+    let checkpoint = std::fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap();
+    assert_eq!(checkpoint, "0\n1\n7 0\n");
+    log.append_as_leader(&mut batch(2, 10, 0), 7).unwrap();
+    log.close().unwrap();
+    let (reopened, _) = reopen(&dir, LogConfig::default(), LogOpenState::default());
+    assert_eq!(reopened.end_offset_for_epoch(7), (7, 2));
+}
+
 #[test]
 fn truncate_removes_whole_batches_and_segments() {
     let dir = tempfile::tempdir().unwrap();

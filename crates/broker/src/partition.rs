@@ -67,25 +67,24 @@ impl Durable {
         DurableWait(tokio::spawn(self.wait()))
     }
 
+    /// Without blocking: durable, parked with `waker`, or the sync the caller must run
+    /// (`wait` runs it on a blocking thread; the simulator when its disk says so).
+    pub fn poll(&self, waker: &std::task::Waker) -> DurableState {
+        self.gate.poll_durable(self.end, waker)
+    }
+
     /// Waits until the data is synced, holding no thread while it waits: the gate
     /// parks this task, or hands it the sync to run on a blocking thread. One sync runs
     /// per partition at a time, so however many requests wait on a partition's disk, it
     /// costs the blocking pool one thread at most (its queue is bounded by the
     /// partitions).
-    /// `wait` on the calling thread: the sync runs here if none is under way (the
-    /// simulator, which has one thread and no runtime).
-    pub fn wait_blocking(self) -> LogResult<()> {
-        self.gate.wait_durable(self.end).map_err(LogError::Io)
-    }
-
     pub async fn wait(self) -> LogResult<()> {
         loop {
-            let state =
-                std::future::poll_fn(|cx| match self.gate.poll_durable(self.end, cx.waker()) {
-                    DurableState::Pending => std::task::Poll::Pending,
-                    other => std::task::Poll::Ready(other),
-                })
-                .await;
+            let state = std::future::poll_fn(|cx| match self.poll(cx.waker()) {
+                DurableState::Pending => std::task::Poll::Pending,
+                other => std::task::Poll::Ready(other),
+            })
+            .await;
             match state {
                 DurableState::Ready(result) => return result.map_err(LogError::Io),
                 DurableState::SyncNow(ticket) => {

@@ -83,7 +83,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -102,6 +102,7 @@ fn main() -> ExitCode {
                     outcome.power_cuts,
                     outcome.disk_failures,
                     outcome.full_disks,
+                    outcome.latency_spikes,
                     outcome.corrupt_reads,
                     outcome.elections
                 );

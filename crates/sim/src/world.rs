@@ -34,13 +34,16 @@ mod clients;
 mod group;
 mod hosting;
 mod members;
+mod syncs;
 mod txn;
 use clients::{Producer, Txn, Verifying, Waiting};
 use group::{GroupClient, GROUP_CLIENT};
 use hosting::CoordinatorWait;
 use members::Member;
+use strand_broker::partition::Durable;
 use strand_coordinator::group::shard::GroupShard;
 use strand_coordinator::txn::shard::TxnShard;
+use syncs::{QueuedSync, Spike};
 use txn::{MarkerSend, SimProducerIds};
 
 const NODES: [i32; 3] = [1, 2, 3];
@@ -86,6 +89,18 @@ pub struct Bugs {
     pub commits_answered_when_written: bool,
 }
 
+/// A batch the harness's own producer appended on a leader, its records' ids by offset:
+/// acknowledged once on disk (flush before ack) and below the high watermark of the
+/// leader that took it, still leading in that epoch (acks=all).
+struct Produced {
+    leader: i32,
+    epoch: i32,
+    first: i64,
+    last: i64,
+    first_id: i64,
+    durable: Option<Durable>,
+}
+
 /// What a run found.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -99,6 +114,8 @@ pub struct Outcome {
     pub disk_failures: u64,
     pub corrupt_reads: u64,
     pub full_disks: u64,
+    /// Times a node's disk turned slow (syncs taking 50 ms to 1.5 s for a while).
+    pub latency_spikes: u64,
     /// Produce and marker requests the simulated clients sent (retries included).
     pub client_requests: u64,
     /// Records the idempotent and transactional producers had acknowledged.
@@ -237,6 +254,9 @@ struct Node {
     /// when its request went out and its number (answered or timed out: None).
     needs_truncation: [bool; PARTITIONS],
     request_out: [Option<(i64, u64)>; PARTITIONS],
+    /// A flush-before-ack follower's last append, until it is on disk: its next fetch
+    /// (which tells the leader its log end) waits for it, as the fetcher's does.
+    syncing: [Option<Durable>; PARTITIONS],
     /// Its disk failed (an fsync returned EIO): the log is offline, the controller told
     /// (ReplicaFailed); it takes part again after a restart.
     failed: bool,
@@ -262,6 +282,9 @@ pub struct World {
     corrupt_reads: f64,
     /// A node's disk is full until then (virtual ms).
     full_disk_until: Option<i64>,
+    /// Syncs queued on the nodes' disks, and the node whose disk is slow for a while.
+    queued_syncs: Vec<QueuedSync>,
+    disk_spike: Option<Spike>,
     nodes: Vec<Node>,
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
@@ -282,7 +305,7 @@ pub struct World {
     requests: u64,
     /// Produced at (leader, epoch): the records' ids by offset, acknowledged once the
     /// leader's high watermark passes them in that epoch.
-    pending: Vec<(i32, i32, i64, i64, i64)>,
+    pending: Vec<Produced>,
     /// offset -> record id, acknowledged (acks=all)
     acked: BTreeMap<i64, i64>,
     /// offset -> record id, read by a consumer below the high watermark
@@ -294,8 +317,6 @@ pub struct World {
     txn_of: BTreeMap<i64, usize>,
     /// Which idempotent producer (its client id) made each record id.
     idempotent_ids: BTreeMap<i64, (i32, i16)>,
-    /// Record ids of batches refused as out of sequence and given up: never in a log.
-    given_up_ids: BTreeSet<i64>,
     /// Leaders' answers held for acks=all, and transactions' batches held while the
     /// coordinator adds the partition.
     waiting: Vec<Waiting>,
@@ -394,6 +415,7 @@ impl World {
                 running: None,
                 needs_truncation: [false; PARTITIONS],
                 request_out: [None; PARTITIONS],
+                syncing: Default::default(),
                 failed: false,
                 coordinator: None,
                 txn_coordinator: None,
@@ -413,6 +435,8 @@ impl World {
             durability,
             corrupt_reads,
             full_disk_until: None,
+            queued_syncs: Vec::new(),
+            disk_spike: None,
             nodes,
             controller: Controller::new(&NODES, MIN_ISR),
             crashed: BTreeSet::new(),
@@ -432,7 +456,6 @@ impl World {
             txns: Vec::new(),
             txn_of: BTreeMap::new(),
             idempotent_ids: BTreeMap::new(),
-            given_up_ids: BTreeSet::new(),
             waiting: Vec::new(),
             verifying: Vec::new(),
             consumed_committed: BTreeMap::new(),
@@ -516,6 +539,7 @@ impl World {
         node.running = Some((logs, partitions));
         node.needs_truncation = [true; PARTITIONS];
         node.request_out = [None; PARTITIONS];
+        node.syncing = Default::default();
         node.failed = false;
         self.load_coordinators();
         Ok(())
@@ -535,6 +559,7 @@ impl World {
         }
         *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
             Duration::from_millis(delta_ms as u64);
+        self.run_due_syncs();
         if self
             .full_disk_until
             .is_some_and(|until| until <= self.now_ms)
@@ -841,15 +866,15 @@ impl World {
         let epoch = partition.assignment().leader_epoch;
         match partition.append_unsynced(builder.build(), -1) {
             Ok((info, durable)) => {
-                // Flush before ack, on this one thread.
-                if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
-                    self.trace(&("sync failed", leader, error.kafka_error_code()));
-                    self.replica_failed(leader);
-                    return;
-                }
                 self.trace(&("produced", leader, info.first_offset, count));
-                self.pending
-                    .push((leader, epoch, info.first_offset, info.last_offset, first_id));
+                self.pending.push(Produced {
+                    leader,
+                    epoch,
+                    first: info.first_offset,
+                    last: info.last_offset,
+                    first_id,
+                    durable,
+                });
             }
             Err(refusal) => {
                 self.trace(&("refused", leader, refusal.code));
@@ -867,21 +892,34 @@ impl World {
         self.answer_coordinator_waits::<GroupShard>();
         self.answer_coordinator_waits::<TxnShard>();
         let mut still = Vec::new();
-        for (leader, epoch, first, last, first_id) in std::mem::take(&mut self.pending) {
-            let Some(partition) = self.partition(leader) else {
+        for mut produced in std::mem::take(&mut self.pending) {
+            let Some(partition) = self.partition(produced.leader) else {
                 continue;
             };
-            if partition.assignment().leader_epoch != epoch
+            // Flush before ack first, as the produce handler waits: a sync that failed
+            // or whose offsets were cut first answers an error.
+            if let Some(durable) = &produced.durable {
+                match self.poll_durable(produced.leader, durable) {
+                    None => {
+                        still.push(produced);
+                        continue;
+                    }
+                    Some(Err(_)) => continue, // KAFKA_STORAGE_ERROR: not acknowledged
+                    Some(Ok(())) => produced.durable = None,
+                }
+            }
+            if partition.assignment().leader_epoch != produced.epoch
                 || partition.leader_epoch_if_leader().is_none()
             {
                 continue; // the producer would see NOT_LEADER or a timeout: unknown
             }
-            if partition.high_watermark() > last {
-                for offset in first..=last {
-                    self.acked.insert(offset, first_id + offset - first);
+            if partition.high_watermark() > produced.last {
+                for offset in produced.first..=produced.last {
+                    let id = produced.first_id + offset - produced.first;
+                    self.acked.insert(offset, id);
                 }
             } else {
-                still.push((leader, epoch, first, last, first_id));
+                still.push(produced);
             }
         }
         self.pending = still;
@@ -889,16 +927,26 @@ impl World {
 
     fn follower_request(&mut self, index: usize, replica: usize) {
         let node = &self.nodes[index];
-        let Some((_, partitions)) = &node.running else {
-            return;
-        };
-        let partition = &partitions[replica];
-        if node.failed {
+        if node.running.is_none() || node.failed {
             return;
         }
         if node.request_out[replica].is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS) {
             return;
         }
+        if let Some(durable) = self.nodes[index].syncing[replica].take() {
+            // Failed (the log went offline: reported) or cut by a truncation: either
+            // way nothing more to wait for.
+            if self.poll_durable(NODES[index], &durable).is_none() {
+                // Still syncing: the next fetch would tell the leader it is on disk.
+                self.nodes[index].syncing[replica] = Some(durable);
+                return;
+            }
+        }
+        let node = &self.nodes[index];
+        let Some((_, partitions)) = &node.running else {
+            return;
+        };
+        let partition = &partitions[replica];
         let assignment = partition.assignment();
         if assignment.leader == node.id || assignment.leader < 0 {
             return;
@@ -1067,11 +1115,7 @@ impl World {
                 match partition.append_as_follower(epoch, &records, high_watermark) {
                     Ok(Some(appended)) => {
                         let durable = appended.durable.filter(|_| !self.bugs.follower_skips_sync);
-                        if let Some(Err(_)) = durable.map(|d| d.wait_blocking()) {
-                            // Not on disk: the next fetch must not claim it.
-                            self.replica_failed(to);
-                            return Ok(());
-                        }
+                        self.nodes[to_index].syncing[replica] = durable;
                         self.trace(&("replicated", to, replica, offset, records.len()));
                     }
                     Ok(None) => {}
@@ -1232,10 +1276,14 @@ impl World {
     }
 
     fn crash(&mut self, index: usize, power_cut: bool) {
-        let node = &mut self.nodes[index];
-        if node.running.take().is_none() {
+        if self.nodes[index].running.is_none() {
             return;
         }
+        // Syncs queued on its disk die with the process, unrun.
+        self.abandon_syncs(self.nodes[index].id);
+        let node = &mut self.nodes[index];
+        node.running = None;
+        node.syncing = Default::default();
         node.coordinator = None;
         node.txn_coordinator = None;
         let dir = node.dir.clone();
@@ -1253,6 +1301,7 @@ impl World {
         let node = &mut self.nodes[index];
         let id = node.id;
         self.crashed.insert(id);
+        self.pending.retain(|p| p.leader != id);
         // A disk failure not yet hit does not outlive the process (a new disk, say).
         self.disk.clear_failure(&node.dir);
         self.network.retain(|f| f.to != id && f.from != id);
@@ -1364,6 +1413,12 @@ impl World {
                 }
                 self.trace(&("link", a, b));
             }
+            _ if self.rng.gen_bool(0.15) => {
+                // A latency spike: one node's syncs slow for a while (not a fault the
+                // replication factor must absorb: nothing is lost, only late).
+                let id = NODES[self.rng.gen_range(0..NODES.len())];
+                self.start_latency_spike(id);
+            }
             _ => {
                 // At most one node down at a time: with min.insync.replicas 2 of 3 that is
                 // what acks=all promises to survive. A power cut only where every
@@ -1410,6 +1465,7 @@ impl World {
         self.cut_links.clear();
         self.corrupt_reads = 0.0;
         self.full_disk_until = None;
+        self.end_latency_spike();
         self.disk.free();
         for index in 0..self.nodes.len() {
             let dir = self.nodes[index].dir.clone();
@@ -1603,11 +1659,6 @@ impl World {
         // Java's producer does, after which the rest may follow records sent later).
         let mut last_of: BTreeMap<(i32, i16), (i64, i64)> = BTreeMap::new();
         for (offset, (id, _)) in &reference {
-            if self.given_up_ids.contains(id) {
-                found.push(format!(
-                    "record {id} at offset {offset} is in the log, but its batch was refused as out of sequence"
-                ));
-            }
             let Some(&key) = self.idempotent_ids.get(id) else {
                 continue;
             };

@@ -49,7 +49,7 @@ pub type FetchedOffsets = Vec<(String, i32, Option<CommittedOffset>)>;
 /// offsets.topic.replication.factor
 const OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
 /// offsets.commit.timeout.ms: how long a write waits for the in-sync replicas.
-const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Extra time a parked request waits beyond its rebalance timeout before giving up.
 const PARKED_REQUEST_SLACK: Duration = Duration::from_secs(5);
 

@@ -41,7 +41,7 @@ const MIN_ISR: usize = 2;
 const SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
 /// How long a `__transaction_state` write waits for the disk and the in-sync replicas
 /// (Kafka uses the transaction's timeout; a bound that does not depend on the client).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between rounds of markers that must be retried, growing to the maximum.
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);

@@ -125,6 +125,8 @@ fn fresh_shard() -> GroupShard {
 
 impl Hosted for GroupShard {
     const PARTITION: usize = OFFSETS;
+    const WRITE_TIMEOUT_MS: i64 =
+        strand_broker::group::coordinator::OFFSETS_COMMIT_TIMEOUT.as_millis() as i64;
 
     fn load(_: &World, replica: &Partition, _: i32, now: i64) -> (GroupShard, i64) {
         let shard = strand_broker::group::coordinator::load(replica, fresh_shard(), now);

@@ -25,19 +25,30 @@ pub(super) enum Settled {
 /// What runs once a write settled, with the shard and the write's outcome.
 pub(super) type Reply<S> = Box<dyn FnOnce(&mut S, Result<(), i16>) -> Settled>;
 
-/// A coordinator write held until it is on every in-sync replica.
+/// A coordinator write held until it is on every in-sync replica, or a reply that wrote
+/// nothing held until the write before it settles (the runtime answers it then, with
+/// its own outcome, whatever the write's).
 pub(super) struct CoordinatorWait<S> {
     node: i32,
     leader_epoch: i32,
-    end: i64,
+    /// The write's end offset; None for a reply riding on the write before it.
+    end: Option<i64>,
+    /// When it was written (virtual ms): the runtime gives a write up after its
+    /// timeout (REQUEST_TIMED_OUT), though the log may still commit it.
+    written_ms: i64,
     reply: Reply<S>,
     correlation: u64,
+    /// Flush before ack: until the write is on the leader's disk.
+    durable: Option<strand_broker::partition::Durable>,
 }
 
 /// A coordinator the simulation hosts.
 pub(super) trait Hosted: Sized + 'static {
     /// The partition it is hosted on (an index into `TOPICS`).
     const PARTITION: usize;
+    /// How long the runtime waits for a write to commit (the broker's
+    /// offsets.commit.timeout.ms, or the transaction coordinator's write timeout).
+    const WRITE_TIMEOUT_MS: i64;
     /// A shard loaded from `replica`, led at `leader_epoch`, at wall-clock time `now`,
     /// and what the trace says of it.
     fn load(world: &World, replica: &Partition, leader_epoch: i32, now: i64) -> (Self, i64);
@@ -136,20 +147,21 @@ impl World {
         if records.is_empty() {
             // Nothing to write, but the answer may show what earlier writes not yet
             // settled did: it leaves after them, as the coordinator runtime's replies do.
+            let written_ms = self.now_ms;
             let behind = S::waits(self)
                 .iter()
-                .filter(|w| w.node == to && w.leader_epoch == leader_epoch)
-                .map(|w| w.end)
-                .max();
+                .any(|w| w.node == to && w.leader_epoch == leader_epoch);
             match behind {
-                Some(end) => S::waits(self).push(CoordinatorWait {
+                true => S::waits(self).push(CoordinatorWait {
                     node: to,
                     leader_epoch,
-                    end,
+                    end: None,
+                    written_ms,
                     reply,
                     correlation,
+                    durable: None,
                 }),
-                None => self.settle(to, correlation, reply, Ok(())),
+                false => self.settle(to, correlation, reply, Ok(())),
             }
             return;
         }
@@ -169,23 +181,20 @@ impl World {
                 return;
             }
         };
-        if let Some(Err(error)) = durable.map(|d| d.wait_blocking()) {
-            self.trace(&("sync failed", to, error.kafka_error_code()));
-            self.replica_failed(to);
-            self.settle(to, correlation, reply, Err(error.kafka_error_code()));
-            return;
-        }
         if self.bugs.commits_answered_when_written {
             self.settle(to, correlation, reply, Ok(()));
             return;
         }
         self.trace(&("coordinator write", S::PARTITION, to, info.first_offset));
+        let written_ms = self.now_ms;
         S::waits(self).push(CoordinatorWait {
             node: to,
             leader_epoch,
-            end: info.last_offset + 1,
+            end: Some(info.last_offset + 1),
+            written_ms,
             reply,
             correlation,
+            durable,
         });
     }
 
@@ -234,7 +243,50 @@ impl World {
                 None => {}
             }
         }
-        for wait in std::mem::take(S::waits(self)) {
+        // Writes settle in the order they were made, each after the one before (the
+        // runtime awaits the oldest write in flight): a node's later waits stay behind
+        // one still waiting.
+        let mut behind = std::collections::BTreeSet::new();
+        let mut kept = Vec::new();
+        for mut wait in std::mem::take(S::waits(self)) {
+            let loaded = self
+                .hosted::<S>(wait.node)
+                .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
+            if loaded && behind.contains(&wait.node) {
+                kept.push(wait);
+                continue;
+            }
+            let Some(end) = wait.end else {
+                // Rides on the write before it, which has settled (or there is none).
+                if loaded {
+                    self.settle(wait.node, wait.correlation, wait.reply, Ok(()));
+                }
+                continue;
+            };
+            if loaded && self.now_ms - wait.written_ms >= S::WRITE_TIMEOUT_MS {
+                // Given up; the log may still commit it (the shard undoes what the
+                // write would have done, as Kafka's coordinators do on a timeout).
+                self.trace(&("coordinator write timed out", S::PARTITION, wait.node, end));
+                let timed_out = Err(strand_broker::error_code::REQUEST_TIMED_OUT);
+                self.settle(wait.node, wait.correlation, wait.reply, timed_out);
+                continue;
+            }
+            // The runtime waits for the sync first, then for the replicas.
+            if let (true, Some(durable)) = (loaded, &wait.durable) {
+                match self.poll_durable(wait.node, durable) {
+                    None => {
+                        behind.insert(wait.node);
+                        kept.push(wait);
+                        continue;
+                    }
+                    Some(Err(error)) => {
+                        let code = strand_log::LogError::Io(error).kafka_error_code();
+                        self.settle(wait.node, wait.correlation, wait.reply, Err(code));
+                        continue;
+                    }
+                    Some(Ok(())) => wait.durable = None,
+                }
+            }
             let high_watermark = self
                 .replica(wait.node, S::PARTITION)
                 .filter(|p| p.leader_epoch_if_leader() == Some(wait.leader_epoch))
@@ -243,12 +295,18 @@ impl World {
                 .hosted::<S>(wait.node)
                 .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
             match high_watermark {
-                Some(hw) if loaded && hw >= wait.end => {
+                Some(hw) if loaded && hw >= end => {
                     self.settle(wait.node, wait.correlation, wait.reply, Ok(()))
                 }
-                Some(_) if loaded => S::waits(self).push(wait),
+                Some(_) if loaded => {
+                    behind.insert(wait.node);
+                    kept.push(wait);
+                }
                 _ => {}
             }
         }
+        // Writes the replies settled here made come after the ones still waiting.
+        kept.append(S::waits(self));
+        *S::waits(self) = kept;
     }
 }

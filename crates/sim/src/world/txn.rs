@@ -82,6 +82,7 @@ pub(super) fn transactional_id(client: i32) -> String {
 
 impl Hosted for TxnShard {
     const PARTITION: usize = TXN;
+    const WRITE_TIMEOUT_MS: i64 = strand_broker::txn::coordinator::WRITE_TIMEOUT.as_millis() as i64;
 
     fn load(world: &World, replica: &Partition, leader_epoch: i32, _: i64) -> (TxnShard, i64) {
         let shard =

@@ -333,6 +333,10 @@ pub struct Partition {
     high_watermark: watch::Sender<i64>,
     /// A flush (flush.messages, flush.ms) is running on a blocking thread.
     flushing: Arc<AtomicBool>,
+    /// The newest acks=0 produce's sync nobody answers after, and whether a task
+    /// follows them (`follow_unanswered_sync`).
+    unanswered_sync: Mutex<Option<Durable>>,
+    following_syncs: AtomicBool,
     /// The (leader epoch, partition epoch) this replica's failure was last reported in.
     failure_reported: Mutex<Option<(i32, i32)>>,
     /// What its producers and consumers moved, its ISR changes and flush times.
@@ -400,6 +404,8 @@ impl Partition {
             }),
             high_watermark: watch::Sender::new(high_watermark),
             flushing: Arc::new(AtomicBool::new(false)),
+            unanswered_sync: Mutex::new(None),
+            following_syncs: AtomicBool::new(false),
             failure_reported: Mutex::new(None),
             counters: PartitionCounters::detached(),
             leader_high_watermark: std::sync::atomic::AtomicI64::new(0),
@@ -857,6 +863,9 @@ impl Partition {
         leader_epoch: i32,
         timeout: Duration,
     ) -> Result<(), Refusal> {
+        // The caller's sync (flush before ack) may have ended since the followers last
+        // fetched: what they confirmed may now be committed.
+        self.advance_high_watermark();
         let mut watcher = self.high_watermark.subscribe();
         let wait = watcher.wait_for(|&hw| {
             hw >= end_offset || self.leader_epoch_if_leader() != Some(leader_epoch)
@@ -891,8 +900,76 @@ impl Partition {
         Ok(())
     }
 
+    /// Flush before ack: the sync a follower must finish before its next fetch tells the
+    /// leader its log end, if part of its log is not on disk yet: what it wrote as
+    /// leader, whose syncs may still run when it becomes a follower (the simulator found
+    /// a new leader counting such a tail as committed; the follower then lost it with its
+    /// power). None with the page cache, or when everything is synced.
+    pub fn unsynced_tail(&self) -> Option<Durable> {
+        let log = self.log();
+        let end = log.log_end_offset();
+        (log.durable_end_offset() < end).then(|| Durable {
+            gate: log.sync_gate(),
+            end,
+            flush_ms: self.counters.flush_ms.clone(),
+        })
+    }
+
+    /// An acks=0 produce's sync on a flush-before-ack topic: no answer waits for it, yet
+    /// the high watermark counts the leader's log only as far as it is synced. One task
+    /// per partition follows the newest such sync (each covers every offset before it)
+    /// and moves the high watermark when it ends: one task, however many requests.
+    pub fn follow_unanswered_sync(self: &Arc<Self>, durable: Durable) {
+        *self
+            .unanswered_sync
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(durable);
+        if self.following_syncs.swap(true, Ordering::SeqCst) {
+            return; // the running task takes it
+        }
+        let partition = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = partition
+                    .unanswered_sync
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                let Some(durable) = next else {
+                    partition.following_syncs.store(false, Ordering::SeqCst);
+                    // One stored between the take and the store above: follow it, unless
+                    // a new task already does.
+                    if partition
+                        .unanswered_sync
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .is_none()
+                        || partition.following_syncs.swap(true, Ordering::SeqCst)
+                    {
+                        return;
+                    }
+                    continue;
+                };
+                if durable.wait().await.is_ok() {
+                    partition.synced_locally();
+                }
+            }
+        });
+    }
+
+    /// The leader's own sync of a flush-before-ack log completed: the high watermark,
+    /// which counts the leader's log only up to what it synced, may move. (The acks=all
+    /// wait does this itself; an acks=1 answer after its sync calls it.)
+    pub fn synced_locally(&self) {
+        self.advance_high_watermark();
+    }
+
     /// Moves the high watermark (leader) to the lowest log end offset across the maximal
-    /// ISR. Never moves it back, and holds it while the ISR is below min.insync.replicas
+    /// ISR, its own counted only as far as it is durable (flush before ack: a record is
+    /// committed once on the disk of every in-sync replica, the leader's included, as
+    /// Raft's and Redpanda's are; without it a record consumers read could be lost with
+    /// the leader's power while the followers that synced it were out of the ISR, as the
+    /// simulator found). Never moves it back, and holds it while the ISR is below min.insync.replicas
     /// (at most the number of replicas), as Kafka 4.x does: a replica that left the ISR
     /// then has every committed record, so electing it (KIP-966) loses none, and an acks=1
     /// write made meanwhile is not exposed to consumers until enough replicas have it.
@@ -915,7 +992,7 @@ impl Partition {
         };
         let advanced = {
             let mut log = self.log();
-            let candidate = log.log_end_offset().min(followers_end);
+            let candidate = log.durable_end_offset().min(followers_end);
             let current = log.high_watermark();
             if candidate > current {
                 log.set_high_watermark(candidate);
@@ -1324,6 +1401,23 @@ mod tests {
         (logs, partition)
     }
 
+    /// A partition led by this broker (epoch 0) whose log syncs before acks.
+    fn flush_before_ack_partition(
+        dir: &std::path::Path,
+        min_insync: i32,
+        isr: &[i32],
+    ) -> (LogManager, Partition) {
+        let (mut logs, _) = LogManager::open(&[dir], LogManagerOptions::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let config = LogConfig {
+            durability: Durability::FlushBeforeAck,
+            ..LogConfig::default()
+        };
+        let log = logs.get_or_create(&tp, Some(Arc::new(config))).unwrap();
+        let partition = Partition::new(tp, log, min_insync, ME, assignment(ME, 0, 0, isr));
+        (logs, partition)
+    }
+
     /// `partition` follows node 2 at `epoch` (ISR `isr`) and takes 3 records from it,
     /// told the high watermark is `high_watermark`.
     fn followed(partition: &Partition, epoch: i32, isr: &[i32], high_watermark: i64) {
@@ -1676,6 +1770,75 @@ mod tests {
                 assert_eq!(gate.durable_end_offset(), 3);
             }
         }
+    }
+
+    /// The simulator found it (seed 1864183091, once syncs took time): with flush before
+    /// ack the high watermark passed records its followers had synced but the leader had
+    /// not; the followers left the ISR (a power cut each, unclean), the leader lost power
+    /// too and was elected again without records consumers had read. A record is now
+    /// committed only once on the leader's disk too; the acks=all wait (and an acks=1
+    /// answer, and the task following acks=0 syncs) moves the high watermark after it.
+    #[tokio::test]
+    async fn a_flush_before_ack_leader_commits_only_what_it_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = flush_before_ack_partition(dir.path(), 2, &[1, 2]);
+        let (info, durable) = partition.append_unsynced(batch(3), -1).unwrap();
+        assert_eq!(info.last_offset, 2);
+        fetch(&partition, 2, 3); // the follower has the three records (and synced them)
+        assert_eq!(
+            partition.high_watermark(),
+            0,
+            "not on the leader's disk yet"
+        );
+        durable
+            .expect("flush before ack")
+            .start()
+            .finish()
+            .await
+            .unwrap();
+        partition
+            .wait_for_replication(3, 0, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(partition.high_watermark(), 3, "committed once synced");
+    }
+
+    /// The simulator found it (seed 2347528027): a leader's appends whose syncs had not
+    /// run when it became a follower were reported to the new leader by its first fetch
+    /// (its log end), counted as committed, and lost with this replica's power. The
+    /// fetcher now finishes such a tail's sync first.
+    #[tokio::test]
+    async fn a_follower_syncs_what_it_wrote_as_leader_before_it_reports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = flush_before_ack_partition(dir.path(), 2, &[1, 2]);
+        let (_, durable) = partition.append_unsynced(batch(3), -1).unwrap();
+        drop(durable); // its wait was given up with the leadership
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2]));
+        let tail = partition
+            .unsynced_tail()
+            .expect("three records not on disk");
+        tail.start().finish().await.unwrap();
+        assert_eq!(partition.log().durable_end_offset(), 3);
+        assert!(partition.unsynced_tail().is_none());
+    }
+
+    /// acks=0 on a flush-before-ack topic: no answer waits for the sync, so a task
+    /// follows it and moves the high watermark (without it a single replica's last
+    /// records stayed invisible until the next append).
+    #[tokio::test]
+    async fn an_unanswered_sync_still_moves_the_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = flush_before_ack_partition(dir.path(), 1, &[1]);
+        let partition = Arc::new(partition);
+        let (_, durable) = partition.append_unsynced(batch(3), 0).unwrap();
+        assert_eq!(partition.high_watermark(), 0);
+        partition.follow_unanswered_sync(durable.expect("flush before ack"));
+        let mut watcher = partition.high_watermark.subscribe();
+        let committed = watcher.wait_for(|&hw| hw == 3);
+        tokio::time::timeout(std::time::Duration::from_secs(10), committed)
+            .await
+            .expect("the high watermark moves once the sync is done")
+            .unwrap();
     }
 
     /// The nemesis found it: a fetcher's answer arriving after the partition became

@@ -233,6 +233,14 @@ impl Log {
     pub fn sync_gate(&self) -> Arc<SyncGate> {
         self.gate.clone()
     }
+    /// The end of what is on stable storage by the durability the topic asks: the log
+    /// end with the page cache, what the sync gate has synced with flush before ack.
+    pub fn durable_end_offset(&self) -> i64 {
+        match self.config.durability {
+            Durability::PageCache => self.log_end_offset(),
+            Durability::FlushBeforeAck => self.gate.durable_end_offset().min(self.log_end_offset()),
+        }
+    }
     pub fn is_offline(&self) -> bool {
         self.offline_reason().is_some()
     }
@@ -980,6 +988,7 @@ impl Log {
             Err(error) => return Err(self.go_offline(error)),
         }
         self.gate.note_dir_changed();
+        self.gate.note_restarted_at(offset);
         self.log_start_offset = offset;
         self.epochs.clear();
         // Every snapshot describes the discarded log.

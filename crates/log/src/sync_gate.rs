@@ -185,6 +185,18 @@ impl SyncGate {
         state.truncations += 1;
     }
 
+    /// The log was emptied and starts again at `offset` (a follower reset to its
+    /// leader's log start, or to where the remote store ends): nothing below it exists
+    /// to sync, so everything below it counts as durable (its directory synced by the
+    /// caller); a sync running meanwhile publishes nothing.
+    pub fn note_restarted_at(&self, offset: i64) {
+        let mut state = self.lock();
+        state.durable_end_offset = offset;
+        state.written_end_offset = offset;
+        state.dirty.clear();
+        state.truncations += 1;
+    }
+
     pub fn durable_end_offset(&self) -> i64 {
         self.lock().durable_end_offset
     }

@@ -340,6 +340,24 @@ fn an_epoch_begun_before_the_log_is_on_disk_is_checkpointed_with_its_files() {
     assert_eq!(reopened.end_offset_for_epoch(7), (7, 2));
 }
 
+/// A follower reset to its leader's log start (or to where the remote store ends) has
+/// nothing below it to sync: with flush before ack the log counts as durable up to it,
+/// or the fetcher would wait for a sync of offsets that no longer exist.
+#[test]
+fn a_log_started_again_at_an_offset_is_durable_up_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        durability: strand_log::Durability::FlushBeforeAck,
+        ..LogConfig::default()
+    };
+    let mut log = new_log(dir.path(), config, Arc::new(ManualClock::new(0)));
+    log.append_as_leader(&mut batch(3, 10, 0), 0).unwrap();
+    assert_eq!(log.durable_end_offset(), 0, "not synced");
+    log.truncate_fully_and_start_at(50).unwrap();
+    assert_eq!(log.log_end_offset(), 50);
+    assert_eq!(log.durable_end_offset(), 50);
+}
+
 #[test]
 fn truncate_removes_whole_batches_and_segments() {
     let dir = tempfile::tempdir().unwrap();

@@ -841,10 +841,15 @@ impl World {
             .network
             .iter()
             .any(|f| f.from == flight.from && f.to == flight.to && f.sent < flight.sent);
+        // Held for acks=all, or while the coordinator is asked to add the partition.
         let muted = self
             .waiting
             .iter()
-            .any(|w| w.client == flight.from && w.leader == flight.to);
+            .any(|w| w.client == flight.from && w.leader == flight.to)
+            || self
+                .verifying
+                .iter()
+                .any(|v| v.client == flight.from && v.leader == flight.to);
         earlier || muted
     }
 
@@ -905,7 +910,10 @@ impl World {
                         continue;
                     }
                     Some(Err(_)) => continue, // KAFKA_STORAGE_ERROR: not acknowledged
-                    Some(Ok(())) => produced.durable = None,
+                    Some(Ok(())) => {
+                        produced.durable = None;
+                        partition.synced_locally(); // as the acks=all wait does
+                    }
                 }
             }
             if partition.assignment().leader_epoch != produced.epoch
@@ -946,12 +954,26 @@ impl World {
         let Some((_, partitions)) = &node.running else {
             return;
         };
-        let partition = &partitions[replica];
+        let partition = partitions[replica].clone();
         let assignment = partition.assignment();
         if assignment.leader == node.id || assignment.leader < 0 {
             return;
         }
         let (id, leader, epoch) = (node.id, assignment.leader, assignment.leader_epoch);
+        // What it wrote as leader may still be syncing (as the fetcher, before a fetch).
+        if !node.needs_truncation[replica] && !self.bugs.follower_skips_sync {
+            if let Some(tail) = partition.unsynced_tail() {
+                match self.poll_durable(id, &tail) {
+                    None => {
+                        self.nodes[index].syncing[replica] = Some(tail);
+                        return;
+                    }
+                    Some(Err(_)) => return, // failed (reported) or cut: next time
+                    Some(Ok(())) => {}
+                }
+            }
+        }
+        let node = &self.nodes[index];
         let message = {
             let log = partition.log();
             let last_epoch = log.leader_epochs().latest().map_or(-1, |e| e.epoch);

@@ -125,6 +125,13 @@ pub async fn handle(
         .iter()
         .map(|t| (t.name.clone(), t.topic_id))
         .collect();
+    if acks == 0 {
+        for (_, _, _, pending) in &mut results {
+            if let Some((durable, partition)) = pending.durable.take() {
+                partition.follow_unanswered_sync(durable);
+            }
+        }
+    }
     let waiting = acks != 0 && results.iter().any(|(_, _, _, pending)| pending.is_some());
     if waiting {
         // The answer waits for syncs and replication; the connection reads on meanwhile.
@@ -133,7 +140,12 @@ pub async fn handle(
         // each waiting for the previous answer to be written.
         let syncs: Vec<Option<DurableWait>> = results
             .iter_mut()
-            .map(|(_, _, _, pending)| pending.durable.take().map(Durable::start))
+            .map(|(_, _, _, pending)| {
+                pending.durable.take().map(|(durable, partition)| {
+                    pending.synced = Some(partition);
+                    durable.start()
+                })
+            })
             .collect();
         // The request's timeout runs from now, not from when the writer gets to it.
         let deadline =
@@ -167,10 +179,13 @@ pub async fn handle(
 /// What an appended batch still waits for before it is acknowledged.
 #[derive(Debug, Default)]
 struct Pending {
-    /// The sync of a flush-before-ack topic.
-    durable: Option<Durable>,
+    /// The sync of a flush-before-ack topic, and the partition whose high watermark may
+    /// move once it is done.
+    durable: Option<(Durable, Arc<Partition>)>,
     /// acks=-1: the high watermark must pass `end` while `leader_epoch` lasts.
     replication: Option<(Arc<Partition>, i64, i32)>,
+    /// The partition of a sync started (`durable` taken).
+    synced: Option<Arc<Partition>>,
 }
 
 impl Pending {
@@ -189,11 +204,18 @@ async fn finish(
     acks_and_throttle: (i16, i32),
     deadline: tokio::time::Instant,
 ) -> Outcome {
-    for ((_, _, result, _), wait) in results.iter_mut().zip(syncs) {
+    for ((_, _, result, pending), wait) in results.iter_mut().zip(syncs) {
         if let Some(wait) = wait {
-            let outcome = wait.finish().await;
-            if let (Err(error), Ok(_)) = (outcome, &*result) {
-                *result = Err(Refusal::from(error));
+            match wait.finish().await {
+                Err(error) if result.is_ok() => *result = Err(Refusal::from(error)),
+                Err(_) => {}
+                // acks=1 waits for no replica, so nothing else would count the leader's
+                // sync in the high watermark until the followers next fetch.
+                Ok(()) => {
+                    if let Some(partition) = pending.synced.take() {
+                        partition.synced_locally();
+                    }
+                }
             }
         }
     }
@@ -429,8 +451,9 @@ fn append_to(
     Ok((
         info,
         Pending {
-            durable,
+            durable: durable.map(|durable| (durable, partition.clone())),
             replication,
+            synced: None,
         },
     ))
 }

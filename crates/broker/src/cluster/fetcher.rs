@@ -477,6 +477,22 @@ async fn fetch_once(
     throttle: &ReplicationThrottle,
     tiered: Option<&Arc<TieredStorage>>,
 ) -> anyhow::Result<()> {
+    // Flush before ack: a tail this replica wrote as leader may still be syncing, and the
+    // fetch offsets below tell the leader it is on disk.
+    let tails: Vec<_> = partitions
+        .iter()
+        .filter_map(|(tp, partition, epoch, _)| {
+            let tail = partition.unsynced_tail()?;
+            Some((tp.clone(), *epoch, tail.start()))
+        })
+        .collect();
+    for (tp, epoch, sync) in tails {
+        if let Err(error) = sync.finish().await {
+            tracing::error!(partition = %tp, %error, "follower sync failed");
+            pause(fetcher, &tp, epoch);
+            return Ok(()); // the next round leaves it out
+        }
+    }
     let mut wanted = Vec::new();
     for (tp, partition, epoch, _) in partitions {
         let (log_end, log_start, last_epoch) = {

@@ -1,11 +1,12 @@
 //! The simulation's producers: idempotent and transactional clients sending Produce over
-//! the simulated network to whichever node the controller names leader. The idempotent
-//! ones pipeline up to five batches (Java's default max.in.flight.requests.per.connection)
-//! over a connection that delivers in order and breaks rather than losing one message
-//! (TCP); on an error or a timeout they resend every batch in flight, in order, with the
-//! same sequences, as Java's producer does. The transactional ones have one request in
-//! flight. The leader runs the
-//! produce handler's steps on the real partition (idempotent deduplication, KIP-890
+//! the simulated network to whichever node the controller names leader. They pipeline up
+//! to five batches (Java's default max.in.flight.requests.per.connection) over a
+//! connection that delivers in order and breaks rather than losing one message (TCP); on
+//! an error or a timeout they resend every batch in flight, in order, with the same
+//! sequences, as Java's producer does. A transactional producer's requests to the
+//! coordinator go alone, and it ends a transaction only once every batch in flight is
+//! answered (Java's commit and abort flush first). The leader runs the produce handler's
+//! steps on the real partition (idempotent deduplication, KIP-890
 //! verification's guard, transaction markers) and answers once the batch is on every
 //! in-sync replica (acks=all).
 //!
@@ -34,8 +35,8 @@ const CLIENT_TIMEOUT_MS: i64 = 1_000;
 
 /// Idempotent producers, then transactional ones.
 pub(super) const IDEMPOTENT_PRODUCERS: usize = 2;
-/// Batches an idempotent producer has in flight at most (what the log's producer state
-/// remembers per producer to recognise a retry: Kafka's five).
+/// Batches a producer has in flight at most (what the log's producer state remembers per
+/// producer to recognise a retry: Kafka's five).
 const PIPELINED_MAX: usize = 5;
 pub(super) const TRANSACTIONAL_PRODUCERS: usize = 2;
 
@@ -102,7 +103,7 @@ pub(super) struct Txn {
 pub(super) struct Verifying {
     pub(super) leader: i32,
     leader_epoch: i32,
-    client: i32,
+    pub(super) client: i32,
     correlation: u64,
     /// The number of the leader's question to the coordinator, and when it went.
     asked: u64,
@@ -135,10 +136,7 @@ pub(super) fn producers() -> Vec<Producer> {
             transactional: index >= IDEMPOTENT_PRODUCERS,
             next_sequence: 0,
             outstanding: VecDeque::new(),
-            max_in_flight: match index >= IDEMPOTENT_PRODUCERS {
-                true => 1,
-                false => PIPELINED_MAX,
-            },
+            max_in_flight: PIPELINED_MAX,
             bump_epoch: false,
             txn: None,
         })
@@ -279,12 +277,20 @@ impl World {
             && producer
                 .connected()
                 .is_none_or(|node| node == self.controller.assignment(DATA).leader);
-        // Another batch may join those in flight (a pipelining producer with room).
-        let pipelines = room && new_work && producer.txn.is_none();
+        // Another batch may join those in flight (a pipelining producer with room), but
+        // not a request to the coordinator: that goes alone.
+        let only_batches = producer
+            .outstanding
+            .iter()
+            .all(|o| matches!(o.request, Request::Data { .. }));
+        let pipelines = room && new_work && only_batches;
         if !(producer.outstanding.is_empty() || pipelines) {
             return;
         }
         let end_now = match producer.txn {
+            // Java's commitTransaction and abortTransaction flush first: EndTxn waits
+            // until every batch in flight is answered.
+            Some(_) if !producer.outstanding.is_empty() => false,
             Some(_) if !new_work => true,
             Some(_) => self.rng.gen_bool(0.5),
             None => false,
@@ -679,7 +685,10 @@ impl World {
                         self.answer(waiting.leader, waiting.client, waiting.correlation, error);
                         continue;
                     }
-                    Some(Ok(())) => waiting.durable = None,
+                    Some(Ok(())) => {
+                        waiting.durable = None;
+                        partition.synced_locally(); // as the acks=all wait does
+                    }
                 }
             }
             let result = if partition.leader_epoch_if_leader() != Some(waiting.leader_epoch) {
@@ -791,13 +800,18 @@ impl World {
         };
         // A pipelined batch out of sequence behind one that failed (Java retries it).
         let out_of_sequence = code == error_code::OUT_OF_ORDER_SEQUENCE_NUMBER;
-        if out_of_sequence && position == 0 && !producer.transactional {
+        let head_out_of_sequence = out_of_sequence && position == 0;
+        if head_out_of_sequence && !producer.transactional {
             self.sequence_reset(index);
-        } else if retriable(code) || out_of_sequence {
+        } else if retriable(code) || (out_of_sequence && !head_out_of_sequence) {
             // Sent again at the producer's next turn, with every request behind it.
             outstanding.sent = None;
             self.trace(&("client retries", client, code));
-        } else if producer.transactional && fenced(code) {
+        } else if producer.transactional && (fenced(code) || head_out_of_sequence) {
+            // Out of sequence at the head, a transactional producer's transaction is
+            // abortable (Java); it recovers as from a fence, by InitProducerId with its
+            // id and epoch, which aborts the transaction and bumps the epoch (KIP-360),
+            // while the batches still in flight are left to KIP-890's guard.
             // A new InitProducerId: with the id and epoch held, unless those were just
             // refused (a new producer instance, then).
             let expected = match expected {

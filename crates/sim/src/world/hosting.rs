@@ -284,7 +284,12 @@ impl World {
                         self.settle(wait.node, wait.correlation, wait.reply, Err(code));
                         continue;
                     }
-                    Some(Ok(())) => wait.durable = None,
+                    Some(Ok(())) => {
+                        wait.durable = None;
+                        if let Some(partition) = self.replica(wait.node, S::PARTITION) {
+                            partition.synced_locally(); // as the runtime's wait does
+                        }
+                    }
                 }
             }
             let high_watermark = self

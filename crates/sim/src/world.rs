@@ -315,8 +315,8 @@ pub struct World {
     /// Every transaction, and which one each transactional record id was sent in.
     txns: Vec<Txn>,
     txn_of: BTreeMap<i64, usize>,
-    /// Which idempotent producer (its client id) made each record id.
-    idempotent_ids: BTreeMap<i64, (i32, i16)>,
+    /// Which producer (its client id) made each record id, in which epoch.
+    producer_of: BTreeMap<i64, (i32, i16)>,
     /// Leaders' answers held for acks=all, and transactions' batches held while the
     /// coordinator adds the partition.
     waiting: Vec<Waiting>,
@@ -455,7 +455,7 @@ impl World {
             producers: clients::producers(),
             txns: Vec::new(),
             txn_of: BTreeMap::new(),
-            idempotent_ids: BTreeMap::new(),
+            producer_of: BTreeMap::new(),
             waiting: Vec::new(),
             verifying: Vec::new(),
             consumed_committed: BTreeMap::new(),
@@ -1675,13 +1675,14 @@ impl World {
             .map(|(offset, (id, _))| (*id, *offset))
             .collect();
         found.extend(self.check_transactions(&partition, &offsets)?);
-        // Each idempotent producer's records in the order it made them, within a
-        // producer epoch (five batches in flight, retried in order: Kafka's ordering
-        // promise; a batch refused out of sequence is given up and the epoch bumped, as
-        // Java's producer does, after which the rest may follow records sent later).
+        // Each producer's records in the order it made them, within a producer epoch
+        // (five batches in flight, retried in order: Kafka's ordering promise; a batch
+        // refused out of sequence is given up and the epoch bumped, as Java's producer
+        // does, after which the rest may follow records sent later; a transactional
+        // producer's epoch is its transaction's, aborted ones included).
         let mut last_of: BTreeMap<(i32, i16), (i64, i64)> = BTreeMap::new();
         for (offset, (id, _)) in &reference {
-            let Some(&key) = self.idempotent_ids.get(id) else {
+            let Some(&key) = self.producer_of.get(id) else {
                 continue;
             };
             if let Some(&(before, at)) = last_of.get(&key).filter(|(before, _)| before > id) {

@@ -81,6 +81,9 @@ pub(super) struct Producer {
     bump_epoch: bool,
     /// Its open transaction (an index into `World::txns`).
     txn: Option<usize>,
+    /// The application asked to end it (commit: true): no batch joins it any more, and
+    /// EndTxn goes once none is in flight.
+    ending: Option<bool>,
 }
 
 /// A transaction as the coordinator knows it.
@@ -139,6 +142,7 @@ pub(super) fn producers() -> Vec<Producer> {
             max_in_flight: PIPELINED_MAX,
             bump_epoch: false,
             txn: None,
+            ending: None,
         })
         .collect()
 }
@@ -287,17 +291,21 @@ impl World {
         if !(producer.outstanding.is_empty() || pipelines) {
             return;
         }
-        let end_now = match producer.txn {
-            // Java's commitTransaction and abortTransaction flush first: EndTxn waits
-            // until every batch in flight is answered.
-            Some(_) if !producer.outstanding.is_empty() => false,
-            Some(_) if !new_work => true,
-            Some(_) => self.rng.gen_bool(0.5),
-            None => false,
-        };
-        if end_now {
-            let commit = self.rng.gen_bool(0.7);
-            self.start_request(index, Request::EndTxn { commit });
+        // The application ends its transaction: from then on no batch joins it, and
+        // EndTxn goes once every batch in flight is answered (Java's commitTransaction
+        // and abortTransaction flush first).
+        if producer.txn.is_some()
+            && producer.ending.is_none()
+            && (!new_work || self.rng.gen_bool(0.5))
+        {
+            self.producers[index].ending = Some(self.rng.gen_bool(0.7));
+        }
+        let producer = &mut self.producers[index];
+        if let Some(commit) = producer.ending {
+            if producer.outstanding.is_empty() {
+                producer.ending = None;
+                self.start_request(index, Request::EndTxn { commit });
+            }
             return;
         }
         if !new_work {
@@ -317,11 +325,9 @@ impl World {
             producer.next_sequence,
         );
         producer.next_sequence += count as i32;
-        if !producer.transactional {
-            let key = (producer.client, producer.epoch);
-            self.idempotent_ids
-                .extend((first_id..first_id + count).map(|id| (id, key)));
-        }
+        let key = (producer.client, producer.epoch);
+        self.producer_of
+            .extend((first_id..first_id + count).map(|id| (id, key)));
         let producer = &self.producers[index];
         if producer.transactional {
             builder = builder.transactional();
@@ -820,6 +826,7 @@ impl World {
                 None => None,
             };
             producer.txn = None;
+            producer.ending = None;
             producer.outstanding.clear();
             self.outcome.txns_given_up += 1;
             self.trace(&("transaction given up", client, code));

@@ -285,6 +285,8 @@ pub struct World {
     /// Syncs queued on the nodes' disks, and the node whose disk is slow for a while.
     queued_syncs: Vec<QueuedSync>,
     disk_spike: Option<Spike>,
+    /// Syncs whose waiters went away, still run (`sync_in_background`).
+    background_syncs: Vec<(i32, Durable)>,
     nodes: Vec<Node>,
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
@@ -437,6 +439,7 @@ impl World {
             full_disk_until: None,
             queued_syncs: Vec::new(),
             disk_spike: None,
+            background_syncs: Vec::new(),
             nodes,
             controller: Controller::new(&NODES, MIN_ISR),
             crashed: BTreeSet::new(),
@@ -893,6 +896,7 @@ impl World {
     /// acks=all: acknowledged once the leader that took them, still leading in that
     /// epoch, has its high watermark past them.
     fn acknowledge(&mut self) {
+        self.poll_background_syncs();
         self.answer_waiting();
         self.answer_coordinator_waits::<GroupShard>();
         self.answer_coordinator_waits::<TxnShard>();

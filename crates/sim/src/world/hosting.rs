@@ -252,18 +252,24 @@ impl World {
             let loaded = self
                 .hosted::<S>(wait.node)
                 .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
-            if loaded && behind.contains(&wait.node) {
+            if !loaded {
+                // The shard is gone (its epoch over): the reply with it, but the write's
+                // sync runs on, as the runtime's spawned commit does.
+                if let Some(durable) = wait.durable.take() {
+                    self.sync_in_background(wait.node, durable);
+                }
+                continue;
+            }
+            if behind.contains(&wait.node) {
                 kept.push(wait);
                 continue;
             }
             let Some(end) = wait.end else {
                 // Rides on the write before it, which has settled (or there is none).
-                if loaded {
-                    self.settle(wait.node, wait.correlation, wait.reply, Ok(()));
-                }
+                self.settle(wait.node, wait.correlation, wait.reply, Ok(()));
                 continue;
             };
-            if loaded && self.now_ms - wait.written_ms >= S::WRITE_TIMEOUT_MS {
+            if self.now_ms - wait.written_ms >= S::WRITE_TIMEOUT_MS {
                 // Given up; the log may still commit it (the shard undoes what the
                 // write would have done, as Kafka's coordinators do on a timeout).
                 self.trace(&("coordinator write timed out", S::PARTITION, wait.node, end));
@@ -272,7 +278,7 @@ impl World {
                 continue;
             }
             // The runtime waits for the sync first, then for the replicas.
-            if let (true, Some(durable)) = (loaded, &wait.durable) {
+            if let Some(durable) = &wait.durable {
                 match self.poll_durable(wait.node, durable) {
                     None => {
                         behind.insert(wait.node);

@@ -120,8 +120,23 @@ impl World {
         self.outcome.latency_spikes += 1;
     }
 
+    /// A sync nobody waits for any more (its coordinator's epoch ended) still runs, as
+    /// the broker's spawned wait runs it; polled until done.
+    pub(super) fn sync_in_background(&mut self, node: i32, durable: Durable) {
+        self.background_syncs.push((node, durable));
+    }
+
+    pub(super) fn poll_background_syncs(&mut self) {
+        for (node, durable) in std::mem::take(&mut self.background_syncs) {
+            if self.poll_durable(node, &durable).is_none() {
+                self.background_syncs.push((node, durable));
+            }
+        }
+    }
+
     /// The node's process died: its queued syncs never reach the disk.
     pub(super) fn abandon_syncs(&mut self, node: i32) {
+        self.background_syncs.retain(|(n, _)| *n != node);
         let (lost, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queued_syncs)
             .into_iter()
             .partition(|s| s.node == node);

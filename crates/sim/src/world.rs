@@ -116,6 +116,8 @@ pub struct Outcome {
     pub full_disks: u64,
     /// Times a node's disk turned slow (syncs taking 50 ms to 1.5 s for a while).
     pub latency_spikes: u64,
+    /// Flush-before-ack syncs that waited for the simulated disk (latency above 0).
+    pub syncs_queued: u64,
     /// Produce and marker requests the simulated clients sent (retries included).
     pub client_requests: u64,
     /// Records the idempotent and transactional producers had acknowledged.
@@ -1751,9 +1753,10 @@ mod tests {
         let _one_at_a_time = serial();
         let disk = Disk::default();
         let seeds = 0..12u64;
-        let (mut hashes, mut acked) = (Vec::new(), 0);
+        let (mut hashes, mut acked, mut queued) = (Vec::new(), 0, 0);
         for seed in seeds.clone() {
             let outcome = run(seed, 5_000, &disk, Bugs::default()).unwrap();
+            queued += outcome.syncs_queued;
             assert!(
                 outcome.violations.is_empty(),
                 "seed {seed}: {:?}",
@@ -1763,6 +1766,8 @@ mod tests {
             hashes.push(outcome.trace_hash);
         }
         assert!(acked > 1_000, "the seeds acknowledged only {acked} records");
+        // Flush before ack: syncs take time and waiters poll for them (disk latency).
+        assert!(queued > 100, "only {queued} syncs waited for the disk");
         // Every seed again, after others ran: the same trace (a map iterated in its
         // hasher's order anywhere on the way would differ between runs in one process).
         for seed in seeds.clone() {

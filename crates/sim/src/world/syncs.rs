@@ -59,6 +59,7 @@ impl World {
                     }
                     let due_ms = self.now_ms + latency;
                     self.trace(&("sync queued", node, due_ms));
+                    self.outcome.syncs_queued += 1;
                     self.queued_syncs.push(QueuedSync {
                         node,
                         due_ms,

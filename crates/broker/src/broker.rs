@@ -545,6 +545,7 @@ impl Broker {
                     Some(partition) => {
                         if configs_changed || defaults_changed {
                             partition.apply_configs(log_config.clone(), min_insync);
+                            partition.follow_unsynced_tail(); // turned flush-before-ack
                         }
                         partition
                     }
@@ -557,6 +558,11 @@ impl Broker {
                     },
                 };
                 let change = partition.apply_assignment(Assignment::from(state));
+                if change == RoleChange::BecameLeader {
+                    // A sync it started as a follower may still run: its end counts in
+                    // the high watermark once done.
+                    partition.follow_unsynced_tail();
+                }
                 if change != RoleChange::Unchanged {
                     tracing::info!(partition = %tp, ?change, epoch = state.leader_epoch, "role changed");
                     if topic.name == crate::group::records::OFFSETS_TOPIC {

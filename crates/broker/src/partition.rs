@@ -67,6 +67,19 @@ impl Durable {
         DurableWait(tokio::spawn(self.wait()))
     }
 
+    /// `start` for a leader's append: once synced, `partition`'s high watermark counts
+    /// it (a leader's own log counts only as far as synced), even if nobody awaits the
+    /// wait any more (an answer dropped with its connection, a write timed out).
+    pub fn start_for(self, partition: Arc<Partition>) -> DurableWait {
+        DurableWait(tokio::spawn(async move {
+            let synced = self.wait().await;
+            if synced.is_ok() {
+                partition.synced_locally();
+            }
+            synced
+        }))
+    }
+
     /// Without blocking: durable, parked with `waker`, or the sync the caller must run
     /// (`wait` runs it on a blocking thread; the simulator when its disk says so).
     pub fn poll(&self, waker: &std::task::Waker) -> DurableState {
@@ -920,6 +933,9 @@ impl Partition {
     /// per partition follows the newest such sync (each covers every offset before it)
     /// and moves the high watermark when it ends: one task, however many requests.
     pub fn follow_unanswered_sync(self: &Arc<Self>, durable: Durable) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return; // no runtime (tools, tests): nothing to follow it with
+        }
         *self
             .unanswered_sync
             .lock()
@@ -955,6 +971,15 @@ impl Partition {
                 }
             }
         });
+    }
+
+    /// A new leader's log, or one whose topic turned flush-before-ack, may hold a tail
+    /// not yet synced (a follower's sync still running): its high watermark counts it
+    /// once synced, so that sync is followed as an unanswered one.
+    pub fn follow_unsynced_tail(self: &Arc<Self>) {
+        if let Some(tail) = self.unsynced_tail() {
+            self.follow_unanswered_sync(tail);
+        }
     }
 
     /// The leader's own sync of a flush-before-ack log completed: the high watermark,
@@ -1401,6 +1426,16 @@ mod tests {
         (logs, partition)
     }
 
+    /// Waits (at most 10 s) until the high watermark is `offset`.
+    async fn high_watermark_reaches(partition: &Partition, offset: i64) {
+        let mut watcher = partition.high_watermark.subscribe();
+        let reached = watcher.wait_for(|&hw| hw == offset);
+        tokio::time::timeout(std::time::Duration::from_secs(10), reached)
+            .await
+            .expect("the high watermark moves once the sync is done")
+            .unwrap();
+    }
+
     /// A partition led by this broker (epoch 0) whose log syncs before acks.
     fn flush_before_ack_partition(
         dir: &std::path::Path,
@@ -1822,6 +1857,29 @@ mod tests {
         assert!(partition.unsynced_tail().is_none());
     }
 
+    /// A follower elected while its last sync still ran: nothing else would move the
+    /// high watermark past that tail once synced (a coordinator's load waits on it).
+    #[tokio::test]
+    async fn a_new_leader_counts_its_follower_tail_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_logs, partition) = flush_before_ack_partition(dir.path(), 1, &[1]);
+        let partition = Arc::new(partition);
+        partition.apply_assignment(assignment(2, 1, 1, &[1, 2]));
+        let mut leader_batch = batch(3);
+        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
+        strand_records::refresh_crc(&mut leader_batch);
+        let appended = partition.append_as_follower(1, &leader_batch, 0).unwrap();
+        assert!(
+            appended.is_some_and(|a| a.durable.is_some()),
+            "its sync not run"
+        );
+        let change = partition.apply_assignment(assignment(ME, 2, 2, &[1]));
+        assert_eq!(change, RoleChange::BecameLeader);
+        assert_eq!(partition.high_watermark(), 0, "the tail is not on disk");
+        partition.follow_unsynced_tail();
+        high_watermark_reaches(&partition, 3).await;
+    }
+
     /// acks=0 on a flush-before-ack topic: no answer waits for the sync, so a task
     /// follows it and moves the high watermark (without it a single replica's last
     /// records stayed invisible until the next append).
@@ -1833,12 +1891,7 @@ mod tests {
         let (_, durable) = partition.append_unsynced(batch(3), 0).unwrap();
         assert_eq!(partition.high_watermark(), 0);
         partition.follow_unanswered_sync(durable.expect("flush before ack"));
-        let mut watcher = partition.high_watermark.subscribe();
-        let committed = watcher.wait_for(|&hw| hw == 3);
-        tokio::time::timeout(std::time::Duration::from_secs(10), committed)
-            .await
-            .expect("the high watermark moves once the sync is done")
-            .unwrap();
+        high_watermark_reaches(&partition, 3).await;
     }
 
     /// The nemesis found it: a fetcher's answer arriving after the partition became

@@ -137,7 +137,8 @@ impl ShardLog for PartitionShardLog {
         let timeout = self.timeout;
         let committed = async move {
             if let Some(durable) = durable {
-                durable.wait().await.map_err(|error| {
+                let wait = durable.start_for(partition.clone());
+                wait.finish().await.map_err(|error| {
                     tracing::error!(%error, partition = %partition.tp, "syncing a coordinator write failed");
                     error.kafka_error_code()
                 })?;

@@ -288,7 +288,7 @@ pub struct World {
     queued_syncs: Vec<QueuedSync>,
     disk_spike: Option<Spike>,
     /// Syncs whose waiters went away, still run (`sync_in_background`).
-    background_syncs: Vec<(i32, Durable)>,
+    background_syncs: Vec<(i32, usize, Durable)>,
     nodes: Vec<Node>,
     controller: Controller,
     /// Whether a node's last process crashed (its next registration says so).
@@ -945,6 +945,18 @@ impl World {
             return;
         }
         if node.request_out[replica].is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS) {
+            return;
+        }
+        let leads = node
+            .running
+            .as_ref()
+            .is_some_and(|(_, partitions)| partitions[replica].assignment().leader == node.id);
+        if leads {
+            // Elected with its last follower sync still running: the sync goes on, and
+            // its end counts in the high watermark once done.
+            if let Some(durable) = self.nodes[index].syncing[replica].take() {
+                self.sync_in_background(NODES[index], replica, durable);
+            }
             return;
         }
         if let Some(durable) = self.nodes[index].syncing[replica].take() {

@@ -141,10 +141,11 @@ pub async fn handle(
         let syncs: Vec<Option<DurableWait>> = results
             .iter_mut()
             .map(|(_, _, _, pending)| {
-                pending.durable.take().map(|(durable, partition)| {
-                    pending.synced = Some(partition);
-                    durable.start()
-                })
+                // Once synced the high watermark counts it, answered or not.
+                pending
+                    .durable
+                    .take()
+                    .map(|(durable, partition)| durable.start_for(partition))
             })
             .collect();
         // The request's timeout runs from now, not from when the writer gets to it.
@@ -184,8 +185,6 @@ struct Pending {
     durable: Option<(Durable, Arc<Partition>)>,
     /// acks=-1: the high watermark must pass `end` while `leader_epoch` lasts.
     replication: Option<(Arc<Partition>, i64, i32)>,
-    /// The partition of a sync started (`durable` taken).
-    synced: Option<Arc<Partition>>,
 }
 
 impl Pending {
@@ -204,18 +203,11 @@ async fn finish(
     acks_and_throttle: (i16, i32),
     deadline: tokio::time::Instant,
 ) -> Outcome {
-    for ((_, _, result, pending), wait) in results.iter_mut().zip(syncs) {
+    for ((_, _, result, _), wait) in results.iter_mut().zip(syncs) {
         if let Some(wait) = wait {
-            match wait.finish().await {
-                Err(error) if result.is_ok() => *result = Err(Refusal::from(error)),
-                Err(_) => {}
-                // acks=1 waits for no replica, so nothing else would count the leader's
-                // sync in the high watermark until the followers next fetch.
-                Ok(()) => {
-                    if let Some(partition) = pending.synced.take() {
-                        partition.synced_locally();
-                    }
-                }
+            let outcome = wait.finish().await;
+            if let (Err(error), Ok(_)) = (outcome, &*result) {
+                *result = Err(Refusal::from(error));
             }
         }
     }
@@ -453,7 +445,6 @@ fn append_to(
         Pending {
             durable: durable.map(|durable| (durable, partition.clone())),
             replication,
-            synced: None,
         },
     ))
 }

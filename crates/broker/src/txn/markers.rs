@@ -74,7 +74,8 @@ pub async fn write_locally(
     let committed = async {
         if let Some(durable) = durable {
             durable
-                .wait()
+                .start_for(partition.clone())
+                .finish()
                 .await
                 .map_err(|error| error.kafka_error_code())?;
         }

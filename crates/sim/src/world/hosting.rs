@@ -256,7 +256,7 @@ impl World {
                 // The shard is gone (its epoch over): the reply with it, but the write's
                 // sync runs on, as the runtime's spawned commit does.
                 if let Some(durable) = wait.durable.take() {
-                    self.sync_in_background(wait.node, durable);
+                    self.sync_in_background(wait.node, S::PARTITION, durable);
                 }
                 continue;
             }

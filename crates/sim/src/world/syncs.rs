@@ -121,23 +121,31 @@ impl World {
         self.outcome.latency_spikes += 1;
     }
 
-    /// A sync nobody waits for any more (its coordinator's epoch ended) still runs, as
-    /// the broker's spawned wait runs it; polled until done.
-    pub(super) fn sync_in_background(&mut self, node: i32, durable: Durable) {
-        self.background_syncs.push((node, durable));
+    /// A sync nobody waits for any more (its coordinator's epoch ended, its follower
+    /// elected) still runs, as the broker's spawned wait runs it, and then the
+    /// partition's high watermark counts it (`Durable::start_for`,
+    /// `Partition::follow_unsynced_tail`); polled until done.
+    pub(super) fn sync_in_background(&mut self, node: i32, partition: usize, durable: Durable) {
+        self.background_syncs.push((node, partition, durable));
     }
 
     pub(super) fn poll_background_syncs(&mut self) {
-        for (node, durable) in std::mem::take(&mut self.background_syncs) {
-            if self.poll_durable(node, &durable).is_none() {
-                self.background_syncs.push((node, durable));
+        for (node, partition, durable) in std::mem::take(&mut self.background_syncs) {
+            match self.poll_durable(node, &durable) {
+                None => self.background_syncs.push((node, partition, durable)),
+                Some(Ok(())) => {
+                    if let Some(replica) = self.replica(node, partition) {
+                        replica.synced_locally();
+                    }
+                }
+                Some(Err(_)) => {}
             }
         }
     }
 
     /// The node's process died: its queued syncs never reach the disk.
     pub(super) fn abandon_syncs(&mut self, node: i32) {
-        self.background_syncs.retain(|(n, _)| *n != node);
+        self.background_syncs.retain(|(n, _, _)| *n != node);
         let (lost, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queued_syncs)
             .into_iter()
             .partition(|s| s.node == node);

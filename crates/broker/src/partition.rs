@@ -74,7 +74,7 @@ impl Durable {
         DurableWait(tokio::spawn(async move {
             let synced = self.wait().await;
             if synced.is_ok() {
-                partition.synced_locally();
+                partition.advance_high_watermark();
             }
             synced
         }))
@@ -919,7 +919,11 @@ impl Partition {
     /// a new leader counting such a tail as committed; the follower then lost it with its
     /// power). None with the page cache, or when everything is synced.
     pub fn unsynced_tail(&self) -> Option<Durable> {
-        let log = self.log();
+        self.unsynced_tail_of(&self.log())
+    }
+
+    /// `unsynced_tail` under the caller's lock of this partition's log.
+    pub fn unsynced_tail_of(&self, log: &Log) -> Option<Durable> {
         let end = log.log_end_offset();
         (log.durable_end_offset() < end).then(|| Durable {
             gate: log.sync_gate(),
@@ -967,7 +971,7 @@ impl Partition {
                     continue;
                 };
                 if durable.wait().await.is_ok() {
-                    partition.synced_locally();
+                    partition.advance_high_watermark();
                 }
             }
         });
@@ -982,23 +986,17 @@ impl Partition {
         }
     }
 
-    /// The leader's own sync of a flush-before-ack log completed: the high watermark,
-    /// which counts the leader's log only up to what it synced, may move. (The acks=all
-    /// wait does this itself; an acks=1 answer after its sync calls it.)
-    pub fn synced_locally(&self) {
-        self.advance_high_watermark();
-    }
-
     /// Moves the high watermark (leader) to the lowest log end offset across the maximal
     /// ISR, its own counted only as far as it is durable (flush before ack: a record is
     /// committed once on the disk of every in-sync replica, the leader's included, as
     /// Raft's and Redpanda's are; without it a record consumers read could be lost with
     /// the leader's power while the followers that synced it were out of the ISR, as the
-    /// simulator found). Never moves it back, and holds it while the ISR is below min.insync.replicas
-    /// (at most the number of replicas), as Kafka 4.x does: a replica that left the ISR
-    /// then has every committed record, so electing it (KIP-966) loses none, and an acks=1
-    /// write made meanwhile is not exposed to consumers until enough replicas have it.
-    fn advance_high_watermark(&self) {
+    /// simulator found), so the end of a leader's sync calls it too. Never moves it back,
+    /// and holds it while the ISR is below min.insync.replicas (at most the number of
+    /// replicas), as Kafka 4.x does: a replica that left the ISR then has every committed
+    /// record, so electing it (KIP-966) loses none, and an acks=1 write made meanwhile is
+    /// not exposed to consumers until enough replicas have it.
+    pub fn advance_high_watermark(&self) {
         let min_isr = self.min_insync_replicas().max(1) as usize;
         let followers_end = {
             let replication = self.replication();
@@ -1454,15 +1452,21 @@ mod tests {
     }
 
     /// `partition` follows node 2 at `epoch` (ISR `isr`) and takes 3 records from it,
-    /// told the high watermark is `high_watermark`.
-    fn followed(partition: &Partition, epoch: i32, isr: &[i32], high_watermark: i64) {
+    /// told the high watermark is `high_watermark`; what the append left to sync.
+    fn followed(
+        partition: &Partition,
+        epoch: i32,
+        isr: &[i32],
+        high_watermark: i64,
+    ) -> Option<Durable> {
         partition.apply_assignment(assignment(2, epoch, 1, isr));
         let mut leader_batch = batch(3);
         strand_records::set_partition_leader_epoch(&mut leader_batch, epoch);
         strand_records::refresh_crc(&mut leader_batch);
         partition
             .append_as_follower(epoch, &leader_batch, high_watermark)
-            .unwrap();
+            .unwrap()
+            .and_then(|appended| appended.durable)
     }
 
     fn batch(records: usize) -> Vec<u8> {
@@ -1864,15 +1868,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_logs, partition) = flush_before_ack_partition(dir.path(), 1, &[1]);
         let partition = Arc::new(partition);
-        partition.apply_assignment(assignment(2, 1, 1, &[1, 2]));
-        let mut leader_batch = batch(3);
-        strand_records::set_partition_leader_epoch(&mut leader_batch, 1);
-        strand_records::refresh_crc(&mut leader_batch);
-        let appended = partition.append_as_follower(1, &leader_batch, 0).unwrap();
-        assert!(
-            appended.is_some_and(|a| a.durable.is_some()),
-            "its sync not run"
-        );
+        let durable = followed(&partition, 1, &[1, 2], 0);
+        assert!(durable.is_some(), "its sync not run");
         let change = partition.apply_assignment(assignment(ME, 2, 2, &[1]));
         assert_eq!(change, RoleChange::BecameLeader);
         assert_eq!(partition.high_watermark(), 0, "the tail is not on disk");

@@ -910,16 +910,13 @@ impl World {
             // Flush before ack first, as the produce handler waits: a sync that failed
             // or whose offsets were cut first answers an error.
             if let Some(durable) = &produced.durable {
-                match self.poll_durable(produced.leader, durable) {
+                match self.poll_leader_sync(produced.leader, DATA, durable) {
                     None => {
                         still.push(produced);
                         continue;
                     }
                     Some(Err(_)) => continue, // KAFKA_STORAGE_ERROR: not acknowledged
-                    Some(Ok(())) => {
-                        produced.durable = None;
-                        partition.synced_locally(); // as the acks=all wait does
-                    }
+                    Some(Ok(())) => produced.durable = None,
                 }
             }
             if partition.assignment().leader_epoch != produced.epoch
@@ -941,54 +938,45 @@ impl World {
 
     fn follower_request(&mut self, index: usize, replica: usize) {
         let node = &self.nodes[index];
-        if node.running.is_none() || node.failed {
+        if node.failed
+            || node.request_out[replica]
+                .is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS)
+        {
             return;
         }
-        if node.request_out[replica].is_some_and(|(at, _)| self.now_ms - at < REQUEST_TIMEOUT_MS) {
-            return;
-        }
-        let leads = node
-            .running
-            .as_ref()
-            .is_some_and(|(_, partitions)| partitions[replica].assignment().leader == node.id);
-        if leads {
-            // Elected with its last follower sync still running: the sync goes on, and
-            // its end counts in the high watermark once done.
-            if let Some(durable) = self.nodes[index].syncing[replica].take() {
-                self.sync_in_background(NODES[index], replica, durable);
-            }
-            return;
-        }
-        if let Some(durable) = self.nodes[index].syncing[replica].take() {
-            // Failed (the log went offline: reported) or cut by a truncation: either
-            // way nothing more to wait for.
-            if self.poll_durable(NODES[index], &durable).is_none() {
-                // Still syncing: the next fetch would tell the leader it is on disk.
-                self.nodes[index].syncing[replica] = Some(durable);
-                return;
-            }
-        }
-        let node = &self.nodes[index];
         let Some((_, partitions)) = &node.running else {
             return;
         };
         let partition = partitions[replica].clone();
         let assignment = partition.assignment();
-        if assignment.leader == node.id || assignment.leader < 0 {
+        let (id, leader, epoch) = (node.id, assignment.leader, assignment.leader_epoch);
+        if leader == id {
+            // Elected with its last follower sync still running: the sync goes on, and
+            // its end counts in the high watermark once done.
+            if let Some(durable) = self.nodes[index].syncing[replica].take() {
+                self.sync_in_background(id, replica, durable);
+            }
             return;
         }
-        let (id, leader, epoch) = (node.id, assignment.leader, assignment.leader_epoch);
-        // What it wrote as leader may still be syncing (as the fetcher, before a fetch).
-        if !node.needs_truncation[replica] && !self.bugs.follower_skips_sync {
-            if let Some(tail) = partition.unsynced_tail() {
-                match self.poll_durable(id, &tail) {
-                    None => {
-                        self.nodes[index].syncing[replica] = Some(tail);
-                        return;
-                    }
-                    Some(Err(_)) => return, // failed (reported) or cut: next time
-                    Some(Ok(())) => {}
+        if leader < 0 {
+            return;
+        }
+        // Its last append, or before a fetch a tail it wrote as leader, not yet on disk:
+        // the next fetch would tell the leader it is (the fetcher syncs both first).
+        let fetching = !node.needs_truncation[replica] && !self.bugs.follower_skips_sync;
+        let unsynced = self.nodes[index].syncing[replica]
+            .take()
+            .or_else(|| fetching.then(|| partition.unsynced_tail()).flatten());
+        if let Some(durable) = unsynced {
+            match self.poll_durable(id, &durable) {
+                None => {
+                    self.nodes[index].syncing[replica] = Some(durable);
+                    return;
                 }
+                // Failed (the log went offline: reported) or cut by a truncation: the
+                // next request looks again.
+                Some(Err(_)) => return,
+                Some(Ok(())) => {}
             }
         }
         let node = &self.nodes[index];

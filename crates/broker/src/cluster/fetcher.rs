@@ -477,26 +477,16 @@ async fn fetch_once(
     throttle: &ReplicationThrottle,
     tiered: Option<&Arc<TieredStorage>>,
 ) -> anyhow::Result<()> {
+    let mut wanted = Vec::new();
     // Flush before ack: a tail this replica wrote as leader may still be syncing, and the
     // fetch offsets below tell the leader it is on disk.
-    let tails: Vec<_> = partitions
-        .iter()
-        .filter_map(|(tp, partition, epoch, _)| {
-            let tail = partition.unsynced_tail()?;
-            Some((tp.clone(), *epoch, tail.start()))
-        })
-        .collect();
-    for (tp, epoch, sync) in tails {
-        if let Err(error) = sync.finish().await {
-            tracing::error!(partition = %tp, %error, "follower sync failed");
-            pause(fetcher, &tp, epoch);
-            return Ok(()); // the next round leaves it out
-        }
-    }
-    let mut wanted = Vec::new();
+    let mut tails = Vec::new();
     for (tp, partition, epoch, _) in partitions {
         let (log_end, log_start, last_epoch) = {
             let log = partition.log();
+            if let Some(tail) = partition.unsynced_tail_of(&log) {
+                tails.push((tp.clone(), *epoch, tail.start()));
+            }
             let last_epoch = log.leader_epochs().latest().map_or(-1, |e| e.epoch);
             (log.log_end_offset(), log.log_start_offset(), last_epoch)
         };
@@ -504,6 +494,13 @@ async fn fetch_once(
             tp.clone(),
             (partition.clone(), *epoch, log_end, log_start, last_epoch),
         ));
+    }
+    for (tp, epoch, sync) in tails {
+        if let Err(error) = sync.finish().await {
+            tracing::error!(partition = %tp, %error, "follower sync failed");
+            pause(fetcher, &tp, epoch);
+            return Ok(()); // the next round leaves it out
+        }
     }
     let topics = by_topic(
         wanted

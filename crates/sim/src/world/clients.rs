@@ -681,7 +681,7 @@ impl World {
             };
             // The produce handler waits for the sync first, then for the replicas.
             if let Some(durable) = &waiting.durable {
-                match self.poll_durable(waiting.leader, durable) {
+                match self.poll_leader_sync(waiting.leader, DATA, durable) {
                     None => {
                         self.waiting.push(waiting);
                         continue;
@@ -691,10 +691,7 @@ impl World {
                         self.answer(waiting.leader, waiting.client, waiting.correlation, error);
                         continue;
                     }
-                    Some(Ok(())) => {
-                        waiting.durable = None;
-                        partition.synced_locally(); // as the acks=all wait does
-                    }
+                    Some(Ok(())) => waiting.durable = None,
                 }
             }
             let result = if partition.leader_epoch_if_leader() != Some(waiting.leader_epoch) {

@@ -279,7 +279,7 @@ impl World {
             }
             // The runtime waits for the sync first, then for the replicas.
             if let Some(durable) = &wait.durable {
-                match self.poll_durable(wait.node, durable) {
+                match self.poll_leader_sync(wait.node, S::PARTITION, durable) {
                     None => {
                         behind.insert(wait.node);
                         kept.push(wait);
@@ -290,12 +290,7 @@ impl World {
                         self.settle(wait.node, wait.correlation, wait.reply, Err(code));
                         continue;
                     }
-                    Some(Ok(())) => {
-                        wait.durable = None;
-                        if let Some(partition) = self.replica(wait.node, S::PARTITION) {
-                            partition.synced_locally(); // as the runtime's wait does
-                        }
-                    }
+                    Some(Ok(())) => wait.durable = None,
                 }
             }
             let high_watermark = self

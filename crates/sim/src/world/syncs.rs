@@ -71,6 +71,21 @@ impl World {
         }
     }
 
+    /// `poll_durable` for a leader's append: once synced its high watermark counts it,
+    /// as `Durable::start_for` does in the broker.
+    pub(super) fn poll_leader_sync(
+        &mut self,
+        node: i32,
+        partition: usize,
+        durable: &Durable,
+    ) -> Option<std::io::Result<()>> {
+        let polled = self.poll_durable(node, durable);
+        if let (Some(Ok(())), Some(replica)) = (&polled, self.replica(node, partition)) {
+            replica.advance_high_watermark();
+        }
+        polled
+    }
+
     fn sync_latency(&mut self, node: i32) -> i64 {
         let spiking = self
             .disk_spike
@@ -131,14 +146,8 @@ impl World {
 
     pub(super) fn poll_background_syncs(&mut self) {
         for (node, partition, durable) in std::mem::take(&mut self.background_syncs) {
-            match self.poll_durable(node, &durable) {
-                None => self.background_syncs.push((node, partition, durable)),
-                Some(Ok(())) => {
-                    if let Some(replica) = self.replica(node, partition) {
-                        replica.synced_locally();
-                    }
-                }
-                Some(Err(_)) => {}
+            if self.poll_leader_sync(node, partition, &durable).is_none() {
+                self.background_syncs.push((node, partition, durable));
             }
         }
     }

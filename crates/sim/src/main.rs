@@ -52,6 +52,8 @@ enum Bug {
     AbortedListDropped,
     /// The group coordinator acknowledges offset commits before they are replicated.
     CommitsAnsweredWhenWritten,
+    /// Classic group members rejoin without giving their partitions up.
+    ClassicKeepsPartitions,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
                 args.bug,
                 Some(Bug::CommitsAnsweredWhenWritten)
             ),
+            classic_keeps_partitions: matches!(args.bug, Some(Bug::ClassicKeepsPartitions)),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs);
         ran += 1;
@@ -83,7 +86,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} parked requests completed, {} timed out, {} dropped with their coordinator), {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -98,6 +101,11 @@ fn main() -> ExitCode {
                     outcome.offset_fetches,
                     outcome.assignments,
                     outcome.members_fenced,
+                    outcome.classic_assignments,
+                    outcome.classic_fenced,
+                    outcome.parked_completed,
+                    outcome.parked_expired,
+                    outcome.parked_gone,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,

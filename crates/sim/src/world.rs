@@ -4,7 +4,8 @@
 //! (kill -9, and power cuts that lose unsynced data), failing and full disks, damaged
 //! reads, wall-clock jumps, restarts and the passing of time. Idempotent and
 //! transactional producers (clients.rs), two consumers, a consumer group's offsets
-//! (group.rs) and its KIP-848 members (members.rs) are its clients. The nodes run
+//! (group.rs), a KIP-848 group's members (members.rs) and a classic group's (classic.rs)
+//! are its clients. The nodes run
 //! Strand's own `Partition` and `Log` (appends, the high watermark, ISR expansion and
 //! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
 //! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not yet
@@ -30,17 +31,20 @@ use strand_records::{BatchBuilder, BatchHeader, Record, BATCH_HEADER_BYTES};
 
 use crate::disk::Disk;
 
+mod classic;
 mod clients;
 mod group;
 mod hosting;
 mod members;
 mod syncs;
 mod txn;
+use classic::{ClassicMember, Parked};
 use clients::{Producer, Txn, Verifying, Waiting};
 use group::{GroupClient, GROUP_CLIENT};
 use hosting::CoordinatorWait;
 use members::Member;
 use strand_broker::partition::Durable;
+use strand_coordinator::group::classic::{JoinResult, SyncResult};
 use strand_coordinator::group::shard::GroupShard;
 use strand_coordinator::txn::shard::TxnShard;
 use syncs::{QueuedSync, Spike};
@@ -87,6 +91,9 @@ pub struct Bugs {
     /// The group coordinator answers an offset commit once written on its own log, not
     /// once on every in-sync replica: a failover can lose an acknowledged commit.
     pub commits_answered_when_written: bool,
+    /// Classic members rejoin keeping their partitions (the eager protocol gives them up
+    /// first): a partition owned twice.
+    pub classic_keeps_partitions: bool,
 }
 
 /// A batch the harness's own producer appended on a leader, its records' ids by offset:
@@ -138,6 +145,14 @@ pub struct Outcome {
     /// Partitions the group's members received, and members fenced.
     pub assignments: u64,
     pub members_fenced: u64,
+    /// Partitions the classic group's members received, and members it no longer knew.
+    pub classic_assignments: u64,
+    pub classic_fenced: u64,
+    /// JoinGroup and SyncGroup requests a coordinator held: answered when the shard
+    /// completed them, when their wait ran out, and when the shard went away.
+    pub parked_completed: u64,
+    pub parked_expired: u64,
+    pub parked_gone: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -224,11 +239,54 @@ enum Message {
     HeartbeatAnswer {
         result: Result<(i32, Option<BTreeSet<i32>>), i16>,
     },
+    /// A classic group's member -> the coordinator: JoinGroup (v4 and later: a new member
+    /// is given its id first), SyncGroup (the leader's with every assignment), Heartbeat
+    /// and LeaveGroup.
+    JoinGroup {
+        member_id: String,
+        client_id: String,
+    },
+    SyncGroup {
+        member_id: String,
+        generation: i32,
+        assignments: Vec<(String, bytes::Bytes)>,
+    },
+    ClassicHeartbeat {
+        member_id: String,
+        generation: i32,
+    },
+    LeaveGroup {
+        member_id: String,
+    },
+    /// Their answers (Heartbeat's and LeaveGroup's an error code).
+    JoinAnswer {
+        result: JoinResult,
+    },
+    SyncAnswer {
+        result: SyncResult,
+    },
+    ClassicAnswer {
+        code: i16,
+    },
     /// Leader -> producer: the batch's first offset, or an error code (to the group's
     /// consumer: the offset committed or fetched; to a coordinator: its marker's).
     Answer {
         result: Result<i64, i16>,
     },
+}
+
+impl Message {
+    /// A consumer group member's request (KIP-848's heartbeat, the classic protocol's).
+    fn is_member_request(&self) -> bool {
+        matches!(
+            self,
+            Message::Heartbeat { .. }
+                | Message::JoinGroup { .. }
+                | Message::SyncGroup { .. }
+                | Message::ClassicHeartbeat { .. }
+                | Message::LeaveGroup { .. }
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -342,6 +400,10 @@ pub struct World {
     producer_ids: Arc<SimProducerIds>,
     /// The consumer group's members (KIP-848).
     members: Vec<Member>,
+    /// The classic group's members, and the JoinGroup and SyncGroup requests the
+    /// coordinators hold for them.
+    classic: Vec<ClassicMember>,
+    parked: Vec<Parked>,
     outcome: Outcome,
     bugs: Bugs,
     /// STRAND_SIM_TRACE set: every traced event printed as it happens (to replay a seed).
@@ -472,6 +534,8 @@ impl World {
             marker_sends: Vec::new(),
             producer_ids: SimProducerIds::new(),
             members: members::members(),
+            classic: classic::classic_members(),
+            parked: Vec::new(),
             outcome: Outcome::default(),
             bugs,
             verbose: std::env::var_os("STRAND_SIM_TRACE").is_some(),
@@ -802,11 +866,10 @@ impl World {
             }
             return;
         }
-        // A heartbeat is never delivered twice (one in flight per member, over TCP): a
-        // stale copy reporting partitions the member has since given up would be a
-        // network no client meets.
-        let duplicate =
-            self.rng.gen_bool(0.01) && !matches!(message, Message::Heartbeat { .. }) && !ordered;
+        // A group member's request is never delivered twice (one in flight per member,
+        // over TCP): a stale copy reporting partitions the member has since given up, or
+        // joining as a second new member, would be a network no client meets.
+        let duplicate = self.rng.gen_bool(0.01) && !message.is_member_request() && !ordered;
         let copies = if duplicate { 2 } else { 1 };
         for _ in 0..copies {
             let mut deliver_at = self.now_ms + self.rng.gen_range(0..20);
@@ -901,6 +964,7 @@ impl World {
         self.poll_background_syncs();
         self.answer_waiting();
         self.answer_coordinator_waits::<GroupShard>();
+        self.answer_parked();
         self.answer_coordinator_waits::<TxnShard>();
         let mut still = Vec::new();
         for mut produced in std::mem::take(&mut self.pending) {
@@ -1023,6 +1087,18 @@ impl World {
             }
             Message::HeartbeatAnswer { result } => {
                 self.member_answer(flight.to, flight.correlation, result);
+                return Ok(());
+            }
+            Message::JoinAnswer { result } => {
+                self.classic_join_answer(flight.to, flight.correlation, result);
+                return Ok(());
+            }
+            Message::SyncAnswer { result } => {
+                self.classic_sync_answer(flight.to, flight.correlation, result);
+                return Ok(());
+            }
+            Message::ClassicAnswer { code } => {
+                self.classic_heartbeat_answer(flight.to, flight.correlation, code);
                 return Ok(());
             }
             _ => {}
@@ -1169,6 +1245,12 @@ impl World {
             | Message::Heartbeat { .. }) => {
                 self.handle_group(&partition, from, to, correlation, message)
             }
+            message @ (Message::JoinGroup { .. }
+            | Message::SyncGroup { .. }
+            | Message::ClassicHeartbeat { .. }
+            | Message::LeaveGroup { .. }) => {
+                self.handle_classic(&partition, from, to, correlation, message)
+            }
             message @ (Message::InitProducerId { .. }
             | Message::EndTxn { .. }
             | Message::AddPartition { .. }) => {
@@ -1177,6 +1259,9 @@ impl World {
             // Answers, handled above.
             Message::Answer { .. }
             | Message::HeartbeatAnswer { .. }
+            | Message::JoinAnswer { .. }
+            | Message::SyncAnswer { .. }
+            | Message::ClassicAnswer { .. }
             | Message::ProducerAnswer { .. }
             | Message::AddAnswer { .. } => {}
         }
@@ -1335,6 +1420,7 @@ impl World {
         self.network.retain(|f| f.to != id && f.from != id);
         self.verifying.retain(|v| v.leader != id);
         self.marker_sends.retain(|s| s.node != id);
+        self.parked.retain(|p| p.node != id);
         self.connections_reset(id);
         self.outcome.crashes += 1;
         if power_cut {
@@ -1392,7 +1478,11 @@ impl World {
                 self.member_step(index, true);
             }
             780..=781 => self.jump_clock(),
-            782..=879 => {
+            782..=789 => {
+                let index = self.rng.gen_range(0..self.classic.len());
+                self.classic_step(index, true);
+            }
+            790..=879 => {
                 let delta = self.rng.gen_range(1..50);
                 self.advance_time(delta);
             }
@@ -1537,6 +1627,9 @@ impl World {
             for index in 0..self.members.len() {
                 self.member_step(index, false);
             }
+            for index in 0..self.classic.len() {
+                self.classic_step(index, false);
+            }
             self.acknowledge();
             self.consume()?;
             self.consume_committed()?;
@@ -1550,6 +1643,7 @@ impl World {
                     && self.markers_settled()
                     && self.group.idle()
                     && self.members_settled()
+                    && self.classic_settled()
                     && stable == data
                     && self.committed_offset >= data
                 {
@@ -1586,6 +1680,7 @@ impl World {
                 .collect();
             let mut busy: Vec<String> = self.clients_busy();
             busy.extend(self.members_state());
+            busy.extend(self.classic_state());
             let offsets = self.controller.assignment(OFFSETS);
             self.violation(format!(
                 "no progress after the faults stopped (liveness): leader {} epoch {} isr {:?} fenced {:?} (offsets: leader {} isr {:?}, level {:?}); consumers at {} and (read_committed) {}; {}; producers busy: {busy:?}",
@@ -1823,6 +1918,22 @@ mod tests {
                 },
                 "committed offset",
                 "an acknowledged offset commit lost",
+            ),
+            (
+                Bugs {
+                    commits_answered_when_written: true,
+                    ..none()
+                },
+                "a generation the coordinator lost",
+                "a classic group's generation answered before its record committed",
+            ),
+            (
+                Bugs {
+                    classic_keeps_partitions: true,
+                    ..none()
+                },
+                "still a member, owns it",
+                "a classic member keeping its partitions through a rebalance",
             ),
         ] {
             assert!(caught(bugs, named), "no seed caught {what}");

@@ -51,7 +51,7 @@ const OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
 /// offsets.commit.timeout.ms: how long a write waits for the in-sync replicas.
 pub const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Extra time a parked request waits beyond its rebalance timeout before giving up.
-const PARKED_REQUEST_SLACK: Duration = Duration::from_secs(5);
+pub const PARKED_REQUEST_SLACK: Duration = Duration::from_secs(5);
 
 /// A SyncGroup from a member.
 #[derive(Debug, Clone)]

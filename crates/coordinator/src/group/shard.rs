@@ -22,8 +22,8 @@ use strand_types::error_code;
 use tokio::sync::oneshot;
 
 use super::classic::{
-    ClassicGroup, Completion, GroupLimits, GroupState, JoinRequest, JoinResult, Member, Reply,
-    SyncResult,
+    ClassicGroup, Completion, GroupLimits, GroupState, JoinRequest, JoinResult, Member,
+    MemberIdGenerator, Reply, SyncResult,
 };
 use super::consumer::{
     ConsumerGroup, ConsumerGroupLimits, ConsumerGroupState, Heartbeat, HeartbeatError,
@@ -699,11 +699,25 @@ impl GroupShard {
         )
     }
 
+    /// JoinGroup; a new member's id is its client id and a random UUID (Kafka's).
     pub fn join(
         &mut self,
         group_id: &str,
         request: JoinRequest,
         now_ms: i64,
+    ) -> (Records, Answerer<Answer<JoinResult>>) {
+        let mut new_id = |client_id: &str| format!("{client_id}-{}", uuid::Uuid::new_v4());
+        self.join_with(group_id, request, now_ms, &mut new_id)
+    }
+
+    /// JoinGroup, a new member's id made by `new_member_id` (the simulator's come from
+    /// its seed: the ids order the members, so they pick the group's leader).
+    pub fn join_with(
+        &mut self,
+        group_id: &str,
+        request: JoinRequest,
+        now_ms: i64,
+        new_member_id: MemberIdGenerator<'_>,
     ) -> (Records, Answerer<Answer<JoinResult>>) {
         let error = |code| Answer::Now(JoinResult::error(code, &request.member_id));
         if !self.room_for(group_id) {
@@ -727,9 +741,8 @@ impl GroupShard {
             .classic
             .get_or_insert_with(|| ClassicGroup::new(group_id, limits));
         let before = (group.state, group.generation_id);
-        let mut new_id = |client_id: &str| format!("{client_id}-{}", uuid::Uuid::new_v4());
         let requester = request.member_id.clone();
-        let (reply, completions) = group.join(request, now_ms, &mut new_id);
+        let (reply, completions) = group.join(request, now_ms, new_member_id);
         let change = Change {
             group_id,
             before,
@@ -1116,6 +1129,11 @@ impl GroupShard {
         self.groups
             .get(group_id)
             .map(|entry| describe_entry(group_id, entry))
+    }
+
+    /// The classic group `group_id`, if it is one (its generation and members).
+    pub fn classic_group(&self, group_id: &str) -> Option<&ClassicGroup> {
+        self.groups.get(group_id).and_then(|e| e.classic.as_ref())
     }
 
     pub fn list(&self) -> Vec<GroupDescription> {

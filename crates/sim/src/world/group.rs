@@ -109,7 +109,12 @@ fn committed_of(shard: &GroupShard) -> Option<i64> {
 
 fn fresh_shard() -> GroupShard {
     let settings = GroupSettings {
-        classic: GroupLimits::default(),
+        // Sessions and the initial rebalance delay at the simulation's pace.
+        classic: GroupLimits {
+            min_session_timeout_ms: 1_000,
+            initial_rebalance_delay_ms: 500,
+            ..GroupLimits::default()
+        },
         // Sessions at the simulation's pace.
         consumer: ConsumerGroupLimits {
             session_timeout_ms: 3_000,

@@ -148,6 +148,8 @@ pub struct Outcome {
     /// Partitions the classic group's members received, and members it no longer knew.
     pub classic_assignments: u64,
     pub classic_fenced: u64,
+    /// Times the static member was fenced (FENCED_INSTANCE_ID: its process stops).
+    pub static_fenced: u64,
     /// JoinGroup and SyncGroup requests a coordinator held: answered when the shard
     /// completed them, when their wait ran out, and when the shard went away.
     pub parked_completed: u64,
@@ -244,15 +246,18 @@ enum Message {
     /// and LeaveGroup.
     JoinGroup {
         member_id: String,
+        instance_id: Option<String>,
         client_id: String,
     },
     SyncGroup {
         member_id: String,
+        instance_id: Option<String>,
         generation: i32,
         assignments: Vec<(String, bytes::Bytes)>,
     },
     ClassicHeartbeat {
         member_id: String,
+        instance_id: Option<String>,
         generation: i32,
     },
     LeaveGroup {
@@ -1951,6 +1956,28 @@ mod tests {
         let outcome = run(2491660390, 20_000, &Disk::default(), Bugs::default()).unwrap();
         assert!(outcome.duplicates > 0, "the seed retries batches");
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    }
+
+    /// Found by the simulator's classic group: a static member's restart was answered
+    /// before the group's record with its new id was written, so the next coordinator
+    /// fenced it (seed 195302035; fixed in `GroupShard::join_with`), and a SyncGroup from
+    /// a member its Empty group had dropped was answered INCONSISTENT_GROUP_PROTOCOL
+    /// (seed 3820170422; fixed in `GroupShard::sync`).
+    #[test]
+    fn classic_group_seeds_that_found_bugs_pass() {
+        let _one_at_a_time = serial();
+        for seed in [195302035, 3820170422] {
+            let outcome = run(seed, 20_000, &Disk::default(), Bugs::default()).unwrap();
+            assert!(
+                outcome.classic_assignments > 0,
+                "seed {seed} assigns partitions"
+            );
+            assert!(
+                outcome.violations.is_empty(),
+                "{seed}: {:?}",
+                outcome.violations
+            );
+        }
     }
 
     /// The disk's sync hook is process-wide: one world at a time.

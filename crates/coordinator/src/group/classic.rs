@@ -380,16 +380,58 @@ impl ClassicGroup {
         if was_leader {
             self.leader = Some(new_id.clone());
         }
-        if self.state == GroupState::Stable && protocol_kept {
-            // The current generation, unchanged; a returning leader gets the members
-            // but is told to skip the assignment (JoinGroup v9), as in Kafka.
-            let mut result = self.join_result_for(&new_id);
-            result.skip_assignment = was_leader;
-            return (Reply::Now(result), Vec::new());
+        match self.state {
+            GroupState::Stable if protocol_kept => {
+                // The current generation, unchanged; a returning leader gets the members
+                // but is told to skip the assignment (JoinGroup v9), as in Kafka. The
+                // shard writes the group's record before this answer leaves
+                // (`GroupShard::join_with`): a new coordinator must know the new id.
+                let mut result = self.join_result_for(&new_id);
+                result.skip_assignment = was_leader;
+                (Reply::Now(result), Vec::new())
+            }
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                // A new protocol, or the leader may already hold the member list with the
+                // old id (its assignment would give the new id nothing): a rebalance, as
+                // in Kafka.
+                let reason = format!("static member {new_id} replaced {old_id}");
+                self.rejoin_and_rebalance(&new_id, &reason, now_ms)
+            }
+            _ => {
+                let mut request = request;
+                request.member_id = new_id;
+                self.join_existing_member(request, now_ms)
+            }
         }
-        let mut request = request;
-        request.member_id = new_id;
-        self.join_existing_member(request, now_ms)
+    }
+
+    /// The record of a static member's replacement (`old` by `new_id`) could not be
+    /// written: the instance takes its old member id back with its old settings, as Kafka
+    /// reverts it (what the group's record on disk still says), unless it moved on since.
+    pub fn revert_static_replacement(
+        &mut self,
+        instance: &str,
+        new_id: &str,
+        old: &Member,
+        now_ms: i64,
+    ) {
+        if self.static_members.get(instance).map(String::as_str) != Some(new_id) {
+            return;
+        }
+        let Some(mut member) = self.members.remove(new_id) else {
+            return;
+        };
+        member.member_id = old.member_id.clone();
+        member.protocols = old.protocols.clone();
+        member.session_timeout_ms = old.session_timeout_ms;
+        member.rebalance_timeout_ms = old.rebalance_timeout_ms;
+        member.session_deadline_ms = now_ms + old.session_timeout_ms as i64;
+        self.members.insert(old.member_id.clone(), member);
+        self.static_members
+            .insert(instance.to_string(), old.member_id.clone());
+        if self.leader.as_deref() == Some(new_id) {
+            self.leader = Some(old.member_id.clone());
+        }
     }
 
     fn add_member_and_rebalance(
@@ -465,17 +507,28 @@ impl ClassicGroup {
             }
             _ => {}
         }
-        let member = self.members.get_mut(&member_id).expect("present");
-        member.awaiting_join = true;
-        let mut completions = Vec::new();
         let reason = format!(
             "updating metadata for member {member_id} during {:?}",
             self.state
         );
-        completions.extend(self.prepare_rebalance(&reason, now_ms));
+        self.rejoin_and_rebalance(&member_id, &reason, now_ms)
+    }
+
+    /// `member_id` joins the next generation: a rebalance starts (if none is under way)
+    /// and its join is answered now if that completed the join phase, else parked.
+    fn rejoin_and_rebalance(
+        &mut self,
+        member_id: &str,
+        reason: &str,
+        now_ms: i64,
+    ) -> (Reply<JoinResult>, Vec<Completion>) {
+        if let Some(member) = self.members.get_mut(member_id) {
+            member.awaiting_join = true;
+        }
+        let mut completions = self.prepare_rebalance(reason, now_ms);
         completions.extend(self.maybe_complete_join(now_ms));
         (
-            self.reply_for_join(&member_id, &mut completions),
+            self.reply_for_join(member_id, &mut completions),
             completions,
         )
     }
@@ -1324,20 +1377,63 @@ mod tests {
         ));
     }
 
+    fn static_request(member: &str, instance: &str) -> JoinRequest {
+        let mut r = request(member);
+        r.group_instance_id = Some(instance.to_string());
+        r
+    }
+
+    /// Static members "a" and "b" joined (no MEMBER_ID_REQUIRED round trip for them):
+    /// their ids.
+    fn two_static_members(
+        group: &mut ClassicGroup,
+        gen: MemberIdGenerator<'_>,
+    ) -> (String, String) {
+        group.join(static_request("", "a"), 0, gen);
+        group.join(static_request("", "b"), 0, gen);
+        let a = group.static_members["a"].clone();
+        (a, group.static_members["b"].clone())
+    }
+
+    /// Kafka rebalances when a static member comes back while the leader may hold the
+    /// member list with its old id: the leader's assignment would give the new id
+    /// nothing, and the partitions assigned to the old id nobody.
+    #[test]
+    fn a_static_member_back_during_the_sync_phase_starts_a_rebalance() {
+        let (mut group, mut gen) = (ClassicGroup::new("g", limits()), ids());
+        let (a_id, _) = two_static_members(&mut group, &mut gen);
+        group.join(static_request(&a_id, "a"), 0, &mut gen);
+        assert_eq!(group.state, GroupState::CompletingRebalance);
+        let generation = group.generation_id;
+
+        let (reply, _) = group.join(static_request("", "b"), 10, &mut gen);
+        assert!(
+            matches!(reply, Reply::Wait { .. }),
+            "it joins the next generation"
+        );
+        assert_eq!(group.state, GroupState::PreparingRebalance);
+        let b_id = group.static_members["b"].clone();
+        let (reply, completions) = group.join(static_request(&a_id, "a"), 20, &mut gen);
+        let Reply::Now(a_joined) = reply else {
+            panic!("a's rejoin completes the join phase")
+        };
+        assert_eq!(a_joined.generation_id, generation + 1);
+        assert!(
+            completions
+                .iter()
+                .any(|c| matches!(c, Completion::Join { member_id, .. } if *member_id == b_id)),
+            "b's parked join is answered with the new generation"
+        );
+        if a_joined.leader == a_id {
+            let listed: Vec<&String> = a_joined.members.iter().map(|m| &m.0).collect();
+            assert!(listed.contains(&&b_id), "the leader sees b's new id");
+        }
+    }
+
     #[test]
     fn static_members_keep_their_assignment_across_a_restart() {
-        let mut group = ClassicGroup::new("g", limits());
-        let mut gen = ids();
-        let static_request = |member: &str, instance: &str| {
-            let mut r = request(member);
-            r.group_instance_id = Some(instance.to_string());
-            r
-        };
-        // Static members need no MEMBER_ID_REQUIRED round trip.
-        group.join(static_request("", "a"), 0, &mut gen);
-        group.join(static_request("", "b"), 0, &mut gen);
-        let a_id = group.static_members["a"].clone();
-        let b_id = group.static_members["b"].clone();
+        let (mut group, mut gen) = (ClassicGroup::new("g", limits()), ids());
+        let (a_id, b_id) = two_static_members(&mut group, &mut gen);
         // a rejoins: both are now waiting, so the join phase completes.
         let (reply, _) = group.join(static_request(&a_id, "a"), 0, &mut gen);
         assert!(matches!(

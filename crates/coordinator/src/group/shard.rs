@@ -742,7 +742,53 @@ impl GroupShard {
             .get_or_insert_with(|| ClassicGroup::new(group_id, limits));
         let before = (group.state, group.generation_id);
         let requester = request.member_id.clone();
+        // A static member coming back without its member id replaces its old one.
+        let replacing = match (&request.group_instance_id, requester.is_empty()) {
+            (Some(instance), true) => group
+                .static_members
+                .get(instance)
+                .and_then(|old| group.members.get(old))
+                .map(|old| (instance.clone(), old.clone())),
+            _ => None,
+        };
         let (reply, completions) = group.join(request, now_ms, new_member_id);
+        let replaced_in_place = replacing.filter(|(instance, old)| {
+            group.static_members.get(instance) != Some(&old.member_id)
+                && group.state == GroupState::Stable
+        });
+        if let (Some((instance, old)), Reply::Now(result)) = (replaced_in_place, &reply) {
+            // Replaced without a rebalance: the group's record (with the new id) is
+            // written before the answer leaves, or a new coordinator would fence the
+            // restarted member with its old id; if the write fails the replacement is
+            // undone (Kafka's updateStaticMemberThenRebalanceOrCompleteJoin).
+            debug_assert!(completions.is_empty());
+            let result = result.clone();
+            let new_id = result.member_id.clone();
+            let mut records = vec![(
+                records::group_key(group_id),
+                Some(records::group_value(&stored(group, now_ms))),
+            )];
+            if let Some(tombstones) = replaced_streams {
+                records.splice(0..0, tombstones);
+            }
+            let group_id = group_id.to_string();
+            return (
+                records,
+                Box::new(move |shard, written| match written {
+                    Ok(()) => Answer::Now(result),
+                    Err(code) => {
+                        if let Some(group) = shard
+                            .groups
+                            .get_mut(&group_id)
+                            .and_then(|e| e.classic.as_mut())
+                        {
+                            group.revert_static_replacement(&instance, &new_id, &old, now_ms);
+                        }
+                        Answer::Now(JoinResult::error(coordinator_error_for_append(code), ""))
+                    }
+                }),
+            );
+        }
         let change = Change {
             group_id,
             before,
@@ -772,14 +818,23 @@ impl GroupShard {
         else {
             return answer_now(error(error_code::UNKNOWN_MEMBER_ID));
         };
-        if request
-            .protocol_type
-            .as_ref()
-            .is_some_and(|t| Some(t) != group.protocol_type.as_ref())
-            || request
-                .protocol_name
-                .as_ref()
-                .is_some_and(|n| Some(n) != group.protocol_name.as_ref())
+        // Kafka's order: the member and its generation first, then the protocol, which
+        // is inconsistent only if both sides name one (a group that went Empty has none:
+        // a member it dropped hears UNKNOWN_MEMBER_ID and rejoins, where
+        // INCONSISTENT_GROUP_PROTOCOL would be fatal to a Java consumer).
+        if group.state == GroupState::Dead {
+            return answer_now(error(error_code::COORDINATOR_NOT_AVAILABLE));
+        }
+        if let Err(code) = group.check_member(
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            request.generation_id,
+        ) {
+            return answer_now(error(code));
+        }
+        let inconsistent = |asked: &Option<String>, known: &Option<String>| matches!((asked, known), (Some(asked), Some(known)) if asked != known);
+        if inconsistent(&request.protocol_type, &group.protocol_type)
+            || inconsistent(&request.protocol_name, &group.protocol_name)
         {
             return answer_now(error(error_code::INCONSISTENT_GROUP_PROTOCOL));
         }
@@ -2274,6 +2329,116 @@ mod tests {
             error_code::REBALANCE_IN_PROGRESS,
             "members rejoin, and the next assignment is written again"
         );
+    }
+
+    /// Found by the simulator (seed 3820170422): a SyncGroup from a member its group
+    /// had dropped (the group Empty, so without a protocol) was answered
+    /// INCONSISTENT_GROUP_PROTOCOL, fatal to a Java consumer; Kafka checks the member and
+    /// its generation first, and a protocol only against one the group has.
+    #[test]
+    fn a_sync_checks_the_member_and_generation_before_the_protocol() {
+        let mut shard = shard();
+        let a = lone_member(&mut shard);
+        let with_protocol = |member: &str, generation, name: &str| {
+            let mut request = sync(member, generation, Vec::new());
+            request.protocol_type = Some("consumer".into());
+            request.protocol_name = Some(name.into());
+            request
+        };
+        let answer = |shard: &mut GroupShard, request| {
+            now(committed(shard, |s| s.sync("g", request, 0))).error_code
+        };
+        assert_eq!(
+            answer(&mut shard, with_protocol(&a, 0, "range")),
+            error_code::ILLEGAL_GENERATION
+        );
+        assert_eq!(
+            answer(&mut shard, with_protocol(&a, 1, "roundrobin")),
+            error_code::INCONSISTENT_GROUP_PROTOCOL
+        );
+        // a leaves: the group is Empty and has no protocol any more.
+        let left = committed(&mut shard, |s| s.leave("g", vec![(a.clone(), None)], 0));
+        assert_eq!(left, Ok(vec![error_code::NONE]));
+        assert_eq!(shard.describe("g").unwrap().state, GroupState::Empty);
+        assert_eq!(
+            answer(&mut shard, with_protocol(&a, 1, "range")),
+            error_code::UNKNOWN_MEMBER_ID
+        );
+    }
+
+    /// A static member ("i") alone in a Stable group at generation 1, assigned "A": its
+    /// member id and the records written on the way.
+    fn stable_static_member(shard: &mut GroupShard) -> (String, Records) {
+        let mut request = join_request("");
+        request.group_instance_id = Some("i".into());
+        let (mut written, answer) = shard.join("g", request, 0);
+        let joined = now(answer(shard, Ok(())));
+        assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+        let member = joined.member_id;
+        let mut request = sync(&member, 1, vec![(member.clone(), Bytes::from_static(b"A"))]);
+        request.group_instance_id = Some("i".into());
+        let (records, answer) = shard.sync("g", request, 0);
+        assert_eq!(now(answer(shard, Ok(()))).error_code, 0);
+        written.extend(records);
+        (member, written)
+    }
+
+    fn static_rejoin(shard: &mut GroupShard) -> (Records, Answerer<Answer<JoinResult>>) {
+        let mut request = join_request("");
+        request.group_instance_id = Some("i".into());
+        shard.join("g", request, 100)
+    }
+
+    /// Found by the simulator (seed 195302035): a static member's restart replaced its
+    /// member id without writing the group, so the next coordinator still knew the old id
+    /// and fenced the running member (FENCED_INSTANCE_ID, fatal to a Java consumer).
+    #[test]
+    fn a_static_member_replaced_without_a_rebalance_is_written_before_its_answer() {
+        let mut shard = shard();
+        let (old, mut written) = stable_static_member(&mut shard);
+        let (records, answer) = static_rejoin(&mut shard);
+        assert_eq!(records.len(), 1, "the group's record, with the new id");
+        written.extend(records);
+        let rejoined = now(answer(&mut shard, Ok(())));
+        assert_eq!((rejoined.error_code, rejoined.generation_id), (0, 1));
+        assert_ne!(rejoined.member_id, old);
+
+        // A new coordinator loads what was written: it knows the new id.
+        let mut loaded = super::tests::shard();
+        for (key, value) in &written {
+            loaded.replay(key, value.as_deref(), 200);
+        }
+        loaded.finish_load(200);
+        let group = loaded.classic_group("g").unwrap();
+        assert_eq!(group.static_members["i"], rejoined.member_id);
+        assert_eq!(
+            committed(&mut loaded, |s| s.heartbeat(
+                "g",
+                &rejoined.member_id,
+                Some("i"),
+                1,
+                200
+            )),
+            error_code::NONE
+        );
+    }
+
+    #[test]
+    fn a_static_replacement_whose_record_fails_is_undone() {
+        let mut shard = shard();
+        let (old, _) = stable_static_member(&mut shard);
+        let (_, answer) = static_rejoin(&mut shard);
+        let failed = now(answer(&mut shard, Err(error_code::NOT_LEADER_OR_FOLLOWER)));
+        assert_eq!(failed.error_code, error_code::NOT_COORDINATOR);
+        assert_eq!(shard.classic_group("g").unwrap().static_members["i"], old);
+        assert_eq!(
+            committed(&mut shard, |s| s.heartbeat("g", &old, Some("i"), 1, 200)),
+            error_code::NONE,
+            "the old id is the member again, as the record on disk says"
+        );
+        let group = shard.describe("g").unwrap();
+        assert_eq!((group.state, group.members.len()), (GroupState::Stable, 1));
+        assert_eq!(&group.members[0].5[..], b"A", "its assignment kept");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! LeaveGroup), as Java's consumer runs them with the eager range assignor: a member
 //! gives up every partition before it joins, joins without an id first (the coordinator
 //! answers MEMBER_ID_REQUIRED with one), and the member the coordinator names leader
-//! assigns the partitions in its SyncGroup. The coordinator is the real `GroupShard` on
+//! assigns the partitions in its SyncGroup. The last member is static (KIP-345: a
+//! group.instance.id, so a restart takes its place back without a rebalance, and it never
+//! sends LeaveGroup). The coordinator is the real `GroupShard` on
 //! the `__consumer_offsets` leader, its member ids drawn from the seed
 //! (`GroupShard::join_with`). A JoinGroup or SyncGroup the shard parks is held as the
 //! broker holds it: until the shard completes it (another member's request, its timer,
@@ -12,9 +14,11 @@
 //! coordinators fail over and load the group from their replica.
 //!
 //! Invariants: a member never receives a partition another member of the group still
-//! owns (both members the current coordinator counts, the other's client holding it);
-//! and a member's assignment is of a generation its coordinator remembers (answered only
-//! once the group's record is on every in-sync replica, so no failover forgets it).
+//! owns (both members the current coordinator counts, the other's client holding it); a
+//! member's assignment is of a generation its coordinator remembers (answered only once
+//! the group's record is on every in-sync replica, so no failover forgets it); the
+//! static member is never fenced (FENCED_INSTANCE_ID is fatal to a Java consumer, and
+//! no other process ever has its instance id here).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -40,6 +44,8 @@ pub(super) const CLASSIC_GROUP: &str = "sim-classic";
 /// The members' network ids start here.
 const CLASSIC_BASE: i32 = CLIENT_BASE + 70;
 const CLASSIC_MEMBERS: usize = 3;
+/// The static member's instance id (the last member's).
+const INSTANCE_ID: &str = "classic-static";
 /// session.timeout.ms, max.poll.interval.ms (the rebalance timeout) and
 /// heartbeat.interval.ms at the simulation's pace.
 const SESSION_TIMEOUT_MS: i32 = 3_000;
@@ -183,6 +189,11 @@ fn range_assignment(members: &[String]) -> Vec<(String, Bytes)> {
         .collect()
 }
 
+/// Member `index`'s group.instance.id, if it is the static one.
+fn instance_of(index: usize) -> Option<String> {
+    (index == CLASSIC_MEMBERS - 1).then(|| INSTANCE_ID.to_string())
+}
+
 impl World {
     /// A member's turn: now and then (if `faults`) its process crashes, closes cleanly or
     /// comes back as a new consumer; otherwise it sends its next request when due.
@@ -201,9 +212,14 @@ impl World {
             return;
         }
         if faults && self.rng.gen_bool(0.01) {
-            // Half the time a crash (its session expires later), half a clean close: it
-            // leaves the group first (LeaveGroup, not waited for).
-            let leaves = self.rng.gen_bool(0.5) && !self.classic[index].member_id.is_empty();
+            // Half the time a crash (its session expires later), half a clean close: a
+            // dynamic member leaves the group first (LeaveGroup, not waited for). Its
+            // connection closes: requests still on their way are lost.
+            let from = CLASSIC_BASE + index as i32;
+            self.network.retain(|f| f.from != from);
+            let leaves = self.rng.gen_bool(0.5)
+                && !self.classic[index].member_id.is_empty()
+                && instance_of(index).is_none();
             if leaves {
                 let member_id = self.classic[index].member_id.clone();
                 self.classic_request(index, Message::LeaveGroup { member_id });
@@ -253,6 +269,7 @@ impl World {
         let message = match &member.phase {
             Phase::Join => Message::JoinGroup {
                 member_id,
+                instance_id: instance_of(index),
                 client_id: format!("classic-{index}-{}", member.incarnation),
             },
             Phase::Sync {
@@ -260,11 +277,13 @@ impl World {
                 assignments,
             } => Message::SyncGroup {
                 member_id,
+                instance_id: instance_of(index),
                 generation: *generation,
                 assignments: assignments.clone(),
             },
             Phase::Stable { generation } => Message::ClassicHeartbeat {
                 member_id,
+                instance_id: instance_of(index),
                 generation: *generation,
             },
         };
@@ -330,7 +349,8 @@ impl World {
             error_code::NONE => {
                 let member = &mut self.classic[index];
                 member.member_id = result.member_id.clone();
-                let assignments = if result.leader == result.member_id {
+                // A returning static leader is told to skip the assignment (JoinGroup v9).
+                let assignments = if result.leader == result.member_id && !result.skip_assignment {
                     let ids: Vec<String> = result.members.iter().map(|m| m.0.clone()).collect();
                     range_assignment(&ids)
                 } else {
@@ -345,10 +365,43 @@ impl World {
                 self.classic[index].member_id = result.member_id.clone();
             }
             error_code::UNKNOWN_MEMBER_ID => self.classic_reset(index),
+            error_code::FENCED_INSTANCE_ID => return self.classic_fenced_instance(index),
             // Rebalancing, or the coordinator moved: join again.
             _ => {}
         }
         self.classic_send(index);
+    }
+
+    /// The static member was told another process has its instance id: fatal to a Java
+    /// consumer (FencedInstanceIdException), so the process stops (and is started again
+    /// later, as an orchestrator would). No other process ever has its instance id here,
+    /// so the coordinator did not know the member's id: allowed only if the member got
+    /// it in a rebalance that never completed (a failover then loads the group with the
+    /// old id, and Kafka 4.4 fences it the same way), never once the member is in a
+    /// generation the coordinator has reached.
+    fn classic_fenced_instance(&mut self, index: usize) {
+        let id = self.classic[index].member_id.clone();
+        if let Phase::Stable { generation } = self.classic[index].phase {
+            let coordinator = self.controller.assignment(OFFSETS).leader;
+            let known = (coordinator > 0)
+                .then(|| self.hosted::<GroupShard>(coordinator))
+                .flatten()
+                .map(|(_, shard)| {
+                    shard
+                        .classic_group(CLASSIC_GROUP)
+                        .map_or(0, |g| g.generation_id)
+                });
+            if known.is_some_and(|known| known >= generation) {
+                self.violation(format!(
+                    "static member {id}, in generation {generation}, was fenced (FENCED_INSTANCE_ID) though no other process has its instance id"
+                ));
+            }
+        }
+        self.trace(&("static member fenced", index));
+        self.outcome.static_fenced += 1;
+        let member = &mut self.classic[index];
+        member.down = true;
+        member.owned.clear();
     }
 
     /// The answer to a SyncGroup.
@@ -382,6 +435,7 @@ impl World {
                 self.check_generation_kept(index);
             }
             error_code::UNKNOWN_MEMBER_ID => self.classic_reset(index),
+            error_code::FENCED_INSTANCE_ID => return self.classic_fenced_instance(index),
             // A new generation, or the coordinator moved: join again.
             _ => self.classic_rejoin(index),
         }
@@ -400,6 +454,7 @@ impl World {
                 self.classic_rejoin(index);
                 self.classic_send(index);
             }
+            error_code::FENCED_INSTANCE_ID => self.classic_fenced_instance(index),
             error_code::UNKNOWN_MEMBER_ID => {
                 self.trace(&("classic member fenced", index));
                 self.outcome.classic_fenced += 1;
@@ -440,11 +495,12 @@ impl World {
         let (records, reply): (_, Reply) = match message {
             Message::JoinGroup {
                 member_id,
+                instance_id,
                 client_id,
             } => {
                 let request = JoinRequest {
                     member_id: member_id.clone(),
-                    group_instance_id: None,
+                    group_instance_id: instance_id,
                     client_id,
                     client_host: "/127.0.0.1".to_string(),
                     session_timeout_ms: SESSION_TIMEOUT_MS,
@@ -469,6 +525,7 @@ impl World {
             }
             Message::SyncGroup {
                 member_id,
+                instance_id,
                 generation,
                 assignments,
             } => {
@@ -478,7 +535,7 @@ impl World {
                     shard.rebalance_timeout_of(CLASSIC_GROUP, &member_id) + PARKED_REQUEST_SLACK;
                 let request = SyncRequest {
                     member_id,
-                    group_instance_id: None,
+                    group_instance_id: instance_id,
                     generation_id: generation,
                     protocol_type: Some(PROTOCOL_TYPE.to_string()),
                     protocol_name: Some(PROTOCOL.to_string()),
@@ -495,10 +552,16 @@ impl World {
             }
             Message::ClassicHeartbeat {
                 member_id,
+                instance_id,
                 generation,
             } => {
-                let (records, answerer) =
-                    shard.heartbeat(CLASSIC_GROUP, &member_id, None, generation, now);
+                let (records, answerer) = shard.heartbeat(
+                    CLASSIC_GROUP,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    now,
+                );
                 let reply: Reply = Box::new(move |shard, written| {
                     let code = answerer(shard, written);
                     Settled::Answer(from, Message::ClassicAnswer { code })

@@ -4,8 +4,8 @@
 //! (kill -9, and power cuts that lose unsynced data), failing and full disks, damaged
 //! reads, wall-clock jumps, restarts and the passing of time. Idempotent and
 //! transactional producers (clients.rs), two consumers, a consumer group's offsets
-//! (group.rs), a KIP-848 group's members (members.rs) and a classic group's (classic.rs)
-//! are its clients. The nodes run
+//! (group.rs), a KIP-848 group's members (members.rs) and a classic group's, one of them
+//! static (classic.rs), are its clients. The nodes run
 //! Strand's own `Partition` and `Log` (appends, the high watermark, ISR expansion and
 //! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
 //! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not yet

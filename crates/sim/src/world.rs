@@ -230,11 +230,13 @@ enum Message {
         offset: i64,
     },
     OffsetFetch,
-    /// A group member -> the coordinator: ConsumerGroupHeartbeat.
+    /// A group member -> the coordinator: ConsumerGroupHeartbeat, or (`streams`) a Kafka
+    /// Streams instance's StreamsGroupHeartbeat (`owned`: its active tasks).
     Heartbeat {
         member_id: String,
         epoch: i32,
         owned: BTreeSet<i32>,
+        streams: bool,
     },
     /// Its answer: the member epoch and the partitions it is to own (None: unchanged),
     /// or an error code.
@@ -1487,7 +1489,11 @@ impl World {
                 let index = self.rng.gen_range(0..self.classic.len());
                 self.classic_step(index, true);
             }
-            790..=879 => {
+            790..=794 => {
+                let index = self.rng.gen_range(0..self.members.len());
+                self.member_step(index, true);
+            }
+            795..=879 => {
                 let delta = self.rng.gen_range(1..50);
                 self.advance_time(delta);
             }

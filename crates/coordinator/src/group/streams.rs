@@ -73,6 +73,21 @@ impl Tasks {
     }
 }
 
+/// Whether two task lists name the same tasks (a subtopology listed without partitions
+/// names none).
+fn same_tasks(a: &Tasks, b: &Tasks) -> bool {
+    let named = |ids: &TaskIds| -> TaskIds {
+        ids.iter()
+            .filter(|(_, partitions)| !partitions.is_empty())
+            .map(|(s, p)| (s.clone(), p.clone()))
+            .collect()
+    };
+    a.kinds()
+        .iter()
+        .zip(b.kinds())
+        .all(|(x, y)| named(x) == named(y))
+}
+
 /// A member's state in its move to the target (Kafka's MemberState bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberState {
@@ -779,6 +794,16 @@ impl StreamsGroup {
         let member = &self.members[&member_id];
         let endpoints = (request.endpoint_information_epoch != self.endpoint_epoch)
             .then(|| self.endpoints(&member_id, topics));
+        // Kafka sends the tasks only to a joining member or when this heartbeat changed
+        // them. A member reporting other tasks than it was given missed an answer (lost
+        // with its connection, after which Kafka Streams reports its task lists again):
+        // without the tasks again it would never run those the lost answer carried, so it
+        // gets them (a deliberate difference; an answer repeating a member's assignment
+        // changes nothing for it).
+        let missed = request
+            .owned
+            .as_ref()
+            .is_some_and(|owned| !same_tasks(owned, &member.assigned));
         Ok(StreamsHeartbeatResult {
             member_id: member_id.clone(),
             member_epoch: member.member_epoch,
@@ -786,7 +811,7 @@ impl StreamsGroup {
             task_offset_interval_ms: self.limits.task_offset_interval_ms,
             acceptable_recovery_lag: self.limits.acceptable_recovery_lag,
             statuses,
-            tasks: (joining || tasks_changed).then(|| member.assigned.clone()),
+            tasks: (joining || tasks_changed || missed).then(|| member.assigned.clone()),
             endpoint_information_epoch: self.endpoint_epoch,
             endpoints,
             topics_to_create,
@@ -1565,6 +1590,47 @@ mod tests {
                 .unwrap();
             assert_eq!(stale.member_id, "a");
         }
+    }
+
+    /// Found by the simulator's streams group: an answer that released tasks to a member
+    /// was lost, and the next ones said its tasks had not changed, so it never ran them
+    /// (two of six partitions unprocessed for good).
+    #[test]
+    fn a_member_that_missed_the_answer_with_its_tasks_gets_them_again() {
+        let mut group = StreamsGroup::new("wc", no_delay());
+        let topics = all_topics();
+        let a = group.heartbeat(join("a", "p1"), 0, &topics).unwrap();
+        let (mut a_epoch, mut a_owned) = (a.member_epoch, a.tasks.unwrap());
+        let mut b_epoch = group
+            .heartbeat(join("b", "p2"), 1, &topics)
+            .unwrap()
+            .member_epoch;
+        for now in 2..20 {
+            let a = group
+                .heartbeat(beat("a", a_epoch, Some(a_owned.clone())), now, &topics)
+                .unwrap();
+            a_epoch = a.member_epoch;
+            a_owned = a.tasks.unwrap_or(a_owned);
+            let b = group
+                .heartbeat(beat("b", b_epoch, Some(Tasks::default())), now, &topics)
+                .unwrap();
+            let Some(given) = b.tasks.filter(|t| !t.active.is_empty()) else {
+                b_epoch = b.member_epoch;
+                continue;
+            };
+            // That answer is lost: b comes again with what it had.
+            let again = group
+                .heartbeat(beat("b", b_epoch, Some(Tasks::default())), now, &topics)
+                .unwrap();
+            assert_eq!(again.member_epoch, b.member_epoch);
+            assert_eq!(again.tasks, Some(given), "the tasks it missed, again");
+            let steady = group
+                .heartbeat(beat("b", b.member_epoch, again.tasks), now, &topics)
+                .unwrap();
+            assert_eq!(steady.tasks, None, "nothing to repeat once it runs them");
+            return;
+        }
+        panic!("b never got tasks");
     }
 
     #[test]

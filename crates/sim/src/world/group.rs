@@ -24,7 +24,10 @@ use strand_coordinator::runtime::Records;
 use strand_log::Clock;
 
 use super::hosting::{CoordinatorWait, Hosted, Settled};
-use super::members::{heartbeat_request, ASSIGNED_PARTITIONS, MEMBER_GROUP};
+use super::members::{
+    heartbeat_request, streams_request, ASSIGNED_PARTITIONS, MEMBER_GROUP, STREAMS_GROUP,
+    STREAMS_LIMITS, SUBTOPOLOGY,
+};
 use super::{Message, Node, World, CLIENT_BASE, DATA, OFFSETS};
 use crate::controller::TOPIC;
 
@@ -221,6 +224,7 @@ impl World {
             member_id,
             epoch,
             owned,
+            ..
         } = &message
         {
             self.trace(&("heartbeat", to, member_id, epoch, owned, correlation));
@@ -264,6 +268,29 @@ impl World {
                 member_id,
                 epoch,
                 owned,
+                streams: true,
+            } => {
+                let request = streams_request(member_id, epoch, &owned);
+                let (records, answerer) =
+                    shard.streams_heartbeat(STREAMS_GROUP, request, STREAMS_LIMITS, now);
+                let reply: Reply = Box::new(move |shard, written| {
+                    let result = answerer(shard, written)
+                        .map(|r| {
+                            let target = r
+                                .tasks
+                                .map(|t| t.active.get(SUBTOPOLOGY).cloned().unwrap_or_default());
+                            (r.member_epoch, target)
+                        })
+                        .map_err(|e| e.code);
+                    Settled::Answer(from, Message::HeartbeatAnswer { result })
+                });
+                (records, reply)
+            }
+            Message::Heartbeat {
+                member_id,
+                epoch,
+                owned,
+                streams: false,
             } => {
                 let request = heartbeat_request(member_id, epoch, &owned);
                 let (records, answerer) = shard.consumer_heartbeat(MEMBER_GROUP, request, now);

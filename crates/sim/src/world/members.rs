@@ -1,15 +1,18 @@
-//! Consumer group membership under the simulation (KIP-848): three consumers heartbeat
-//! (ConsumerGroupHeartbeat) to the group coordinator, the real `GroupShard` on the
-//! `__consumer_offsets` leader, which assigns the data topic's partitions with its own
+//! Group membership by heartbeat under the simulation: three consumers heartbeat
+//! (ConsumerGroupHeartbeat, KIP-848) to the group coordinator, the real `GroupShard` on
+//! the `__consumer_offsets` leader, which assigns the data topic's partitions with its own
 //! assignor and moves members incrementally (a partition goes to a member only once no
-//! other member holds it). Members crash (their session then expires: the coordinator's
-//! own `tick`), come back as new consumers, are fenced and rejoin, while coordinators fail
-//! over and load the group from their replica.
+//! other member holds it); three Kafka Streams instances do the same in a streams group
+//! (StreamsGroupHeartbeat, KIP-1071: a one-subtopology topology reading the topic, so one
+//! active task per partition, assigned by the sticky assignor and moved revoke-first).
+//! Members crash (their session then expires: the coordinator's own `tick`), come back as
+//! new processes, are fenced and rejoin, while coordinators fail over and load the groups
+//! from their replica.
 //!
-//! Invariant: a member never receives a partition another member of the group still owns
-//! (both members the current coordinator counts, the other's client holding it): what
-//! KIP-848's incremental protocol promises, across coordinator failovers included. (A
-//! member whose answer outlived it, expired while the answer's write waited for the
+//! Invariant: a member never receives a partition (a task) another member of its group
+//! still owns (both members the current coordinator counts, the other's client holding
+//! it): what both incremental protocols promise, across coordinator failovers included.
+//! (A member whose answer outlived it, expired while the answer's write waited for the
 //! replicas, is a zombie until its next heartbeat fences it, in Kafka too.)
 
 use std::collections::BTreeSet;
@@ -17,13 +20,19 @@ use std::collections::BTreeSet;
 use rand::Rng;
 use strand_broker::error_code;
 use strand_coordinator::group::consumer::{Assignment, Heartbeat};
+use strand_coordinator::group::streams::{StreamsGroupLimits, StreamsHeartbeat, Tasks};
+use strand_coordinator::group::streams_records::{StoredSubtopology, StoredTopology};
 
 use super::{Message, World, CLIENT_BASE, OFFSETS};
 use crate::controller::TOPIC;
 
 pub(super) const MEMBER_GROUP: &str = "sim-members";
+pub(super) const STREAMS_GROUP: &str = "sim-streams";
+/// The streams topology's one subtopology: its tasks are the topic's partitions.
+pub(super) const SUBTOPOLOGY: &str = "0";
 /// The members' network ids start here.
 const MEMBER_BASE: i32 = CLIENT_BASE + 60;
+/// Members of each protocol.
 const MEMBERS: usize = 3;
 /// How many partitions the group's topic has as the coordinator sees it (the data
 /// partition and five more that are only ever assigned, never read).
@@ -32,8 +41,18 @@ pub(super) const ASSIGNED_PARTITIONS: i32 = 6;
 const HEARTBEAT_MS: i64 = 300;
 const MEMBER_TIMEOUT_MS: i64 = 1_000;
 
+/// Which heartbeat a member sends, so which group it is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Protocol {
+    /// ConsumerGroupHeartbeat (KIP-848).
+    Consumer,
+    /// StreamsGroupHeartbeat (KIP-1071).
+    Streams,
+}
+
 #[derive(Debug)]
 pub(super) struct Member {
+    protocol: Protocol,
     /// Each process a new consumer (a new member id).
     incarnation: u32,
     epoch: i32,
@@ -46,8 +65,11 @@ pub(super) struct Member {
 }
 
 pub(super) fn members() -> Vec<Member> {
-    (0..MEMBERS)
-        .map(|_| Member {
+    [Protocol::Consumer, Protocol::Streams]
+        .into_iter()
+        .flat_map(|protocol| std::iter::repeat_n(protocol, MEMBERS))
+        .map(|protocol| Member {
+            protocol,
             incarnation: 0,
             epoch: 0,
             owned: BTreeSet::new(),
@@ -59,7 +81,61 @@ pub(super) fn members() -> Vec<Member> {
 }
 
 fn member_id(index: usize, member: &Member) -> String {
-    format!("member-{index}-{}", member.incarnation)
+    let prefix = match member.protocol {
+        Protocol::Consumer => "member",
+        Protocol::Streams => "streams",
+    };
+    format!("{prefix}-{index}-{}", member.incarnation)
+}
+
+/// The streams group's settings at the simulation's pace.
+pub(super) const STREAMS_LIMITS: StreamsGroupLimits = StreamsGroupLimits {
+    session_timeout_ms: 3_000,
+    heartbeat_interval_ms: 300,
+    max_size: i32::MAX as usize,
+    num_standby_replicas: 0,
+    initial_rebalance_delay_ms: 500,
+    assignment_interval_ms: 300,
+    task_offset_interval_ms: 60_000,
+    acceptable_recovery_lag: 10_000,
+};
+
+/// A Kafka Streams instance's StreamsGroupHeartbeat: joining (epoch 0) it sends its
+/// topology (one subtopology reading the topic) and process id; it always reports the
+/// tasks it runs.
+pub(super) fn streams_request(
+    member_id: String,
+    epoch: i32,
+    owned: &BTreeSet<i32>,
+) -> StreamsHeartbeat {
+    let joining = epoch == 0;
+    let topology = StoredTopology {
+        epoch: 0,
+        subtopologies: vec![StoredSubtopology {
+            id: SUBTOPOLOGY.to_string(),
+            source_topics: vec![TOPIC.to_string()],
+            ..StoredSubtopology::default()
+        }],
+    };
+    let mut active = std::collections::BTreeMap::new();
+    if !owned.is_empty() {
+        active.insert(SUBTOPOLOGY.to_string(), owned.clone());
+    }
+    StreamsHeartbeat {
+        process_id: joining.then(|| format!("process-{member_id}")),
+        member_id,
+        member_epoch: epoch,
+        endpoint_information_epoch: -1,
+        rebalance_timeout_ms: if joining { 5_000 } else { -1 },
+        topology: joining.then_some(topology),
+        owned: Some(Tasks {
+            active,
+            ..Tasks::default()
+        }),
+        client_id: "sim".to_string(),
+        client_host: "/127.0.0.1".to_string(),
+        ..StreamsHeartbeat::default()
+    }
 }
 
 /// A member's ConsumerGroupHeartbeat as its client sends it.
@@ -126,6 +202,7 @@ impl World {
             member_id: member_id(index, member),
             epoch: member.epoch,
             owned: member.owned.clone(),
+            streams: member.protocol == Protocol::Streams,
         };
         self.send(
             MEMBER_BASE + index as i32,
@@ -175,14 +252,19 @@ impl World {
         }
     }
 
-    /// Liveness, once the faults stopped: every member up and every partition of the
-    /// group's topic owned by exactly one of them.
+    /// Liveness, once the faults stopped: every member up and, in each group, every
+    /// partition of the topic owned by exactly one of its members.
     pub(super) fn members_settled(&self) -> bool {
-        let mut owned = BTreeSet::new();
-        self.members
+        [Protocol::Consumer, Protocol::Streams]
             .iter()
-            .all(|m| !m.down && m.epoch > 0 && m.owned.iter().all(|p| owned.insert(*p)))
-            && owned.len() == ASSIGNED_PARTITIONS as usize
+            .all(|protocol| {
+                let mut owned = BTreeSet::new();
+                self.members
+                    .iter()
+                    .filter(|m| m.protocol == *protocol)
+                    .all(|m| !m.down && m.epoch > 0 && m.owned.iter().all(|p| owned.insert(*p)))
+                    && owned.len() == ASSIGNED_PARTITIONS as usize
+            })
     }
 
     /// What the members own, for a liveness report.
@@ -212,20 +294,29 @@ impl World {
         else {
             return;
         };
-        let Some(group) = shard.describe_consumer_group(MEMBER_GROUP) else {
-            return;
-        };
+        let protocol = self.members[index].protocol;
+        let counted: BTreeSet<String> = match protocol {
+            Protocol::Consumer => shard
+                .describe_consumer_group(MEMBER_GROUP)
+                .map(|g| g.members.into_keys().collect()),
+            Protocol::Streams => shard
+                .describe_streams_group(STREAMS_GROUP)
+                .ok()
+                .map(|g| g.members.into_keys().collect()),
+        }
+        .unwrap_or_default();
         // An answer outliving its member (it expired while the answer's write waited
         // for the replicas) makes a zombie, as in Kafka: its next heartbeat fences it,
         // and its offset commits are refused meanwhile.
-        if !group.members.contains_key(id) {
+        if !counted.contains(id) {
             return;
         }
         let holder = self.members.iter().enumerate().find(|(other, member)| {
             *other != index
+                && member.protocol == protocol
                 && !member.down
                 && member.owned.contains(&partition)
-                && group.members.contains_key(&member_id(*other, member))
+                && counted.contains(&member_id(*other, member))
         });
         if let Some((other, _)) = holder {
             let other_id = member_id(other, &self.members[other]);

@@ -8,6 +8,7 @@
 //! feature the hooks are empty.
 
 use std::fs::File;
+use std::io;
 use std::path::Path;
 
 #[cfg(feature = "fault-injection")]
@@ -46,7 +47,20 @@ pub fn set_write_hook(hook: Option<WriteHook>) {
     *WRITE_HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;
 }
 
-/// How many of a batch's `len` bytes the disk takes before it is full (None: all).
+/// Writes `bytes` at `at` in `file` (of the log in `dir`), or as much as a full disk
+/// takes before ENOSPC (the hook decides): segment batches and index entries.
+#[inline]
+pub(crate) fn write_all_at(dir: &Path, file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    match write_cut_short(dir, bytes.len()) {
+        None => file.write_all_at(bytes, at),
+        Some(taken) => file
+            .write_all_at(&bytes[..taken], at)
+            .and_then(|()| Err(io::Error::from_raw_os_error(28))), // ENOSPC
+    }
+}
+
+/// How many of a write's `len` bytes the disk takes before it is full (None: all).
 #[inline]
 pub(crate) fn write_cut_short(dir: &Path, len: usize) -> Option<usize> {
     #[cfg(feature = "fault-injection")]

@@ -28,6 +28,7 @@ pub type OffsetIndex = SparseIndex<OffsetIndexEntry>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn lookup_finds_the_floor_entry() {
@@ -36,6 +37,7 @@ mod tests {
         for n in 0..100u32 {
             index
                 .append(
+                    Path::new("."),
                     &file,
                     OffsetIndexEntry {
                         relative_offset: n * 10,
@@ -54,7 +56,7 @@ mod tests {
         assert_eq!(floor(990).unwrap().relative_offset, 990);
         assert_eq!(floor(5_000).unwrap().relative_offset, 990);
 
-        index.write_pending(&file).unwrap();
+        index.write_pending(Path::new("."), &file).unwrap();
         let reopened = OffsetIndex::open(&file).unwrap().unwrap();
         assert_eq!(reopened.len(), 100);
         assert_eq!(reopened.last(), index.last());
@@ -67,6 +69,7 @@ mod tests {
         for n in 0..10u32 {
             index
                 .append(
+                    Path::new("."),
                     &file,
                     OffsetIndexEntry {
                         relative_offset: n,
@@ -78,7 +81,7 @@ mod tests {
         index.truncate_while(&file, |e| e.position < 450).unwrap();
         assert_eq!(index.len(), 5);
         assert_eq!(index.last().unwrap().position, 400);
-        index.write_pending(&file).unwrap();
+        index.write_pending(Path::new("."), &file).unwrap();
         assert_eq!(file.metadata().unwrap().len(), 40);
     }
 
@@ -89,6 +92,7 @@ mod tests {
         for n in 0..5u32 {
             index
                 .append(
+                    Path::new("."),
                     &file,
                     OffsetIndexEntry {
                         relative_offset: n,
@@ -100,7 +104,7 @@ mod tests {
         assert_eq!(file.metadata().unwrap().len(), 0, "entries are buffered");
         index.truncate_while(&file, |e| e.position < 250).unwrap();
         assert_eq!((index.len(), file.metadata().unwrap().len()), (3, 0));
-        index.write_pending(&file).unwrap();
+        index.write_pending(Path::new("."), &file).unwrap();
         assert_eq!(file.metadata().unwrap().len(), 24);
         assert_eq!(
             index

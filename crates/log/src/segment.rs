@@ -7,7 +7,6 @@
 
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -244,6 +243,7 @@ impl Segment {
                         break;
                     }
                     segment.index_batch(
+                        dir,
                         &files,
                         &batch.header,
                         batch.position,
@@ -364,14 +364,8 @@ impl Segment {
         let position = self.size_bytes;
         let end = position + batch.len() as u64;
         self.preallocation.before_write(&files.log, position, end);
-        let written = match crate::fault_injection::write_cut_short(dir, batch.len()) {
-            None => files.log.write_all_at(batch, position),
-            Some(taken) => files
-                .log
-                .write_all_at(&batch[..taken], position)
-                .and_then(|()| Err(io::Error::from_raw_os_error(28))), // ENOSPC
-        }
-        .and_then(|()| self.index_batch(&files, header, position, index_interval_bytes));
+        let written = crate::fault_injection::write_all_at(dir, &files.log, batch, position)
+            .and_then(|()| self.index_batch(dir, &files, header, position, index_interval_bytes));
         if let Err(error) = written {
             return Err(self.undo_partial_append(&files, position, error));
         }
@@ -409,6 +403,7 @@ impl Segment {
     /// State changes only after the index writes succeed.
     fn index_batch(
         &mut self,
+        dir: &Path,
         files: &SegmentFiles,
         header: &BatchHeader,
         position: u64,
@@ -423,6 +418,7 @@ impl Segment {
         let mut bytes_since = self.bytes_since_last_index_entry;
         if bytes_since > index_interval_bytes {
             self.offset_index.append(
+                dir,
                 &files.offset_index,
                 OffsetIndexEntry {
                     relative_offset: relative(header.base_offset),
@@ -435,6 +431,7 @@ impl Segment {
                 .is_none_or(|last| max_timestamp > last.timestamp)
             {
                 self.time_index.append(
+                    dir,
                     &files.time_index,
                     TimeIndexEntry {
                         timestamp: max_timestamp,
@@ -473,15 +470,15 @@ impl Segment {
                 .is_some_and(|last| last.timestamp >= self.max_timestamp)
         {
             let files = self.files(dir, cache)?;
-            return self.write_pending_index_entries(&files);
+            return self.write_pending_index_entries(dir, &files);
         }
         let files = self.files(dir, cache)?;
         let entry = TimeIndexEntry {
             timestamp: self.max_timestamp,
             relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
         };
-        self.time_index.append(&files.time_index, entry)?;
-        self.write_pending_index_entries(&files)
+        self.time_index.append(dir, &files.time_index, entry)?;
+        self.write_pending_index_entries(dir, &files)
     }
 
     /// Gives back the blocks reserved beyond the end (sealing, or a clean shutdown).
@@ -493,9 +490,9 @@ impl Segment {
         self.preallocation.release(&files.log, self.size_bytes)
     }
 
-    fn write_pending_index_entries(&mut self, files: &SegmentFiles) -> io::Result<()> {
-        self.offset_index.write_pending(&files.offset_index)?;
-        self.time_index.write_pending(&files.time_index)
+    fn write_pending_index_entries(&mut self, dir: &Path, files: &SegmentFiles) -> io::Result<()> {
+        self.offset_index.write_pending(dir, &files.offset_index)?;
+        self.time_index.write_pending(dir, &files.time_index)
     }
 
     /// Would appending `batch_bytes` more need a new segment for size or index reasons?
@@ -660,7 +657,7 @@ impl Segment {
     /// then fsyncs.
     pub fn prepare_sync(&mut self, dir: &Path, cache: &FileCache) -> io::Result<Arc<SegmentFiles>> {
         let files = self.files(dir, cache)?;
-        self.write_pending_index_entries(&files)?;
+        self.write_pending_index_entries(dir, &files)?;
         Ok(files)
     }
 

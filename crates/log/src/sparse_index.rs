@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 /// A fixed-size index entry.
 pub trait IndexEntry: Copy + std::fmt::Debug {
@@ -76,12 +76,13 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.last
     }
 
-    pub fn append(&mut self, file: &File, entry: E) -> io::Result<()> {
+    /// Adds an entry to the index of the log in `dir` (buffered; written with others).
+    pub fn append(&mut self, dir: &Path, file: &File, entry: E) -> io::Result<()> {
         self.pending.push(entry);
         self.entries += 1;
         self.last = Some(entry);
         if self.pending.len() >= PENDING_ENTRIES_MAX {
-            self.write_pending(file)?;
+            self.write_pending(dir, file)?;
         }
         Ok(())
     }
@@ -90,8 +91,9 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.entries - self.pending.len() as u64
     }
 
-    /// Writes buffered entries to the file. On failure they stay buffered.
-    pub fn write_pending(&mut self, file: &File) -> io::Result<()> {
+    /// Writes buffered entries to the file (of the log in `dir`). On failure they stay
+    /// buffered (a part written by a full disk is written over at the next try).
+    pub fn write_pending(&mut self, dir: &Path, file: &File) -> io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -99,7 +101,8 @@ impl<E: IndexEntry> SparseIndex<E> {
         for (entry, out) in self.pending.iter().zip(bytes.chunks_exact_mut(E::BYTES)) {
             entry.encode(out);
         }
-        file.write_all_at(&bytes, self.written_entries() * E::BYTES as u64)?;
+        let at = self.written_entries() * E::BYTES as u64;
+        crate::fault_injection::write_all_at(dir, file, &bytes, at)?;
         // Release the buffer: an idle partition should hold no spare capacity.
         self.pending = Vec::new();
         Ok(())

@@ -32,6 +32,7 @@ pub type TimeIndex = SparseIndex<TimeIndexEntry>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn strict_lower_bound_lookup() {
@@ -40,6 +41,7 @@ mod tests {
         for n in 1..=5i64 {
             index
                 .append(
+                    Path::new("."),
                     &file,
                     TimeIndexEntry {
                         timestamp: n * 100,

@@ -258,6 +258,7 @@ class Cluster:
             import base64
             import uuid
             self.kafka_cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        os.makedirs(self.data_dir(i), exist_ok=True)
         cluster_id = os.path.join(self.data_dir(i), "cluster.id")
         if not os.path.exists(cluster_id):
             with open(cluster_id, "w") as f:

@@ -1964,15 +1964,17 @@ mod tests {
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     }
 
-    /// Found by the simulator's classic group: a static member's restart was answered
-    /// before the group's record with its new id was written, so the next coordinator
-    /// fenced it (seed 195302035; fixed in `GroupShard::join_with`), and a SyncGroup from
-    /// a member its Empty group had dropped was answered INCONSISTENT_GROUP_PROTOCOL
-    /// (seed 3820170422; fixed in `GroupShard::sync`).
+    /// Found by the simulator's classic and streams groups: a static member's restart was
+    /// answered before the group's record with its new id was written, so the next
+    /// coordinator fenced it (seed 195302035; fixed in `GroupShard::join_with`); a
+    /// SyncGroup from a member its Empty group had dropped was answered
+    /// INCONSISTENT_GROUP_PROTOCOL (seed 3820170422; fixed in `GroupShard::sync`); a
+    /// streams member that missed the answer with its tasks never got them (seed
+    /// 4164296264; fixed in `StreamsGroup::heartbeat`).
     #[test]
-    fn classic_group_seeds_that_found_bugs_pass() {
+    fn group_seeds_that_found_bugs_pass() {
         let _one_at_a_time = serial();
-        for seed in [195302035, 3820170422] {
+        for seed in [195302035, 3820170422, 4164296264] {
             let outcome = run(seed, 20_000, &Disk::default(), Bugs::default()).unwrap();
             assert!(
                 outcome.classic_assignments > 0,

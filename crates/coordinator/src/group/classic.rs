@@ -326,7 +326,7 @@ impl ClassicGroup {
                 Vec::new(),
             );
         }
-        let member_id = new_member_id(&request.client_id);
+        let member_id = new_member_id(id_prefix(&request));
         if request.require_known_member_id && request.group_instance_id.is_none() {
             self.pending_members.insert(
                 member_id.clone(),
@@ -352,7 +352,7 @@ impl ClassicGroup {
         now_ms: i64,
         new_member_id: MemberIdGenerator<'_>,
     ) -> (Reply<JoinResult>, Vec<Completion>) {
-        let new_id = new_member_id(&request.client_id);
+        let new_id = new_member_id(id_prefix(&request));
         let Some(mut member) = self.members.remove(&old_id) else {
             self.static_members
                 .remove(request.group_instance_id.as_deref().unwrap_or_default());
@@ -1061,6 +1061,15 @@ impl ClassicGroup {
     }
 }
 
+/// What a new member id starts with: a static member's instance id, else the client id
+/// (Kafka's).
+fn id_prefix(request: &JoinRequest) -> &str {
+    request
+        .group_instance_id
+        .as_deref()
+        .unwrap_or(&request.client_id)
+}
+
 /// The topics of a ConsumerProtocolSubscription (version i16, topics [string], ...).
 pub fn parse_subscription_topics(metadata: &[u8]) -> Vec<String> {
     let mut topics = Vec::new();
@@ -1434,6 +1443,11 @@ mod tests {
     fn static_members_keep_their_assignment_across_a_restart() {
         let (mut group, mut gen) = (ClassicGroup::new("g", limits()), ids());
         let (a_id, b_id) = two_static_members(&mut group, &mut gen);
+        // A static member's id starts with its instance id, as Kafka's.
+        assert!(
+            a_id.starts_with("a-") && b_id.starts_with("b-"),
+            "{a_id} {b_id}"
+        );
         // a rejoins: both are now waiting, so the join phase completes.
         let (reply, _) = group.join(static_request(&a_id, "a"), 0, &mut gen);
         assert!(matches!(

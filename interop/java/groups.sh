@@ -11,7 +11,7 @@
 #                                            live-restart static cli)
 #   interop/java/groups.sh kip848            the KIP-848 sections (consumer consumer-range
 #                                            consumer-live-restart consumer-cli
-#                                            consumer-regex)
+#                                            consumer-regex consumer-static)
 #   interop/java/groups.sh cli static        only the named sections
 #   interop/java/groups.sh --kafka ...       the same against Apache Kafka 4.4.0
 #

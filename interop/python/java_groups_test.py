@@ -649,6 +649,32 @@ def table(out, header_start="GROUP"):
     return header, rows
 
 
+def section_consumer_static(ctx):
+    """KIP-848 static members: a static member's close() is a temporary leave (member
+    epoch -2): it keeps its place and partitions until a new process with its instance id
+    comes back and takes them, and the other member sees no rebalance."""
+    topic, group = unique("jg-k848-static"), unique("jg-k848-static-group")
+    ctx.create(topic)
+    opts = dict(protocol="consumer")
+    A = ctx.member("A", group, topic, instance_id="static-a", **opts)
+    B = ctx.member("B", group, topic, instance_id="static-b", **opts)
+    split = wait_split([A, B], [3, 3], 60, what="consumer-static: two static members")
+    ok(f"consumer-static: two static members split 3/3: {show_layout(split)}")
+    b_parts, a_parts, a_events = set(B.now), set(A.now), A.event_count()
+    B.close("close")
+    time.sleep(2)
+    expect(A.event_count() == a_events and set(A.now) == a_parts,
+           f"consumer-static: while B is away A keeps its 3 and gets none of B's (now {sorted(A.now)})")
+    B2 = ctx.member("B2", group, topic, instance_id="static-b", **opts)
+    B2.wait(lambda: B2.events and set(B2.now) == b_parts, 60, "B's partitions")
+    check(set(B2.now) == b_parts, f"consumer-static: B2 (B's instance id) took B's partitions back: {sorted(B2.now)}")
+    time.sleep(2)
+    expect(A.event_count() == a_events and set(A.now) == a_parts,
+           f"consumer-static: A saw no rebalance (callbacks since B left: {A.event_count() - a_events})")
+    A.close("close-leave")
+    B2.close("close-leave")
+
+
 def section_cli(ctx):
     partitions = 4
     topic, group = unique("jg-cli"), unique("jg-cli-group")
@@ -1210,6 +1236,7 @@ SECTIONS = {
     "cooperative": lambda ctx: section_rebalance(ctx, "cooperative-sticky"),
     "live-restart": section_live_restart,
     "static": section_static,
+    "consumer-static": section_consumer_static,
     "cli": section_cli,
     "consumer": section_consumer,
     "consumer-range": lambda ctx: section_consumer(ctx, "range", restart=False),
@@ -1219,7 +1246,8 @@ SECTIONS = {
 }
 # Without section names, the classic-protocol sections run; "kip848" names the KIP-848 ones.
 DEFAULT_SECTIONS = ["eager", "cooperative", "live-restart", "static", "cli"]
-KIP848_SECTIONS = ["consumer", "consumer-range", "consumer-live-restart", "consumer-cli", "consumer-regex"]
+KIP848_SECTIONS = ["consumer", "consumer-range", "consumer-live-restart", "consumer-cli", "consumer-regex",
+                   "consumer-static"]
 
 
 def main():

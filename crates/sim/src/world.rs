@@ -150,6 +150,9 @@ pub struct Outcome {
     pub classic_fenced: u64,
     /// Times the static member was fenced (FENCED_INSTANCE_ID: its process stops).
     pub static_fenced: u64,
+    /// Times a static KIP-848 or streams member was refused its instance id
+    /// (UNRELEASED_INSTANCE_ID or FENCED_INSTANCE_ID: its process stops).
+    pub instances_refused: u64,
     /// JoinGroup and SyncGroup requests a coordinator held: answered when the shard
     /// completed them, when their wait ran out, and when the shard went away.
     pub parked_completed: u64,
@@ -237,6 +240,8 @@ enum Message {
         epoch: i32,
         owned: BTreeSet<i32>,
         streams: bool,
+        /// A static member's group.instance.id.
+        instance_id: Option<String>,
     },
     /// Its answer: the member epoch and the partitions it is to own (None: unchanged),
     /// or an error code.

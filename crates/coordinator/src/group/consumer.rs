@@ -252,6 +252,25 @@ impl ConsumerGroup {
             }
         }
         match request.member_epoch {
+            STATIC_LEAVE_EPOCH
+                if request.instance_id.is_some()
+                    && self.members.contains_key(&request.member_id) =>
+            {
+                // A static member leaving for a while (a restart): it stays, at epoch -2,
+                // with its partitions and without a rebalance, until it comes back under
+                // its instance id or its session runs out (Kafka's
+                // consumerGroupStaticMemberGroupLeave).
+                let member = self.members.get_mut(&request.member_id).expect("checked");
+                member.member_epoch = STATIC_LEAVE_EPOCH;
+                member.revoking = Assignment::new();
+                member.revocation_deadline_ms = None;
+                Ok(HeartbeatResult {
+                    member_id: request.member_id.clone(),
+                    member_epoch: STATIC_LEAVE_EPOCH,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                })
+            }
             LEAVE_EPOCH | STATIC_LEAVE_EPOCH => {
                 let member_id = request.member_id.clone();
                 if self.members.contains_key(&member_id) {
@@ -905,6 +924,75 @@ mod tests {
         let owned = again.assignment.clone().unwrap_or_default();
         assert_eq!(count(&owned), 3, "its share of the target: {owned:?}");
         next.expect("its next heartbeat is accepted");
+    }
+
+    /// Kafka's static membership for the new protocol: a static member that leaves
+    /// with epoch -2 (a restart) keeps its place and partitions, without a rebalance,
+    /// until it comes back under its instance id; only its session running out removes
+    /// it. Strand removed it at once before, so every rolling restart moved partitions.
+    #[test]
+    fn a_static_member_leaving_for_a_restart_keeps_its_partitions_until_it_is_back() {
+        let topics = Topics(vec![("t", 6)]);
+        let limits = ConsumerGroupLimits::default();
+        let mut group = ConsumerGroup::new("g", limits);
+        let statically = |member: &str| Heartbeat {
+            instance_id: Some("ia".into()),
+            ..join(member, &["t"])
+        };
+        // a1 (instance "ia") leaves with epoch -2.
+        let leave_for_a_while = |group: &mut ConsumerGroup, now: i64| {
+            let request = Heartbeat {
+                member_epoch: STATIC_LEAVE_EPOCH,
+                ..statically("a1")
+            };
+            group
+                .heartbeat(request, now, &topics, &mut no_ids())
+                .unwrap()
+        };
+        let a = group
+            .heartbeat(statically("a1"), 0, &topics, &mut no_ids())
+            .unwrap();
+        let a_owned = a.assignment.unwrap();
+        group
+            .heartbeat(
+                beat("a1", a.member_epoch, &a_owned),
+                5,
+                &topics,
+                &mut no_ids(),
+            )
+            .unwrap();
+        let epoch = group.group_epoch;
+        let left = leave_for_a_while(&mut group, 10);
+        assert_eq!(left.member_epoch, STATIC_LEAVE_EPOCH);
+        assert_eq!(group.group_epoch, epoch, "no rebalance");
+        // Another member meanwhile gets nothing of a's.
+        let b = group
+            .heartbeat(join("b", &["t"]), 20, &topics, &mut no_ids())
+            .unwrap();
+        assert_eq!(
+            count(b.assignment.as_ref().unwrap()),
+            0,
+            "a's partitions stay a's"
+        );
+        // a comes back as a new process (a new member id): its partitions at once.
+        let back = group
+            .heartbeat(statically("a2"), 30, &topics, &mut no_ids())
+            .unwrap();
+        assert!(back.member_epoch > 0);
+        assert!(count(back.assignment.as_ref().unwrap()) > 0, "{back:?}");
+        assert!(!group.members.contains_key("a1"));
+        // Had it not come back, its session would have removed it.
+        let mut lapsed = ConsumerGroup::new("g", limits);
+        lapsed
+            .heartbeat(statically("a1"), 0, &topics, &mut no_ids())
+            .unwrap();
+        leave_for_a_while(&mut lapsed, 10);
+        assert!(lapsed.members.contains_key("a1"));
+        lapsed.tick(10 + limits.session_timeout_ms as i64, &topics);
+        assert!(
+            !lapsed.members.contains_key("a1"),
+            "removed when its session ran out"
+        );
     }
 
     #[test]

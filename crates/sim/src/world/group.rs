@@ -125,7 +125,9 @@ fn fresh_shard() -> GroupShard {
             ..ConsumerGroupLimits::default()
         },
         share: Default::default(),
-        streams: Default::default(),
+        // The broker's streams settings are the ones each heartbeat passes (a group
+        // loaded by a new coordinator has them before its first heartbeat).
+        streams: STREAMS_LIMITS,
         offsets_retention_ms: 7 * 24 * 3_600_000,
     };
     GroupShard::new(settings, Arc::new(SimTopics))
@@ -269,8 +271,9 @@ impl World {
                 epoch,
                 owned,
                 streams: true,
+                instance_id,
             } => {
-                let request = streams_request(member_id, epoch, &owned);
+                let request = streams_request(member_id, epoch, &owned, instance_id);
                 let (records, answerer) =
                     shard.streams_heartbeat(STREAMS_GROUP, request, STREAMS_LIMITS, now);
                 let reply: Reply = Box::new(move |shard, written| {
@@ -291,8 +294,9 @@ impl World {
                 epoch,
                 owned,
                 streams: false,
+                instance_id,
             } => {
-                let request = heartbeat_request(member_id, epoch, &owned);
+                let request = heartbeat_request(member_id, epoch, &owned, instance_id);
                 let (records, answerer) = shard.consumer_heartbeat(MEMBER_GROUP, request, now);
                 let reply: Reply = Box::new(move |shard, written| {
                     let result = answerer(shard, written)

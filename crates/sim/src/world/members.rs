@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 
 use rand::Rng;
 use strand_broker::error_code;
-use strand_coordinator::group::consumer::{Assignment, Heartbeat};
+use strand_coordinator::group::consumer::{Assignment, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
 use strand_coordinator::group::streams::{StreamsGroupLimits, StreamsHeartbeat, Tasks};
 use strand_coordinator::group::streams_records::{StoredSubtopology, StoredTopology};
 
@@ -53,6 +53,9 @@ pub(super) enum Protocol {
 #[derive(Debug)]
 pub(super) struct Member {
     protocol: Protocol,
+    /// The last member of each group is static (group.instance.id): a clean close is a
+    /// temporary leave (epoch -2) and a restart takes its place and partitions back.
+    instance_id: Option<String>,
     /// Each process a new consumer (a new member id).
     incarnation: u32,
     epoch: i32,
@@ -67,9 +70,10 @@ pub(super) struct Member {
 pub(super) fn members() -> Vec<Member> {
     [Protocol::Consumer, Protocol::Streams]
         .into_iter()
-        .flat_map(|protocol| std::iter::repeat_n(protocol, MEMBERS))
-        .map(|protocol| Member {
+        .flat_map(|protocol| (0..MEMBERS).map(move |n| (protocol, n)))
+        .map(|(protocol, n)| Member {
             protocol,
+            instance_id: (n == MEMBERS - 1).then(|| format!("{protocol:?}-static")),
             incarnation: 0,
             epoch: 0,
             owned: BTreeSet::new(),
@@ -107,6 +111,7 @@ pub(super) fn streams_request(
     member_id: String,
     epoch: i32,
     owned: &BTreeSet<i32>,
+    instance_id: Option<String>,
 ) -> StreamsHeartbeat {
     let joining = epoch == 0;
     let topology = StoredTopology {
@@ -124,6 +129,7 @@ pub(super) fn streams_request(
     StreamsHeartbeat {
         process_id: joining.then(|| format!("process-{member_id}")),
         member_id,
+        instance_id,
         member_epoch: epoch,
         endpoint_information_epoch: -1,
         rebalance_timeout_ms: if joining { 5_000 } else { -1 },
@@ -139,11 +145,16 @@ pub(super) fn streams_request(
 }
 
 /// A member's ConsumerGroupHeartbeat as its client sends it.
-pub(super) fn heartbeat_request(member_id: String, epoch: i32, owned: &BTreeSet<i32>) -> Heartbeat {
+pub(super) fn heartbeat_request(
+    member_id: String,
+    epoch: i32,
+    owned: &BTreeSet<i32>,
+    instance_id: Option<String>,
+) -> Heartbeat {
     Heartbeat {
         member_id,
         member_epoch: epoch,
-        instance_id: None,
+        instance_id,
         rack_id: None,
         client_id: "sim".to_string(),
         client_host: "/127.0.0.1".to_string(),
@@ -175,12 +186,26 @@ impl World {
             return;
         }
         if faults && self.rng.gen_bool(0.01) {
-            // The process dies: it owns nothing any more; its session expires later.
+            // The process stops: half the time it dies (its session expires later), half
+            // it closes cleanly, leaving the group first (a static member for a while:
+            // epoch -2), not waiting for the answer. Its connection closes: requests
+            // still on their way are lost with it.
+            let from = MEMBER_BASE + index as i32;
+            self.network.retain(|f| f.from != from);
+            let closes = self.rng.gen_bool(0.5);
+            if closes {
+                let member = &self.members[index];
+                let epoch = match member.instance_id {
+                    Some(_) => STATIC_LEAVE_EPOCH,
+                    None => LEAVE_EPOCH,
+                };
+                self.member_send(index, epoch);
+            }
             let member = &mut self.members[index];
             member.down = true;
             member.owned.clear();
             member.outstanding = None;
-            self.trace(&("member dies", index));
+            self.trace(&("member stops", index, closes));
             return;
         }
         let member = &self.members[index];
@@ -190,27 +215,33 @@ impl World {
         if (member.outstanding.is_some() && !overdue) || now - member.last_sent_ms < HEARTBEAT_MS {
             return;
         }
+        let epoch = self.members[index].epoch;
+        if let Some(correlation) = self.member_send(index, epoch) {
+            let member = &mut self.members[index];
+            member.outstanding = Some((now, correlation));
+            member.last_sent_ms = now;
+        }
+    }
+
+    /// Sends member `index`'s heartbeat at `epoch` to the coordinator the controller
+    /// names; its number, if sent.
+    fn member_send(&mut self, index: usize, epoch: i32) -> Option<u64> {
         let coordinator = self.controller.assignment(OFFSETS).leader;
         if coordinator <= 0 {
-            return;
+            return None;
         }
         let correlation = self.next_correlation();
-        let member = &mut self.members[index];
-        member.outstanding = Some((now, correlation));
-        member.last_sent_ms = now;
+        let member = &self.members[index];
         let message = Message::Heartbeat {
             member_id: member_id(index, member),
-            epoch: member.epoch,
+            epoch,
             owned: member.owned.clone(),
             streams: member.protocol == Protocol::Streams,
+            instance_id: member.instance_id.clone(),
         };
-        self.send(
-            MEMBER_BASE + index as i32,
-            coordinator,
-            correlation,
-            OFFSETS,
-            message,
-        );
+        let from = MEMBER_BASE + index as i32;
+        self.send(from, coordinator, correlation, OFFSETS, message);
+        Some(correlation)
     }
 
     /// A member reads the answer to its outstanding heartbeat.
@@ -240,6 +271,15 @@ impl World {
                 for partition in gained {
                     self.check_exclusive(index, &id, partition);
                 }
+            }
+            Err(code @ (error_code::UNRELEASED_INSTANCE_ID | error_code::FENCED_INSTANCE_ID)) => {
+                // Fatal to the client: the process stops (started again later). Another
+                // process still holds the instance id (UNRELEASED: this one restarted
+                // before its previous one left or timed out, Kafka's rule).
+                member.down = true;
+                member.owned.clear();
+                self.outcome.instances_refused += 1;
+                self.trace(&("static member refused", index, code));
             }
             Err(error_code::FENCED_MEMBER_EPOCH | error_code::UNKNOWN_MEMBER_ID) => {
                 // Fenced: its partitions are lost; it rejoins with the same id.

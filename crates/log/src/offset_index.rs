@@ -116,6 +116,37 @@ mod tests {
         );
     }
 
+    /// Review of the full-disk index writes: a write of buffered entries a full disk cut
+    /// short leaves part of them in the file beyond the written ones; a truncation of the
+    /// buffer must cut them, or a later shorter write leaves entries of truncated batches
+    /// that the next open counts.
+    #[test]
+    fn a_truncation_cuts_what_a_cut_short_write_left() {
+        use std::os::unix::fs::FileExt;
+        let file = tempfile::tempfile().unwrap();
+        let mut index = OffsetIndex::empty();
+        let entry = |n: u32| OffsetIndexEntry {
+            relative_offset: n,
+            position: n * 100,
+        };
+        for n in 0..4 {
+            index.append(Path::new("."), &file, entry(n)).unwrap();
+        }
+        index.write_pending(Path::new("."), &file).unwrap();
+        for n in 4..8 {
+            index.append(Path::new("."), &file, entry(n)).unwrap();
+        }
+        // What a write of the four pending entries left when the disk filled after two.
+        let mut torn = [0u8; 16];
+        entry(4).encode(&mut torn[..8]);
+        entry(5).encode(&mut torn[8..]);
+        file.write_all_at(&torn, 32).unwrap();
+        index.truncate_to_entries(&file, 5).unwrap();
+        index.write_pending(Path::new("."), &file).unwrap();
+        let reopened = OffsetIndex::open(&file).unwrap().unwrap();
+        assert_eq!(reopened.len(), 5, "only the entries the index holds");
+    }
+
     #[test]
     fn partial_entry_file_needs_rebuild() {
         let file = tempfile::tempfile().unwrap();

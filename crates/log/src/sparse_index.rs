@@ -102,7 +102,12 @@ impl<E: IndexEntry> SparseIndex<E> {
             entry.encode(out);
         }
         let at = self.written_entries() * E::BYTES as u64;
-        crate::fault_injection::write_all_at(dir, file, &bytes, at)?;
+        if let Err(error) = crate::fault_injection::write_all_at(dir, file, &bytes, at) {
+            // Part of it may be in the file (a full disk): the file keeps only the
+            // written entries (cutting needs no space; `truncate_to_entries` cuts again).
+            let _ = file.set_len(at);
+            return Err(error);
+        }
         // Release the buffer: an idle partition should hold no spare capacity.
         self.pending = Vec::new();
         Ok(())
@@ -175,6 +180,10 @@ impl<E: IndexEntry> SparseIndex<E> {
             file.set_len(entries * E::BYTES as u64)?;
         } else {
             self.pending.truncate((entries - written) as usize);
+            // A write of pending entries a full disk cut short left part of them beyond
+            // the written ones: cut it, or a later shorter write would leave entries of
+            // truncated batches in the file for the next open to trust.
+            file.set_len(written * E::BYTES as u64)?;
         }
         self.entries = entries;
         self.last = if entries > 0 {

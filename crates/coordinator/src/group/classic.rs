@@ -422,6 +422,8 @@ impl ClassicGroup {
             return;
         };
         member.member_id = old.member_id.clone();
+        member.client_id = old.client_id.clone();
+        member.client_host = old.client_host.clone();
         member.protocols = old.protocols.clone();
         member.session_timeout_ms = old.session_timeout_ms;
         member.rebalance_timeout_ms = old.rebalance_timeout_ms;

@@ -252,15 +252,46 @@ impl ConsumerGroup {
             }
         }
         match request.member_epoch {
-            STATIC_LEAVE_EPOCH
-                if request.instance_id.is_some()
-                    && self.members.contains_key(&request.member_id) =>
-            {
+            STATIC_LEAVE_EPOCH => {
+                // Kafka's checks: a static member, known by its instance id, speaking
+                // for the member that holds it.
+                let Some(instance) = &request.instance_id else {
+                    return Err(error(
+                        error_code::INVALID_REQUEST,
+                        "InstanceId can't be null.",
+                    ));
+                };
+                match self.static_members.get(instance) {
+                    None => {
+                        return Err(error(
+                            error_code::UNKNOWN_MEMBER_ID,
+                            format!("Instance id {instance} is unknown."),
+                        ))
+                    }
+                    Some(holder) if *holder != request.member_id => {
+                        return Err(error(
+                            error_code::FENCED_INSTANCE_ID,
+                            format!(
+                                "Static member {} with instance id {instance} was fenced by member {holder}.",
+                                request.member_id
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
                 // A static member leaving for a while (a restart): it stays, at epoch -2,
                 // with its partitions and without a rebalance, until it comes back under
                 // its instance id or its session runs out (Kafka's
                 // consumerGroupStaticMemberGroupLeave).
-                let member = self.members.get_mut(&request.member_id).expect("checked");
+                let Some(member) = self.members.get_mut(&request.member_id) else {
+                    return Err(error(
+                        error_code::UNKNOWN_MEMBER_ID,
+                        format!(
+                            "Member {} is not a member of group {}.",
+                            request.member_id, self.group_id
+                        ),
+                    ));
+                };
                 member.member_epoch = STATIC_LEAVE_EPOCH;
                 member.revoking = Assignment::new();
                 member.revocation_deadline_ms = None;
@@ -271,7 +302,7 @@ impl ConsumerGroup {
                     assignment: None,
                 })
             }
-            LEAVE_EPOCH | STATIC_LEAVE_EPOCH => {
+            LEAVE_EPOCH => {
                 let member_id = request.member_id.clone();
                 if self.members.contains_key(&member_id) {
                     self.remove_member(&member_id, topics);
@@ -401,8 +432,11 @@ impl ConsumerGroup {
                 ),
             ));
         };
-        if request.member_epoch != member.member_epoch
-            && request.member_epoch != member.previous_member_epoch
+        // A static member that left for a while (epoch -2) comes back only as a new
+        // process joining under its instance id: every epoch is above its -2 (Kafka).
+        if member.member_epoch == STATIC_LEAVE_EPOCH
+            || (request.member_epoch != member.member_epoch
+                && request.member_epoch != member.previous_member_epoch)
         {
             return Err(error(
                 error_code::FENCED_MEMBER_EPOCH,
@@ -965,6 +999,34 @@ mod tests {
         let left = leave_for_a_while(&mut group, 10);
         assert_eq!(left.member_epoch, STATIC_LEAVE_EPOCH);
         assert_eq!(group.group_epoch, epoch, "no rebalance");
+        // Nothing speaks for it until a new process joins (review): not its old epoch...
+        let stale = group
+            .heartbeat(
+                beat("a1", a.member_epoch, &a_owned),
+                12,
+                &topics,
+                &mut no_ids(),
+            )
+            .unwrap_err();
+        assert_eq!(stale.code, error_code::FENCED_MEMBER_EPOCH);
+        // ...and -2 needs the instance id of the member that holds it.
+        let anonymous = Heartbeat {
+            member_epoch: STATIC_LEAVE_EPOCH,
+            instance_id: None,
+            ..join("a1", &["t"])
+        };
+        let refused = group
+            .heartbeat(anonymous, 14, &topics, &mut no_ids())
+            .unwrap_err();
+        assert_eq!(refused.code, error_code::INVALID_REQUEST);
+        let other = Heartbeat {
+            member_epoch: STATIC_LEAVE_EPOCH,
+            ..statically("x")
+        };
+        let fenced = group
+            .heartbeat(other, 16, &topics, &mut no_ids())
+            .unwrap_err();
+        assert_eq!(fenced.code, error_code::FENCED_INSTANCE_ID);
         // Another member meanwhile gets nothing of a's.
         let b = group
             .heartbeat(join("b", &["t"]), 20, &topics, &mut no_ids())

@@ -95,6 +95,14 @@ pub struct HeartbeatError {
     pub message: String,
 }
 
+/// UNKNOWN_MEMBER_ID with Kafka's message.
+fn unknown_member(member_id: &str, group_id: &str) -> HeartbeatError {
+    error(
+        error_code::UNKNOWN_MEMBER_ID,
+        format!("Member {member_id} is not a member of group {group_id}."),
+    )
+}
+
 fn error(code: i16, message: impl Into<String>) -> HeartbeatError {
     HeartbeatError {
         code,
@@ -284,13 +292,7 @@ impl ConsumerGroup {
                 // its instance id or its session runs out (Kafka's
                 // consumerGroupStaticMemberGroupLeave).
                 let Some(member) = self.members.get_mut(&request.member_id) else {
-                    return Err(error(
-                        error_code::UNKNOWN_MEMBER_ID,
-                        format!(
-                            "Member {} is not a member of group {}.",
-                            request.member_id, self.group_id
-                        ),
-                    ));
+                    return Err(unknown_member(&request.member_id, &self.group_id));
                 };
                 member.member_epoch = STATIC_LEAVE_EPOCH;
                 member.revoking = Assignment::new();
@@ -424,13 +426,7 @@ impl ConsumerGroup {
         topics: &dyn TopicView,
     ) -> Result<HeartbeatResult, HeartbeatError> {
         let Some(member) = self.members.get_mut(&request.member_id) else {
-            return Err(error(
-                error_code::UNKNOWN_MEMBER_ID,
-                format!(
-                    "Member {} is not a member of group {}.",
-                    request.member_id, self.group_id
-                ),
-            ));
+            return Err(unknown_member(&request.member_id, &self.group_id));
         };
         // A static member that left for a while (epoch -2) comes back only as a new
         // process joining under its instance id: every epoch is above its -2 (Kafka).

@@ -358,6 +358,21 @@ impl ClassicGroup {
                 .remove(request.group_instance_id.as_deref().unwrap_or_default());
             return self.add_member_and_rebalance(request, new_id, now_ms);
         };
+        // A request the old process left parked is answered now: its instance has a new
+        // member (Kafka answers it FENCED_INSTANCE_ID).
+        let mut fenced = Vec::new();
+        if std::mem::take(&mut member.awaiting_join) {
+            fenced.push(Completion::Join {
+                member_id: old_id.clone(),
+                result: JoinResult::error(error_code::FENCED_INSTANCE_ID, &old_id),
+            });
+        }
+        if std::mem::take(&mut member.awaiting_sync) {
+            fenced.push(Completion::Sync {
+                member_id: old_id.clone(),
+                result: SyncResult::error(error_code::FENCED_INSTANCE_ID),
+            });
+        }
         // Kafka rebalances a returning static member only if the group's protocol would
         // change; new subscription bytes alone (a Java consumer's embed its owned
         // partitions and generation) do not.
@@ -395,12 +410,16 @@ impl ClassicGroup {
                 // old id (its assignment would give the new id nothing): a rebalance, as
                 // in Kafka.
                 let reason = format!("static member {new_id} replaced {old_id}");
-                self.rejoin_and_rebalance(&new_id, &reason, now_ms)
+                let (reply, completions) = self.rejoin_and_rebalance(&new_id, &reason, now_ms);
+                fenced.extend(completions);
+                (reply, fenced)
             }
             _ => {
                 let mut request = request;
                 request.member_id = new_id;
-                self.join_existing_member(request, now_ms)
+                let (reply, completions) = self.join_existing_member(request, now_ms);
+                fenced.extend(completions);
+                (reply, fenced)
             }
         }
     }
@@ -1409,6 +1428,36 @@ mod tests {
     /// Kafka rebalances when a static member comes back while the leader may hold the
     /// member list with its old id: the leader's assignment would give the new id
     /// nothing, and the partitions assigned to the old id nobody.
+    /// Review: the old process's parked SyncGroup is answered FENCED_INSTANCE_ID when a
+    /// new process takes its instance's place (Kafka's), not left to the broker's timeout.
+    #[test]
+    fn a_replaced_static_members_parked_sync_is_fenced() {
+        let (mut group, mut gen) = (ClassicGroup::new("g", limits()), ids());
+        let (a_id, _) = two_static_members(&mut group, &mut gen);
+        group.join(static_request(&a_id, "a"), 0, &mut gen);
+        assert_eq!(group.state, GroupState::CompletingRebalance);
+        let follower = if group.leader.as_deref() == Some(a_id.as_str()) {
+            "b"
+        } else {
+            "a"
+        };
+        let old = group.static_members[follower].clone();
+        let (reply, _) = group.sync(&old, Some(follower), group.generation_id, vec![], 5);
+        assert!(
+            matches!(reply, Reply::Wait { .. }),
+            "the follower waits for the leader"
+        );
+        let (_, completions) = group.join(static_request("", follower), 10, &mut gen);
+        assert!(
+            completions.iter().any(|c| matches!(
+                c,
+                Completion::Sync { member_id, result }
+                    if *member_id == old && result.error_code == error_code::FENCED_INSTANCE_ID
+            )),
+            "{completions:?}"
+        );
+    }
+
     #[test]
     fn a_static_member_back_during_the_sync_phase_starts_a_rebalance() {
         let (mut group, mut gen) = (ClassicGroup::new("g", limits()), ids());

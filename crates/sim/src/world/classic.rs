@@ -590,44 +590,22 @@ impl World {
     pub(super) fn answer_parked(&mut self) {
         for mut parked in std::mem::take(&mut self.parked) {
             let expired = self.now_ms >= parked.deadline_ms;
-            // How it ends: completed by the shard, its shard gone, or its wait run out.
-            let (answer, counter) = match &mut parked.reply {
+            let ended = match &mut parked.reply {
                 ParkedReply::Join(receiver, member_id) => {
-                    let (result, counter) = match receiver.try_recv() {
-                        Ok(result) => (result, &mut self.outcome.parked_completed),
-                        Err(oneshot::error::TryRecvError::Closed) => (
-                            JoinResult::error(error_code::NOT_COORDINATOR, member_id),
-                            &mut self.outcome.parked_gone,
-                        ),
-                        Err(_) if expired => (
-                            JoinResult::error(error_code::REBALANCE_IN_PROGRESS, member_id),
-                            &mut self.outcome.parked_expired,
-                        ),
-                        Err(_) => {
-                            self.parked.push(parked);
-                            continue;
-                        }
-                    };
-                    (Message::JoinAnswer { result }, counter)
+                    poll_parked(receiver, expired, |code| JoinResult::error(code, member_id))
+                        .map(|(result, ending)| (Message::JoinAnswer { result }, ending))
                 }
-                ParkedReply::Sync(receiver) => {
-                    let (result, counter) = match receiver.try_recv() {
-                        Ok(result) => (result, &mut self.outcome.parked_completed),
-                        Err(oneshot::error::TryRecvError::Closed) => (
-                            SyncResult::error(error_code::NOT_COORDINATOR),
-                            &mut self.outcome.parked_gone,
-                        ),
-                        Err(_) if expired => (
-                            SyncResult::error(error_code::REBALANCE_IN_PROGRESS),
-                            &mut self.outcome.parked_expired,
-                        ),
-                        Err(_) => {
-                            self.parked.push(parked);
-                            continue;
-                        }
-                    };
-                    (Message::SyncAnswer { result }, counter)
-                }
+                ParkedReply::Sync(receiver) => poll_parked(receiver, expired, SyncResult::error)
+                    .map(|(result, ending)| (Message::SyncAnswer { result }, ending)),
+            };
+            let Some((answer, ending)) = ended else {
+                self.parked.push(parked);
+                continue;
+            };
+            let counter = match ending {
+                Ending::Completed => &mut self.outcome.parked_completed,
+                Ending::Gone => &mut self.outcome.parked_gone,
+                Ending::Expired => &mut self.outcome.parked_expired,
             };
             *counter += 1;
             self.trace(&(
@@ -728,6 +706,30 @@ impl World {
                 )
             })
             .collect()
+    }
+}
+
+/// How a parked reply ended.
+enum Ending {
+    Completed,
+    Gone,
+    Expired,
+}
+
+/// A parked reply's answer, if it has one (the broker's `parked`): the shard's,
+/// NOT_COORDINATOR once the shard is gone, REBALANCE_IN_PROGRESS once its wait ran out.
+fn poll_parked<T>(
+    receiver: &mut oneshot::Receiver<T>,
+    expired: bool,
+    error: impl FnOnce(i16) -> T,
+) -> Option<(T, Ending)> {
+    match receiver.try_recv() {
+        Ok(result) => Some((result, Ending::Completed)),
+        Err(oneshot::error::TryRecvError::Closed) => {
+            Some((error(error_code::NOT_COORDINATOR), Ending::Gone))
+        }
+        Err(_) if expired => Some((error(error_code::REBALANCE_IN_PROGRESS), Ending::Expired)),
+        Err(_) => None,
     }
 }
 

@@ -761,7 +761,10 @@ impl GroupShard {
             // written before the answer leaves, or a new coordinator would fence the
             // restarted member with its old id; if the write fails the replacement is
             // undone (Kafka's updateStaticMemberThenRebalanceOrCompleteJoin).
-            debug_assert!(completions.is_empty());
+            assert!(
+                completions.is_empty(),
+                "a static replacement in place completes no parked request"
+            );
             let result = result.clone();
             let new_id = result.member_id.clone();
             let mut records = vec![(

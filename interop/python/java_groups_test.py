@@ -61,6 +61,10 @@ interop/kafka/run-kafka.sh, to compare):
                metadata.max.age.ms=5000) and subscribe(SubscriptionPattern) (resolved by the
                broker): the member gets the matching topics (not the other one), reads them
                exactly once, and picks up a matching topic created afterwards.
+  consumer-static  group.instance.id: B's close() is a temporary leave (epoch -2): A keeps
+               its 3 and sees no rebalance, B2 with B's instance id takes B's partitions
+               back; B2 killed, B3 with the same instance id while B2's session runs is
+               refused (UnreleasedInstanceIdException, fatal), B4 after it ran out joins.
 
 Prints "ok: ..." per check and "FAIL: ..." per failure (a failed check the section depends
 on abandons it, others are reported and the section goes on; the other sections still run);
@@ -671,8 +675,23 @@ def section_consumer_static(ctx):
     time.sleep(2)
     expect(A.event_count() == a_events and set(A.now) == a_parts,
            f"consumer-static: A saw no rebalance (callbacks since B left: {A.event_count() - a_events})")
+    # B2 is killed (no leave): a new process with its instance id while B2's session runs
+    # is refused UNRELEASED_INSTANCE_ID, fatal to the Java client (Kafka's
+    # throwIfInstanceIdIsUnreleased); once the session ran out, the next one joins.
+    B2.kill9()
+    killed_at = time.time()
+    B3 = ctx.member("B3", group, topic, instance_id="static-b", **opts)
+    B3.wait(lambda: B3.errors or B3.events, 60, "an answer to B3's join")
+    check(any("UnreleasedInstanceId" in e for e in B3.errors) and not B3.events,
+          f"consumer-static: B3 (B2's instance id, B2 killed {time.time() - killed_at:.1f}s before) was refused: "
+          f"{B3.errors[:1]}")
+    B3.kill9(quiet=True)
+    time.sleep(max(0.0, killed_at + CONSUMER_SESSION_MS / 1000 + 2 - time.time()))
+    B4 = ctx.member("B4", group, topic, instance_id="static-b", **opts)
+    B4.wait(lambda: len(B4.now) == 3 and len(A.now) == 3, 60, "B4 and A 3 partitions each")
+    check(not B4.errors, f"consumer-static: B4 joined after B2's session ran out and holds {sorted(B4.now)}")
     A.close("close-leave")
-    B2.close("close-leave")
+    B4.close("close-leave")
 
 
 def section_cli(ctx):

@@ -357,9 +357,24 @@ impl ConsumerGroup {
         };
         if let Some(instance) = &request.instance_id {
             if let Some(existing) = self.static_members.get(instance).cloned() {
-                if existing != member_id && self.members.contains_key(&existing) {
-                    // A static member rejoining replaces its previous incarnation and keeps
-                    // its assignment (Kafka's static membership for the new protocol).
+                let holder = self
+                    .members
+                    .get(&existing)
+                    .filter(|_| existing != member_id);
+                if holder.is_some_and(|m| m.member_epoch != STATIC_LEAVE_EPOCH) {
+                    // Another process still holds the instance id: it has not left (-2)
+                    // and its session has not run out. Kafka's throwIfInstanceIdIsUnreleased
+                    // (fatal to the client): two live processes configured alike must not
+                    // take the instance from each other in turn.
+                    return Err(error(
+                        error_code::UNRELEASED_INSTANCE_ID,
+                        format!("Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by {existing} member."),
+                    ));
+                }
+                if holder.is_some() {
+                    // A static member back after its temporary leave replaces its previous
+                    // incarnation and keeps its assignment (Kafka's static membership for
+                    // the new protocol).
                     let mut previous = self.members.remove(&existing).expect("checked");
                     previous.member_id = member_id.clone();
                     previous.member_epoch = 0;
@@ -1050,6 +1065,59 @@ mod tests {
         assert!(
             !lapsed.members.contains_key("a1"),
             "removed when its session ran out"
+        );
+    }
+
+    /// A second process with an instance id whose member has neither left (-2) nor run
+    /// out its session is refused UNRELEASED_INSTANCE_ID, as Kafka's
+    /// throwIfInstanceIdIsUnreleased; Strand replaced the running member before, so two
+    /// processes configured alike took the instance from each other in turn. The member
+    /// itself rejoining under its own id (a lost answer, a fence) is taken back, where
+    /// Kafka 4.4 refuses it too (apache/kafka#23542 fixes that there).
+    #[test]
+    fn a_static_instance_still_held_is_refused_until_its_session_runs_out() {
+        let topics = Topics(vec![("t", 6)]);
+        let limits = ConsumerGroupLimits::default();
+        let mut group = ConsumerGroup::new("g", limits);
+        let statically = |member: &str| Heartbeat {
+            instance_id: Some("ia".into()),
+            ..join(member, &["t"])
+        };
+        let a = group
+            .heartbeat(statically("a1"), 0, &topics, &mut no_ids())
+            .unwrap();
+        let epoch = group.group_epoch;
+        let refused = group
+            .heartbeat(statically("a2"), 10, &topics, &mut no_ids())
+            .unwrap_err();
+        assert_eq!(refused.code, error_code::UNRELEASED_INSTANCE_ID);
+        assert!(group.members.contains_key("a1") && !group.members.contains_key("a2"));
+        assert_eq!(
+            group.static_members.get("ia").map(String::as_str),
+            Some("a1")
+        );
+        assert_eq!(group.group_epoch, epoch, "nothing changed");
+        // a1 rejoining under its own id keeps its place.
+        let again = group
+            .heartbeat(statically("a1"), 20, &topics, &mut no_ids())
+            .unwrap();
+        assert!(again.member_epoch > 0);
+        assert_eq!(again.assignment, a.assignment);
+        // Once a1's session runs out, a2 takes the instance.
+        group.tick(20 + limits.session_timeout_ms as i64, &topics);
+        assert!(!group.members.contains_key("a1"));
+        let a2 = group
+            .heartbeat(
+                statically("a2"),
+                30 + limits.session_timeout_ms as i64,
+                &topics,
+                &mut no_ids(),
+            )
+            .unwrap();
+        assert!(a2.member_epoch > 0);
+        assert_eq!(
+            group.static_members.get("ia").map(String::as_str),
+            Some("a2")
         );
     }
 

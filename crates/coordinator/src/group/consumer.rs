@@ -5,7 +5,7 @@
 //! epoch and receives the partitions no other member still holds. No stop-the-world
 //! rebalance. A plain state machine: time and topic metadata are passed in.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use strand_types::error_code;
 
@@ -145,8 +145,8 @@ pub struct ConsumerGroup {
     pub group_epoch: i32,
     pub assignment_epoch: i32,
     pub members: BTreeMap<String, ConsumerMember>,
-    pub target: HashMap<String, Assignment>,
-    pub static_members: HashMap<String, String>,
+    pub target: BTreeMap<String, Assignment>,
+    pub static_members: BTreeMap<String, String>,
     /// Partition counts the target was computed for (a change triggers a new target).
     subscribed_partition_counts: BTreeMap<String, i32>,
     limits: ConsumerGroupLimits,
@@ -164,8 +164,8 @@ impl ConsumerGroup {
             group_epoch: 0,
             assignment_epoch: 0,
             members: BTreeMap::new(),
-            target: HashMap::new(),
-            static_members: HashMap::new(),
+            target: BTreeMap::new(),
+            static_members: BTreeMap::new(),
             subscribed_partition_counts: BTreeMap::new(),
             limits,
         }
@@ -745,8 +745,8 @@ fn intersection(a: &Assignment, b: &Assignment) -> Assignment {
 pub fn assign_range(
     subscriptions: &BTreeMap<String, BTreeSet<String>>,
     counts: &BTreeMap<String, i32>,
-) -> HashMap<String, Assignment> {
-    let mut target: HashMap<String, Assignment> = subscriptions
+) -> BTreeMap<String, Assignment> {
+    let mut target: BTreeMap<String, Assignment> = subscriptions
         .keys()
         .map(|m| (m.clone(), Assignment::new()))
         .collect();
@@ -783,14 +783,14 @@ pub fn assign_range(
 pub fn assign_uniform(
     subscriptions: &BTreeMap<String, BTreeSet<String>>,
     counts: &BTreeMap<String, i32>,
-    previous: &HashMap<String, Assignment>,
-) -> HashMap<String, Assignment> {
-    let mut target: HashMap<String, Assignment> = subscriptions
+    previous: &BTreeMap<String, Assignment>,
+) -> BTreeMap<String, Assignment> {
+    let mut target: BTreeMap<String, Assignment> = subscriptions
         .keys()
         .map(|m| (m.clone(), Assignment::new()))
         .collect();
     let mut load: BTreeMap<&String, usize> = subscriptions.keys().map(|m| (m, 0)).collect();
-    let previous_owner: HashMap<(String, i32), &String> = previous
+    let previous_owner: BTreeMap<(String, i32), &String> = previous
         .iter()
         .flat_map(|(member, assignment)| pairs(assignment).map(move |tp| (tp, member)))
         .collect();
@@ -1263,7 +1263,7 @@ mod tests {
         let range = assign_range(&subscriptions, &counts);
         assert_eq!(range["a"]["t"], (0..3).collect());
         assert_eq!(range["c"]["t"], (5..7).collect());
-        let uniform = assign_uniform(&subscriptions, &counts, &HashMap::new());
+        let uniform = assign_uniform(&subscriptions, &counts, &BTreeMap::new());
         let mut sizes: Vec<usize> = uniform.values().map(count).collect();
         sizes.sort();
         assert_eq!(sizes, vec![2, 2, 3]);

@@ -12,7 +12,7 @@
 //! id. A group's change is written as the records of what differs (`changes`); the state
 //! it is rebuilt from at load is the latest record of each key (`Loading`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
@@ -583,7 +583,7 @@ impl Loading {
             return false;
         };
         let mut members = BTreeMap::new();
-        let mut static_members = HashMap::new();
+        let mut static_members = BTreeMap::new();
         for (id, metadata) in self.members {
             let current = self.current.get(&id);
             let revoking = current

@@ -249,7 +249,9 @@ struct Deliveries {
 }
 
 pub struct GroupShard {
-    groups: HashMap<String, GroupEntry>,
+    /// Ordered, so the records a timer or an expiry writes for several groups come out
+    /// in the same order every run (the simulator replays a seed exactly).
+    groups: BTreeMap<String, GroupEntry>,
     /// Producer id -> the groups it has transactional offsets pending in.
     open_txns: HashMap<i64, BTreeSet<String>>,
     waiters: HashMap<(String, String), Waiter>,
@@ -375,7 +377,7 @@ fn answer_now<R: Send + 'static>(reply: R) -> (Records, Answerer<R>) {
 impl GroupShard {
     pub fn new(settings: GroupSettings, topics: Arc<dyn TopicView + Send + Sync>) -> GroupShard {
         GroupShard {
-            groups: HashMap::new(),
+            groups: BTreeMap::new(),
             open_txns: HashMap::new(),
             waiters: HashMap::new(),
             settings,
@@ -2103,7 +2105,7 @@ fn stored(group: &ClassicGroup, now_ms: i64) -> StoredGroup {
 
 /// Applies one loaded record; the latest record for a key wins, as compaction would keep.
 fn apply_loaded(
-    groups: &mut HashMap<String, GroupEntry>,
+    groups: &mut BTreeMap<String, GroupEntry>,
     record: OffsetsRecord,
     limits: GroupLimits,
     now: i64,

@@ -139,7 +139,17 @@ pub struct Summary {
 /// The share-partitions of one `__share_group_state` partition.
 #[derive(Debug, Default)]
 pub struct ShareStateShard {
+    /// Settled: on every in-sync replica.
     snapshots: HashMap<ShareStateKey, Snapshot>,
+    /// Written and not settled yet, the latest per key (None: its tombstone), with the
+    /// write's number. The runtime takes the next request while a write waits for the
+    /// replicas, and that request must be checked against it, as Kafka's coordinator
+    /// sees its own uncommitted records: else a new leader's read, still on its way,
+    /// let the old leader write acknowledgements (answered to the member) that the
+    /// read's older snapshot then overwrote, and the new leader delivered acknowledged
+    /// records again.
+    pending: HashMap<ShareStateKey, (u64, Option<Snapshot>)>,
+    writes: u64,
 }
 
 /// What runs once a write settled.
@@ -171,17 +181,37 @@ impl ShareStateShard {
         }
     }
 
+    /// The key's state as the next request must see it: its latest write, settled or
+    /// not.
+    fn latest(&self, key: &ShareStateKey) -> Option<&Snapshot> {
+        match self.pending.get(key) {
+            Some((_, pending)) => pending.as_ref(),
+            None => self.snapshots.get(key),
+        }
+    }
+
+    /// Writes the key's new state (None: its tombstone), seen at once by the requests
+    /// after it and kept once settled; a failed write leaves what was there.
     fn put(
         &mut self,
         key: ShareStateKey,
-        snapshot: Snapshot,
+        snapshot: Option<Snapshot>,
     ) -> (Records, Answer<Result<(), i16>>) {
-        let records = vec![(self::key(&key), Some(value(&snapshot)))];
+        let records = vec![(self::key(&key), snapshot.as_ref().map(value))];
+        self.writes += 1;
+        let write = self.writes;
+        self.pending.insert(key.clone(), (write, snapshot.clone()));
         (
             records,
             Box::new(move |shard, written| {
+                if shard.pending.get(&key).is_some_and(|(w, _)| *w == write) {
+                    shard.pending.remove(&key);
+                }
                 written.map_err(coordinator_error)?;
-                shard.snapshots.insert(key, snapshot);
+                match snapshot {
+                    Some(snapshot) => shard.snapshots.insert(key, snapshot),
+                    None => shard.snapshots.remove(&key),
+                };
                 Ok(())
             }),
         )
@@ -196,7 +226,7 @@ impl ShareStateShard {
         start_offset: i64,
         now_ms: i64,
     ) -> (Records, Answer<Result<(), i16>>) {
-        if let Some(current) = self.snapshots.get(&key) {
+        if let Some(current) = self.latest(&key) {
             if state_epoch < current.state_epoch {
                 return now(Err(error_code::FENCED_STATE_EPOCH));
             }
@@ -210,7 +240,7 @@ impl ShareStateShard {
             write_timestamp: now_ms,
             batches: Vec::new(),
         };
-        self.put(key, snapshot)
+        self.put(key, Some(snapshot))
     }
 
     /// ReadShareGroupState by the leader in `leader_epoch`: the state, or None if the
@@ -222,7 +252,7 @@ impl ShareStateShard {
         leader_epoch: i32,
         now_ms: i64,
     ) -> (Records, Answer<Result<Option<Snapshot>, i16>>) {
-        let Some(current) = self.snapshots.get(&key).cloned() else {
+        let Some(current) = self.latest(&key).cloned() else {
             return now(Ok(None));
         };
         if leader_epoch < current.leader_epoch {
@@ -237,7 +267,7 @@ impl ShareStateShard {
             write_timestamp: now_ms,
             ..current
         };
-        let (records, answer) = self.put(key, snapshot.clone());
+        let (records, answer) = self.put(key, Some(snapshot.clone()));
         (
             records,
             Box::new(move |shard, written| answer(shard, written).map(|()| Some(snapshot))),
@@ -257,7 +287,7 @@ impl ShareStateShard {
         // Kafka: "Write operation on uninitialized share partition not allowed." (a
         // leader still holding a share-partition whose state was deleted must not bring
         // it back).
-        let Some(current) = self.snapshots.get(&key).cloned() else {
+        let Some(current) = self.latest(&key).cloned() else {
             return now(Err(error_code::INVALID_REQUEST));
         };
         if leader_epoch < current.leader_epoch {
@@ -276,23 +306,15 @@ impl ShareStateShard {
             write_timestamp: now_ms,
             batches,
         };
-        self.put(key, snapshot)
+        self.put(key, Some(snapshot))
     }
 
     /// DeleteShareGroupState: the share-partition's state goes (a tombstone).
     pub fn delete(&mut self, key: ShareStateKey) -> (Records, Answer<Result<(), i16>>) {
-        if !self.snapshots.contains_key(&key) {
+        if self.latest(&key).is_none() {
             return now(Ok(()));
         }
-        let records = vec![(self::key(&key), None)];
-        (
-            records,
-            Box::new(move |shard, written| {
-                written.map_err(coordinator_error)?;
-                shard.snapshots.remove(&key);
-                Ok(())
-            }),
-        )
+        self.put(key, None)
     }
 
     /// ReadShareGroupStateSummary: without moving the leader epoch.
@@ -396,6 +418,46 @@ mod tests {
             Err(error_code::INVALID_REQUEST),
             "a deleted state is not written back"
         );
+    }
+
+    /// The runtime takes the next request while a write waits for the replicas: a
+    /// request is checked against the writes before it, settled or not. Before, a new
+    /// leader's read still settling let the old leader's write through (answered to its
+    /// member as durable), and the read's older snapshot then replaced it: the new
+    /// leader delivered acknowledged records again.
+    #[test]
+    fn a_request_sees_the_writes_before_it_that_have_not_settled() {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        apply(shard.read(k(), 4, 0), &mut shard).unwrap();
+        let acked = vec![StateBatch {
+            first_offset: 10,
+            last_offset: 12,
+            delivery_state: 2,
+            delivery_count: 1,
+        }];
+        // Leader 5 reads (its write not settled yet), then leader 4 writes: fenced.
+        let read = shard.read(k(), 5, 1);
+        let stale = shard.write(k(), 0, 4, 10, acked.clone(), 2);
+        assert!(stale.0.is_empty(), "nothing written for a fenced leader");
+        assert_eq!(read.1(&mut shard, Ok(())).unwrap().unwrap().leader_epoch, 5);
+        assert_eq!(
+            stale.1(&mut shard, Ok(())),
+            Err(error_code::FENCED_LEADER_EPOCH)
+        );
+        // Leader 5 writes its acknowledgements; leader 6's read, taken before that write
+        // settles, gets them.
+        let write = shard.write(k(), 0, 5, 10, acked.clone(), 3);
+        let read = shard.read(k(), 6, 4);
+        write.1(&mut shard, Ok(())).unwrap();
+        let seen = read.1(&mut shard, Ok(())).unwrap().unwrap();
+        assert_eq!(seen.batches, acked);
+        assert_eq!(shard.summary(&k()).unwrap().leader_epoch, 6);
+        // A write that fails leaves what was settled.
+        let failed = shard.write(k(), 0, 6, 13, Vec::new(), 5);
+        assert!(failed.1(&mut shard, Err(error_code::REQUEST_TIMED_OUT)).is_err());
+        let now = apply(shard.read(k(), 6, 6), &mut shard).unwrap().unwrap();
+        assert_eq!((now.start_offset, now.batches), (10, acked));
     }
 
     #[test]

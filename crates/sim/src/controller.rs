@@ -18,8 +18,11 @@ pub const TOPIC: &str = "sim";
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The transaction coordinator's partition (one, replicated like the data).
 pub const TXN_TOPIC: &str = "__transaction_state";
-/// The simulated partitions, by index: the data, the offsets, the transactions.
-pub const TOPICS: [&str; 3] = [TOPIC, OFFSETS_TOPIC, TXN_TOPIC];
+/// The share coordinator's partition (one, replicated like the data).
+pub const SHARE_TOPIC: &str = strand_coordinator::share::SHARE_STATE_TOPIC;
+/// The simulated partitions, by index: the data, the offsets, the transactions, the
+/// share groups' state.
+pub const TOPICS: [&str; 4] = [TOPIC, OFFSETS_TOPIC, TXN_TOPIC, SHARE_TOPIC];
 const TOPIC_ID: u128 = 0x5157_0000_0000_0000_0000_0000_0000_0001;
 
 /// The id of topic `index` of `TOPICS`.

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 total_steps += outcome.steps;
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} static fenced, {} instance ids refused, {} parked requests completed, {} timed out, {} dropped with their coordinator), {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} static fenced, {} instance ids refused, {} parked requests completed, {} timed out, {} dropped with their coordinator), {} records acquired by share consumers, {} acknowledgements written, {} share-partitions loaded, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -108,6 +108,9 @@ fn main() -> ExitCode {
                     outcome.parked_completed,
                     outcome.parked_expired,
                     outcome.parked_gone,
+                    outcome.share_acquired,
+                    outcome.share_settled,
+                    outcome.share_loads,
                     outcome.crashes,
                     outcome.power_cuts,
                     outcome.disk_failures,

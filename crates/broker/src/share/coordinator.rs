@@ -26,7 +26,7 @@ const REPLICATION_FACTOR: usize = 3;
 /// share.coordinator.state.topic.min.isr
 const MIN_ISR: usize = 2;
 /// share.coordinator.write.timeout.ms
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// share.coordinator.state.topic.segment.bytes
 const SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
 
@@ -52,7 +52,9 @@ impl std::fmt::Debug for ShareCoordinator {
     }
 }
 
-fn load(partition: &Partition, mut state: ShareStateShard) -> ShareStateShard {
+/// A shard's state replayed from its partition's log (the simulator loads its shards so
+/// too).
+pub fn load(partition: &Partition, mut state: ShareStateShard) -> ShareStateShard {
     let mut skipped = 0usize;
     let result = shard_log::replay(partition, |replayed| {
         if let Replayed::Record { key, value, .. } = replayed {

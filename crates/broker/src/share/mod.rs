@@ -466,21 +466,19 @@ pub fn read_and_acquire(
     read_committed: bool,
     now_ms: i64,
 ) -> Result<ShareRead, i16> {
-    let state = &mut slot.state;
-    let expired = state.expire_locks(now_ms);
-    state.log_start_moved(partition.log().log_start_offset());
+    let (expired, offset) =
+        before_read(&mut slot.state, partition.log().log_start_offset(), now_ms);
     let nothing = ShareRead {
         expired,
         ..ShareRead::default()
     };
-    if !state.can_acquire() {
+    let Some(offset) = offset else {
         return Ok(nothing);
-    }
+    };
     // Warming this partition's data from disk failed: answered as Fetch answers it.
     if partition.warming().take_failure() {
         return Err(error_code::KAFKA_STORAGE_ERROR);
     }
-    let offset = state.next_fetch_offset();
     // As Fetch reads (`cold_reads`): never waiting for the disk on a runtime worker. Data
     // not in the page cache is warmed on a blocking thread, which wakes the parked fetch.
     let read = strand_log::read_mode::without_waiting(|| {
@@ -502,19 +500,73 @@ pub fn read_and_acquire(
         }
         Err(error) => return Err(error.kafka_error_code()),
     };
-    let batches = scan(&bytes, read_committed.then_some(aborted.as_slice()));
+    let aborted = read_committed.then_some(aborted.as_slice());
+    let read = Read {
+        offset,
+        bytes: &bytes,
+        aborted,
+    };
+    Ok(acquire_read(
+        &mut slot.state,
+        read,
+        member,
+        connection,
+        max_records,
+        strict,
+        now_ms,
+        expired,
+    ))
+}
+
+/// Before a share fetch reads the log: locks that ran out released (whether any did)
+/// and the log's start applied; the offset to read from, if anything can be acquired.
+pub fn before_read(state: &mut SharePartition, log_start: i64, now_ms: i64) -> (bool, Option<i64>) {
+    let expired = state.expire_locks(now_ms);
+    state.log_start_moved(log_start);
+    (
+        expired,
+        state.can_acquire().then(|| state.next_fetch_offset()),
+    )
+}
+
+/// What a share fetch read of the log: from `offset`, its bytes (whole batches), and
+/// under read_committed the aborted transactions (producer id, first offset).
+pub struct Read<'a> {
+    pub offset: i64,
+    pub bytes: &'a [u8],
+    pub aborted: Option<&'a [(i64, i64)]>,
+}
+
+/// Acquires for `member` what `read` holds (`before_read` gave its offset): the batches
+/// holding acquired records, and the acquired ranges. No I/O: the simulator calls it
+/// with its own reads.
+#[allow(clippy::too_many_arguments)]
+pub fn acquire_read(
+    state: &mut SharePartition,
+    read: Read<'_>,
+    member: &str,
+    connection: u64,
+    max_records: i64,
+    strict: bool,
+    now_ms: i64,
+    expired: bool,
+) -> ShareRead {
+    let batches = scan(read.bytes, read.aborted);
     let log_batches: Vec<LogBatch> = batches.iter().map(|(b, _)| *b).collect();
     let acquired = state.acquire(
         member,
         connection,
         &log_batches,
-        offset,
+        read.offset,
         max_records,
         strict,
         now_ms,
     );
     if acquired.is_empty() {
-        return Ok(nothing);
+        return ShareRead {
+            expired,
+            ..ShareRead::default()
+        };
     }
     // Only the batches with a record acquired now go to the member.
     let mut out = BytesMut::new();
@@ -523,14 +575,14 @@ pub fn read_and_acquire(
             .iter()
             .any(|a| a.first <= batch.last_offset && batch.base_offset <= a.last);
         if holds {
-            out.extend_from_slice(&bytes[range.clone()]);
+            out.extend_from_slice(&read.bytes[range.clone()]);
         }
     }
-    Ok(ShareRead {
+    ShareRead {
         records: Some(out.freeze()),
         acquired,
         expired,
-    })
+    }
 }
 
 /// The batches in `bytes` (whole ones only) with their byte ranges; control batches, and

@@ -287,6 +287,7 @@ enum Message {
     ShareFetch {
         member: String,
         acks: Vec<(i64, i64, Vec<i8>)>,
+        connection: u64,
     },
     ShareFetchAnswer {
         ack: Option<i16>,
@@ -1323,9 +1324,11 @@ impl World {
             | Message::AddPartition { .. }) => {
                 self.handle_txn(&partition, from, to, correlation, message)
             }
-            Message::ShareFetch { member, acks } => {
-                self.handle_share_fetch(to, from, correlation, member, acks)
-            }
+            Message::ShareFetch {
+                member,
+                acks,
+                connection,
+            } => self.handle_share_fetch(to, from, correlation, member, acks, connection),
             Message::ShareState { op } => {
                 self.handle_share_state(&partition, from, to, correlation, op)
             }

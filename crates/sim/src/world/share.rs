@@ -103,6 +103,11 @@ struct FetchRequest {
     correlation: u64,
     member: String,
     acks: Acks,
+    /// The connection it came on (a consumer process's own).
+    connection: u64,
+    /// Not a fetch: the connection closed, and what the member acquired on it goes
+    /// back to the others (the broker's `connection_closed`), under the same lock.
+    closing: bool,
 }
 
 /// Where a share fetch holding the share-partition's lock is.
@@ -127,6 +132,8 @@ enum Phase {
     },
     /// Records acquired; locks that ran out on the way being written first.
     Expired { read: ShareRead },
+    /// A closed connection's records released, being written.
+    Releasing,
 }
 
 struct Busy {
@@ -163,6 +170,8 @@ pub(super) struct ShareConsumer {
     /// Offsets acquired and not yet acknowledged.
     held: BTreeSet<i64>,
     last_sent_ms: i64,
+    /// The nodes this process has a connection to (it fetched there).
+    connected: BTreeSet<i32>,
 }
 
 pub(super) fn share_consumers() -> Vec<ShareConsumer> {
@@ -202,6 +211,11 @@ impl ShareCheck {
 
 fn member_id(index: usize, consumer: &ShareConsumer) -> String {
     format!("share-{index}-{}", consumer.incarnation)
+}
+
+/// A consumer process's connection (each process its own).
+fn connection_of(index: usize, consumer: &ShareConsumer) -> u64 {
+    ((index as u64) << 32) | u64::from(consumer.incarnation)
 }
 
 impl Hosted for ShareStateShard {
@@ -339,12 +353,15 @@ impl World {
         correlation: u64,
         member: String,
         acks: Acks,
+        connection: u64,
     ) {
         let request = FetchRequest {
             from,
             correlation,
             member,
             acks,
+            connection,
+            closing: false,
         };
         let leads = self
             .partition(to)
@@ -368,6 +385,10 @@ impl World {
     /// The share fetch handler's first half: its acknowledgements, all or nothing,
     /// written before anything else happens.
     fn share_begin(&mut self, id: i32, request: FetchRequest) {
+        if request.closing {
+            self.share_release(id, request);
+            return;
+        }
         let index = self.index(id);
         let now = self.clocks[index].now_ms();
         let epoch = self.partition(id).and_then(|p| p.leader_epoch_if_leader());
@@ -479,7 +500,7 @@ impl World {
                             &mut slot.state,
                             log_read,
                             &request.member,
-                            request.from as u64,
+                            request.connection,
                             MAX_RECORDS,
                             false,
                             now,
@@ -740,7 +761,60 @@ impl World {
                 // A failed write of expired locks is only logged by the broker.
                 _ => self.share_answer(id, request, ack, Ok(read)),
             },
+            Phase::Releasing => {
+                if matches!(result, Err(code) if fenced(code)) {
+                    self.nodes[index].share.slot = None;
+                }
+                self.share_answer(id, request, ack, Ok(ShareRead::default()));
+            }
         }
+    }
+
+    /// A share consumer's connection to node `id` closed (its process died): the
+    /// broker releases what the member acquired on it and writes that down.
+    fn share_connection_closed(&mut self, id: i32, member: String, connection: u64) {
+        let index = self.index(id);
+        if self.nodes[index].running.is_none() {
+            return;
+        }
+        let request = FetchRequest {
+            from: 0,
+            correlation: 0,
+            member,
+            acks: Vec::new(),
+            connection,
+            closing: true,
+        };
+        let leader = &mut self.nodes[index].share;
+        match leader.busy {
+            Some(_) => leader.queue.push_back(request),
+            None => self.share_begin(id, request),
+        }
+    }
+
+    /// The member's records acquired on the closed connection go back (at the delivery
+    /// limit, archived), written to the share coordinator if anything changed.
+    fn share_release(&mut self, id: i32, request: FetchRequest) {
+        let index = self.index(id);
+        let now = self.clocks[index].now_ms();
+        let leader = &mut self.nodes[index].share;
+        let load = leader.load;
+        let released = leader.slot.as_mut().map(|slot| {
+            let released = slot
+                .state
+                .release_member(&request.member, Some(request.connection));
+            (released, write_op(slot))
+        });
+        let Some((true, op)) = released else {
+            self.share_answer(id, request, None, Ok(ShareRead::default()));
+            return;
+        };
+        self.share_check.saw(load, now);
+        self.share_check
+            .locks
+            .retain(|_, (holder, held_in, _)| !(*held_in == load && *holder == request.member));
+        self.trace(&("share released", id, &request.member));
+        self.share_call(id, request, None, Phase::Releasing, op);
     }
 
     fn share_load_failed(&mut self, id: i32, request: FetchRequest, ack: Option<i16>, code: i16) {
@@ -800,8 +874,10 @@ impl World {
             let ranges = read.acquired.iter().map(|a| (a.first, a.last)).collect();
             (bytes, ranges)
         });
-        let answer = Message::ShareFetchAnswer { ack, result };
-        self.send(id, request.from, request.correlation, DATA, answer);
+        if !request.closing {
+            let answer = Message::ShareFetchAnswer { ack, result };
+            self.send(id, request.from, request.correlation, DATA, answer);
+        }
         let index = self.index(id);
         let leader = &mut self.nodes[index].share;
         if leader.busy.is_none() {
@@ -826,12 +902,19 @@ impl World {
             return;
         }
         if faults && self.rng.gen_bool(0.005) {
-            // Its locks run out on the leader; its requests die with the process.
+            // Its requests die with the process, and its connections close: the nodes
+            // release what it acquired on them.
+            let member = member_id(index, consumer);
+            let connection = connection_of(index, consumer);
+            let connected = std::mem::take(&mut consumer.connected);
             consumer.down = true;
             consumer.held.clear();
             consumer.outstanding = None;
             self.network.retain(|f| f.from != from);
             self.trace(&("share consumer stops", index));
+            for node in connected {
+                self.share_connection_closed(node, member.clone(), connection);
+            }
             return;
         }
         let overdue = consumer
@@ -871,15 +954,16 @@ impl World {
         let consumer = &mut self.share_consumers[index];
         consumer.outstanding = Some((now, correlation));
         consumer.last_sent_ms = now;
+        consumer.connected.insert(leader);
         let member = member_id(index, consumer);
+        let connection = connection_of(index, consumer);
         self.trace(&("share fetch", index, leader, correlation, &acks));
-        self.send(
-            from,
-            leader,
-            correlation,
-            DATA,
-            Message::ShareFetch { member, acks },
-        );
+        let message = Message::ShareFetch {
+            member,
+            acks,
+            connection,
+        };
+        self.send(from, leader, correlation, DATA, message);
     }
 
     /// A share consumer reads the answer to its fetch: the records it acquired.

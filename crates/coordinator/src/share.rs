@@ -10,7 +10,7 @@
 //! write from an older leader epoch is FENCED_LEADER_EPOCH, a write under another state
 //! epoch (the group's offsets were reset or deleted meanwhile) FENCED_STATE_EPOCH.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::{BufMut, BytesMut};
 use strand_types::{error_code, kafka_uuid};
@@ -141,14 +141,16 @@ pub struct Summary {
 pub struct ShareStateShard {
     /// Settled: on every in-sync replica.
     snapshots: HashMap<ShareStateKey, Snapshot>,
-    /// Written and not settled yet, the latest per key (None: its tombstone), with the
-    /// write's number. The runtime takes the next request while a write waits for the
-    /// replicas, and that request must be checked against it, as Kafka's coordinator
-    /// sees its own uncommitted records: else a new leader's read, still on its way,
-    /// let the old leader write acknowledgements (answered to the member) that the
-    /// read's older snapshot then overwrote, and the new leader delivered acknowledged
-    /// records again.
-    pending: HashMap<ShareStateKey, (u64, Option<Snapshot>)>,
+    /// Written and not settled yet, per key by the write's number (None: a tombstone).
+    /// The runtime takes the next request while a write waits for the replicas, and
+    /// that request must be checked against it, as Kafka's coordinator sees its own
+    /// uncommitted records: else a new leader's read, still on its way, let the old
+    /// leader write acknowledgements (answered to the member) that the read's older
+    /// snapshot then overwrote, and the new leader delivered acknowledged records
+    /// again. Every unsettled write is kept, not only the latest: a refused append
+    /// settles at once, ahead of the writes before it, and must uncover those, not
+    /// the settled state.
+    pending: HashMap<ShareStateKey, BTreeMap<u64, Option<Snapshot>>>,
     writes: u64,
 }
 
@@ -157,6 +159,27 @@ pub type Answer<R> = Box<dyn FnOnce(&mut ShareStateShard, Result<(), i16>) -> R 
 
 fn now<R: Send + 'static>(reply: R) -> (Records, Answer<R>) {
     (Vec::new(), Box::new(move |_, _| reply))
+}
+
+/// An answer that writes nothing but was drawn from `relied`, the key's latest state,
+/// perhaps not settled. It leaves once every write before it has settled; if the key's
+/// settled state is then not what it relied on (one of those writes failed), the
+/// caller is told to retry (COORDINATOR_NOT_AVAILABLE) rather than act on a state the
+/// log may not hold.
+fn when_settled<T: Send + 'static>(
+    key: ShareStateKey,
+    relied: Option<Snapshot>,
+    reply: T,
+) -> (Records, Answer<Result<T, i16>>) {
+    (
+        Vec::new(),
+        Box::new(
+            move |shard, _| match shard.snapshots.get(&key) == relied.as_ref() {
+                true => Ok(reply),
+                false => Err(error_code::COORDINATOR_NOT_AVAILABLE),
+            },
+        ),
+    )
 }
 
 impl ShareStateShard {
@@ -184,7 +207,11 @@ impl ShareStateShard {
     /// The key's state as the next request must see it: its latest write, settled or
     /// not.
     fn latest(&self, key: &ShareStateKey) -> Option<&Snapshot> {
-        match self.pending.get(key) {
+        match self
+            .pending
+            .get(key)
+            .and_then(|writes| writes.last_key_value())
+        {
             Some((_, pending)) => pending.as_ref(),
             None => self.snapshots.get(key),
         }
@@ -200,12 +227,16 @@ impl ShareStateShard {
         let records = vec![(self::key(&key), snapshot.as_ref().map(value))];
         self.writes += 1;
         let write = self.writes;
-        self.pending.insert(key.clone(), (write, snapshot.clone()));
+        let unsettled = self.pending.entry(key.clone()).or_default();
+        unsettled.insert(write, snapshot.clone());
         (
             records,
             Box::new(move |shard, written| {
-                if shard.pending.get(&key).is_some_and(|(w, _)| *w == write) {
-                    shard.pending.remove(&key);
+                if let Some(unsettled) = shard.pending.get_mut(&key) {
+                    unsettled.remove(&write);
+                    if unsettled.is_empty() {
+                        shard.pending.remove(&key);
+                    }
                 }
                 written.map_err(coordinator_error)?;
                 match snapshot {
@@ -218,7 +249,10 @@ impl ShareStateShard {
     }
 
     /// InitializeShareGroupState: a share-partition's first state (or a reset of its
-    /// start offset under a new state epoch). An older state epoch is fenced.
+    /// start offset under a new state epoch). An older state epoch is fenced; the same
+    /// state epoch and start offset again change nothing (Kafka's rule: two leaders
+    /// loading a new share-partition at once both initialize it, and the second must
+    /// not wipe what the first has written since).
     pub fn initialize(
         &mut self,
         key: ShareStateKey,
@@ -229,6 +263,10 @@ impl ShareStateShard {
         if let Some(current) = self.latest(&key) {
             if state_epoch < current.state_epoch {
                 return now(Err(error_code::FENCED_STATE_EPOCH));
+            }
+            if (state_epoch, start_offset) == (current.state_epoch, current.start_offset) {
+                let relied = Some(current.clone());
+                return when_settled(key, relied, ());
             }
         }
         let snapshot = Snapshot {
@@ -253,13 +291,13 @@ impl ShareStateShard {
         now_ms: i64,
     ) -> (Records, Answer<Result<Option<Snapshot>, i16>>) {
         let Some(current) = self.latest(&key).cloned() else {
-            return now(Ok(None));
+            return when_settled(key, None, None);
         };
         if leader_epoch < current.leader_epoch {
             return now(Err(error_code::FENCED_LEADER_EPOCH));
         }
         if leader_epoch == current.leader_epoch {
-            return now(Ok(Some(current)));
+            return when_settled(key, Some(current.clone()), Some(current));
         }
         let snapshot = Snapshot {
             leader_epoch,
@@ -312,7 +350,7 @@ impl ShareStateShard {
     /// DeleteShareGroupState: the share-partition's state goes (a tombstone).
     pub fn delete(&mut self, key: ShareStateKey) -> (Records, Answer<Result<(), i16>>) {
         if self.latest(&key).is_none() {
-            return now(Ok(()));
+            return when_settled(key, None, ());
         }
         self.put(key, None)
     }
@@ -458,6 +496,83 @@ mod tests {
         assert!(failed.1(&mut shard, Err(error_code::REQUEST_TIMED_OUT)).is_err());
         let now = apply(shard.read(k(), 6, 6), &mut shard).unwrap().unwrap();
         assert_eq!((now.start_offset, now.batches), (10, acked));
+    }
+
+    /// A refused append settles at once, ahead of the writes before it: it must uncover
+    /// those, not the settled state (review: a retried read then carried an older
+    /// snapshot past the acknowledgements of the write still in flight).
+    #[test]
+    fn a_refused_write_uncovers_the_unsettled_writes_before_it() {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        apply(shard.read(k(), 5, 0), &mut shard).unwrap();
+        let acked = vec![StateBatch {
+            first_offset: 10,
+            last_offset: 12,
+            delivery_state: 2,
+            delivery_count: 1,
+        }];
+        let write = shard.write(k(), 0, 5, 10, acked.clone(), 1);
+        let refused = shard.read(k(), 6, 2);
+        assert!(refused.1(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS)).is_err());
+        let again = shard.read(k(), 6, 3);
+        write.1(&mut shard, Ok(())).unwrap();
+        let seen = again.1(&mut shard, Ok(())).unwrap().unwrap();
+        assert_eq!((seen.leader_epoch, seen.batches), (6, acked));
+    }
+
+    /// An answer that writes nothing, drawn from a write not yet settled, is not given
+    /// if that write fails: the caller retries (review: a leader's resent read answered
+    /// from a read that then timed out loaded as if it had fenced the old leader).
+    #[test]
+    fn an_answer_drawn_from_a_write_that_failed_asks_for_a_retry() {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        let first = shard.read(k(), 5, 1);
+        let resent = shard.read(k(), 5, 2);
+        assert!(resent.0.is_empty(), "answered from the read before it");
+        assert!(first.1(&mut shard, Err(error_code::REQUEST_TIMED_OUT)).is_err());
+        assert_eq!(
+            resent.1(&mut shard, Ok(())),
+            Err(error_code::COORDINATOR_NOT_AVAILABLE)
+        );
+        // Settled, the same answer is given.
+        apply(shard.read(k(), 5, 3), &mut shard).unwrap();
+        let again = apply(shard.read(k(), 5, 4), &mut shard).unwrap().unwrap();
+        assert_eq!(again.leader_epoch, 5);
+        // Likewise "no state" drawn from a tombstone that failed.
+        let delete = shard.delete(k());
+        let none = shard.read(k(), 6, 5);
+        assert!(delete.1(&mut shard, Err(error_code::REQUEST_TIMED_OUT)).is_err());
+        assert_eq!(
+            none.1(&mut shard, Ok(())),
+            Err(error_code::COORDINATOR_NOT_AVAILABLE)
+        );
+    }
+
+    /// Initializing again with the same state epoch and start offset changes nothing
+    /// (Kafka's rule): two leaders loading a new share-partition at once both
+    /// initialize it, and the second must not wipe what the first wrote since.
+    #[test]
+    fn initializing_again_alike_keeps_the_state() {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        apply(shard.read(k(), 5, 0), &mut shard).unwrap();
+        let acked = vec![StateBatch {
+            first_offset: 10,
+            last_offset: 12,
+            delivery_state: 2,
+            delivery_count: 1,
+        }];
+        apply(shard.write(k(), 0, 5, 10, acked.clone(), 1), &mut shard).unwrap();
+        let again = shard.initialize(k(), 0, 10, 2);
+        assert!(again.0.is_empty());
+        again.1(&mut shard, Ok(())).unwrap();
+        let state = apply(shard.read(k(), 5, 3), &mut shard).unwrap().unwrap();
+        assert_eq!(state.batches, acked);
+        // Another start offset under the same state epoch is a reset, as in Kafka.
+        apply(shard.initialize(k(), 0, 20, 4), &mut shard).unwrap();
+        assert_eq!(shard.summary(&k()).unwrap().start_offset, 20);
     }
 
     #[test]

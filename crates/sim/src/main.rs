@@ -54,6 +54,8 @@ enum Bug {
     CommitsAnsweredWhenWritten,
     /// Classic group members rejoin without giving their partitions up.
     ClassicKeepsPartitions,
+    /// Share-partition leaders answer acknowledgements without writing them down.
+    ShareAcksUnwritten,
 }
 
 fn main() -> ExitCode {
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
                 Some(Bug::CommitsAnsweredWhenWritten)
             ),
             classic_keeps_partitions: matches!(args.bug, Some(Bug::ClassicKeepsPartitions)),
+            share_acks_unwritten: matches!(args.bug, Some(Bug::ShareAcksUnwritten)),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs);
         ran += 1;

@@ -100,6 +100,9 @@ pub struct Bugs {
     /// Classic members rejoin keeping their partitions (the eager protocol gives them up
     /// first): a partition owned twice.
     pub classic_keeps_partitions: bool,
+    /// The share-partition's leader answers acknowledgements without writing them to
+    /// the share coordinator: the next leader delivers acknowledged records again.
+    pub share_acks_unwritten: bool,
 }
 
 /// A batch the harness's own producer appended on a leader, its records' ids by offset:
@@ -2038,6 +2041,14 @@ mod tests {
                 "still a member, owns it",
                 "a classic member keeping its partitions through a rebalance",
             ),
+            (
+                Bugs {
+                    share_acks_unwritten: true,
+                    ..none()
+                },
+                "acknowledged and answered so",
+                "a share group's acknowledged record delivered again",
+            ),
         ] {
             assert!(caught(bugs, named), "no seed caught {what}");
         }
@@ -2080,27 +2091,23 @@ mod tests {
         }
     }
 
-    /// The seed that found the share coordinator checking requests against settled
-    /// writes only (an acknowledged record delivered again after a leader change; with
-    /// the fix reverted it fails within the first 7 fresh seeds).
+    /// The seeds that found the share coordinator checking requests against settled
+    /// writes only (762307637: an acknowledged record delivered again after a leader
+    /// change; with the fix reverted it fails within the first 7 fresh seeds) and a
+    /// share-partition loaded after its node lost the leadership handing records out
+    /// (3790390773; fixed in `ShareManager::slot`).
     #[test]
     fn share_seeds_that_found_bugs_pass() {
         let _one_at_a_time = serial();
-        let seed = 762307637;
-        let outcome = run(seed, 20_000, &Disk::default(), Bugs::default()).unwrap();
-        assert!(
-            outcome.share_settled > 0,
-            "seed {seed} acknowledges records"
-        );
-        assert!(
-            outcome.share_loads > 1,
-            "seed {seed} moves the share-partition"
-        );
-        assert!(
-            outcome.violations.is_empty(),
-            "{seed}: {:?}",
-            outcome.violations
-        );
+        for seed in [762307637, 3790390773] {
+            let outcome = run(seed, 20_000, &Disk::default(), Bugs::default()).unwrap();
+            assert!(outcome.share_acquired > 0, "seed {seed} hands records out");
+            assert!(
+                outcome.violations.is_empty(),
+                "{seed}: {:?}",
+                outcome.violations
+            );
+        }
     }
 
     /// The disk's sync hook is process-wide: one world at a time.

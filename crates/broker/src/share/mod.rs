@@ -232,6 +232,12 @@ impl ShareManager {
             tokio::time::timeout_at(deadline, load(broker, key, partition, settings, epoch))
                 .await
                 .map_err(|_| error_code::COORDINATOR_LOAD_IN_PROGRESS)??;
+        // Leadership may have moved while the state loaded: a former leader must not
+        // hand records out from it (its log read would not stop it), so it keeps
+        // nothing and the member goes to the new leader.
+        if partition.leader_epoch_if_leader() != Some(epoch) {
+            return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+        }
         *guard = Some(loaded);
         Ok(SlotGuard(guard))
     }

@@ -118,6 +118,8 @@ enum Phase {
         before: Box<SharePartition>,
         settles: Vec<i64>,
         releases: Vec<i64>,
+        load: u64,
+        leader_epoch: i32,
     },
     /// Loading for `epoch`: Read (then, for a new share-partition, Initialize and Read
     /// again: `initialized` holds what was initialized).
@@ -185,9 +187,13 @@ pub(super) fn share_consumers() -> Vec<ShareConsumer> {
 pub(super) struct ShareCheck {
     /// Offsets whose acceptance or rejection was written and answered.
     settled: BTreeSet<i64>,
-    /// offset -> (member, share-partition load, lock deadline on its node's clock) of
-    /// the last acquisition.
-    locks: BTreeMap<i64, (String, u64, i64)>,
+    /// (share-partition load, offset) -> (member, lock deadline on its node's clock) of
+    /// the last acquisition there.
+    locks: BTreeMap<(u64, i64), (String, i64)>,
+    /// offset -> the highest leader epoch a share-partition that acquired it was loaded
+    /// in: an acknowledgement answered from an older leader after that is one the newer
+    /// leader's state did not have.
+    acquired_in: BTreeMap<i64, i32>,
     /// offset -> record id, as consumers received them.
     delivered: BTreeMap<i64, i64>,
     /// Share-partitions loaded so far.
@@ -411,6 +417,7 @@ impl World {
             ack = Some(match (slot, check_batches(&request.acks, false)) {
                 (_, Err(code)) => code,
                 // Acknowledging never loads a share-partition (Kafka's answer).
+                (None, Ok(())) if epoch.is_none() => error_code::NOT_LEADER_OR_FOLLOWER,
                 (None, Ok(())) => error_code::UNKNOWN_TOPIC_OR_PARTITION,
                 (Some(slot), Ok(())) => {
                     let before = Box::new(slot.state.clone());
@@ -418,11 +425,19 @@ impl World {
                         Err(code) => code,
                         Ok(()) => {
                             let (settles, releases) = classify(&request.acks);
+                            if self.bugs.share_acks_unwritten {
+                                let leader_epoch = slot.leader_epoch;
+                                self.share_acked(id, load, leader_epoch, &settles, &releases);
+                                self.share_fetch_phase(id, request, Some(error_code::NONE));
+                                return;
+                            }
                             let op = write_op(slot);
                             let phase = Phase::Acking {
                                 before,
                                 settles,
                                 releases,
+                                load,
+                                leader_epoch: slot.leader_epoch,
                             };
                             self.share_call(id, request, None, phase, op);
                             return;
@@ -471,7 +486,7 @@ impl World {
             return;
         };
         let log_start = partition.log().log_start_offset();
-        let high_watermark = partition.high_watermark();
+        let high_watermark = partition.log().high_watermark();
         let leader = &mut self.nodes[index].share;
         let load = leader.load;
         let Some(slot) = leader.slot.as_mut() else {
@@ -512,10 +527,18 @@ impl World {
             }
         }
         let op = write_op(slot);
+        let leader_epoch = slot.leader_epoch;
         if let Some((offset, code)) = failed {
             self.trace(&("share read failed", id, offset, code));
+            // As the broker: out of range reads nothing; another error is the answer
+            // (the expired locks are written with the next change).
+            if code != error_code::OFFSET_OUT_OF_RANGE {
+                self.share_answer(id, request, ack, Err(code));
+                return;
+            }
         }
-        self.check_acquired(id, load, &request.member, &read, high_watermark, now);
+        let member = &request.member;
+        self.check_acquired(id, load, leader_epoch, member, &read, high_watermark, now);
         if read.expired {
             self.share_call(id, request, ack, Phase::Expired { read }, op);
             return;
@@ -526,10 +549,12 @@ impl World {
     /// What a share-partition hands out is checked as it does: never a record settled
     /// and answered so, never one another lock of the same share-partition still
     /// holds, never one at or past the high watermark.
+    #[allow(clippy::too_many_arguments)]
     fn check_acquired(
         &mut self,
         id: i32,
         load: u64,
+        leader_epoch: i32,
         member: &str,
         read: &ShareRead,
         high_watermark: i64,
@@ -548,16 +573,22 @@ impl World {
             }
             for offset in acquired.first..=acquired.last {
                 *self.share_check.acquisitions.entry(offset).or_default() += 1;
+                let epoch = self
+                    .share_check
+                    .acquired_in
+                    .entry(offset)
+                    .or_insert(leader_epoch);
+                *epoch = (*epoch).max(leader_epoch);
                 if self.share_check.settled.contains(&offset) {
                     self.violation(format!(
                         "offset {offset}, acknowledged and answered so, was acquired again by {member} on node {id}"
                     ));
                 }
-                let lock = (member.to_string(), load, until);
-                if let Some((holder, held_in, deadline)) =
-                    self.share_check.locks.insert(offset, lock)
+                let lock = (member.to_string(), until);
+                if let Some((holder, deadline)) =
+                    self.share_check.locks.insert((load, offset), lock)
                 {
-                    if held_in == load && deadline > seen {
+                    if deadline > seen {
                         self.violation(format!(
                             "node {id} handed offset {offset} to {member} while {holder}'s lock on it ran until {deadline} (now {now}, latest {seen})"
                         ));
@@ -674,26 +705,20 @@ impl World {
                 before,
                 settles,
                 releases,
+                load,
+                leader_epoch,
             } => {
-                let leader = &mut self.nodes[index].share;
                 let ack = match result {
                     Ok(_) => {
-                        for offset in &releases {
-                            self.share_check.locks.remove(offset);
-                        }
-                        for offset in settles {
-                            self.share_check.locks.remove(&offset);
-                            self.share_check.settled.insert(offset);
-                            self.outcome.share_settled += 1;
-                        }
+                        self.share_acked(id, load, leader_epoch, &settles, &releases);
                         error_code::NONE
                     }
                     Err(code) if fenced(code) => {
-                        leader.slot = None;
+                        self.nodes[index].share.slot = None;
                         error_code::NOT_LEADER_OR_FOLLOWER
                     }
                     Err(code) => {
-                        if let Some(slot) = leader.slot.as_mut() {
+                        if let Some(slot) = self.nodes[index].share.slot.as_mut() {
                             slot.state = *before;
                         }
                         code
@@ -765,6 +790,7 @@ impl World {
                 if matches!(result, Err(code) if fenced(code)) {
                     self.nodes[index].share.slot = None;
                 }
+                self.share_unload_if_idle(id);
                 self.share_answer(id, request, ack, Ok(ShareRead::default()));
             }
         }
@@ -806,15 +832,55 @@ impl World {
             (released, write_op(slot))
         });
         let Some((true, op)) = released else {
+            self.share_unload_if_idle(id);
             self.share_answer(id, request, None, Ok(ShareRead::default()));
             return;
         };
         self.share_check.saw(load, now);
         self.share_check
             .locks
-            .retain(|_, (holder, held_in, _)| !(*held_in == load && *holder == request.member));
+            .retain(|(held_in, _), (holder, _)| !(*held_in == load && *holder == request.member));
         self.trace(&("share released", id, &request.member));
         self.share_call(id, request, None, Phase::Releasing, op);
+    }
+
+    /// The group's last share session on node `id` closed: its share-partition is
+    /// dropped (the broker's onGroupEmpty), to be loaded afresh, in the same leader
+    /// epoch too, by the next fetch.
+    fn share_unload_if_idle(&mut self, id: i32) {
+        let sessions = self
+            .share_consumers
+            .iter()
+            .any(|c| !c.down && c.connected.contains(&id));
+        let index = self.index(id);
+        if !sessions && self.nodes[index].share.slot.take().is_some() {
+            self.trace(&("share unloaded", id));
+        }
+    }
+
+    /// Acknowledgements answered as durable: what the checker holds them to.
+    fn share_acked(
+        &mut self,
+        id: i32,
+        load: u64,
+        leader_epoch: i32,
+        settles: &[i64],
+        releases: &[i64],
+    ) {
+        for offset in releases {
+            self.share_check.locks.remove(&(load, *offset));
+        }
+        for &offset in settles {
+            self.share_check.locks.remove(&(load, offset));
+            self.share_check.settled.insert(offset);
+            self.outcome.share_settled += 1;
+            let newer = self.share_check.acquired_in.get(&offset).copied();
+            if let Some(newer) = newer.filter(|&e| e > leader_epoch) {
+                self.violation(format!(
+                    "offset {offset}, acquired by a share-partition loaded in leader epoch {newer}, was then acknowledged and answered so by node {id}'s of epoch {leader_epoch}"
+                ));
+            }
+        }
     }
 
     fn share_load_failed(&mut self, id: i32, request: FetchRequest, ack: Option<i16>, code: i16) {
@@ -824,7 +890,13 @@ impl World {
             }
             other => other,
         };
-        self.share_answer(id, request, ack, Err(code));
+        // The share state not available yet: the broker leaves the partition out of
+        // the answer (no records, no error).
+        let result = match retriable(code) || code == error_code::COORDINATOR_LOAD_IN_PROGRESS {
+            true => Ok(ShareRead::default()),
+            false => Err(code),
+        };
+        self.share_answer(id, request, ack, result);
     }
 
     fn share_loaded(
@@ -837,9 +909,15 @@ impl World {
         ack: Option<i16>,
     ) {
         let index = self.index(id);
-        let Some(log_start) = self.partition(id).map(|p| p.log().log_start_offset()) else {
+        let Some(replica) = self.partition(id) else {
             return;
         };
+        // Leadership moved while the state loaded: the broker keeps nothing.
+        if replica.leader_epoch_if_leader() != Some(epoch) {
+            self.share_answer(id, request, ack, Err(error_code::NOT_LEADER_OR_FOLLOWER));
+            return;
+        }
+        let log_start = replica.log().log_start_offset();
         let mut partition = SharePartition::new(&state, LIMITS);
         partition.log_start_moved(log_start);
         self.trace(&(

@@ -361,9 +361,14 @@ impl ConsumerGroup {
                     .members
                     .get(&existing)
                     .filter(|_| existing != member_id);
-                if holder.is_some_and(|m| m.member_epoch != STATIC_LEAVE_EPOCH) {
+                let active = |m: &ConsumerMember| {
+                    m.member_epoch != STATIC_LEAVE_EPOCH && m.session_deadline_ms > now_ms
+                };
+                if holder.is_some_and(active) {
                     // Another process still holds the instance id: it has not left (-2)
-                    // and its session has not run out. Kafka's throwIfInstanceIdIsUnreleased
+                    // and its session has not run out (a session past its deadline that
+                    // the timer has not removed yet counts as out: the refusal is fatal
+                    // to the client). Kafka's throwIfInstanceIdIsUnreleased
                     // (fatal to the client): two live processes configured alike must not
                     // take the instance from each other in turn.
                     return Err(error(
@@ -385,8 +390,6 @@ impl ConsumerGroup {
                     self.members.insert(member_id.clone(), previous);
                 }
             }
-            self.static_members
-                .insert(instance.clone(), member_id.clone());
         }
         if !self.members.contains_key(&member_id) && self.members.len() >= self.limits.max_size {
             return Err(error(
@@ -396,6 +399,11 @@ impl ConsumerGroup {
                     self.limits.max_size
                 ),
             ));
+        }
+        // Only once admitted: a refused join leaves no instance id pointing at nobody.
+        if let Some(instance) = &request.instance_id {
+            self.static_members
+                .insert(instance.clone(), member_id.clone());
         }
         let existing = self.members.get(&member_id).cloned();
         // What the member held before, kept only by a static member taking over: a
@@ -1119,6 +1127,13 @@ mod tests {
             group.static_members.get("ia").map(String::as_str),
             Some("a2")
         );
+        // A session past its deadline that the timer has not removed yet counts as out.
+        let late = 40 + 2 * limits.session_timeout_ms as i64;
+        let a3 = group
+            .heartbeat(statically("a3"), late, &topics, &mut no_ids())
+            .unwrap();
+        assert!(a3.member_epoch > 0);
+        assert!(!group.members.contains_key("a2"));
     }
 
     #[test]

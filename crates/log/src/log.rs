@@ -594,8 +594,16 @@ impl Log {
             // epoch cache ignores the epoch, leaving a replica whose batch says another
             // epoch than the leader's (the simulator's corrupt reads found it); refused
             // here as a CRC mismatch is, so the next fetch reads it again.
+            // A negative epoch other than "none" (-1) exists in no format: damaged too,
+            // and the only sign of it a follower with an empty log has (the simulator's
+            // corrupt reads found one: epoch 0 read as i32::MIN at offset 0).
             let latest_epoch = self.epochs.latest().map(|e| e.epoch);
-            let view = if header.partition_leader_epoch != NO_PARTITION_LEADER_EPOCH
+            let view = if header.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH {
+                Err(RecordsError::Corrupt(format!(
+                    "batch at offset {} carries leader epoch {}",
+                    header.base_offset, header.partition_leader_epoch
+                )))
+            } else if header.partition_leader_epoch != NO_PARTITION_LEADER_EPOCH
                 && latest_epoch.is_some_and(|latest| header.partition_leader_epoch < latest)
             {
                 Err(RecordsError::Corrupt(format!(

@@ -519,4 +519,11 @@ fn damaged_fetched_batches_are_refused_and_the_batches_before_them_kept() {
     }
     follower.append_as_follower(&rest, 3).unwrap();
     assert_eq!(follower.log_end_offset(), 8);
+    // A follower with an empty log has no latest epoch to compare with: an epoch no
+    // format has (negative, not -1) is damage all the same (its sign bit flipped here).
+    let mut first = bytes[..batch_bytes].to_vec();
+    first[12..16].copy_from_slice(&i32::MIN.to_be_bytes());
+    let (_dir, mut empty) = empty_follower();
+    assert!(empty.append_as_follower(&first, 3).is_err());
+    assert_eq!(empty.log_end_offset(), 0);
 }

@@ -2118,12 +2118,20 @@ mod tests {
 
     /// Found by the simulator's corrupt reads: a follower took a fetched batch whose leader
     /// epoch (outside the CRC) was damaged to a lower one, and its replica differed from
-    /// the leader's below the high watermark. Fixed in `Log::append_as_follower`.
+    /// the leader's below the high watermark (2783824247), and one damaged to a negative
+    /// epoch reaching a follower whose log was empty (2011220464, 2026-12-07). Fixed in
+    /// `Log::append_as_follower`.
     #[test]
     fn a_damaged_leader_epoch_never_reaches_a_replica() {
         let _one_at_a_time = serial();
-        let outcome = run(2783824247, 20_000, &Disk::default(), Bugs::default()).unwrap();
-        assert!(outcome.corrupt_reads > 0, "the seed damages reads");
-        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+        for seed in [2783824247, 2011220464] {
+            let outcome = run(seed, 20_000, &Disk::default(), Bugs::default()).unwrap();
+            assert!(outcome.corrupt_reads > 0, "seed {seed} damages reads");
+            assert!(
+                outcome.violations.is_empty(),
+                "{seed}: {:?}",
+                outcome.violations
+            );
+        }
     }
 }

@@ -249,10 +249,13 @@ impl ShareStateShard {
     }
 
     /// InitializeShareGroupState: a share-partition's first state (or a reset of its
-    /// start offset under a new state epoch). An older state epoch is fenced; the same
-    /// state epoch and start offset again change nothing (Kafka's rule: two leaders
-    /// loading a new share-partition at once both initialize it, and the second must
-    /// not wipe what the first has written since).
+    /// start offset under a new state epoch). An older state epoch is fenced. The same
+    /// state epoch onto a state that has a start offset changes nothing: two leaders
+    /// loading a new share-partition at once both initialize it, and the second (its
+    /// start from its own high watermark, or the first's start moved on since) must not
+    /// wipe what the first has written. Kafka makes only a repeat of the same start a
+    /// no-op, and rewrites otherwise; a deliberate difference (Strand's admin resets
+    /// always take a newer state epoch, so none relies on a same-epoch rewrite).
     pub fn initialize(
         &mut self,
         key: ShareStateKey,
@@ -264,7 +267,7 @@ impl ShareStateShard {
             if state_epoch < current.state_epoch {
                 return now(Err(error_code::FENCED_STATE_EPOCH));
             }
-            if (state_epoch, start_offset) == (current.state_epoch, current.start_offset) {
+            if state_epoch == current.state_epoch && current.start_offset >= 0 {
                 let relied = Some(current.clone());
                 return when_settled(key, relied, ());
             }
@@ -550,9 +553,11 @@ mod tests {
         );
     }
 
-    /// Initializing again with the same state epoch and start offset changes nothing
-    /// (Kafka's rule): two leaders loading a new share-partition at once both
-    /// initialize it, and the second must not wipe what the first wrote since.
+    /// Initializing again under the same state epoch changes an initialized state in
+    /// nothing: two leaders loading a new share-partition at once both initialize it,
+    /// and the second must not wipe what the first wrote since (a second review: with
+    /// another start offset, as the first's start moved on or the second's high
+    /// watermark differs, it still did).
     #[test]
     fn initializing_again_alike_keeps_the_state() {
         let mut shard = ShareStateShard::default();
@@ -570,9 +575,18 @@ mod tests {
         again.1(&mut shard, Ok(())).unwrap();
         let state = apply(shard.read(k(), 5, 3), &mut shard).unwrap().unwrap();
         assert_eq!(state.batches, acked);
-        // Another start offset under the same state epoch is a reset, as in Kafka.
-        apply(shard.initialize(k(), 0, 20, 4), &mut shard).unwrap();
+        // Nor another start offset under the same state epoch (the first's start moved).
+        apply(shard.initialize(k(), 0, 7, 4), &mut shard).unwrap();
+        let state = apply(shard.read(k(), 5, 5), &mut shard).unwrap().unwrap();
+        assert_eq!((state.start_offset, state.batches), (10, acked));
+        // A reset takes a newer state epoch.
+        apply(shard.initialize(k(), 1, 20, 6), &mut shard).unwrap();
         assert_eq!(shard.summary(&k()).unwrap().start_offset, 20);
+        // A state an admin created without a start offset is initialized by the leader
+        // under its state epoch.
+        apply(shard.initialize(k(), 2, -1, 7), &mut shard).unwrap();
+        apply(shard.initialize(k(), 2, 30, 8), &mut shard).unwrap();
+        assert_eq!(shard.summary(&k()).unwrap().start_offset, 30);
     }
 
     #[test]

@@ -605,6 +605,9 @@ impl World {
             "durability",
             matches!(durability, Durability::FlushBeforeAck),
         ));
+        // From the seed, not its generator: the other draws stay where they were.
+        world.share_check.reset_latest = seed & 0x100 != 0;
+        world.trace(&("share reset latest", world.share_check.reset_latest));
         for index in 0..NODES.len() {
             world.start(index)?;
         }

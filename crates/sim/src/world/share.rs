@@ -196,8 +196,12 @@ pub(super) struct ShareCheck {
     acquired_in: BTreeMap<i64, i32>,
     /// offset -> record id, as consumers received them.
     delivered: BTreeMap<i64, i64>,
-    /// Share-partitions loaded so far.
+    /// Share-partitions loaded so far, and the lowest start offset one was loaded at
+    /// (where the share group starts reading).
     loads: u64,
+    first_start: Option<i64>,
+    /// share.auto.offset.reset=latest (else earliest).
+    pub(super) reset_latest: bool,
     /// offset -> times acquired, by any share-partition.
     acquisitions: BTreeMap<i64, i16>,
     /// load -> the latest wall-clock time that share-partition was given: every
@@ -741,10 +745,16 @@ impl World {
                     self.share_loaded(id, epoch, state_epoch, state, request, ack)
                 }
                 (Ok(found), None) => {
-                    // A new share-partition: where share.auto.offset.reset says
-                    // (earliest here), under the state epoch found.
+                    // A new share-partition: where share.auto.offset.reset says (half
+                    // the seeds earliest, half latest: the high watermark, which
+                    // differs between two leaders loading at once), under the state
+                    // epoch found.
                     let state_epoch = found.map_or(0, |(e, _)| e);
-                    let Some(start) = self.partition(id).map(|p| p.log().log_start_offset()) else {
+                    let latest = self.share_check.reset_latest;
+                    let Some(start) = self.partition(id).map(|p| match latest {
+                        true => p.log().high_watermark(),
+                        false => p.log().log_start_offset(),
+                    }) else {
                         return;
                     };
                     let phase = Phase::Initializing {
@@ -920,6 +930,9 @@ impl World {
         let log_start = replica.log().log_start_offset();
         let mut partition = SharePartition::new(&state, LIMITS);
         partition.log_start_moved(log_start);
+        let start = partition.start_offset();
+        let first = self.share_check.first_start.get_or_insert(start);
+        *first = (*first).min(start);
         self.trace(&(
             "share loaded",
             id,
@@ -1139,7 +1152,8 @@ impl World {
     /// answers lost or too late for the consumer: what the limit is for).
     pub(super) fn check_share_final(&mut self, records: &BTreeMap<i64, i64>) {
         let mut missing = Vec::new();
-        for (offset, id) in records {
+        let from = self.share_check.first_start.unwrap_or(0);
+        for (offset, id) in records.range(from..) {
             let acquired = self
                 .share_check
                 .acquisitions

@@ -399,6 +399,25 @@ mod tests {
         ("g".into(), Uuid::from_u128(9), 3)
     }
 
+    /// A share-partition initialized at offset 10 and read by the leader of `epoch`,
+    /// settled.
+    fn loaded_by(epoch: i32) -> ShareStateShard {
+        let mut shard = ShareStateShard::default();
+        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
+        apply(shard.read(k(), epoch, 0), &mut shard).unwrap();
+        shard
+    }
+
+    /// Offsets 10-12 accepted, as a leader writes them.
+    fn acked() -> Vec<StateBatch> {
+        vec![StateBatch {
+            first_offset: 10,
+            last_offset: 12,
+            delivery_state: 2,
+            delivery_count: 1,
+        }]
+    }
+
     fn apply<R>((records, answer): (Records, Answer<R>), shard: &mut ShareStateShard) -> R {
         let _ = records;
         answer(shard, Ok(()))
@@ -468,15 +487,8 @@ mod tests {
     /// leader delivered acknowledged records again.
     #[test]
     fn a_request_sees_the_writes_before_it_that_have_not_settled() {
-        let mut shard = ShareStateShard::default();
-        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
-        apply(shard.read(k(), 4, 0), &mut shard).unwrap();
-        let acked = vec![StateBatch {
-            first_offset: 10,
-            last_offset: 12,
-            delivery_state: 2,
-            delivery_count: 1,
-        }];
+        let mut shard = loaded_by(4);
+        let acked = acked();
         // Leader 5 reads (its write not settled yet), then leader 4 writes: fenced.
         let read = shard.read(k(), 5, 1);
         let stale = shard.write(k(), 0, 4, 10, acked.clone(), 2);
@@ -506,15 +518,8 @@ mod tests {
     /// snapshot past the acknowledgements of the write still in flight).
     #[test]
     fn a_refused_write_uncovers_the_unsettled_writes_before_it() {
-        let mut shard = ShareStateShard::default();
-        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
-        apply(shard.read(k(), 5, 0), &mut shard).unwrap();
-        let acked = vec![StateBatch {
-            first_offset: 10,
-            last_offset: 12,
-            delivery_state: 2,
-            delivery_count: 1,
-        }];
+        let mut shard = loaded_by(5);
+        let acked = acked();
         let write = shard.write(k(), 0, 5, 10, acked.clone(), 1);
         let refused = shard.read(k(), 6, 2);
         assert!(refused.1(&mut shard, Err(error_code::NOT_ENOUGH_REPLICAS)).is_err());
@@ -560,15 +565,8 @@ mod tests {
     /// watermark differs, it still did).
     #[test]
     fn initializing_again_alike_keeps_the_state() {
-        let mut shard = ShareStateShard::default();
-        apply(shard.initialize(k(), 0, 10, 0), &mut shard).unwrap();
-        apply(shard.read(k(), 5, 0), &mut shard).unwrap();
-        let acked = vec![StateBatch {
-            first_offset: 10,
-            last_offset: 12,
-            delivery_state: 2,
-            delivery_count: 1,
-        }];
+        let mut shard = loaded_by(5);
+        let acked = acked();
         apply(shard.write(k(), 0, 5, 10, acked.clone(), 1), &mut shard).unwrap();
         let again = shard.initialize(k(), 0, 10, 2);
         assert!(again.0.is_empty());

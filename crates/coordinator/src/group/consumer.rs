@@ -979,19 +979,31 @@ mod tests {
         next.expect("its next heartbeat is accepted");
     }
 
+    /// A group of six partitions for the static-member tests.
+    fn static_group() -> (Topics, ConsumerGroupLimits, ConsumerGroup) {
+        let limits = ConsumerGroupLimits::default();
+        (
+            Topics(vec![("t", 6)]),
+            limits,
+            ConsumerGroup::new("g", limits),
+        )
+    }
+
+    /// A static member (instance "ia") joining as `member`.
+    fn statically(member: &str) -> Heartbeat {
+        Heartbeat {
+            instance_id: Some("ia".into()),
+            ..join(member, &["t"])
+        }
+    }
+
     /// Kafka's static membership for the new protocol: a static member that leaves
     /// with epoch -2 (a restart) keeps its place and partitions, without a rebalance,
     /// until it comes back under its instance id; only its session running out removes
     /// it. Strand removed it at once before, so every rolling restart moved partitions.
     #[test]
     fn a_static_member_leaving_for_a_restart_keeps_its_partitions_until_it_is_back() {
-        let topics = Topics(vec![("t", 6)]);
-        let limits = ConsumerGroupLimits::default();
-        let mut group = ConsumerGroup::new("g", limits);
-        let statically = |member: &str| Heartbeat {
-            instance_id: Some("ia".into()),
-            ..join(member, &["t"])
-        };
+        let (topics, limits, mut group) = static_group();
         // a1 (instance "ia") leaves with epoch -2.
         let leave_for_a_while = |group: &mut ConsumerGroup, now: i64| {
             let request = Heartbeat {
@@ -1084,13 +1096,7 @@ mod tests {
     /// Kafka 4.4 refuses it too (apache/kafka#23542 fixes that there).
     #[test]
     fn a_static_instance_still_held_is_refused_until_its_session_runs_out() {
-        let topics = Topics(vec![("t", 6)]);
-        let limits = ConsumerGroupLimits::default();
-        let mut group = ConsumerGroup::new("g", limits);
-        let statically = |member: &str| Heartbeat {
-            instance_id: Some("ia".into()),
-            ..join(member, &["t"])
-        };
+        let (topics, limits, mut group) = static_group();
         let a = group
             .heartbeat(statically("a1"), 0, &topics, &mut no_ids())
             .unwrap();

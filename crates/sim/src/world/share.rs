@@ -108,6 +108,8 @@ struct FetchRequest {
     /// Not a fetch: the connection closed, and what the member acquired on it goes
     /// back to the others (the broker's `connection_closed`), under the same lock.
     closing: bool,
+    /// Its acknowledgements were settled with this code; what is left is the fetch.
+    acked: Option<i16>,
 }
 
 /// Where a share fetch holding the share-partition's lock is.
@@ -372,6 +374,7 @@ impl World {
             acks,
             connection,
             closing: false,
+            acked: None,
         };
         let leads = self
             .partition(to)
@@ -397,6 +400,10 @@ impl World {
     fn share_begin(&mut self, id: i32, request: FetchRequest) {
         if request.closing {
             self.share_release(id, request);
+            return;
+        }
+        if let Some(ack) = request.acked {
+            self.share_fetch_phase(id, request, Some(ack));
             return;
         }
         let index = self.index(id);
@@ -728,7 +735,14 @@ impl World {
                         code
                     }
                 };
-                self.share_fetch_phase(id, request, Some(ack));
+                // The handler lets the share-partition go between acknowledging and
+                // fetching: a request waiting for it goes first, and the fetch waits
+                // its turn behind them.
+                let mut request = request;
+                request.acks.clear();
+                request.acked = Some(ack);
+                self.nodes[index].share.queue.push_back(request);
+                self.share_next(id);
             }
             Phase::Reading { epoch, initialized } => match (result, initialized) {
                 (Ok(Some((state_epoch, state))), _) if state.start_offset >= 0 => {
@@ -820,6 +834,7 @@ impl World {
             acks: Vec::new(),
             connection,
             closing: true,
+            acked: None,
         };
         let leader = &mut self.nodes[index].share;
         match leader.busy {
@@ -969,6 +984,11 @@ impl World {
             let answer = Message::ShareFetchAnswer { ack, result };
             self.send(id, request.from, request.correlation, DATA, answer);
         }
+        self.share_next(id);
+    }
+
+    /// The share-partition is free: the request that waited longest takes it.
+    fn share_next(&mut self, id: i32) {
         let index = self.index(id);
         let leader = &mut self.nodes[index].share;
         if leader.busy.is_none() {

@@ -343,6 +343,15 @@ impl ShareManager {
             if !slot.is_loaded() {
                 continue;
             }
+            // No longer the leader of its epoch: nothing to release here (the new
+            // leader hands the records out again); the share-partition is dropped.
+            let leads = partition_of(broker, &key.1, key.2)
+                .ok()
+                .and_then(|p| p.leader_epoch_if_leader());
+            if leads != Some(slot.leader_epoch) {
+                *slot.0 = None;
+                continue;
+            }
             if slot.state.release_member(member_id, connection) {
                 if let Err(code) = self.persist(broker, &key, &mut slot).await {
                     tracing::debug!(group = group_id, code, "persisting a release failed");

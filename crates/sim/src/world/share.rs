@@ -848,8 +848,17 @@ impl World {
     fn share_release(&mut self, id: i32, request: FetchRequest) {
         let index = self.index(id);
         let now = self.clocks[index].now_ms();
+        let epoch = self.partition(id).and_then(|p| p.leader_epoch_if_leader());
         let leader = &mut self.nodes[index].share;
         let load = leader.load;
+        // No longer the leader of its epoch: dropped, nothing written (the broker's).
+        if leader
+            .slot
+            .as_ref()
+            .is_some_and(|s| Some(s.leader_epoch) != epoch)
+        {
+            leader.slot = None;
+        }
         let released = leader.slot.as_mut().map(|slot| {
             let released = slot
                 .state

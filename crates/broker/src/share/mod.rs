@@ -283,11 +283,7 @@ impl ShareManager {
         let written =
             persister::write(broker, key, slot.state_epoch, slot.leader_epoch, &persisted).await;
         match written {
-            Err(
-                error_code::FENCED_LEADER_EPOCH
-                | error_code::FENCED_STATE_EPOCH
-                | error_code::INVALID_REQUEST,
-            ) => {
+            Err(code) if write_unloads(code) => {
                 *slot.0 = None;
                 Err(error_code::NOT_LEADER_OR_FOLLOWER)
             }
@@ -434,8 +430,19 @@ pub fn connection_closed(broker: &Arc<Broker>, connection_id: u64) {
     });
 }
 
+/// A refused write of the share state that unloads the share-partition: another leader
+/// read the state since, the group's offsets were reset, or its state deleted.
+pub fn write_unloads(code: i16) -> bool {
+    matches!(
+        code,
+        error_code::FENCED_LEADER_EPOCH
+            | error_code::FENCED_STATE_EPOCH
+            | error_code::INVALID_REQUEST
+    )
+}
+
 /// The share coordinator fenced this leader: to the client, it is not the leader.
-fn fenced_is_not_leader(code: i16) -> i16 {
+pub fn fenced_is_not_leader(code: i16) -> i16 {
     match code {
         error_code::FENCED_LEADER_EPOCH | error_code::FENCED_STATE_EPOCH => {
             error_code::NOT_LEADER_OR_FOLLOWER

@@ -108,8 +108,8 @@ struct FetchRequest {
     /// Not a fetch: the connection closed, and what the member acquired on it goes
     /// back to the others (the broker's `connection_closed`), under the same lock.
     closing: bool,
-    /// Its acknowledgements were settled with this code; what is left is the fetch.
-    acked: Option<i16>,
+    /// Its acknowledgements' error code, once settled (None: none sent, or not yet).
+    ack: Option<i16>,
 }
 
 /// Where a share fetch holding the share-partition's lock is.
@@ -142,8 +142,6 @@ enum Phase {
 
 struct Busy {
     request: FetchRequest,
-    /// The acknowledgements' error code, once known (None: none sent).
-    ack: Option<i16>,
     phase: Phase,
     op: ShareOp,
     /// The share coordinator's request in flight: when it went out and its number
@@ -198,9 +196,8 @@ pub(super) struct ShareCheck {
     acquired_in: BTreeMap<i64, i32>,
     /// offset -> record id, as consumers received them.
     delivered: BTreeMap<i64, i64>,
-    /// Share-partitions loaded so far, and the lowest start offset one was loaded at
-    /// (where the share group starts reading).
-    loads: u64,
+    /// The lowest start offset a share-partition was loaded at (where the share group
+    /// starts reading).
     first_start: Option<i64>,
     /// share.auto.offset.reset=latest (else earliest).
     pub(super) reset_latest: bool,
@@ -280,17 +277,6 @@ fn write_op(slot: &Slot) -> ShareOp {
         leader_epoch: slot.leader_epoch,
         state: slot.state.persisted(),
     }
-}
-
-/// The share coordinator fenced this leader (another read the state since, or it was
-/// reset or deleted): the broker unloads the share-partition.
-fn fenced(code: i16) -> bool {
-    matches!(
-        code,
-        error_code::FENCED_LEADER_EPOCH
-            | error_code::FENCED_STATE_EPOCH
-            | error_code::INVALID_REQUEST
-    )
 }
 
 impl World {
@@ -374,42 +360,32 @@ impl World {
             acks,
             connection,
             closing: false,
-            acked: None,
+            ack: None,
         };
         let leads = self
             .partition(to)
             .is_some_and(|p| p.leader_epoch_if_leader().is_some());
         if !leads {
-            let ack = (!request.acks.is_empty()).then_some(error_code::NOT_LEADER_OR_FOLLOWER);
-            self.share_answer(to, request, ack, Err(error_code::NOT_LEADER_OR_FOLLOWER));
+            let mut request = request;
+            request.ack = (!request.acks.is_empty()).then_some(error_code::NOT_LEADER_OR_FOLLOWER);
+            self.share_answer(to, request, Err(error_code::NOT_LEADER_OR_FOLLOWER));
             return;
         }
-        let index = self.index(to);
-        let leader = &mut self.nodes[index].share;
-        if leader.busy.is_some() {
-            if leader.queue.len() < QUEUE_MAX {
-                leader.queue.push_back(request);
-            }
-            return;
+        if self.nodes[self.index(to)].share.queue.len() < QUEUE_MAX {
+            self.share_enqueue(to, request);
         }
-        self.share_begin(to, request);
     }
 
     /// The share fetch handler's first half: its acknowledgements, all or nothing,
     /// written before anything else happens.
-    fn share_begin(&mut self, id: i32, request: FetchRequest) {
+    fn share_begin(&mut self, id: i32, mut request: FetchRequest) {
         if request.closing {
             self.share_release(id, request);
-            return;
-        }
-        if let Some(ack) = request.acked {
-            self.share_fetch_phase(id, request, Some(ack));
             return;
         }
         let index = self.index(id);
         let now = self.clocks[index].now_ms();
         let epoch = self.partition(id).and_then(|p| p.leader_epoch_if_leader());
-        let mut ack = None;
         if !request.acks.is_empty() {
             let load = self.nodes[index].share.load;
             let slot = self.nodes[index]
@@ -420,12 +396,7 @@ impl World {
             if slot.is_some() {
                 self.share_check.saw(load, now);
             }
-            let slot = self.nodes[index]
-                .share
-                .slot
-                .as_mut()
-                .filter(|s| Some(s.leader_epoch) == epoch);
-            ack = Some(match (slot, check_batches(&request.acks, false)) {
+            request.ack = Some(match (slot, check_batches(&request.acks, false)) {
                 (_, Err(code)) => code,
                 // Acknowledging never loads a share-partition (Kafka's answer).
                 (None, Ok(())) if epoch.is_none() => error_code::NOT_LEADER_OR_FOLLOWER,
@@ -439,7 +410,8 @@ impl World {
                             if self.bugs.share_acks_unwritten {
                                 let leader_epoch = slot.leader_epoch;
                                 self.share_acked(id, load, leader_epoch, &settles, &releases);
-                                self.share_fetch_phase(id, request, Some(error_code::NONE));
+                                request.ack = Some(error_code::NONE);
+                                self.share_fetch_phase(id, request);
                                 return;
                             }
                             let op = write_op(slot);
@@ -450,22 +422,22 @@ impl World {
                                 load,
                                 leader_epoch: slot.leader_epoch,
                             };
-                            self.share_call(id, request, None, phase, op);
+                            self.share_call(id, request, phase, op);
                             return;
                         }
                     }
                 }
             });
         }
-        self.share_fetch_phase(id, request, ack);
+        self.share_fetch_phase(id, request);
     }
 
     /// The second half: the share-partition loaded for this leader epoch (from the share
     /// coordinator), then records acquired.
-    fn share_fetch_phase(&mut self, id: i32, request: FetchRequest, ack: Option<i16>) {
+    fn share_fetch_phase(&mut self, id: i32, request: FetchRequest) {
         let index = self.index(id);
         let Some(epoch) = self.partition(id).and_then(|p| p.leader_epoch_if_leader()) else {
-            self.share_answer(id, request, ack, Err(error_code::NOT_LEADER_OR_FOLLOWER));
+            self.share_answer(id, request, Err(error_code::NOT_LEADER_OR_FOLLOWER));
             return;
         };
         let leader = &mut self.nodes[index].share;
@@ -474,7 +446,7 @@ impl World {
             .as_ref()
             .is_some_and(|s| s.leader_epoch == epoch)
         {
-            self.share_acquire(id, request, ack);
+            self.share_acquire(id, request);
             return;
         }
         leader.slot = None;
@@ -485,12 +457,12 @@ impl World {
         let op = ShareOp::Read {
             leader_epoch: epoch,
         };
-        self.share_call(id, request, ack, phase, op);
+        self.share_call(id, request, phase, op);
     }
 
     /// Records acquired for the request's member from a read of the log, as the broker's
     /// `read_and_acquire` does (its two halves, around the simulator's read).
-    fn share_acquire(&mut self, id: i32, request: FetchRequest, ack: Option<i16>) {
+    fn share_acquire(&mut self, id: i32, request: FetchRequest) {
         let index = self.index(id);
         let now = self.clocks[index].now_ms();
         let Some(partition) = self.partition(id) else {
@@ -537,24 +509,24 @@ impl World {
                 Err(error) => failed = Some((offset, error.kafka_error_code())),
             }
         }
-        let op = write_op(slot);
+        let op = read.expired.then(|| write_op(slot));
         let leader_epoch = slot.leader_epoch;
         if let Some((offset, code)) = failed {
             self.trace(&("share read failed", id, offset, code));
             // As the broker: out of range reads nothing; another error is the answer
             // (the expired locks are written with the next change).
             if code != error_code::OFFSET_OUT_OF_RANGE {
-                self.share_answer(id, request, ack, Err(code));
+                self.share_answer(id, request, Err(code));
                 return;
             }
         }
         let member = &request.member;
         self.check_acquired(id, load, leader_epoch, member, &read, high_watermark, now);
-        if read.expired {
-            self.share_call(id, request, ack, Phase::Expired { read }, op);
+        if let Some(op) = op {
+            self.share_call(id, request, Phase::Expired { read }, op);
             return;
         }
-        self.share_answer(id, request, ack, Ok(read));
+        self.share_answer(id, request, Ok(read));
     }
 
     /// What a share-partition hands out is checked as it does: never a record settled
@@ -611,18 +583,10 @@ impl World {
 
     /// Holds the share-partition's lock for `request` while `op` goes to the share
     /// coordinator.
-    fn share_call(
-        &mut self,
-        id: i32,
-        request: FetchRequest,
-        ack: Option<i16>,
-        phase: Phase,
-        op: ShareOp,
-    ) {
+    fn share_call(&mut self, id: i32, request: FetchRequest, phase: Phase, op: ShareOp) {
         let index = self.index(id);
         self.nodes[index].share.busy = Some(Busy {
             request,
-            ack,
             phase,
             op,
             out: None,
@@ -704,12 +668,7 @@ impl World {
         let Some(busy) = self.nodes[index].share.busy.take() else {
             return;
         };
-        let Busy {
-            request,
-            ack,
-            phase,
-            ..
-        } = busy;
+        let Busy { request, phase, .. } = busy;
         self.trace(&("share called", id, result.as_ref().err()));
         match phase {
             Phase::Acking {
@@ -719,12 +678,13 @@ impl World {
                 load,
                 leader_epoch,
             } => {
-                let ack = match result {
+                let mut request = request;
+                request.ack = Some(match result {
                     Ok(_) => {
                         self.share_acked(id, load, leader_epoch, &settles, &releases);
                         error_code::NONE
                     }
-                    Err(code) if fenced(code) => {
+                    Err(code) if broker_share::write_unloads(code) => {
                         self.nodes[index].share.slot = None;
                         error_code::NOT_LEADER_OR_FOLLOWER
                     }
@@ -734,19 +694,16 @@ impl World {
                         }
                         code
                     }
-                };
+                });
                 // The handler lets the share-partition go between acknowledging and
                 // fetching: a request waiting for it goes first, and the fetch waits
                 // its turn behind them.
-                let mut request = request;
                 request.acks.clear();
-                request.acked = Some(ack);
-                self.nodes[index].share.queue.push_back(request);
-                self.share_next(id);
+                self.share_enqueue(id, request);
             }
             Phase::Reading { epoch, initialized } => match (result, initialized) {
                 (Ok(Some((state_epoch, state))), _) if state.start_offset >= 0 => {
-                    self.share_loaded(id, epoch, state_epoch, state, request, ack)
+                    self.share_loaded(id, epoch, state_epoch, state, request)
                 }
                 (Ok(found), Some((state_epoch, start))) => {
                     let (state_epoch, state) = found.unwrap_or((
@@ -756,7 +713,7 @@ impl World {
                             batches: Vec::new(),
                         },
                     ));
-                    self.share_loaded(id, epoch, state_epoch, state, request, ack)
+                    self.share_loaded(id, epoch, state_epoch, state, request)
                 }
                 (Ok(found), None) => {
                     // A new share-partition: where share.auto.offset.reset says (half
@@ -780,9 +737,9 @@ impl World {
                         state_epoch,
                         start_offset: start,
                     };
-                    self.share_call(id, request, ack, phase, op);
+                    self.share_call(id, request, phase, op);
                 }
-                (Err(code), _) => self.share_load_failed(id, request, ack, code),
+                (Err(code), _) => self.share_load_failed(id, request, code),
             },
             Phase::Initializing {
                 epoch,
@@ -798,24 +755,24 @@ impl World {
                     let op = ShareOp::Read {
                         leader_epoch: epoch,
                     };
-                    self.share_call(id, request, ack, phase, op);
+                    self.share_call(id, request, phase, op);
                 }
-                Err(code) => self.share_load_failed(id, request, ack, code),
+                Err(code) => self.share_load_failed(id, request, code),
             },
             Phase::Expired { read } => match result {
-                Err(code) if fenced(code) => {
+                Err(code) if broker_share::write_unloads(code) => {
                     self.nodes[index].share.slot = None;
-                    self.share_answer(id, request, ack, Err(error_code::NOT_LEADER_OR_FOLLOWER));
+                    self.share_answer(id, request, Err(error_code::NOT_LEADER_OR_FOLLOWER));
                 }
                 // A failed write of expired locks is only logged by the broker.
-                _ => self.share_answer(id, request, ack, Ok(read)),
+                _ => self.share_answer(id, request, Ok(read)),
             },
             Phase::Releasing => {
-                if matches!(result, Err(code) if fenced(code)) {
+                if matches!(result, Err(code) if broker_share::write_unloads(code)) {
                     self.nodes[index].share.slot = None;
                 }
                 self.share_unload_if_idle(id);
-                self.share_answer(id, request, ack, Ok(ShareRead::default()));
+                self.share_answer(id, request, Ok(ShareRead::default()));
             }
         }
     }
@@ -834,13 +791,9 @@ impl World {
             acks: Vec::new(),
             connection,
             closing: true,
-            acked: None,
+            ack: None,
         };
-        let leader = &mut self.nodes[index].share;
-        match leader.busy {
-            Some(_) => leader.queue.push_back(request),
-            None => self.share_begin(id, request),
-        }
+        self.share_enqueue(id, request);
     }
 
     /// The member's records acquired on the closed connection go back (at the delivery
@@ -867,7 +820,7 @@ impl World {
         });
         let Some((true, op)) = released else {
             self.share_unload_if_idle(id);
-            self.share_answer(id, request, None, Ok(ShareRead::default()));
+            self.share_answer(id, request, Ok(ShareRead::default()));
             return;
         };
         self.share_check.saw(load, now);
@@ -875,7 +828,7 @@ impl World {
             .locks
             .retain(|(held_in, _), (holder, _)| !(*held_in == load && *holder == request.member));
         self.trace(&("share released", id, &request.member));
-        self.share_call(id, request, None, Phase::Releasing, op);
+        self.share_call(id, request, Phase::Releasing, op);
     }
 
     /// The group's last share session on node `id` closed: its share-partition is
@@ -917,20 +870,15 @@ impl World {
         }
     }
 
-    fn share_load_failed(&mut self, id: i32, request: FetchRequest, ack: Option<i16>, code: i16) {
-        let code = match code {
-            error_code::FENCED_LEADER_EPOCH | error_code::FENCED_STATE_EPOCH => {
-                error_code::NOT_LEADER_OR_FOLLOWER
-            }
-            other => other,
-        };
+    fn share_load_failed(&mut self, id: i32, request: FetchRequest, code: i16) {
+        let code = broker_share::fenced_is_not_leader(code);
         // The share state not available yet: the broker leaves the partition out of
         // the answer (no records, no error).
         let result = match retriable(code) || code == error_code::COORDINATOR_LOAD_IN_PROGRESS {
             true => Ok(ShareRead::default()),
             false => Err(code),
         };
-        self.share_answer(id, request, ack, result);
+        self.share_answer(id, request, result);
     }
 
     fn share_loaded(
@@ -940,7 +888,6 @@ impl World {
         state_epoch: i32,
         state: Persisted,
         request: FetchRequest,
-        ack: Option<i16>,
     ) {
         let index = self.index(id);
         let Some(replica) = self.partition(id) else {
@@ -948,7 +895,7 @@ impl World {
         };
         // Leadership moved while the state loaded: the broker keeps nothing.
         if replica.leader_epoch_if_leader() != Some(epoch) {
-            self.share_answer(id, request, ack, Err(error_code::NOT_LEADER_OR_FOLLOWER));
+            self.share_answer(id, request, Err(error_code::NOT_LEADER_OR_FOLLOWER));
             return;
         }
         let log_start = replica.log().log_start_offset();
@@ -964,35 +911,38 @@ impl World {
             state_epoch,
             partition.start_offset(),
         ));
-        self.share_check.loads += 1;
+        self.outcome.share_loads += 1;
         let leader = &mut self.nodes[index].share;
-        leader.load = self.share_check.loads;
+        leader.load = self.outcome.share_loads;
         leader.slot = Some(Slot {
             leader_epoch: epoch,
             state_epoch,
             state: partition,
         });
-        self.outcome.share_loads += 1;
-        self.share_acquire(id, request, ack);
+        self.share_acquire(id, request);
     }
 
     /// Answers a share fetch and hands the share-partition to the next one waiting.
-    fn share_answer(
-        &mut self,
-        id: i32,
-        request: FetchRequest,
-        ack: Option<i16>,
-        result: Result<ShareRead, i16>,
-    ) {
+    fn share_answer(&mut self, id: i32, request: FetchRequest, result: Result<ShareRead, i16>) {
         let result = result.map(|read| {
             let bytes = read.records.map(|b| b.to_vec()).unwrap_or_default();
             let ranges = read.acquired.iter().map(|a| (a.first, a.last)).collect();
             (bytes, ranges)
         });
         if !request.closing {
-            let answer = Message::ShareFetchAnswer { ack, result };
+            let answer = Message::ShareFetchAnswer {
+                ack: request.ack,
+                result,
+            };
             self.send(id, request.from, request.correlation, DATA, answer);
         }
+        self.share_next(id);
+    }
+
+    /// `request` waits its turn for the share-partition.
+    fn share_enqueue(&mut self, id: i32, request: FetchRequest) {
+        let index = self.index(id);
+        self.nodes[index].share.queue.push_back(request);
         self.share_next(id);
     }
 

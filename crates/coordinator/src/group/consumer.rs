@@ -366,11 +366,11 @@ impl ConsumerGroup {
                 };
                 if holder.is_some_and(active) {
                     // Another process still holds the instance id: it has not left (-2)
-                    // and its session has not run out (a session past its deadline that
-                    // the timer has not removed yet counts as out: the refusal is fatal
-                    // to the client). Kafka's throwIfInstanceIdIsUnreleased
-                    // (fatal to the client): two live processes configured alike must not
-                    // take the instance from each other in turn.
+                    // and its session has not run out (one past its deadline that the
+                    // timer has not removed yet counts as out). Kafka's
+                    // throwIfInstanceIdIsUnreleased, fatal to the client: two live
+                    // processes configured alike must not take the instance from each
+                    // other in turn.
                     return Err(error(
                         error_code::UNRELEASED_INSTANCE_ID,
                         format!("Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by {existing} member."),

@@ -23,8 +23,9 @@ pub fn set_sync_hook(hook: Option<SyncHook>) {
     *SYNC_HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;
 }
 
+/// Also called by the metadata quorum's log store (strand-raft) before its fsyncs.
 #[inline]
-pub(crate) fn before_sync(path: &Path) -> std::io::Result<()> {
+pub fn before_sync(path: &Path) -> std::io::Result<()> {
     #[cfg(feature = "fault-injection")]
     if let Some(hook) = SYNC_HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
         return hook(path);

@@ -20,14 +20,18 @@
 //!   directory id, its half of KIP-853's replica key.
 //!
 //! Thread-safe: sessions behind a mutex; Raft is internally synchronised.
+//!
+//! Time and timeouts go through openraft's runtime (`C`), so the simulator runs this
+//! service as it is, on virtual time (crates/sim); production's is tokio's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::error::ClientWriteError;
-use openraft::ChangeMembers;
+use openraft::type_config::TypeConfigExt;
+use openraft::{AsyncRuntime, ChangeMembers, Instant as _, RaftTypeConfig};
 use strand_metadata::{BrokerId, ControllerCommand, DecisionId, MetadataImage, Proposer, Replayed};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -36,7 +40,10 @@ use crate::quorum_state::FollowerContacts;
 use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
 use crate::voters::{QuorumView, ReplicaKey, VoterChangeError};
-use crate::{NodeId, QuorumPeer, Raft};
+use crate::{MetadataRaft, NodeId, QuorumPeer, TypeConfig};
+
+/// A point in time on the runtime of `C`.
+type InstantOf<C> = <<C as RaftTypeConfig>::AsyncRuntime as AsyncRuntime>::Instant;
 
 /// Longest a heartbeat's answer or a fencing waits for a quorum to confirm this node
 /// still leads.
@@ -67,16 +74,17 @@ pub struct ServiceConfig {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Session {
+struct Session<I> {
     incarnation: Uuid,
-    last_seen: Instant,
+    last_seen: I,
 }
 
-pub struct ControllerService {
+/// `C`: the runtime's Raft types (`MetadataRaft`); production's by default.
+pub struct ControllerService<C: MetadataRaft = TypeConfig> {
     node_id: NodeId,
-    raft: Raft,
+    raft: openraft::Raft<C>,
     published: watch::Receiver<Published>,
-    sessions: Mutex<HashMap<BrokerId, Session>>,
+    sessions: Mutex<HashMap<BrokerId, Session<InstantOf<C>>>>,
     config: ServiceConfig,
     /// Proposed as the cluster's id if this node is the first active controller.
     new_cluster_id: String,
@@ -94,14 +102,14 @@ pub struct ControllerService {
     resigning: std::sync::atomic::AtomicBool,
 }
 
-impl ControllerService {
+impl<C: MetadataRaft> ControllerService<C> {
     pub fn new(
         node_id: NodeId,
-        raft: Raft,
+        raft: openraft::Raft<C>,
         published: watch::Receiver<Published>,
         config: ServiceConfig,
         contacts: Arc<FollowerContacts>,
-    ) -> ControllerService {
+    ) -> ControllerService<C> {
         ControllerService {
             node_id,
             raft,
@@ -115,6 +123,13 @@ impl ControllerService {
             contacts,
             resigning: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The cluster id proposed if this node is the first active controller (instead of
+    /// a random one: the simulator's runs replay).
+    pub fn with_new_cluster_id(mut self, cluster_id: String) -> Self {
+        self.new_cluster_id = cluster_id;
+        self
     }
 
     fn image(&self) -> Arc<MetadataImage> {
@@ -149,11 +164,11 @@ impl ControllerService {
     /// committed before (a read index, openraft's `ensure_linearizable`).
     async fn leadership_confirmed(&self) -> bool {
         let confirmed =
-            tokio::time::timeout(LEADERSHIP_CONFIRM_TIMEOUT, self.raft.ensure_linearizable()).await;
-        matches!(confirmed, Ok(Ok(_)))
+            within::<C, _>(LEADERSHIP_CONFIRM_TIMEOUT, self.raft.ensure_linearizable()).await;
+        matches!(confirmed, Some(Ok(_)))
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<BrokerId, Session>> {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<BrokerId, Session<InstantOf<C>>>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -162,7 +177,7 @@ impl ControllerService {
             id,
             Session {
                 incarnation,
-                last_seen: Instant::now(),
+                last_seen: C::now(),
             },
         );
     }
@@ -287,17 +302,17 @@ impl ControllerService {
         &self,
         change: ChangeMembers<NodeId, QuorumPeer>,
     ) -> Result<(), VoterChangeError> {
-        match tokio::time::timeout(
+        match within::<C, _>(
             VOTER_CHANGE_TIMEOUT,
             self.raft.change_membership(change, true),
         )
         .await
         {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(VoterChangeError::TimedOut(format!(
+            Some(Ok(_)) => Ok(()),
+            Some(Err(error)) => Err(VoterChangeError::TimedOut(format!(
                 "the membership change failed: {error}"
             ))),
-            Err(_) => Err(VoterChangeError::TimedOut(format!(
+            None => Err(VoterChangeError::TimedOut(format!(
                 "the membership change did not commit within {VOTER_CHANGE_TIMEOUT:?}"
             ))),
         }
@@ -337,12 +352,12 @@ impl ControllerService {
         self.resigning.store(true, Ordering::Relaxed);
         self.raft.runtime_config().heartbeat(false);
         let mut metrics = self.raft.metrics();
-        let handed_over = tokio::time::timeout(
+        let handed_over = within::<C, _>(
             VOTER_CHANGE_TIMEOUT,
             metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.node_id)),
         )
         .await;
-        if handed_over.is_err() {
+        if handed_over.is_none() {
             tracing::warn!(
                 "no other voter took the leadership over within {VOTER_CHANGE_TIMEOUT:?}"
             );
@@ -359,7 +374,7 @@ impl ControllerService {
     }
 
     async fn write(&self, command: ControllerCommand) -> ControllerResponse {
-        let deadline = tokio::time::Instant::now() + WRITE_DEADLINE;
+        let deadline = C::now() + WRITE_DEADLINE;
         self.decide_and_write(&command, deadline).await
     }
 
@@ -372,11 +387,10 @@ impl ControllerService {
     async fn decide_and_write(
         &self,
         command: &ControllerCommand,
-        deadline: tokio::time::Instant,
+        deadline: InstantOf<C>,
     ) -> ControllerResponse {
         let (generation, reply, receivers, relies_on) = {
-            let Ok(mut guard) = tokio::time::timeout_at(deadline, self.proposer.lock()).await
-            else {
+            let Some(mut guard) = until::<C, _>(deadline, self.proposer.lock()).await else {
                 return Self::timed_out();
             };
             let term = self.raft.metrics().borrow().current_term;
@@ -414,23 +428,23 @@ impl ControllerService {
         };
         // Entries are in Raft's queue in order; the next command may be decided meanwhile.
         for receiver in receivers {
-            let outcome = match tokio::time::timeout_at(deadline, receiver).await {
-                Ok(Ok(Ok(response))) => response.data,
-                Ok(Ok(Err(ClientWriteError::ForwardToLeader(forward)))) => {
+            let outcome = match until::<C, _>(deadline, receiver).await {
+                Some(Ok(Ok(response))) => response.data,
+                Some(Ok(Err(ClientWriteError::ForwardToLeader(forward)))) => {
                     self.forget_proposer(generation).await;
                     return ControllerResponse::NotController {
                         leader: forward.leader_id,
                     };
                 }
-                Ok(Ok(Err(error))) => {
+                Some(Ok(Err(error))) => {
                     self.forget_proposer(generation).await;
                     return ControllerResponse::Unavailable(error.to_string());
                 }
-                Ok(Err(dropped)) => {
+                Some(Err(dropped)) => {
                     self.forget_proposer(generation).await;
                     return ControllerResponse::Unavailable(dropped.to_string());
                 }
-                Err(_) => {
+                None => {
                     self.forget_proposer(generation).await;
                     return Self::timed_out();
                 }
@@ -457,7 +471,7 @@ impl ControllerService {
         &self,
         decision: DecisionId,
         generation: u64,
-        deadline: tokio::time::Instant,
+        deadline: InstantOf<C>,
     ) -> Result<(), ControllerResponse> {
         let mut published = self.published.clone();
         loop {
@@ -475,10 +489,10 @@ impl ControllerService {
             if last.is_some_and(|last| last > decision) {
                 return Ok(());
             }
-            let wake = tokio::time::Instant::now() + Duration::from_millis(100);
-            match tokio::time::timeout_at(wake.min(deadline), published.changed()).await {
-                Ok(Err(_)) => return Err(Self::timed_out()),
-                Err(_) if tokio::time::Instant::now() >= deadline => return Err(Self::timed_out()),
+            let wake = C::now() + Duration::from_millis(100);
+            match until::<C, _>(wake.min(deadline), published.changed()).await {
+                Some(Err(_)) => return Err(Self::timed_out()),
+                None if C::now() >= deadline => return Err(Self::timed_out()),
                 _ => {}
             }
         }
@@ -489,13 +503,11 @@ impl ControllerService {
     async fn new_proposer(
         &self,
         term: u64,
-        deadline: tokio::time::Instant,
+        deadline: InstantOf<C>,
     ) -> Result<Proposer, ControllerResponse> {
         let waited = self
             .raft
-            .wait(Some(
-                deadline.saturating_duration_since(tokio::time::Instant::now()),
-            ))
+            .wait(Some(deadline - C::now()))
             .metrics(
                 |m| {
                     m.current_term != term
@@ -608,17 +620,19 @@ impl ControllerService {
         // leadership between two ticks must still refresh, or the new leader judges the
         // brokers by heartbeats from its previous term and fences them all at once.
         let mut refreshed_term = None;
-        let mut last_preferred_check = Instant::now();
-        let mut ticker = tokio::time::interval(SESSION_CHECK_INTERVAL);
+        let mut last_preferred_check = C::now();
+        // A tick every interval, late ticks caught up (tokio's `interval`).
+        let mut next_tick = C::now();
         loop {
-            ticker.tick().await;
+            C::sleep_until(next_tick).await;
+            next_tick += SESSION_CHECK_INTERVAL;
             let leader = self.is_leader();
             let term = self.raft.metrics().borrow().current_term;
             if leader && refreshed_term != Some(term) {
                 refreshed_term = Some(term);
                 // A new active controller has seen no heartbeat yet: every broker gets a
                 // full session from now before it can be fenced.
-                let now = Instant::now();
+                let now = C::now();
                 for session in self.sessions().values_mut() {
                     session.last_seen = now;
                 }
@@ -650,7 +664,7 @@ impl ControllerService {
             self.fence_expired().await;
             if let Some(interval) = self.config.preferred_leader_check {
                 if last_preferred_check.elapsed() >= interval {
-                    last_preferred_check = Instant::now();
+                    last_preferred_check = C::now();
                     if preferred_leaders_movable(&self.image()) {
                         let _ = self.write(ControllerCommand::ElectPreferredLeaders).await;
                     }
@@ -661,7 +675,7 @@ impl ControllerService {
 
     async fn fence_expired(&self) {
         let image = self.image();
-        let now = Instant::now();
+        let now = C::now();
         let mut expired = Vec::new();
         {
             let mut sessions = self.sessions();
@@ -671,7 +685,7 @@ impl ControllerService {
                     last_seen: now,
                 });
                 let stale = session.incarnation != broker.incarnation
-                    || now.duration_since(session.last_seen) > self.config.session_timeout;
+                    || now - session.last_seen > self.config.session_timeout;
                 if stale {
                     expired.push((broker.id, broker.incarnation));
                 }
@@ -693,6 +707,29 @@ impl ControllerService {
                 .await;
         }
     }
+}
+
+/// `future` until `deadline` on the runtime of `C` (None: the deadline came first). Not
+/// openraft's `timeout_at`, whose generic output type makes a future holding a borrow
+/// (a lock guard, a watch's `Ref`) unprovably `Send`; polled as tokio's `timeout` is,
+/// the future first.
+async fn until<C: MetadataRaft, F: std::future::Future>(
+    deadline: InstantOf<C>,
+    future: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = future => Some(out),
+        () = C::sleep_until(deadline) => None,
+    }
+}
+
+/// `future` for at most `timeout` on the runtime of `C`.
+async fn within<C: MetadataRaft, F: std::future::Future>(
+    timeout: Duration,
+    future: F,
+) -> Option<F::Output> {
+    until::<C, _>(C::now() + timeout, future).await
 }
 
 fn preferred_leaders_movable(image: &MetadataImage) -> bool {

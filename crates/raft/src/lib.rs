@@ -48,6 +48,36 @@ openraft::declare_raft_types!(
 
 pub type Raft = openraft::Raft<TypeConfig>;
 
+/// The metadata quorum's Raft types on any async runtime: production names tokio
+/// (`TypeConfig`); the simulator its own deterministic executor (crates/sim). The log
+/// store, state machine and controller service are generic over it, so the simulator
+/// runs them as they are.
+pub trait MetadataRaft:
+    openraft::RaftTypeConfig<
+    D = MetadataEntry,
+    R = Replayed,
+    NodeId = NodeId,
+    Node = QuorumPeer,
+    Entry = openraft::Entry<Self>,
+    SnapshotData = Cursor<Vec<u8>>,
+    Responder = openraft::impls::OneshotResponder<Self>,
+>
+{
+}
+
+impl<C> MetadataRaft for C where
+    C: openraft::RaftTypeConfig<
+        D = MetadataEntry,
+        R = Replayed,
+        NodeId = NodeId,
+        Node = QuorumPeer,
+        Entry = openraft::Entry<C>,
+        SnapshotData = Cursor<Vec<u8>>,
+        Responder = openraft::impls::OneshotResponder<C>,
+    >
+{
+}
+
 /// A member of the metadata quorum, voter or learner: its quorum address and the id of
 /// its metadata log directory (the `directory.id` of the `meta.properties` there), which
 /// with the node id is KIP-853's replica key. Nil for the voters named at start

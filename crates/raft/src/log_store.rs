@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, RaftLogId, RaftLogReader, Vote};
 
-use crate::{io_error, NodeId, StorageError, TypeConfig};
+use crate::{io_error, MetadataRaft, NodeId, StorageError, TypeConfig};
 
 const LOG_FILE: &str = "raft-log";
 const VOTE_FILE: &str = "vote.json";
@@ -32,20 +32,41 @@ const ENTRY_MAX_BYTES: u32 = 256 * 1024 * 1024;
 /// Rewrite the file without purged entries once this many are dead in it.
 const PURGED_REWRITE_MIN: usize = 4096;
 
-#[derive(Debug, Default)]
-struct Entries {
+#[derive(Debug)]
+struct Entries<C: MetadataRaft> {
     /// index -> (entry, byte position of its frame in the file)
-    by_index: BTreeMap<u64, (Entry<TypeConfig>, u64)>,
+    by_index: BTreeMap<u64, (Entry<C>, u64)>,
     last_purged: Option<LogId<NodeId>>,
     /// Frames in the file belonging to purged entries.
     dead_frames: usize,
 }
 
-#[derive(Debug, Clone)]
-pub struct LogStore {
+impl<C: MetadataRaft> Default for Entries<C> {
+    fn default() -> Self {
+        Entries {
+            by_index: BTreeMap::new(),
+            last_purged: None,
+            dead_frames: 0,
+        }
+    }
+}
+
+/// `C`: the runtime's Raft types (`MetadataRaft`); production's by default.
+#[derive(Debug)]
+pub struct LogStore<C: MetadataRaft = TypeConfig> {
     dir: PathBuf,
-    entries: Arc<Mutex<Entries>>,
+    entries: Arc<Mutex<Entries<C>>>,
     file: Arc<Mutex<File>>,
+}
+
+impl<C: MetadataRaft> Clone for LogStore<C> {
+    fn clone(&self) -> Self {
+        LogStore {
+            dir: self.dir.clone(),
+            entries: self.entries.clone(),
+            file: self.file.clone(),
+        }
+    }
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
@@ -56,7 +77,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Opti
     }
 }
 
-fn frame(entry: &Entry<TypeConfig>) -> Vec<u8> {
+fn frame<C: MetadataRaft>(entry: &Entry<C>) -> Vec<u8> {
     let body = serde_json::to_vec(entry).expect("entries serialise");
     let mut out = Vec::with_capacity(body.len() + 8);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -65,9 +86,9 @@ fn frame(entry: &Entry<TypeConfig>) -> Vec<u8> {
     out
 }
 
-impl LogStore {
+impl<C: MetadataRaft> LogStore<C> {
     /// Opens (creating) the log in `dir`, cutting a torn tail.
-    pub fn open(dir: &Path) -> anyhow::Result<LogStore> {
+    pub fn open(dir: &Path) -> anyhow::Result<LogStore<C>> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(LOG_FILE);
         let mut file = OpenOptions::new()
@@ -96,7 +117,7 @@ impl LogStore {
             if crc32c::crc32c(body) != crc {
                 break;
             }
-            let entry = serde_json::from_slice::<Entry<TypeConfig>>(body).map_err(|error| {
+            let entry = serde_json::from_slice::<Entry<C>>(body).map_err(|error| {
                 anyhow::anyhow!(
                     "raft log {}: the entry at byte {position} is intact but does not decode \
                      (written by a newer Strand?): {error}",
@@ -121,6 +142,7 @@ impl LogStore {
                 "raft log: cut a torn or corrupt tail"
             );
             file.set_len(position as u64)?;
+            strand_log::fault_injection::before_sync(&path)?;
             file.sync_all()?;
         }
         Ok(LogStore {
@@ -130,7 +152,7 @@ impl LogStore {
         })
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries<C>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -141,7 +163,7 @@ impl LogStore {
 
     /// Appends entries' frames and fdatasyncs them (blocking: run off the runtime), then
     /// makes them readable.
-    fn write_entries(&self, new: Vec<Entry<TypeConfig>>) -> std::io::Result<()> {
+    fn write_entries(&self, new: Vec<Entry<C>>) -> std::io::Result<()> {
         let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let position = file.metadata()?.len();
         let mut bytes = Vec::new();
@@ -152,6 +174,7 @@ impl LogStore {
             bytes.extend_from_slice(&one);
         }
         (&*file).write_all(&bytes)?;
+        strand_log::fault_injection::before_sync(&self.dir.join(LOG_FILE))?;
         file.sync_data()?;
         let mut entries = self.entries();
         for (entry, at) in framed {
@@ -162,9 +185,11 @@ impl LogStore {
     }
 
     /// Rewrites the file with the live entries only (after enough purging).
-    fn rewrite(&self, entries: &mut Entries) -> std::io::Result<()> {
+    fn rewrite(&self, entries: &mut Entries<C>) -> std::io::Result<()> {
         let path = self.dir.join(LOG_FILE);
-        let temp = self.dir.join(format!("{LOG_FILE}.rewrite"));
+        // The temp name checkpoints use (`with_extension("tmp")`): fault injection's
+        // simulated disk takes a sync of `path` to cover that file about to replace it.
+        let temp = path.with_extension("tmp");
         let mut out = File::create(&temp)?;
         let mut position = 0u64;
         for (entry, at) in entries.by_index.values_mut() {
@@ -173,6 +198,7 @@ impl LogStore {
             *at = position;
             position += bytes.len() as u64;
         }
+        strand_log::fault_injection::before_sync(&path)?;
         out.sync_all()?;
         std::fs::rename(&temp, &path)?;
         strand_log::checkpoint::sync_dir(&self.dir)?;
@@ -185,20 +211,25 @@ impl LogStore {
 
 /// Runs the store's file work (writes, fsyncs) on a blocking thread, so a slow disk under
 /// the metadata log stalls Raft, not a runtime worker serving clients. openraft awaits
-/// each storage call before the next, so the order of writes is kept.
+/// each storage call before the next, so the order of writes is kept. Outside a tokio
+/// runtime (the simulator's executor) the work runs inline, in the order the seed gave.
 async fn off_runtime(
     work: impl FnOnce() -> std::io::Result<()> + Send + 'static,
 ) -> std::io::Result<()> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| Err(std::io::Error::other(error)))
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime
+            .spawn_blocking(work)
+            .await
+            .unwrap_or_else(|error| Err(std::io::Error::other(error))),
+        Err(_) => work(),
+    }
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
+impl<C: MetadataRaft> RaftLogReader<C> for LogStore<C> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
+    ) -> Result<Vec<Entry<C>>, StorageError> {
         Ok(self
             .entries()
             .by_index
@@ -208,10 +239,10 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
-impl RaftLogStorage<TypeConfig> for LogStore {
-    type LogReader = LogStore;
+impl<C: MetadataRaft> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogStore<C>;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError> {
         let entries = self.entries();
         let last = entries
             .by_index
@@ -275,16 +306,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .filter(|c| last.is_some_and(|l| c.index <= l.index)))
     }
 
-    async fn append<I>(
-        &mut self,
-        new: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, new: I, callback: LogFlushed<C>) -> Result<(), StorageError>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I: IntoIterator<Item = Entry<C>> + Send,
         I::IntoIter: Send,
     {
-        let new: Vec<Entry<TypeConfig>> = new.into_iter().collect();
+        let new: Vec<Entry<C>> = new.into_iter().collect();
         let store = self.clone();
         let result = off_runtime(move || store.write_entries(new)).await;
         let failed = result.as_ref().err().map(|e| e.to_string());
@@ -307,6 +334,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             if let Some(position) = cut {
                 let file = store.file.lock().unwrap_or_else(|p| p.into_inner());
                 file.set_len(position)?;
+                strand_log::fault_injection::before_sync(&store.dir.join(LOG_FILE))?;
                 file.sync_all()?;
             }
             Ok(())
@@ -364,7 +392,7 @@ mod tests {
         bytes.extend_from_slice(&[0u8; 4096]); // zeroed blocks past it
         std::fs::write(dir.path().join(LOG_FILE), &bytes).unwrap();
 
-        let mut store = LogStore::open(dir.path()).unwrap();
+        let mut store = LogStore::<TypeConfig>::open(dir.path()).unwrap();
         let state = store.get_log_state().await.unwrap();
         assert_eq!(state.last_log_id.unwrap().index, 3);
         assert_eq!(
@@ -379,7 +407,7 @@ mod tests {
             .await
             .unwrap();
         drop(store);
-        let mut store = LogStore::open(dir.path()).unwrap();
+        let mut store = LogStore::<TypeConfig>::open(dir.path()).unwrap();
         assert_eq!(
             store
                 .get_log_state()
@@ -395,7 +423,7 @@ mod tests {
             .await
             .unwrap();
         drop(store);
-        let mut store = LogStore::open(dir.path()).unwrap();
+        let mut store = LogStore::<TypeConfig>::open(dir.path()).unwrap();
         let state = store.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id.unwrap().index, 1);
         assert_eq!(state.last_log_id.unwrap().index, 1);
@@ -410,7 +438,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join(LOG_FILE), frame(&entry(1))).unwrap();
             std::fs::write(dir.path().join(COMMITTED_FILE), damaged).unwrap();
-            let mut store = LogStore::open(dir.path()).unwrap();
+            let mut store = LogStore::<TypeConfig>::open(dir.path()).unwrap();
             assert_eq!(store.read_committed().await.unwrap(), None);
             store
                 .save_committed(Some(LogId::new(CommittedLeaderId::new(1, 1), 1)))
@@ -433,7 +461,9 @@ mod tests {
         bytes.extend_from_slice(&frame(&entry(3)));
         std::fs::write(dir.path().join(LOG_FILE), &bytes).unwrap();
 
-        let error = LogStore::open(dir.path()).unwrap_err().to_string();
+        let error = LogStore::<TypeConfig>::open(dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("does not decode"), "{error}");
         assert_eq!(std::fs::read(dir.path().join(LOG_FILE)).unwrap(), bytes);
     }

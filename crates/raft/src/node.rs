@@ -38,6 +38,24 @@ pub struct QuorumConfig {
     pub tls: Option<QuorumTls>,
 }
 
+/// openraft's configuration of a quorum node (before `validate`; the simulator runs
+/// with it too).
+pub fn raft_config(heartbeat_interval: Duration) -> Config {
+    let heartbeat_ms = heartbeat_interval.as_millis().max(10) as u64;
+    Config {
+        cluster_name: "strand-metadata".into(),
+        heartbeat_interval: heartbeat_ms,
+        election_timeout_min: heartbeat_ms * 5,
+        election_timeout_max: heartbeat_ms * 10,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(2_000),
+        max_in_snapshot_log_to_keep: 500,
+        // Sized so that no frame exceeds the transport's cap (rpc::FRAME_MAX_BYTES).
+        snapshot_max_chunk_size: crate::rpc::SNAPSHOT_CHUNK_BYTES,
+        max_payload_entries: crate::rpc::APPEND_ENTRIES_MAX,
+        ..Config::default()
+    }
+}
+
 pub struct QuorumNode {
     pub raft: Raft,
     pub service: Arc<ControllerService>,
@@ -50,20 +68,7 @@ impl QuorumNode {
         let log_store = LogStore::open(&config.dir)?;
         let state_machine = StateMachine::open(&config.dir)?;
         let metadata = state_machine.subscribe();
-        let heartbeat_ms = config.heartbeat_interval.as_millis().max(10) as u64;
-        let raft_config = Config {
-            cluster_name: "strand-metadata".into(),
-            heartbeat_interval: heartbeat_ms,
-            election_timeout_min: heartbeat_ms * 5,
-            election_timeout_max: heartbeat_ms * 10,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(2_000),
-            max_in_snapshot_log_to_keep: 500,
-            // Sized so that no frame exceeds the transport's cap (rpc::FRAME_MAX_BYTES).
-            snapshot_max_chunk_size: crate::rpc::SNAPSHOT_CHUNK_BYTES,
-            max_payload_entries: crate::rpc::APPEND_ENTRIES_MAX,
-            ..Config::default()
-        }
-        .validate()?;
+        let raft_config = raft_config(config.heartbeat_interval).validate()?;
         let contacts = Arc::new(FollowerContacts::default());
         let raft = Raft::new(
             config.node_id,

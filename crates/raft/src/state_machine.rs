@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use strand_metadata::{DecisionId, MetadataImage, ReplayState, Replayed};
 use tokio::sync::watch;
 
-use crate::{io_error, NodeId, QuorumPeer, StorageError, TypeConfig};
+use crate::{io_error, MetadataRaft, NodeId, QuorumPeer, StorageError, TypeConfig};
 
 const SNAPSHOT_FILE: &str = "snapshot.json";
 
@@ -51,11 +51,24 @@ struct State {
     snapshots_built: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct StateMachine {
+/// `C`: the runtime's Raft types (`MetadataRaft`); production's by default.
+#[derive(Debug)]
+pub struct StateMachine<C: MetadataRaft = TypeConfig> {
     dir: PathBuf,
     state: Arc<Mutex<State>>,
     published: watch::Sender<Published>,
+    types: std::marker::PhantomData<fn() -> C>,
+}
+
+impl<C: MetadataRaft> Clone for StateMachine<C> {
+    fn clone(&self) -> Self {
+        StateMachine {
+            dir: self.dir.clone(),
+            state: self.state.clone(),
+            published: self.published.clone(),
+            types: std::marker::PhantomData,
+        }
+    }
 }
 
 fn meta_of(body: &SnapshotBody) -> SnapshotMeta<NodeId, QuorumPeer> {
@@ -66,10 +79,10 @@ fn meta_of(body: &SnapshotBody) -> SnapshotMeta<NodeId, QuorumPeer> {
     }
 }
 
-impl StateMachine {
+impl<C: MetadataRaft> StateMachine<C> {
     /// Loads the latest snapshot from `dir` (if any); the log after it is re-applied by
     /// openraft.
-    pub fn open(dir: &Path) -> anyhow::Result<StateMachine> {
+    pub fn open(dir: &Path) -> anyhow::Result<StateMachine<C>> {
         std::fs::create_dir_all(dir)?;
         let (body, snapshot) = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
             Ok(bytes) => {
@@ -92,6 +105,7 @@ impl StateMachine {
                 snapshots_built: 0,
             })),
             published,
+            types: std::marker::PhantomData,
         })
     }
 
@@ -136,8 +150,8 @@ fn published_of(body: &SnapshotBody) -> Published {
     }
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+impl<C: MetadataRaft> RaftSnapshotBuilder<C> for StateMachine<C> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<C>, StorageError> {
         let (meta, bytes) = {
             let mut state = self.state();
             state.snapshots_built += 1;
@@ -161,8 +175,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotBuilder = StateMachine;
+impl<C: MetadataRaft> RaftStateMachine<C> for StateMachine<C> {
+    type SnapshotBuilder = StateMachine<C>;
 
     async fn applied_state(
         &mut self,
@@ -173,7 +187,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<Replayed>, StorageError>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I: IntoIterator<Item = Entry<C>> + Send,
         I::IntoIter: Send,
     {
         let mut replies = Vec::new();
@@ -247,7 +261,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<C>>, StorageError> {
         Ok(self.state().snapshot.clone().map(|(meta, bytes)| Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),

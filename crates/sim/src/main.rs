@@ -14,6 +14,7 @@
 
 mod controller;
 mod disk;
+mod quorum;
 mod world;
 
 use std::process::ExitCode;
@@ -31,6 +32,9 @@ struct Args {
     /// Steps of faults per seed, before the world is healed and checked.
     #[arg(long, default_value_t = 20_000)]
     steps: u64,
+    /// Steps of the metadata quorum's world per seed (quorum.rs), after the partitions'.
+    #[arg(long, default_value_t = 10_000)]
+    quorum_steps: u64,
     /// Run this seed only (repeat for several, run in the order given).
     #[arg(long)]
     seed: Vec<u64>,
@@ -58,6 +62,13 @@ enum Bug {
     ShareAcksUnwritten,
 }
 
+/// The disk's hooks are process-wide: tests run one world, of either kind, at a time.
+#[cfg(test)]
+fn one_world_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let seeds: Vec<u64> = match args.seed.is_empty() {
@@ -83,11 +94,18 @@ fn main() -> ExitCode {
             classic_keeps_partitions: matches!(args.bug, Some(Bug::ClassicKeepsPartitions)),
             share_acks_unwritten: matches!(args.bug, Some(Bug::ShareAcksUnwritten)),
         };
-        let outcome = world::run(seed, args.steps, &disk, bugs);
+        let outcome = world::run(seed, args.steps, &disk, bugs).and_then(|world| {
+            let quorum = quorum::run(seed, args.quorum_steps, &disk)?;
+            Ok((world, quorum))
+        });
         ran += 1;
         match outcome {
-            Ok(outcome) => {
-                total_steps += outcome.steps;
+            Ok((mut outcome, quorum)) => {
+                total_steps += outcome.steps + quorum.steps;
+                // One hash for the seed: both worlds' traces.
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(&(outcome.trace_hash, quorum.trace_hash), &mut hasher);
+                outcome.trace_hash = std::hash::Hasher::finish(&hasher);
                 println!(
                     "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} static fenced, {} instance ids refused, {} parked requests completed, {} timed out, {} dropped with their coordinator), {} records acquired by share consumers, {} acknowledgements written, {} share-partitions loaded, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
                     outcome.trace_hash,
@@ -122,10 +140,24 @@ fn main() -> ExitCode {
                     outcome.corrupt_reads,
                     outcome.elections
                 );
-                for violation in &outcome.violations {
+                println!(
+                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created, {} producer id blocks, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
+                    quorum.steps,
+                    quorum.virtual_ms / 1000,
+                    quorum.applied,
+                    quorum.topics_created,
+                    quorum.id_blocks,
+                    quorum.stale_retries,
+                    quorum.elections,
+                    quorum.shared_terms,
+                    quorum.crashes,
+                    quorum.power_cuts,
+                    quorum.messages_lost,
+                );
+                for violation in outcome.violations.iter().chain(&quorum.violations) {
                     println!("seed {seed}: VIOLATION {violation}");
                 }
-                violations += outcome.violations.len();
+                violations += outcome.violations.len() + quorum.violations.len();
             }
             Err(error) => {
                 println!("seed {seed}: VIOLATION the simulation failed: {error:#}");

@@ -2115,8 +2115,7 @@ mod tests {
 
     /// The disk's sync hook is process-wide: one world at a time.
     fn serial() -> std::sync::MutexGuard<'static, ()> {
-        static SERIAL: Mutex<()> = Mutex::new(());
-        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+        crate::one_world_at_a_time()
     }
 
     /// Found by the simulator's corrupt reads: a follower took a fetched batch whose leader

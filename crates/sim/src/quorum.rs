@@ -1,0 +1,860 @@
+//! The metadata quorum under the simulator (issue #18): three controllers, each running
+//! the real openraft `Raft` with Strand's `LogStore` and `StateMachine` (on the simulated
+//! disk: power cuts drop what was not fsynced) and Strand's real `ControllerService`
+//! (writes decided by its `Proposer`, broker registrations, heartbeats, session fencing,
+//! preferred leaders), all on one thread under the seed (`runtime.rs`), talking over a
+//! simulated wire (`network.rs`). Three brokers (one per node, as in combined mode)
+//! register and heartbeat, and an admin client creates topics and allocates producer id
+//! blocks, each asking the controller it believes active and moving on as told, with a
+//! deadline per attempt as the broker's client has.
+//!
+//! Faults: nodes crash (kill -9: every task of the node dropped at once, its connections
+//! reset) or lose power (their files back to what was fsynced, torn tails), links are cut
+//! one way or both, messages are delayed, lost, duplicated and reordered.
+//!
+//! Invariants: at most one leader per term; every node's image at a log index is the same
+//! image; a topic whose creation was answered exists, with its id, in every node's image at
+//! the end; producer id blocks handed out never overlap; once the faults stop, a leader is
+//! elected, a write commits and every node applies the same log (liveness).
+
+mod network;
+mod runtime;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use strand_metadata::{ControllerCommand, ControllerReply, MetadataEntry, NewTopic, Replayed};
+use strand_raft::controller_service::{ControllerService, ServiceConfig};
+use strand_raft::log_store::LogStore;
+use strand_raft::quorum_state::FollowerContacts;
+use strand_raft::rpc::{ControllerRequest, ControllerResponse};
+use strand_raft::state_machine::{Published, StateMachine};
+use strand_raft::{NodeId, QuorumPeer};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::disk::Disk;
+use network::{Answer, Message, Rpc, Wire};
+use runtime::{Executor, SimRuntime};
+
+openraft::declare_raft_types!(
+    /// The metadata quorum's types on the simulator's runtime.
+    pub SimTypes:
+        D = MetadataEntry,
+        R = Replayed,
+        NodeId = NodeId,
+        Node = QuorumPeer,
+        Entry = openraft::Entry<SimTypes>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = SimRuntime,
+);
+
+type Raft = openraft::Raft<SimTypes>;
+type Service = ControllerService<SimTypes>;
+
+const NODES: [NodeId; 3] = [1, 2, 3];
+/// The broker's deadline for one attempt at a controller request (`client::ATTEMPT_TIMEOUT`).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
+const SESSION_TIMEOUT: Duration = Duration::from_secs(9);
+/// How long the heal may take to show a leader, a committed write and every node level.
+const HEAL_DEADLINE: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub trace_hash: u64,
+    pub steps: u64,
+    pub elections: u64,
+    /// Leaderships in a term another node led too.
+    pub shared_terms: u64,
+    pub crashes: u64,
+    pub power_cuts: u64,
+    pub topics_created: u64,
+    pub id_blocks: u64,
+    pub stale_retries: u64,
+    pub applied: u64,
+    pub virtual_ms: u64,
+    pub messages_lost: u64,
+    pub violations: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Up {
+    raft: Raft,
+    service: Arc<Service>,
+    published: watch::Receiver<Published>,
+}
+
+struct Node {
+    id: NodeId,
+    dir: PathBuf,
+    /// Filled by the node's boot task.
+    up: Arc<Mutex<Option<Up>>>,
+    /// Down until then (a crash); None: running (or booting).
+    down_until: Option<Duration>,
+    /// The last applied index checked.
+    checked_index: u64,
+}
+
+/// What a client asked and still waits for.
+#[derive(Debug, Clone)]
+struct Pending {
+    request: ControllerRequest,
+    sent_to: NodeId,
+    deadline: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Who {
+    Admin,
+    Broker(usize),
+}
+
+/// A broker (one per node) or the admin client.
+struct Client {
+    /// The node it asks (the controller it believes active).
+    controller: NodeId,
+    pending: Option<(u64, Pending)>,
+    next_at: Duration,
+}
+
+struct Broker {
+    client: Client,
+    incarnation: Uuid,
+    registered: bool,
+    /// Its node crashed since it last registered.
+    unclean: bool,
+}
+
+pub struct QuorumWorld {
+    rng: ChaCha8Rng,
+    exec: Executor,
+    wire: Arc<Mutex<Wire>>,
+    disk: Disk,
+    root: PathBuf,
+    nodes: Vec<Node>,
+    brokers: Vec<Broker>,
+    admin: Client,
+    next_request: u64,
+    answers: Arc<Mutex<Vec<(u64, ControllerResponse)>>>,
+    /// The leaderships seen: (term, node). openraft 0.9 orders votes by (term, node id)
+    /// ("advanced" leader ids), so one term may have several leaders in turn; Raft's
+    /// safety is then per leader id, which the images' agreement checks.
+    leaders: BTreeSet<(u64, NodeId)>,
+    /// applied log index -> (hash of the image there, the node first seen at it).
+    images: BTreeMap<u64, (u64, NodeId)>,
+    /// Topics whose creation was answered: name -> id.
+    created: BTreeMap<String, Uuid>,
+    next_topic: u64,
+    /// Producer id blocks handed out: first -> count.
+    id_blocks: BTreeMap<i64, i64>,
+    hasher: std::collections::hash_map::DefaultHasher,
+    outcome: Outcome,
+    registrations: u128,
+}
+
+fn image_hash(image: &strand_metadata::MetadataImage) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(image)
+        .expect("images serialise")
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+fn raft_config() -> Arc<openraft::Config> {
+    let mut config = strand_raft::node::raft_config(Duration::from_millis(100));
+    // Small, so that snapshots are built, logs purged and followers behind a purge sent
+    // the snapshot within a seed.
+    config.snapshot_policy = openraft::SnapshotPolicy::LogsSinceLast(40);
+    config.max_in_snapshot_log_to_keep = 10;
+    Arc::new(config.validate().expect("a valid Raft configuration"))
+}
+
+impl QuorumWorld {
+    pub fn new(seed: u64, disk: Disk) -> anyhow::Result<QuorumWorld> {
+        let root = std::env::temp_dir().join(format!("strand-sim-quorum-{}", std::process::id()));
+        let root = if std::path::Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm").join(root.file_name().expect("named"))
+        } else {
+            root
+        };
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root)?;
+        disk.reset();
+        disk.install();
+        let mut world = QuorumWorld {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            exec: Executor::install(seed),
+            wire: Wire::new(seed),
+            disk,
+            nodes: NODES
+                .iter()
+                .map(|&id| Node {
+                    id,
+                    dir: root.join(format!("node{id}")),
+                    up: Arc::new(Mutex::new(None)),
+                    down_until: None,
+                    checked_index: 0,
+                })
+                .collect(),
+            root,
+            brokers: Vec::new(),
+            admin: Client {
+                controller: 1,
+                pending: None,
+                next_at: Duration::from_secs(1),
+            },
+            next_request: 0,
+            answers: Arc::default(),
+            leaders: BTreeSet::new(),
+            images: BTreeMap::new(),
+            created: BTreeMap::new(),
+            next_topic: 0,
+            id_blocks: BTreeMap::new(),
+            hasher: Default::default(),
+            outcome: Outcome::default(),
+            registrations: 0,
+        };
+        for (index, &id) in NODES.iter().enumerate() {
+            world.boot(index);
+            let incarnation = world.new_incarnation(id);
+            world.brokers.push(Broker {
+                client: Client {
+                    controller: NODES[index],
+                    pending: None,
+                    next_at: Duration::ZERO,
+                },
+                incarnation,
+                registered: false,
+                unclean: false,
+            });
+        }
+        Ok(world)
+    }
+
+    fn trace<T: Hash + std::fmt::Debug>(&mut self, event: &T) {
+        self.exec.now().hash(&mut self.hasher);
+        event.hash(&mut self.hasher);
+        if std::env::var_os("STRAND_SIM_TRACE").is_some() {
+            eprintln!("quorum {:?} {event:?}", self.exec.now());
+        }
+    }
+
+    fn new_incarnation(&mut self, id: NodeId) -> Uuid {
+        self.registrations += 1;
+        Uuid::from_u128((id as u128) << 64 | self.registrations)
+    }
+
+    fn now(&self) -> Duration {
+        self.exec.now()
+    }
+
+    fn up(&self, index: usize) -> Option<Up> {
+        self.nodes[index]
+            .up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Starts node `index` as `strand serve` starts a quorum node (`node::QuorumNode`):
+    /// its log and state machine opened from its directory, Raft, the controller service
+    /// and its duties; every voter initialises the quorum if its log is empty.
+    fn boot(&mut self, index: usize) {
+        let node = &self.nodes[index];
+        let (id, dir, slot) = (node.id, node.dir.clone(), node.up.clone());
+        self.disk.settle(&dir);
+        let wire = self.wire.clone();
+        self.exec.spawn(id, async move {
+            let log = LogStore::<SimTypes>::open(&dir).expect("the raft log opens");
+            let machine = StateMachine::<SimTypes>::open(&dir).expect("the state machine opens");
+            let published = machine.subscribe();
+            let raft = Raft::new(
+                id,
+                raft_config(),
+                network::Network { from: id, wire },
+                log,
+                machine,
+            )
+            .await
+            .expect("raft starts");
+            let service = Arc::new(
+                Service::new(
+                    id,
+                    raft.clone(),
+                    published.clone(),
+                    ServiceConfig {
+                        session_timeout: SESSION_TIMEOUT,
+                        preferred_leader_check: Some(Duration::from_secs(5)),
+                        min_insync_replicas: Some(2),
+                    },
+                    Arc::new(FollowerContacts::default()),
+                )
+                .with_new_cluster_id("strand-sim-quorum".into()),
+            );
+            if !raft.is_initialized().await.expect("the log reads") {
+                let members: BTreeMap<NodeId, QuorumPeer> = NODES
+                    .iter()
+                    .map(|&n| (n, QuorumPeer::new(format!("node{n}"), Uuid::nil())))
+                    .collect();
+                let _ = raft.initialize(members).await;
+            }
+            <SimRuntime as openraft::AsyncRuntime>::spawn(service.clone().run_duties());
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Up {
+                raft,
+                service,
+                published,
+            });
+        });
+    }
+
+    /// A crash: every task of the node dropped, its connections reset; with `power`, its
+    /// files lose what was not fsynced.
+    fn crash(&mut self, index: usize, power: bool) {
+        let id = self.nodes[index].id;
+        *self.nodes[index]
+            .up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        self.exec.kill(id);
+        self.wire
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reset(id);
+        let mut lost = 0;
+        if power {
+            let rng = &mut self.rng;
+            lost = self.disk.lose_power(&self.nodes[index].dir, |unsynced| {
+                rng.gen_range(0..=unsynced)
+            });
+            self.outcome.power_cuts += 1;
+        }
+        self.outcome.crashes += 1;
+        let down = Duration::from_millis(self.rng.gen_range(100..3_000));
+        self.nodes[index].down_until = Some(self.now() + down);
+        self.nodes[index].checked_index = 0;
+        self.brokers[index].unclean = true;
+        self.brokers[index].registered = false;
+        self.brokers[index].client.pending = None;
+        self.trace(&("crash", id, power, lost));
+    }
+
+    fn restart_due(&mut self) {
+        for index in 0..self.nodes.len() {
+            if self.nodes[index]
+                .down_until
+                .is_some_and(|until| until <= self.now())
+            {
+                self.nodes[index].down_until = None;
+                let id = self.nodes[index].id;
+                self.trace(&("restart", id));
+                self.boot(index);
+                self.brokers[index].incarnation = self.new_incarnation(id);
+            }
+        }
+    }
+
+    pub fn step(&mut self) {
+        self.outcome.steps += 1;
+        self.restart_due();
+        self.clients();
+        let roll = self.rng.gen_range(0..10_000);
+        match roll {
+            0..=9 => {
+                // A crash, while every node is up (a quorum survives one down).
+                if self.nodes.iter().all(|n| n.down_until.is_none()) {
+                    let index = self.rng.gen_range(0..self.nodes.len());
+                    let power = self.rng.gen_bool(0.5);
+                    self.crash(index, power);
+                }
+            }
+            10..=19 => {
+                let from = NODES[self.rng.gen_range(0..NODES.len())];
+                let to = NODES[self.rng.gen_range(0..NODES.len())];
+                if from != to {
+                    let both = self.rng.gen_bool(0.5);
+                    let mut wire = self.wire.lock().unwrap_or_else(|p| p.into_inner());
+                    wire.cut.insert((from, to));
+                    if both {
+                        wire.cut.insert((to, from));
+                    }
+                    drop(wire);
+                    self.trace(&("cut", from, to, both));
+                }
+            }
+            20..=34 => {
+                let mut wire = self.wire.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(&link) = wire.cut.iter().next() {
+                    wire.cut.remove(&link);
+                    drop(wire);
+                    self.trace(&("heal", link));
+                }
+            }
+            _ => self.progress(),
+        }
+        self.check();
+    }
+
+    /// One task runs, or one message arrives, or time moves to the next thing due.
+    fn progress(&mut self) {
+        let ready = self.exec.ready();
+        let now = self.now();
+        let due = self
+            .wire
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_delivery()
+            .is_some_and(|at| at <= now);
+        if !ready.is_empty() && (!due || self.rng.gen_bool(0.7)) {
+            let id = ready[self.rng.gen_range(0..ready.len())];
+            let owner = self.exec.run(id);
+            self.trace(&("run", id, owner));
+            return;
+        }
+        if due {
+            let envelope = self
+                .wire
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .deliver(now)
+                .expect("a message is due");
+            self.deliver(envelope);
+            return;
+        }
+        // Nothing to do now: time moves to the next timer, message, restart or client.
+        let mut next = now + Duration::from_millis(100);
+        let wire_next = self
+            .wire
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_delivery();
+        for at in [self.exec.next_timer(), wire_next]
+            .into_iter()
+            .flatten()
+            .chain(self.nodes.iter().filter_map(|n| n.down_until))
+        {
+            next = next.min(at);
+        }
+        next = next.max(now + Duration::from_micros(1));
+        self.exec.advance_to(next);
+    }
+
+    fn deliver(&mut self, envelope: network::Envelope) {
+        let described = network::describe(&envelope);
+        self.trace(&("deliver", described));
+        let (from, to) = (envelope.from, envelope.to);
+        match envelope.message {
+            Message::Answer { answer, reply } => {
+                let _ = reply.send(answer);
+            }
+            Message::Request { rpc, reply } => {
+                let Some(up) = self.up(index_of(to)) else {
+                    return; // nobody listening: the caller times out
+                };
+                let wire = self.wire.clone();
+                self.exec.spawn(to, async move {
+                    let answer = match rpc {
+                        Rpc::Append(r) => Answer::Append(up.raft.append_entries(r).await),
+                        Rpc::Vote(r) => Answer::Vote(up.raft.vote(r).await),
+                        Rpc::Snapshot(r) => Answer::Snapshot(up.raft.install_snapshot(r).await),
+                    };
+                    wire.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .answer(to, from, answer, reply);
+                });
+            }
+        }
+    }
+
+    /// Sends `request` to `target`'s controller service as a task of that node.
+    fn send(&mut self, target: NodeId, request: ControllerRequest) -> Option<(u64, Pending)> {
+        self.next_request += 1;
+        let id = self.next_request;
+        let pending = Pending {
+            request: request.clone(),
+            sent_to: target,
+            deadline: self.now() + ATTEMPT_TIMEOUT,
+        };
+        self.trace(&("request", id, target, format!("{request:?}")));
+        if let Some(up) = self.up(index_of(target)) {
+            let answers = self.answers.clone();
+            self.exec.spawn(target, async move {
+                let response = up.service.handle(request).await;
+                answers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((id, response));
+            });
+        }
+        Some((id, pending))
+    }
+
+    /// The clients: answers taken, deadlines enforced, the next request sent when due.
+    fn clients(&mut self) {
+        let answers = std::mem::take(&mut *self.answers.lock().unwrap_or_else(|p| p.into_inner()));
+        for (id, response) in answers {
+            self.trace(&("answer", id, format!("{response:?}")));
+            self.answered(id, response);
+        }
+        let now = self.now();
+        for index in 0..self.brokers.len() {
+            if self.nodes[index].down_until.is_some() {
+                continue;
+            }
+            let client = &mut self.brokers[index].client;
+            if client
+                .pending
+                .as_ref()
+                .is_some_and(|(_, p)| p.deadline <= now)
+            {
+                // Timed out: the next attempt asks another node.
+                client.pending = None;
+                client.controller = NODES[self.rng.gen_range(0..NODES.len())];
+            }
+            let client = &self.brokers[index].client;
+            if client.pending.is_some() || client.next_at > now {
+                continue;
+            }
+            let broker = &self.brokers[index];
+            let id = self.nodes[index].id as i32;
+            let request = if broker.registered {
+                ControllerRequest::Heartbeat {
+                    id,
+                    incarnation: broker.incarnation,
+                    caught_up: true,
+                    shutting_down: false,
+                }
+            } else {
+                ControllerRequest::Register {
+                    command: ControllerCommand::RegisterBroker {
+                        id,
+                        host: format!("node{id}"),
+                        port: 9092,
+                        rack: None,
+                        incarnation: broker.incarnation,
+                        listeners: Vec::new(),
+                        unclean_shutdown: broker.unclean,
+                    },
+                    raft_address: format!("node{id}"),
+                    directory_id: Uuid::from_u128(0xD1 << 64 | id as u128),
+                }
+            };
+            let target = broker.client.controller;
+            self.brokers[index].client.pending = self.send(target, request);
+        }
+        if self
+            .admin
+            .pending
+            .as_ref()
+            .is_some_and(|(_, p)| p.deadline <= now)
+        {
+            self.admin.pending = None;
+            self.admin.controller = NODES[self.rng.gen_range(0..NODES.len())];
+        }
+        if self.admin.pending.is_none() && self.admin.next_at <= now {
+            let command = if self.rng.gen_bool(0.5) {
+                self.next_topic += 1;
+                let partitions = self.rng.gen_range(1..=3);
+                ControllerCommand::CreateTopics {
+                    topics: vec![NewTopic {
+                        name: format!("t{}", self.next_topic),
+                        id: Uuid::from_u128(0x7 << 64 | self.next_topic as u128),
+                        partitions,
+                        replication_factor: 2,
+                        assignments: Vec::new(),
+                        configs: BTreeMap::new(),
+                    }],
+                }
+            } else {
+                ControllerCommand::AllocateProducerIds { count: 1000 }
+            };
+            let target = self.admin.controller;
+            self.admin.pending = self.send(target, ControllerRequest::Write(command));
+        }
+    }
+
+    fn client_mut(&mut self, who: Who) -> &mut Client {
+        match who {
+            Who::Admin => &mut self.admin,
+            Who::Broker(index) => &mut self.brokers[index].client,
+        }
+    }
+
+    fn answered(&mut self, id: u64, response: ControllerResponse) {
+        let now = self.now();
+        let retry_soon = now + Duration::from_millis(self.rng.gen_range(10..200));
+        let who = if self.admin.pending.as_ref().is_some_and(|(p, _)| *p == id) {
+            Who::Admin
+        } else if let Some(index) = self
+            .brokers
+            .iter()
+            .position(|b| b.client.pending.as_ref().is_some_and(|(p, _)| *p == id))
+        {
+            Who::Broker(index)
+        } else {
+            return; // an answer after its deadline: the client gave up on it
+        };
+        let pending = self.client_mut(who).pending.take().expect("matched").1;
+        match &response {
+            ControllerResponse::NotController { leader } => {
+                // Ask the leader named, or the next node.
+                let next =
+                    leader.unwrap_or_else(|| NODES[(index_of(pending.sent_to) + 1) % NODES.len()]);
+                let client = self.client_mut(who);
+                client.controller = next;
+                client.next_at = retry_soon;
+                return;
+            }
+            ControllerResponse::Unavailable(why) => {
+                if why.contains("changed under this write") {
+                    self.outcome.stale_retries += 1;
+                }
+                self.client_mut(who).next_at = retry_soon;
+                return;
+            }
+            _ => {}
+        }
+        let broker = match who {
+            Who::Broker(index) => Some(index),
+            Who::Admin => None,
+        };
+        if let Some(index) = broker {
+            let broker = &mut self.brokers[index];
+            broker.client.next_at = now + HEARTBEAT_EVERY;
+            match (&pending.request, &response) {
+                (ControllerRequest::Register { .. }, ControllerResponse::Reply(_)) => {
+                    broker.registered = true;
+                    broker.unclean = false;
+                }
+                (
+                    ControllerRequest::Heartbeat { .. },
+                    ControllerResponse::Heartbeat {
+                        registered: false, ..
+                    },
+                ) => broker.registered = false,
+                _ => {}
+            }
+            return;
+        }
+        self.admin.next_at = now + Duration::from_millis(self.rng.gen_range(50..400));
+        let ControllerRequest::Write(command) = &pending.request else {
+            return;
+        };
+        match (command, &response) {
+            (
+                ControllerCommand::CreateTopics { topics },
+                ControllerResponse::Reply(ControllerReply::Results(results)),
+            ) => {
+                for (topic, result) in topics.iter().zip(results) {
+                    if result.is_ok() {
+                        self.created.insert(topic.name.clone(), topic.id);
+                        self.outcome.topics_created += 1;
+                    }
+                }
+            }
+            (
+                ControllerCommand::AllocateProducerIds { .. },
+                ControllerResponse::Reply(ControllerReply::ProducerIds { first, count }),
+            ) => {
+                let (first, count) = (*first, *count);
+                let before = self.id_blocks.range(..=first).next_back();
+                let after = self.id_blocks.range(first..).next();
+                let overlaps = before.is_some_and(|(b, c)| b + c > first)
+                    || after.is_some_and(|(a, _)| *a < first + count);
+                if overlaps {
+                    self.violation(format!(
+                        "producer id block {first}+{count} overlaps one handed out before: {before:?} {after:?}"
+                    ));
+                }
+                self.id_blocks.insert(first, count);
+                self.outcome.id_blocks += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn violation(&mut self, what: String) {
+        self.trace(&("VIOLATION", what.clone()));
+        self.outcome.violations.push(what);
+    }
+
+    /// The invariants that hold at every step.
+    fn check(&mut self) {
+        for index in 0..self.nodes.len() {
+            let Some(up) = self.up(index) else {
+                continue;
+            };
+            let id = self.nodes[index].id;
+            let (term, leads) = {
+                let metrics = up.raft.metrics();
+                let metrics = metrics.borrow();
+                (
+                    metrics.current_term,
+                    metrics.state.is_leader() && metrics.current_leader == Some(id),
+                )
+            };
+            if leads && self.leaders.insert((term, id)) {
+                self.outcome.elections += 1;
+                if self.leaders.range((term, 0)..(term + 1, 0)).count() > 1 {
+                    self.outcome.shared_terms += 1;
+                }
+                self.trace(&("leader", term, id));
+            }
+            let (applied, image) = {
+                let published = up.published.borrow();
+                (published.applied_index, published.image.clone())
+            };
+            if applied != self.nodes[index].checked_index {
+                self.nodes[index].checked_index = applied;
+                let hash = image_hash(&image);
+                match self.images.get(&applied) {
+                    None => {
+                        self.images.insert(applied, (hash, id));
+                    }
+                    Some(&(seen, other)) if seen != hash => self.violation(format!(
+                        "node {id}'s image at log index {applied} differs from node {other}'s there"
+                    )),
+                    Some(_) => {}
+                }
+                self.outcome.applied = self.outcome.applied.max(applied);
+            }
+        }
+    }
+
+    /// Faults stop; every node comes back; then a leader, a committed write, and every
+    /// node's image at the same index, within the deadline.
+    pub fn finish(mut self) -> Outcome {
+        {
+            let mut wire = self.wire.lock().unwrap_or_else(|p| p.into_inner());
+            wire.cut.clear();
+        }
+        self.trace(&"heal");
+        let deadline = self.now() + HEAL_DEADLINE;
+        let topics_before = self.outcome.topics_created;
+        let mut level = false;
+        while self.now() < deadline {
+            for node in &mut self.nodes {
+                if node.down_until.is_some() {
+                    node.down_until = Some(Duration::ZERO);
+                }
+            }
+            self.restart_due();
+            self.clients();
+            self.progress();
+            self.check();
+            let applied: BTreeSet<u64> = (0..self.nodes.len())
+                .map(|i| self.up(i).map_or(0, |u| u.published.borrow().applied_index))
+                .collect();
+            level = applied.len() == 1
+                && self.outcome.topics_created > topics_before
+                && self.brokers.iter().all(|b| b.registered);
+            if level && self.exec.ready().is_empty() {
+                break;
+            }
+        }
+        if !level {
+            self.violation(format!(
+                "no progress within {HEAL_DEADLINE:?} of the faults stopping: {} topics created after, applied {:?}",
+                self.outcome.topics_created - topics_before,
+                (0..self.nodes.len())
+                    .map(|i| self.up(i).map(|u| u.published.borrow().applied_index))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        for index in 0..self.nodes.len() {
+            let Some(up) = self.up(index) else { continue };
+            let image = up.published.borrow().image.clone();
+            for (name, id) in &self.created {
+                if image.topics.get(name).map(|t| t.id) != Some(*id) {
+                    self.outcome.violations.push(format!(
+                        "topic {name} was created (answered) but node {} does not have it",
+                        self.nodes[index].id
+                    ));
+                }
+            }
+        }
+        self.outcome.trace_hash = self.hasher.finish();
+        self.outcome.virtual_ms = self.now().as_millis() as u64;
+        self.outcome.messages_lost = self.wire.lock().unwrap_or_else(|p| p.into_inner()).lost;
+        for node in &self.nodes {
+            *node.up.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        self.disk.uninstall();
+        let root = self.root.clone();
+        let outcome = std::mem::take(&mut self.outcome);
+        drop(self);
+        let _ = std::fs::remove_dir_all(root);
+        outcome
+    }
+}
+
+fn index_of(id: NodeId) -> usize {
+    NODES
+        .iter()
+        .position(|&n| n == id)
+        .expect("a simulated node")
+}
+
+/// Runs one seed of the quorum: `steps` steps of faults, then the heal and the checks.
+pub fn run(seed: u64, steps: u64, disk: &Disk) -> anyhow::Result<Outcome> {
+    let mut world = QuorumWorld::new(seed, disk.clone())?;
+    for _ in 0..steps {
+        world.step();
+        if !world.outcome.violations.is_empty() {
+            break;
+        }
+    }
+    Ok(world.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_seeds_replay_exactly_and_keep_every_invariant() {
+        let _one_at_a_time = crate::one_world_at_a_time();
+        let disk = Disk::default();
+        let seeds = 0..8u64;
+        let mut hashes = Vec::new();
+        let (mut leaders, mut crashes, mut power_cuts, mut topics, mut blocks) = (0, 0, 0, 0, 0);
+        for seed in seeds.clone() {
+            let outcome = run(seed, 10_000, &disk).unwrap();
+            assert!(
+                outcome.violations.is_empty(),
+                "seed {seed}: {:?}",
+                outcome.violations
+            );
+            leaders += outcome.elections;
+            crashes += outcome.crashes;
+            power_cuts += outcome.power_cuts;
+            topics += outcome.topics_created;
+            blocks += outcome.id_blocks;
+            hashes.push(outcome.trace_hash);
+        }
+        // The faults happened and the quorum worked through them.
+        assert!(leaders > 16, "{leaders} leaderships");
+        assert!(
+            crashes > 8 && power_cuts > 4,
+            "{crashes} crashes, {power_cuts} power cuts"
+        );
+        assert!(
+            topics > 100 && blocks > 100,
+            "{topics} topics, {blocks} id blocks"
+        );
+        for seed in seeds {
+            let again = run(seed, 10_000, &disk).unwrap();
+            assert_eq!(
+                again.trace_hash, hashes[seed as usize],
+                "seed {seed} replayed"
+            );
+        }
+        assert!(hashes.windows(2).any(|w| w[0] != w[1]), "seeds must differ");
+    }
+}

@@ -42,6 +42,9 @@ use crate::state_machine::Published;
 use crate::voters::{QuorumView, ReplicaKey, VoterChangeError};
 use crate::{MetadataRaft, NodeId, QuorumPeer, TypeConfig};
 
+/// Whether the write of a decision heard its entries applied.
+type LatestOutcome = watch::Receiver<bool>;
+
 /// A point in time on the runtime of `C`.
 type InstantOf<C> = <<C as RaftTypeConfig>::AsyncRuntime as AsyncRuntime>::Instant;
 
@@ -93,6 +96,9 @@ pub struct ControllerService<C: MetadataRaft = TypeConfig> {
     proposer: tokio::sync::Mutex<Option<(u64, Proposer)>>,
     /// The newest proposer's generation.
     generation: AtomicU64,
+    /// The last decision written and whether its write heard it applied, for the
+    /// decisions that write nothing and rely on it.
+    latest_write: Mutex<Option<(DecisionId, LatestOutcome)>>,
     /// Sequence numbers of decisions only grow within a term, across proposers.
     next_seq: AtomicU64,
     /// Followers' acknowledgements, for DescribeQuorum.
@@ -119,6 +125,7 @@ impl<C: MetadataRaft> ControllerService<C> {
             new_cluster_id: config_cluster_id(),
             proposer: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
+            latest_write: Mutex::new(None),
             next_seq: AtomicU64::new(0),
             contacts,
             resigning: std::sync::atomic::AtomicBool::new(false),
@@ -389,7 +396,7 @@ impl<C: MetadataRaft> ControllerService<C> {
         command: &ControllerCommand,
         deadline: InstantOf<C>,
     ) -> ControllerResponse {
-        let (generation, reply, receivers, relies_on) = {
+        let (generation, reply, receivers, written, relies_on) = {
             let Some(mut guard) = until::<C, _>(deadline, self.proposer.lock()).await else {
                 return Self::timed_out();
             };
@@ -412,8 +419,24 @@ impl<C: MetadataRaft> ControllerService<C> {
             self.next_seq
                 .fetch_max(proposer.next_seq(), Ordering::Relaxed);
             // A decision that writes nothing was still decided on what this proposer has
-            // proposed: it is answered once that has applied.
-            let relies_on = entries.is_empty().then(|| proposer.last()).flatten();
+            // proposed: it is answered once that has applied, as the write that proposed
+            // it hears. The chain of applied decisions cannot tell: a later controller's
+            // decisions follow it whether it applied or was lost (and openraft lets two
+            // nodes lead one term in turn, so even an id seen applied may be another's).
+            // Nothing registered: it is the proposer's starting point, applied already.
+            let (written, relies_on) = if entries.is_empty() {
+                let relies_on = proposer.last().and_then(|last| {
+                    self.latest_write()
+                        .as_ref()
+                        .filter(|(id, _)| *id == last)
+                        .map(|(_, outcome)| outcome.clone())
+                });
+                (None, relies_on)
+            } else {
+                let (written, outcome) = watch::channel(false);
+                *self.latest_write() = Some((proposer.last().expect("just proposed"), outcome));
+                (Some(written), None)
+            };
             let mut receivers = Vec::with_capacity(entries.len());
             for entry in entries {
                 match self.raft.client_write_ff(entry).await {
@@ -424,7 +447,7 @@ impl<C: MetadataRaft> ControllerService<C> {
                     }
                 }
             }
-            (generation, reply, receivers, relies_on)
+            (generation, reply, receivers, written, relies_on)
         };
         // Entries are in Raft's queue in order; the next command may be decided meanwhile.
         for receiver in receivers {
@@ -458,44 +481,41 @@ impl<C: MetadataRaft> ControllerService<C> {
                 );
             }
         }
-        if let Some(decision) = relies_on {
-            if let Err(response) = self.applied(decision, generation, deadline).await {
+        if let Some(written) = written {
+            written.send_replace(true);
+        }
+        if let Some(outcome) = relies_on {
+            if let Err(response) = Self::relied_on_applied(outcome, deadline).await {
                 return response;
             }
         }
         ControllerResponse::Reply(reply)
     }
 
-    /// Waits until `decision`, proposed by the proposer of `generation`, has applied.
-    async fn applied(
-        &self,
-        decision: DecisionId,
-        generation: u64,
+    /// Waits for the write a decision that writes nothing relied on to hear its entries
+    /// applied; a write that ends otherwise (failed, timed out, cancelled) drops its
+    /// sender, and whether it applied is unknown.
+    async fn relied_on_applied(
+        mut outcome: LatestOutcome,
         deadline: InstantOf<C>,
     ) -> Result<(), ControllerResponse> {
-        let mut published = self.published.clone();
         loop {
-            let last = published.borrow_and_update().last_decision;
-            if last == Some(decision) {
+            if *outcome.borrow_and_update() {
                 return Ok(());
             }
-            if self.generation.load(Ordering::Acquire) != generation {
-                // Its proposer was given up: whether the decision applied is unknown.
-                return Err(ControllerResponse::Unavailable(
-                    "the metadata changed under this write; retry".into(),
-                ));
-            }
-            // Later decisions of the same proposer chain through this one.
-            if last.is_some_and(|last| last > decision) {
-                return Ok(());
-            }
-            let wake = C::now() + Duration::from_millis(100);
-            match until::<C, _>(wake.min(deadline), published.changed()).await {
-                Some(Err(_)) => return Err(Self::timed_out()),
-                None if C::now() >= deadline => return Err(Self::timed_out()),
-                _ => {}
+            match until::<C, _>(deadline, outcome.changed()).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => break,
+                None => return Err(Self::timed_out()),
             }
         }
+        Err(ControllerResponse::Unavailable(
+            "the metadata changed under this write; retry".into(),
+        ))
+    }
+
+    fn latest_write(&self) -> std::sync::MutexGuard<'_, Option<(DecisionId, LatestOutcome)>> {
+        self.latest_write.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A proposer for `term`, once the image holds every entry in this node's log (those

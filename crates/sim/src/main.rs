@@ -141,11 +141,12 @@ fn main() -> ExitCode {
                     outcome.elections
                 );
                 println!(
-                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created, {} producer id blocks, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
+                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
                     quorum.steps,
                     quorum.virtual_ms / 1000,
                     quorum.applied,
                     quorum.topics_created,
+                    quorum.topics_found_existing,
                     quorum.id_blocks,
                     quorum.stale_retries,
                     quorum.elections,
@@ -171,8 +172,8 @@ fn main() -> ExitCode {
                 .map(|value| format!(" --bug {}", value.get_name()))
                 .unwrap_or_default();
             println!(
-                "replay with: scripts/sim --seed {seed} --steps {}{bug}",
-                args.steps
+                "replay with: scripts/sim --seed {seed} --steps {} --quorum-steps {}{bug}",
+                args.steps, args.quorum_steps
             );
             break;
         }

@@ -4,8 +4,8 @@
 //! (writes decided by its `Proposer`, broker registrations, heartbeats, session fencing,
 //! preferred leaders), all on one thread under the seed (`runtime.rs`), talking over a
 //! simulated wire (`network.rs`). Three brokers (one per node, as in combined mode)
-//! register and heartbeat, and an admin client creates topics and allocates producer id
-//! blocks, each asking the controller it believes active and moving on as told, with a
+//! register and heartbeat, and two admin clients create topics (one racing the other's
+//! creation) and allocate producer id blocks, each asking the controller it believes active and moving on as told, with a
 //! deadline per attempt as the broker's client has.
 //!
 //! Faults: nodes crash (kill -9: every task of the node dropped at once, its connections
@@ -61,6 +61,7 @@ type Service = ControllerService<SimTypes>;
 const NODES: [NodeId; 3] = [1, 2, 3];
 /// The broker's deadline for one attempt at a controller request (`client::ATTEMPT_TIMEOUT`).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+const TOPIC_ALREADY_EXISTS: i16 = 36;
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 const SESSION_TIMEOUT: Duration = Duration::from_secs(9);
 /// How long the heal may take to show a leader, a committed write and every node level.
@@ -76,6 +77,8 @@ pub struct Outcome {
     pub crashes: u64,
     pub power_cuts: u64,
     pub topics_created: u64,
+    /// Retried creations answered TOPIC_ALREADY_EXISTS.
+    pub topics_found_existing: u64,
     pub id_blocks: u64,
     pub stale_retries: u64,
     pub applied: u64,
@@ -112,16 +115,18 @@ struct Pending {
 
 #[derive(Debug, Clone, Copy)]
 enum Who {
-    Admin,
+    Admin(usize),
     Broker(usize),
 }
 
-/// A broker (one per node) or the admin client.
+/// A broker (one per node) or an admin client.
 struct Client {
     /// The node it asks (the controller it believes active).
     controller: NodeId,
     pending: Option<(u64, Pending)>,
     next_at: Duration,
+    /// A write whose outcome it did not hear, sent again next (admin clients).
+    retry: Option<ControllerCommand>,
 }
 
 struct Broker {
@@ -140,7 +145,7 @@ pub struct QuorumWorld {
     root: PathBuf,
     nodes: Vec<Node>,
     brokers: Vec<Broker>,
-    admin: Client,
+    admins: Vec<Client>,
     next_request: u64,
     answers: Arc<Mutex<Vec<(u64, ControllerResponse)>>>,
     /// The leaderships seen: (term, node). openraft 0.9 orders votes by (term, node id)
@@ -157,6 +162,10 @@ pub struct QuorumWorld {
     hasher: std::collections::hash_map::DefaultHasher,
     outcome: Outcome,
     registrations: u128,
+    /// A test drives the faults and the admin requests itself (no random ones).
+    scripted: bool,
+    /// Every answer, by request, when scripted.
+    heard: BTreeMap<u64, ControllerResponse>,
 }
 
 fn image_hash(image: &strand_metadata::MetadataImage) -> u64 {
@@ -205,11 +214,14 @@ impl QuorumWorld {
                 .collect(),
             root,
             brokers: Vec::new(),
-            admin: Client {
-                controller: 1,
-                pending: None,
-                next_at: Duration::from_secs(1),
-            },
+            admins: (0..2)
+                .map(|_| Client {
+                    controller: 1,
+                    pending: None,
+                    next_at: Duration::from_secs(1),
+                    retry: None,
+                })
+                .collect(),
             next_request: 0,
             answers: Arc::default(),
             leaders: BTreeSet::new(),
@@ -220,6 +232,8 @@ impl QuorumWorld {
             hasher: Default::default(),
             outcome: Outcome::default(),
             registrations: 0,
+            scripted: false,
+            heard: BTreeMap::new(),
         };
         for (index, &id) in NODES.iter().enumerate() {
             world.boot(index);
@@ -229,6 +243,7 @@ impl QuorumWorld {
                     controller: NODES[index],
                     pending: None,
                     next_at: Duration::ZERO,
+                    retry: None,
                 },
                 incarnation,
                 registered: false,
@@ -364,7 +379,10 @@ impl QuorumWorld {
         self.outcome.steps += 1;
         self.restart_due();
         self.clients();
-        let roll = self.rng.gen_range(0..10_000);
+        let roll = match self.scripted {
+            false => self.rng.gen_range(0..10_000),
+            true => 10_000, // a test's script decides the faults
+        };
         match roll {
             0..=9 => {
                 // A crash, while every node is up (a quorum survives one down).
@@ -500,6 +518,9 @@ impl QuorumWorld {
         let answers = std::mem::take(&mut *self.answers.lock().unwrap_or_else(|p| p.into_inner()));
         for (id, response) in answers {
             self.trace(&("answer", id, format!("{response:?}")));
+            if self.scripted {
+                self.heard.insert(id, response.clone());
+            }
             self.answered(id, response);
         }
         let now = self.now();
@@ -548,40 +569,77 @@ impl QuorumWorld {
             let target = broker.client.controller;
             self.brokers[index].client.pending = self.send(target, request);
         }
-        if self
-            .admin
+        for index in 0..self.admins.len() * usize::from(!self.scripted) {
+            self.admin_turn(index, now);
+        }
+    }
+
+    /// Admin client `index`: the first creates topics and allocates producer id blocks;
+    /// the second races it, creating the topic the first is creating (answered
+    /// TOPIC_ALREADY_EXISTS from the controller's proposed, not yet applied, image),
+    /// or allocating. Each sends a write again when it did not hear its outcome.
+    fn admin_turn(&mut self, index: usize, now: Duration) {
+        let admin = &mut self.admins[index];
+        if admin
             .pending
             .as_ref()
             .is_some_and(|(_, p)| p.deadline <= now)
         {
-            self.admin.pending = None;
-            self.admin.controller = NODES[self.rng.gen_range(0..NODES.len())];
+            // The outcome is unknown: the same write again, elsewhere (Kafka's admin
+            // client retries a timed-out CreateTopics so).
+            let (_, pending) = admin.pending.take().expect("timed out");
+            if let ControllerRequest::Write(command) = pending.request {
+                admin.retry = Some(command);
+            }
+            admin.controller = NODES[self.rng.gen_range(0..NODES.len())];
         }
-        if self.admin.pending.is_none() && self.admin.next_at <= now {
-            let command = if self.rng.gen_bool(0.5) {
-                self.next_topic += 1;
-                let partitions = self.rng.gen_range(1..=3);
-                ControllerCommand::CreateTopics {
-                    topics: vec![NewTopic {
-                        name: format!("t{}", self.next_topic),
-                        id: Uuid::from_u128(0x7 << 64 | self.next_topic as u128),
-                        partitions,
-                        replication_factor: 2,
-                        assignments: Vec::new(),
-                        configs: BTreeMap::new(),
-                    }],
-                }
-            } else {
-                ControllerCommand::AllocateProducerIds { count: 1000 }
-            };
-            let target = self.admin.controller;
-            self.admin.pending = self.send(target, ControllerRequest::Write(command));
+        let admin = &mut self.admins[index];
+        if admin.pending.is_some() || admin.next_at > now {
+            return;
         }
+        let racing =
+            (index == 1)
+                .then(|| match &self.admins[0].pending {
+                    Some((
+                        _,
+                        Pending {
+                            request:
+                                ControllerRequest::Write(
+                                    command @ ControllerCommand::CreateTopics { .. },
+                                ),
+                            ..
+                        },
+                    )) => Some(command.clone()),
+                    _ => None,
+                })
+                .flatten();
+        let command = if let Some(again) = self.admins[index].retry.take() {
+            again
+        } else if let Some(racing) = racing {
+            racing
+        } else if index == 0 && self.rng.gen_bool(0.5) {
+            self.next_topic += 1;
+            let partitions = self.rng.gen_range(1..=3);
+            ControllerCommand::CreateTopics {
+                topics: vec![NewTopic {
+                    name: format!("t{}", self.next_topic),
+                    id: Uuid::from_u128(0x7 << 64 | self.next_topic as u128),
+                    partitions,
+                    replication_factor: 2,
+                    assignments: Vec::new(),
+                    configs: BTreeMap::new(),
+                }],
+            }
+        } else {
+            ControllerCommand::AllocateProducerIds { count: 1000 }
+        };
+        let target = self.admins[index].controller;
+        self.admins[index].pending = self.send(target, ControllerRequest::Write(command));
     }
 
     fn client_mut(&mut self, who: Who) -> &mut Client {
         match who {
-            Who::Admin => &mut self.admin,
+            Who::Admin(index) => &mut self.admins[index],
             Who::Broker(index) => &mut self.brokers[index].client,
         }
     }
@@ -589,8 +647,12 @@ impl QuorumWorld {
     fn answered(&mut self, id: u64, response: ControllerResponse) {
         let now = self.now();
         let retry_soon = now + Duration::from_millis(self.rng.gen_range(10..200));
-        let who = if self.admin.pending.as_ref().is_some_and(|(p, _)| *p == id) {
-            Who::Admin
+        let who = if let Some(index) = self
+            .admins
+            .iter()
+            .position(|a| a.pending.as_ref().is_some_and(|(p, _)| *p == id))
+        {
+            Who::Admin(index)
         } else if let Some(index) = self
             .brokers
             .iter()
@@ -601,6 +663,14 @@ impl QuorumWorld {
             return; // an answer after its deadline: the client gave up on it
         };
         let pending = self.client_mut(who).pending.take().expect("matched").1;
+        if let (
+            Who::Admin(index),
+            ControllerResponse::NotController { .. } | ControllerResponse::Unavailable(_),
+            ControllerRequest::Write(command),
+        ) = (who, &response, &pending.request)
+        {
+            self.admins[index].retry = Some(command.clone());
+        }
         match &response {
             ControllerResponse::NotController { leader } => {
                 // Ask the leader named, or the next node.
@@ -622,13 +692,16 @@ impl QuorumWorld {
         }
         let broker = match who {
             Who::Broker(index) => Some(index),
-            Who::Admin => None,
+            Who::Admin(_) => None,
         };
         if let Some(index) = broker {
             let broker = &mut self.brokers[index];
             broker.client.next_at = now + HEARTBEAT_EVERY;
             match (&pending.request, &response) {
-                (ControllerRequest::Register { .. }, ControllerResponse::Reply(_)) => {
+                (
+                    ControllerRequest::Register { .. },
+                    ControllerResponse::Reply(ControllerReply::Results(results)),
+                ) if results.iter().all(|r| r.is_ok()) => {
                     broker.registered = true;
                     broker.unclean = false;
                 }
@@ -642,7 +715,14 @@ impl QuorumWorld {
             }
             return;
         }
-        self.admin.next_at = now + Duration::from_millis(self.rng.gen_range(50..400));
+        let Who::Admin(admin) = who else {
+            unreachable!("brokers returned above")
+        };
+        self.admins[admin].next_at = now + Duration::from_millis(self.rng.gen_range(50..400));
+        // What the controller answered it has applied: its own image holds it now.
+        let image = self
+            .up(index_of(pending.sent_to))
+            .map(|up| up.published.borrow().image.clone());
         let ControllerRequest::Write(command) = &pending.request else {
             return;
         };
@@ -653,8 +733,29 @@ impl QuorumWorld {
             ) => {
                 for (topic, result) in topics.iter().zip(results) {
                     if result.is_ok() {
-                        self.created.insert(topic.name.clone(), topic.id);
                         self.outcome.topics_created += 1;
+                    } else if result.code == TOPIC_ALREADY_EXISTS {
+                        // Each name is created by the first admin only: its attempt, or
+                        // one it did not hear the outcome of, created it.
+                        self.outcome.topics_found_existing += 1;
+                    } else {
+                        continue;
+                    }
+                    self.created.insert(topic.name.clone(), topic.id);
+                    let held = image
+                        .as_ref()
+                        .is_some_and(|i| i.topics.get(&topic.name).map(|t| t.id) == Some(topic.id));
+                    if !held {
+                        self.violation(format!(
+                            "node {} answered topic {} as {} but its image does not hold it",
+                            pending.sent_to,
+                            topic.name,
+                            if result.is_ok() {
+                                "created"
+                            } else {
+                                "existing"
+                            }
+                        ));
                     }
                 }
             }
@@ -773,7 +874,7 @@ impl QuorumWorld {
             for (name, id) in &self.created {
                 if image.topics.get(name).map(|t| t.id) != Some(*id) {
                     self.outcome.violations.push(format!(
-                        "topic {name} was created (answered) but node {} does not have it",
+                        "topic {name} was created (answered, or answered as existing) but node {} does not have it",
                         self.nodes[index].id
                     ));
                 }
@@ -816,6 +917,101 @@ pub fn run(seed: u64, steps: u64, disk: &Disk) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The node leading now, if one does.
+    fn leader(world: &QuorumWorld) -> Option<usize> {
+        (0..world.nodes.len()).find(|&i| {
+            world.up(i).is_some_and(|up| {
+                let metrics = up.raft.metrics();
+                let metrics = metrics.borrow();
+                metrics.state.is_leader() && metrics.current_leader == Some(world.nodes[i].id)
+            })
+        })
+    }
+
+    fn steps_until(world: &mut QuorumWorld, mut done: impl FnMut(&QuorumWorld) -> bool) {
+        for _ in 0..200_000 {
+            if done(world) {
+                return;
+            }
+            world.step();
+        }
+        panic!("not reached within 200,000 steps");
+    }
+
+    fn answer(world: &QuorumWorld, id: u64) -> Option<ControllerResponse> {
+        world.heard.get(&id).cloned()
+    }
+
+    /// Found by the simulator (seed 3802634588 of the commit that added the racing admin
+    /// client): a leader cut off from its peers decided a topic's creation, which never
+    /// committed, then a second CreateTopics of the same topic from its proposed image
+    /// (TOPIC_ALREADY_EXISTS, a decision writing nothing). Once a new leader's decisions
+    /// reached it, the second was answered as applied: the controller took any later
+    /// decision in the chain as proof that the one it relied on had applied. Kafka
+    /// fails such a read of uncommitted state with NOT_CONTROLLER when leadership moves.
+    #[test]
+    fn a_reply_relying_on_a_lost_write_is_not_answered() {
+        let _one_at_a_time = crate::one_world_at_a_time();
+        for seed in 0..4 {
+            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
+            world.scripted = true;
+            // Every broker registered and unfenced, as the leader sees it.
+            steps_until(&mut world, |w| {
+                leader(w).is_some_and(|l| {
+                    let image = w.up(l).unwrap().published.borrow().image.clone();
+                    image.brokers.values().filter(|b| !b.fenced).count() == NODES.len()
+                })
+            });
+            let old = leader(&world).expect("a leader");
+            let old_id = world.nodes[old].id;
+            {
+                let mut wire = world.wire.lock().unwrap();
+                for &peer in NODES.iter().filter(|&&n| n != old_id) {
+                    wire.cut.insert((old_id, peer));
+                    wire.cut.insert((peer, old_id));
+                }
+            }
+            let create = ControllerRequest::Write(ControllerCommand::CreateTopics {
+                topics: vec![NewTopic {
+                    name: "lost".into(),
+                    id: Uuid::from_u128(99),
+                    partitions: 1,
+                    replication_factor: 2,
+                    assignments: Vec::new(),
+                    configs: BTreeMap::new(),
+                }],
+            });
+            let (first, _) = world.send(old_id, create.clone()).unwrap();
+            let (second, _) = world.send(old_id, create).unwrap();
+            // Another node leads and decides; then the old leader hears from it again.
+            steps_until(&mut world, |w| leader(w).is_some_and(|l| l != old));
+            let new_id = world.nodes[leader(&world).expect("just seen")].id;
+            let allocate =
+                ControllerRequest::Write(ControllerCommand::AllocateProducerIds { count: 1 });
+            let (decided, _) = world.send(new_id, allocate).unwrap();
+            steps_until(&mut world, |w| answer(w, decided).is_some());
+            world.wire.lock().unwrap().cut.clear();
+            steps_until(&mut world, |w| {
+                answer(w, first).is_some() && answer(w, second).is_some()
+            });
+            let image = world.up(old).unwrap().published.borrow().image.clone();
+            for id in [first, second] {
+                if let Some(ControllerResponse::Reply(ControllerReply::Results(reply))) =
+                    answer(&world, id)
+                {
+                    if !reply[0].is_ok() && reply[0].code != TOPIC_ALREADY_EXISTS {
+                        continue;
+                    }
+                    assert!(
+                        image.topics.contains_key("lost"),
+                        "seed {seed}: request {id} answered {reply:?} but the topic is not there"
+                    );
+                }
+            }
+            world.finish();
+        }
+    }
 
     #[test]
     fn quorum_seeds_replay_exactly_and_keep_every_invariant() {

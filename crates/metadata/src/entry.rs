@@ -77,8 +77,13 @@ pub fn records_version(records: &[MetadataRecord]) -> u16 {
 }
 
 /// Names one records entry: the Raft term its controller decided in, and a sequence number
-/// that only grows within that controller. Only one controller leads a term, so ids order
-/// as their entries do in the log (term first).
+/// that only grows within that controller. Among committed entries ids order as the
+/// entries do in the log (term first): a controller starts past its log's last id of its
+/// term. Among entries proposed they may repeat: openraft orders votes by term and node
+/// id, so two controllers can lead one term in turn, the second not knowing the first's
+/// uncommitted ids. So a controller learns whether its own decision applied from the
+/// decision's write, never by looking for its id in the chain (the simulator found that
+/// mistake: crates/sim/src/quorum.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DecisionId {
     pub term: u64,

@@ -233,23 +233,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
-        // Where the follower's log ends if it accepts everything sent.
-        let sent_end = rpc
-            .entries
-            .last()
-            .map(|entry| entry.log_id)
-            .or(rpc.prev_log_id)
-            .map_or(0, |log_id| log_id.index + 1);
+        let sent_end = FollowerContacts::sent_end(&rpc);
         match self.call(Request::AppendEntries(rpc), &option).await? {
             Response::AppendEntries(result) => {
-                match &result {
-                    Ok(AppendEntriesResponse::Success) => {
-                        self.contacts.acknowledged(self.target, sent_end)
-                    }
-                    Ok(AppendEntriesResponse::PartialSuccess(matched)) => self
-                        .contacts
-                        .acknowledged(self.target, matched.map_or(0, |log_id| log_id.index + 1)),
-                    _ => {}
+                if let Ok(response) = &result {
+                    self.contacts
+                        .append_answered(self.target, sent_end, response);
                 }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }

@@ -79,9 +79,50 @@ struct Contact {
 pub struct FollowerContacts {
     metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>>,
     seen: Mutex<HashMap<NodeId, Contact>>,
+    /// Milliseconds of wall clock: the system's unless set (the simulator's virtual one).
+    clock: Option<fn() -> i64>,
 }
 
 impl FollowerContacts {
+    /// Contacts timed by `clock` (milliseconds) instead of the system's wall clock.
+    pub fn with_clock(clock: fn() -> i64) -> FollowerContacts {
+        FollowerContacts {
+            clock: Some(clock),
+            ..FollowerContacts::default()
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.map_or_else(now_ms, |clock| clock())
+    }
+
+    /// Where a follower's log ends once it accepts everything `rpc` sends.
+    pub fn sent_end<C: openraft::RaftTypeConfig<NodeId = NodeId>>(
+        rpc: &openraft::raft::AppendEntriesRequest<C>,
+    ) -> u64 {
+        rpc.entries
+            .last()
+            .map(|entry| *openraft::RaftLogId::get_log_id(entry))
+            .or(rpc.prev_log_id)
+            .map_or(0, |log_id| log_id.index + 1)
+    }
+
+    /// `node` answered an AppendEntries whose entries ended at `sent_end`.
+    pub fn append_answered(
+        &self,
+        node: NodeId,
+        sent_end: u64,
+        response: &openraft::raft::AppendEntriesResponse<NodeId>,
+    ) {
+        use openraft::raft::AppendEntriesResponse;
+        match response {
+            AppendEntriesResponse::Success => self.acknowledged(node, sent_end),
+            AppendEntriesResponse::PartialSuccess(matched) => {
+                self.acknowledged(node, matched.map_or(0, |log_id| log_id.index + 1));
+            }
+            _ => {}
+        }
+    }
     /// The Raft instance whose log ends acknowledgements are compared with.
     pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, QuorumPeer>>) {
         let _ = self.metrics.set(metrics);
@@ -89,7 +130,7 @@ impl FollowerContacts {
 
     /// `node` acknowledged AppendEntries: its log now ends at `log_end`.
     pub fn acknowledged(&self, node: NodeId, log_end: u64) {
-        let now = now_ms();
+        let now = self.now_ms();
         let leader_end = self
             .metrics
             .get()
@@ -111,13 +152,13 @@ impl FollowerContacts {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.get(&node).is_some_and(|contact| {
             contact.last_caught_up_ms >= 0
-                && now_ms() - contact.last_caught_up_ms <= window.as_millis() as i64
+                && self.now_ms() - contact.last_caught_up_ms <= window.as_millis() as i64
         })
     }
 
     /// The quorum as `metrics` (this node's, as leader) and the acknowledgements show it.
     pub fn describe(&self, metrics: &RaftMetrics<NodeId, QuorumPeer>) -> QuorumDescription {
-        let now = now_ms();
+        let now = self.now_ms();
         let membership = metrics.membership_config.membership();
         let leader_end = metrics.last_log_index.map_or(0, |index| index as i64 + 1);
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());

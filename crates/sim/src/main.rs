@@ -33,7 +33,7 @@ struct Args {
     #[arg(long, default_value_t = 20_000)]
     steps: u64,
     /// Steps of the metadata quorum's world per seed (quorum.rs), after the partitions'.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 20_000)]
     quorum_steps: u64,
     /// Run this seed only (repeat for several, run in the order given).
     #[arg(long)]
@@ -141,13 +141,16 @@ fn main() -> ExitCode {
                     outcome.elections
                 );
                 println!(
-                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
+                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired ({} heartbeats answered fenced), {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
                     quorum.steps,
                     quorum.virtual_ms / 1000,
                     quorum.applied,
                     quorum.topics_created,
                     quorum.topics_found_existing,
                     quorum.id_blocks,
+                    quorum.voter_changes,
+                    quorum.fencings,
+                    quorum.fenced_heartbeats,
                     quorum.stale_retries,
                     quorum.elections,
                     quorum.shared_terms,

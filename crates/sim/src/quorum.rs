@@ -4,8 +4,9 @@
 //! (writes decided by its `Proposer`, broker registrations, heartbeats, session fencing,
 //! preferred leaders), all on one thread under the seed (`runtime.rs`), talking over a
 //! simulated wire (`network.rs`). Three brokers (one per node, as in combined mode)
-//! register and heartbeat, and two admin clients create topics (one racing the other's
-//! creation) and allocate producer id blocks, each asking the controller it believes active and moving on as told, with a
+//! register and heartbeat, two admin clients create topics (one racing the other's
+//! creation) and allocate producer id blocks, and a third changes the voters (the fourth
+//! node made a voter, a voter made a learner), each asking the controller it believes active and moving on as told, with a
 //! deadline per attempt as the broker's client has.
 //!
 //! Faults: nodes crash (kill -9: every task of the node dropped at once, its connections
@@ -58,12 +59,21 @@ openraft::declare_raft_types!(
 type Raft = openraft::Raft<SimTypes>;
 type Service = ControllerService<SimTypes>;
 
-const NODES: [NodeId; 3] = [1, 2, 3];
+/// Every node runs Raft and a broker; the voters named at start (`--controllers`) are
+/// the first three, the fourth joins as a learner when its broker registers and is made
+/// a voter (AddRaftVoter) and back (RemoveRaftVoter) by the third admin client.
+const NODES: [NodeId; 4] = [1, 2, 3, 4];
+const VOTERS: [NodeId; 3] = [1, 2, 3];
+/// Every node's quorum port (its address is `node<id>:<port>`).
+const QUORUM_PORT: u16 = 9093;
 /// The broker's deadline for one attempt at a controller request (`client::ATTEMPT_TIMEOUT`).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
-const SESSION_TIMEOUT: Duration = Duration::from_secs(9);
+/// broker.session.timeout.ms, shorter than Kafka's 9 s default so that cut links and
+/// lost answers expire sessions within a seed; a broker gives each heartbeat a second.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+const BROKER_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long the heal may take to show a leader, a committed write and every node level.
 const HEAL_DEADLINE: Duration = Duration::from_secs(120);
 
@@ -80,6 +90,12 @@ pub struct Outcome {
     /// Retried creations answered TOPIC_ALREADY_EXISTS.
     pub topics_found_existing: u64,
     pub id_blocks: u64,
+    /// Heartbeats of registered brokers answered fenced (their session had expired).
+    pub fenced_heartbeats: u64,
+    /// Broker incarnations fenced after being unfenced (sessions expired).
+    pub fencings: u64,
+    /// AddRaftVoter and RemoveRaftVoter answered done.
+    pub voter_changes: u64,
     pub stale_retries: u64,
     pub applied: u64,
     pub virtual_ms: u64,
@@ -164,6 +180,8 @@ pub struct QuorumWorld {
     registrations: u128,
     /// A test drives the faults and the admin requests itself (no random ones).
     scripted: bool,
+    /// Each broker incarnation's fencing in the newest image checked.
+    fenced: BTreeMap<(i32, Uuid), bool>,
     /// Every answer, by request, when scripted.
     heard: BTreeMap<u64, ControllerResponse>,
 }
@@ -214,7 +232,7 @@ impl QuorumWorld {
                 .collect(),
             root,
             brokers: Vec::new(),
-            admins: (0..2)
+            admins: (0..3)
                 .map(|_| Client {
                     controller: 1,
                     pending: None,
@@ -234,6 +252,7 @@ impl QuorumWorld {
             registrations: 0,
             scripted: false,
             heard: BTreeMap::new(),
+            fenced: BTreeMap::new(),
         };
         for (index, &id) in NODES.iter().enumerate() {
             world.boot(index);
@@ -286,6 +305,7 @@ impl QuorumWorld {
         let (id, dir, slot) = (node.id, node.dir.clone(), node.up.clone());
         self.disk.settle(&dir);
         let wire = self.wire.clone();
+        let contacts = Arc::new(FollowerContacts::with_clock(runtime::virtual_ms));
         self.exec.spawn(id, async move {
             let log = LogStore::<SimTypes>::open(&dir).expect("the raft log opens");
             let machine = StateMachine::<SimTypes>::open(&dir).expect("the state machine opens");
@@ -293,12 +313,17 @@ impl QuorumWorld {
             let raft = Raft::new(
                 id,
                 raft_config(),
-                network::Network { from: id, wire },
+                network::Network {
+                    from: id,
+                    wire,
+                    contacts: contacts.clone(),
+                },
                 log,
                 machine,
             )
             .await
             .expect("raft starts");
+            contacts.watch(raft.metrics());
             let service = Arc::new(
                 Service::new(
                     id,
@@ -309,14 +334,14 @@ impl QuorumWorld {
                         preferred_leader_check: Some(Duration::from_secs(5)),
                         min_insync_replicas: Some(2),
                     },
-                    Arc::new(FollowerContacts::default()),
+                    contacts,
                 )
                 .with_new_cluster_id("strand-sim-quorum".into()),
             );
-            if !raft.is_initialized().await.expect("the log reads") {
-                let members: BTreeMap<NodeId, QuorumPeer> = NODES
+            if VOTERS.contains(&id) && !raft.is_initialized().await.expect("the log reads") {
+                let members: BTreeMap<NodeId, QuorumPeer> = VOTERS
                     .iter()
-                    .map(|&n| (n, QuorumPeer::new(format!("node{n}"), Uuid::nil())))
+                    .map(|&n| (n, QuorumPeer::new(address(n), Uuid::nil())))
                     .collect();
                 let _ = raft.initialize(members).await;
             }
@@ -491,23 +516,50 @@ impl QuorumWorld {
     }
 
     /// Sends `request` to `target`'s controller service as a task of that node.
-    fn send(&mut self, target: NodeId, request: ControllerRequest) -> Option<(u64, Pending)> {
+    /// Sends `request` from a broker on node `from` (None: an admin client outside the
+    /// cluster) to `target`'s controller service, run as a task of `target`. A link cut
+    /// either way loses the request or its answer: the client hears nothing until its
+    /// deadline.
+    fn send(
+        &mut self,
+        from: Option<NodeId>,
+        target: NodeId,
+        request: ControllerRequest,
+    ) -> Option<(u64, Pending)> {
         self.next_request += 1;
         let id = self.next_request;
         let pending = Pending {
             request: request.clone(),
             sent_to: target,
-            deadline: self.now() + ATTEMPT_TIMEOUT,
+            deadline: self.now()
+                + match from {
+                    Some(_) => BROKER_ATTEMPT_TIMEOUT,
+                    None => ATTEMPT_TIMEOUT,
+                },
         };
         self.trace(&("request", id, target, format!("{request:?}")));
-        if let Some(up) = self.up(index_of(target)) {
-            let answers = self.answers.clone();
+        let cut = |wire: &Wire, a: Option<NodeId>, b: Option<NodeId>| {
+            a.zip(b).is_some_and(|link| wire.cut.contains(&link))
+        };
+        let lost = cut(
+            &self.wire.lock().unwrap_or_else(|p| p.into_inner()),
+            from,
+            Some(target),
+        );
+        if let Some(up) = self.up(index_of(target)).filter(|_| !lost) {
+            let (answers, wire) = (self.answers.clone(), self.wire.clone());
             self.exec.spawn(target, async move {
                 let response = up.service.handle(request).await;
-                answers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((id, response));
+                if !cut(
+                    &wire.lock().unwrap_or_else(|p| p.into_inner()),
+                    Some(target),
+                    from,
+                ) {
+                    answers
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((id, response));
+                }
             });
         }
         Some((id, pending))
@@ -562,12 +614,13 @@ impl QuorumWorld {
                         listeners: Vec::new(),
                         unclean_shutdown: broker.unclean,
                     },
-                    raft_address: format!("node{id}"),
-                    directory_id: Uuid::from_u128(0xD1 << 64 | id as u128),
+                    raft_address: address(id as NodeId),
+                    directory_id: directory_id(id as NodeId),
                 }
             };
             let target = broker.client.controller;
-            self.brokers[index].client.pending = self.send(target, request);
+            let from = self.nodes[index].id;
+            self.brokers[index].client.pending = self.send(Some(from), target, request);
         }
         for index in 0..self.admins.len() * usize::from(!self.scripted) {
             self.admin_turn(index, now);
@@ -596,6 +649,9 @@ impl QuorumWorld {
         let admin = &mut self.admins[index];
         if admin.pending.is_some() || admin.next_at > now {
             return;
+        }
+        if index == 2 {
+            return self.voter_change(now);
         }
         let racing =
             (index == 1)
@@ -634,7 +690,50 @@ impl QuorumWorld {
             ControllerCommand::AllocateProducerIds { count: 1000 }
         };
         let target = self.admins[index].controller;
-        self.admins[index].pending = self.send(target, ControllerRequest::Write(command));
+        self.admins[index].pending = self.send(None, target, ControllerRequest::Write(command));
+    }
+
+    /// The third admin client: the learner made a voter while there are three, a voter
+    /// (perhaps the leader) made a learner while there are four.
+    fn voter_change(&mut self, now: Duration) {
+        let membership = (0..self.nodes.len())
+            .filter_map(|i| self.up(i))
+            .max_by_key(|up| up.published.borrow().applied_index)
+            .map(|up| {
+                let metrics = up.raft.metrics();
+                let metrics = metrics.borrow();
+                let membership = metrics.membership_config.membership();
+                (
+                    membership.voter_ids().collect::<Vec<_>>(),
+                    membership.learner_ids().collect::<Vec<_>>(),
+                )
+            });
+        let request = match membership {
+            Some((voters, learners)) if voters.len() < NODES.len() && !learners.is_empty() => {
+                let id = learners[self.rng.gen_range(0..learners.len())];
+                Some(ControllerRequest::AddVoter {
+                    id,
+                    directory_id: directory_id(id),
+                    listener_ports: vec![QUORUM_PORT],
+                })
+            }
+            Some((voters, _)) if voters.len() == NODES.len() => {
+                let id = voters[self.rng.gen_range(0..voters.len())];
+                Some(ControllerRequest::RemoveVoter {
+                    id,
+                    directory_id: directory_id(id),
+                })
+            }
+            _ => None,
+        };
+        let admin = &mut self.admins[2];
+        match request {
+            Some(request) => {
+                let target = admin.controller;
+                self.admins[2].pending = self.send(None, target, request);
+            }
+            None => admin.next_at = now + Duration::from_secs(1),
+        }
     }
 
     fn client_mut(&mut self, who: Who) -> &mut Client {
@@ -711,6 +810,10 @@ impl QuorumWorld {
                         registered: false, ..
                     },
                 ) => broker.registered = false,
+                (
+                    ControllerRequest::Heartbeat { .. },
+                    ControllerResponse::Heartbeat { fenced: true, .. },
+                ) => self.outcome.fenced_heartbeats += 1,
                 _ => {}
             }
             return;
@@ -718,7 +821,14 @@ impl QuorumWorld {
         let Who::Admin(admin) = who else {
             unreachable!("brokers returned above")
         };
-        self.admins[admin].next_at = now + Duration::from_millis(self.rng.gen_range(50..400));
+        let pause = match admin {
+            2 => self.rng.gen_range(1_000..5_000),
+            _ => self.rng.gen_range(50..400),
+        };
+        self.admins[admin].next_at = now + Duration::from_millis(pause);
+        if let ControllerResponse::VoterChange(Ok(())) = &response {
+            self.outcome.voter_changes += 1;
+        }
         // What the controller answered it has applied: its own image holds it now.
         let image = self
             .up(index_of(pending.sent_to))
@@ -817,6 +927,14 @@ impl QuorumWorld {
                 match self.images.get(&applied) {
                     None => {
                         self.images.insert(applied, (hash, id));
+                        // Sessions that expired: a broker incarnation unfenced, then fenced.
+                        for broker in image.brokers.values() {
+                            let key = (broker.id, broker.incarnation);
+                            let before = self.fenced.insert(key, broker.fenced);
+                            if broker.fenced && before == Some(false) {
+                                self.outcome.fencings += 1;
+                            }
+                        }
                     }
                     Some(&(seen, other)) if seen != hash => self.violation(format!(
                         "node {id}'s image at log index {applied} differs from node {other}'s there"
@@ -852,16 +970,21 @@ impl QuorumWorld {
             let applied: BTreeSet<u64> = (0..self.nodes.len())
                 .map(|i| self.up(i).map_or(0, |u| u.published.borrow().applied_index))
                 .collect();
+            let unfenced = self.up(0).is_some_and(|up| {
+                let image = up.published.borrow().image.clone();
+                image.brokers.values().filter(|b| !b.fenced).count() == NODES.len()
+            });
             level = applied.len() == 1
                 && self.outcome.topics_created > topics_before
-                && self.brokers.iter().all(|b| b.registered);
+                && self.brokers.iter().all(|b| b.registered)
+                && unfenced;
             if level && self.exec.ready().is_empty() {
                 break;
             }
         }
         if !level {
             self.violation(format!(
-                "no progress within {HEAL_DEADLINE:?} of the faults stopping: {} topics created after, applied {:?}",
+                "no progress within {HEAL_DEADLINE:?} of the faults stopping (a leader, a topic created, every node level, every broker registered and unfenced): {} topics created after, applied {:?}",
                 self.outcome.topics_created - topics_before,
                 (0..self.nodes.len())
                     .map(|i| self.up(i).map(|u| u.published.borrow().applied_index))
@@ -893,6 +1016,15 @@ impl QuorumWorld {
         let _ = std::fs::remove_dir_all(root);
         outcome
     }
+}
+
+fn address(id: NodeId) -> String {
+    format!("node{id}:{QUORUM_PORT}")
+}
+
+/// The id of node `id`'s metadata log directory (KIP-853's replica key with its id).
+fn directory_id(id: NodeId) -> Uuid {
+    Uuid::from_u128(0xD1 << 64 | id as u128)
 }
 
 fn index_of(id: NodeId) -> usize {
@@ -982,14 +1114,14 @@ mod tests {
                     configs: BTreeMap::new(),
                 }],
             });
-            let (first, _) = world.send(old_id, create.clone()).unwrap();
-            let (second, _) = world.send(old_id, create).unwrap();
+            let (first, _) = world.send(None, old_id, create.clone()).unwrap();
+            let (second, _) = world.send(None, old_id, create).unwrap();
             // Another node leads and decides; then the old leader hears from it again.
             steps_until(&mut world, |w| leader(w).is_some_and(|l| l != old));
             let new_id = world.nodes[leader(&world).expect("just seen")].id;
             let allocate =
                 ControllerRequest::Write(ControllerCommand::AllocateProducerIds { count: 1 });
-            let (decided, _) = world.send(new_id, allocate).unwrap();
+            let (decided, _) = world.send(None, new_id, allocate).unwrap();
             steps_until(&mut world, |w| answer(w, decided).is_some());
             world.wire.lock().unwrap().cut.clear();
             steps_until(&mut world, |w| {
@@ -1020,6 +1152,7 @@ mod tests {
         let seeds = 0..8u64;
         let mut hashes = Vec::new();
         let (mut leaders, mut crashes, mut power_cuts, mut topics, mut blocks) = (0, 0, 0, 0, 0);
+        let (mut voter_changes, mut fencings) = (0, 0);
         for seed in seeds.clone() {
             let outcome = run(seed, 10_000, &disk).unwrap();
             assert!(
@@ -1032,6 +1165,8 @@ mod tests {
             power_cuts += outcome.power_cuts;
             topics += outcome.topics_created;
             blocks += outcome.id_blocks;
+            voter_changes += outcome.voter_changes;
+            fencings += outcome.fencings;
             hashes.push(outcome.trace_hash);
         }
         // The faults happened and the quorum worked through them.
@@ -1044,6 +1179,8 @@ mod tests {
             topics > 100 && blocks > 100,
             "{topics} topics, {blocks} id blocks"
         );
+        assert!(voter_changes > 8, "{voter_changes} voter changes");
+        assert!(fencings > 0, "no broker session expired");
         for seed in seeds {
             let again = run(seed, 10_000, &disk).unwrap();
             assert_eq!(

@@ -21,6 +21,7 @@ use openraft::raft::{
 use openraft::{RaftNetwork, RaftNetworkFactory};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use strand_raft::quorum_state::FollowerContacts;
 use strand_raft::{NodeId, QuorumPeer};
 use tokio::sync::oneshot;
 
@@ -184,12 +185,16 @@ pub fn describe(envelope: &Envelope) -> (NodeId, NodeId, &'static str) {
 pub struct Network {
     pub from: NodeId,
     pub wire: Arc<Mutex<Wire>>,
+    /// The leader's record of acknowledgements (AddRaftVoter's caught-up check), kept as
+    /// production's network keeps it.
+    pub contacts: Arc<FollowerContacts>,
 }
 
 pub struct Connection {
     from: NodeId,
     target: NodeId,
     wire: Arc<Mutex<Wire>>,
+    contacts: Arc<FollowerContacts>,
 }
 
 impl RaftNetworkFactory<SimTypes> for Network {
@@ -200,6 +205,7 @@ impl RaftNetworkFactory<SimTypes> for Network {
             from: self.from,
             target,
             wire: self.wire.clone(),
+            contacts: self.contacts.clone(),
         }
     }
 }
@@ -242,8 +248,13 @@ impl RaftNetwork<SimTypes> for Connection {
         rpc: AppendEntriesRequest<SimTypes>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        let sent_end = FollowerContacts::sent_end(&rpc);
         match self.call(Rpc::Append(rpc), &option).await {
             Some(Answer::Append(result)) => {
+                if let Ok(response) = &result {
+                    self.contacts
+                        .append_answered(self.target, sent_end, response);
+                }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
             _ => Err(unanswered()),

@@ -248,6 +248,11 @@ fn spawn_task(shared: &Arc<Shared>, owner: Owner, future: BoxFuture) {
     inner.ready.insert(id);
 }
 
+/// Virtual time in milliseconds (a wall clock for code that keeps one).
+pub fn virtual_ms() -> i64 {
+    current().lock().now.as_millis() as i64
+}
+
 /// A point in virtual time: the time since the executor started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SimInstant(pub Duration);

@@ -406,6 +406,9 @@ impl<C: MetadataRaft> ControllerService<C> {
                     Ok(fresh) => {
                         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
                         *guard = Some((generation, fresh));
+                        // The new proposer starts from the applied image: nothing it
+                        // relies on is still being written.
+                        *self.latest_write() = None;
                     }
                     Err(response) => return response,
                 }
@@ -443,6 +446,7 @@ impl<C: MetadataRaft> ControllerService<C> {
                     Ok(receiver) => receivers.push(receiver),
                     Err(fatal) => {
                         *guard = None;
+                        *self.latest_write() = None;
                         return ControllerResponse::Unavailable(fatal.to_string());
                     }
                 }
@@ -486,6 +490,9 @@ impl<C: MetadataRaft> ControllerService<C> {
         }
         if let Some(outcome) = relies_on {
             if let Err(response) = Self::relied_on_applied(outcome, deadline).await {
+                // Whether the proposer's last decision applied is unknown (its write may
+                // have been cancelled with its request): the next write starts afresh.
+                self.forget_proposer(generation).await;
                 return response;
             }
         }
@@ -525,21 +532,31 @@ impl<C: MetadataRaft> ControllerService<C> {
         term: u64,
         deadline: InstantOf<C>,
     ) -> Result<Proposer, ControllerResponse> {
-        let waited = self
-            .raft
-            .wait(Some(deadline - C::now()))
-            .metrics(
-                |m| {
-                    m.current_term != term
-                        || !m.state.is_leader()
-                        || m.last_applied.map_or(0, |id| id.index) >= m.last_log_index.unwrap_or(0)
-                },
-                "the metadata image holds every entry in the log",
-            )
-            .await;
-        let metrics = match waited {
-            Ok(metrics) => metrics,
-            Err(error) => return Err(ControllerResponse::Unavailable(error.to_string())),
+        // Not openraft's `Raft::wait`: its `select!` is unbiased, drawing from tokio's
+        // unseeded RNG, which the simulator could not replay.
+        let mut watched = self.raft.metrics();
+        let metrics = loop {
+            let metrics = watched.borrow_and_update().clone();
+            if metrics.current_term != term
+                || !metrics.state.is_leader()
+                || metrics.last_applied.map_or(0, |id| id.index)
+                    >= metrics.last_log_index.unwrap_or(0)
+            {
+                break metrics;
+            }
+            match until::<C, _>(deadline, watched.changed()).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => {
+                    return Err(ControllerResponse::Unavailable("Raft has stopped".into()))
+                }
+                None => {
+                    return Err(ControllerResponse::Unavailable(
+                        "the metadata image did not reach the end of the log within the \
+                         write's deadline"
+                            .into(),
+                    ))
+                }
+            }
         };
         if metrics.current_term != term || !metrics.state.is_leader() {
             return Err(ControllerResponse::NotController {

@@ -91,6 +91,11 @@ impl<C: MetadataRaft> LogStore<C> {
     pub fn open(dir: &Path) -> anyhow::Result<LogStore<C>> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(LOG_FILE);
+        // A rewrite cut short before its rename: the log itself is whole.
+        match std::fs::remove_file(path.with_extension("tmp")) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error.into()),
+            _ => {}
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)

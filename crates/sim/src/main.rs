@@ -3,14 +3,16 @@
 //! invariants; the seed decides every choice, so a run prints the same trace hash every
 //! time and a failing seed replays exactly (`--seed X`).
 //!
-//! Issue #18 so far: three partitions (the data, `__consumer_offsets`,
-//! `__transaction_state`) on three nodes running the real `Partition` and `Log`, the
-//! controller's real decisions, the group coordinator's and the transaction
-//! coordinator's real shards, idempotent and transactional producers, read_committed and
-//! read_uncommitted consumers and KIP-848 group members as clients, messages between
-//! them all simulated. Not yet under it: Raft, the fetcher's, request handlers' and
-//! coordinator runtime's async code, classic, share and streams groups (see
-//! docs/FAULTS.md, "Deterministic simulation").
+//! Issue #18 so far: four partitions (the data, `__consumer_offsets`,
+//! `__transaction_state`, `__share_group_state`) on three nodes running the real
+//! `Partition` and `Log`, the controller's real decisions, the group, transaction and
+//! share coordinators' real shards, idempotent and transactional producers, consumers,
+//! and KIP-848, classic, streams and share group members as clients (world.rs); then,
+//! per seed, the metadata quorum: openraft with Strand's log store, state machine and
+//! controller service on a deterministic executor, brokers and admin clients, voter
+//! changes (quorum.rs). Not yet under it: the partitions' brokers learning metadata
+//! through the quorum, the fetcher's, request handlers' and coordinator runtime's async
+//! code (see docs/FAULTS.md, "Deterministic simulation").
 
 mod controller;
 mod disk;

@@ -80,6 +80,9 @@ pub struct ServiceConfig {
 struct Session<I> {
     incarnation: Uuid,
     last_seen: I,
+    /// The broker itself named this incarnation to this controller in its current term
+    /// (a registration or heartbeat); otherwise it was taken from the image.
+    heard: bool,
 }
 
 /// `C`: the runtime's Raft types (`MetadataRaft`); production's by default.
@@ -96,6 +99,8 @@ pub struct ControllerService<C: MetadataRaft = TypeConfig> {
     proposer: tokio::sync::Mutex<Option<(u64, Proposer)>>,
     /// The newest proposer's generation.
     generation: AtomicU64,
+    /// Brokers whose expired session is being fenced (`fence_expired`).
+    fencing: Mutex<BTreeSet<BrokerId>>,
     /// The last decision written and whether its write heard it applied, for the
     /// decisions that write nothing and rely on it.
     latest_write: Mutex<Option<(DecisionId, LatestOutcome)>>,
@@ -126,6 +131,7 @@ impl<C: MetadataRaft> ControllerService<C> {
             proposer: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
             latest_write: Mutex::new(None),
+            fencing: Mutex::new(BTreeSet::new()),
             next_seq: AtomicU64::new(0),
             contacts,
             resigning: std::sync::atomic::AtomicBool::new(false),
@@ -185,6 +191,7 @@ impl<C: MetadataRaft> ControllerService<C> {
             Session {
                 incarnation,
                 last_seen: C::now(),
+                heard: true,
             },
         );
     }
@@ -616,6 +623,13 @@ impl<C: MetadataRaft> ControllerService<C> {
             };
         };
         self.saw(id, incarnation);
+        if self.fencing().contains(&id) {
+            // Its session expired and a fence may already be on its way: an answer now
+            // would renew a lease the fence is about to break. The broker asks again.
+            return ControllerResponse::Unavailable(format!(
+                "broker {id}'s session expired and it is being fenced; heartbeat again"
+            ));
+        }
         let command = if shutting_down && !broker.in_controlled_shutdown {
             Some(ControllerCommand::ControlledShutdown { id, incarnation })
         } else if !shutting_down && caught_up && (broker.fenced || broker.in_controlled_shutdown) {
@@ -669,15 +683,15 @@ impl<C: MetadataRaft> ControllerService<C> {
                 refreshed_term = Some(term);
                 // A new active controller has seen no heartbeat yet: every broker gets a
                 // full session from now before it can be fenced.
+                // What brokers said in an earlier term no longer names their incarnation:
+                // one may have registered again with another controller since, and this
+                // one's image may not show it yet (a session taken from an image that old
+                // would fence the new incarnation at once; the simulator found it).
+                // Brokers with no session get one, from the image, when first checked.
                 let now = C::now();
                 for session in self.sessions().values_mut() {
                     session.last_seen = now;
-                }
-                for broker in self.image().brokers.values() {
-                    self.sessions().entry(broker.id).or_insert(Session {
-                        incarnation: broker.incarnation,
-                        last_seen: now,
-                    });
+                    session.heard = false;
                 }
             }
             if !leader {
@@ -712,18 +726,11 @@ impl<C: MetadataRaft> ControllerService<C> {
 
     async fn fence_expired(&self) {
         let image = self.image();
-        let now = C::now();
         let mut expired = Vec::new();
         {
             let mut sessions = self.sessions();
             for broker in image.brokers.values().filter(|b| !b.fenced) {
-                let session = sessions.entry(broker.id).or_insert(Session {
-                    incarnation: broker.incarnation,
-                    last_seen: now,
-                });
-                let stale = session.incarnation != broker.incarnation
-                    || now - session.last_seen > self.config.session_timeout;
-                if stale {
+                if self.session_expired(&mut sessions, broker.id, broker.incarnation) {
                     expired.push((broker.id, broker.incarnation));
                 }
             }
@@ -738,11 +745,57 @@ impl<C: MetadataRaft> ControllerService<C> {
             return;
         }
         for (id, incarnation) in expired {
-            tracing::warn!(broker = id, "broker session expired: fencing");
-            let _ = self
-                .write(ControllerCommand::FenceBroker { id, incarnation })
-                .await;
+            // A heartbeat answered while leadership was being confirmed renewed the
+            // session, and the broker's lease with it: marked as being fenced first, then
+            // checked again, so a heartbeat either renewed the session before this check
+            // or sees the mark and is not answered (`heartbeat`).
+            self.fencing().insert(id);
+            let still_expired = {
+                let mut sessions = self.sessions();
+                self.session_expired(&mut sessions, id, incarnation)
+            };
+            if still_expired {
+                tracing::warn!(broker = id, "broker session expired: fencing");
+                let _ = self
+                    .write(ControllerCommand::FenceBroker { id, incarnation })
+                    .await;
+            }
+            self.fencing().remove(&id);
         }
+    }
+
+    /// Whether `id`'s session (of `incarnation`, the one the image holds) has expired, or
+    /// belongs to another incarnation. A broker never seen gets a session from now.
+    fn session_expired(
+        &self,
+        sessions: &mut HashMap<BrokerId, Session<InstantOf<C>>>,
+        id: BrokerId,
+        incarnation: Uuid,
+    ) -> bool {
+        let now = C::now();
+        let session = sessions.entry(id).or_insert(Session {
+            incarnation,
+            last_seen: now,
+            heard: false,
+        });
+        if session.incarnation != incarnation {
+            if session.heard {
+                // The broker itself named another incarnation: the image's is gone.
+                return true;
+            }
+            // Taken from an older image: the image's incarnation gets a full session.
+            *session = Session {
+                incarnation,
+                last_seen: now,
+                heard: false,
+            };
+            return false;
+        }
+        now - session.last_seen > self.config.session_timeout
+    }
+
+    fn fencing(&self) -> std::sync::MutexGuard<'_, BTreeSet<BrokerId>> {
+        self.fencing.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

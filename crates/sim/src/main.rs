@@ -143,7 +143,7 @@ fn main() -> ExitCode {
                     outcome.elections
                 );
                 println!(
-                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired ({} heartbeats answered fenced), {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost",
+                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost and {} duplicated",
                     quorum.steps,
                     quorum.virtual_ms / 1000,
                     quorum.applied,
@@ -152,13 +152,13 @@ fn main() -> ExitCode {
                     quorum.id_blocks,
                     quorum.voter_changes,
                     quorum.fencings,
-                    quorum.fenced_heartbeats,
                     quorum.stale_retries,
                     quorum.elections,
                     quorum.shared_terms,
                     quorum.crashes,
                     quorum.power_cuts,
                     quorum.messages_lost,
+                    quorum.messages_duplicated,
                 );
                 for violation in outcome.violations.iter().chain(&quorum.violations) {
                     println!("seed {seed}: VIOLATION {violation}");

@@ -95,8 +95,6 @@ pub struct Outcome {
     /// Retried creations answered TOPIC_ALREADY_EXISTS.
     pub topics_found_existing: u64,
     pub id_blocks: u64,
-    /// Heartbeats of registered brokers answered fenced (their session had expired).
-    pub fenced_heartbeats: u64,
     /// Broker incarnations fenced after being unfenced (sessions expired).
     pub fencings: u64,
     /// AddRaftVoter and RemoveRaftVoter answered done.
@@ -105,6 +103,7 @@ pub struct Outcome {
     pub applied: u64,
     pub virtual_ms: u64,
     pub messages_lost: u64,
+    pub messages_duplicated: u64,
     pub violations: Vec<String>,
 }
 
@@ -828,10 +827,6 @@ impl QuorumWorld {
                     },
                 ) => broker.registered = false,
                 (
-                    ControllerRequest::Heartbeat { .. },
-                    ControllerResponse::Heartbeat { fenced: true, .. },
-                ) => self.outcome.fenced_heartbeats += 1,
-                (
                     ControllerRequest::Heartbeat {
                         id, incarnation, ..
                     },
@@ -1060,7 +1055,10 @@ impl QuorumWorld {
         }
         self.outcome.trace_hash = self.hasher.finish();
         self.outcome.virtual_ms = self.now().as_millis() as u64;
-        self.outcome.messages_lost = self.wire.lock().unwrap_or_else(|p| p.into_inner()).lost;
+        let wire = self.wire.lock().unwrap_or_else(|p| p.into_inner());
+        (self.outcome.messages_lost, self.outcome.messages_duplicated) =
+            (wire.lost, wire.duplicated);
+        drop(wire);
         for node in &self.nodes {
             *node.up.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }

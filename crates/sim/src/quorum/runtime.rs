@@ -480,10 +480,7 @@ impl AsyncRuntime for SimRuntime {
         duration: Duration,
         future: F,
     ) -> Timeout<F> {
-        Timeout {
-            future: Box::pin(future),
-            sleep: Self::sleep(duration),
-        }
+        Self::timeout_at(<SimInstant as openraft::Instant>::now() + duration, future)
     }
 
     fn timeout_at<R, F: Future<Output = R> + OptionalSend>(

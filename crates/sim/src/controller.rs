@@ -3,7 +3,8 @@
 //! the controller service's duties driven by the simulation: sessions that expire fence
 //! a broker, a registered broker heartbeating while fenced is unfenced, AlterPartition
 //! from leaders, the periodic preferred-leader election. Raft itself is not simulated
-//! yet: a command commits the moment it is decided.
+//! here (the quorum world, quorum.rs, runs it): a command commits the moment it is
+//! decided, and each node applies it after its own metadata lag (world.rs).
 
 use std::collections::BTreeMap;
 
@@ -32,8 +33,9 @@ pub fn topic_id(index: usize) -> Uuid {
 
 pub struct Controller {
     pub image: MetadataImage,
-    /// The virtual time of each broker's last heartbeat.
-    heartbeats: BTreeMap<i32, i64>,
+    /// The virtual time of each broker's last heartbeat, and whether it said it had
+    /// applied the metadata up to then (caught up).
+    heartbeats: BTreeMap<i32, (i64, bool)>,
     registrations: u128,
 }
 
@@ -108,16 +110,16 @@ impl Controller {
             listeners: Vec::new(),
             unclean_shutdown: unclean,
         });
-        self.heartbeats.insert(id, now_ms);
+        self.heartbeats.insert(id, (now_ms, true));
     }
 
-    pub fn heartbeat(&mut self, id: i32, now_ms: i64) {
-        self.heartbeats.insert(id, now_ms);
+    pub fn heartbeat(&mut self, id: i32, now_ms: i64, caught_up: bool) {
+        self.heartbeats.insert(id, (now_ms, caught_up));
     }
 
     /// The controller service's periodic duties: fence brokers whose session expired,
-    /// unfence registered brokers that heartbeat (they are caught up: the simulation
-    /// publishes every image to them at once).
+    /// unfence registered brokers that heartbeat having caught up with the metadata (a
+    /// broker's heartbeat says so, as Kafka's wantFence does).
     pub fn tick(&mut self, now_ms: i64, session_ms: i64) {
         let brokers: Vec<(i32, Uuid, bool)> = self
             .image
@@ -126,11 +128,15 @@ impl Controller {
             .map(|(id, b)| (*id, b.incarnation, b.fenced))
             .collect();
         for (id, incarnation, fenced) in brokers {
-            let last = self.heartbeats.get(&id).copied().unwrap_or(i64::MIN / 2);
+            let (last, caught_up) = self
+                .heartbeats
+                .get(&id)
+                .copied()
+                .unwrap_or((i64::MIN / 2, false));
             let alive = now_ms - last < session_ms;
             if !fenced && !alive {
                 self.command(ControllerCommand::FenceBroker { id, incarnation });
-            } else if fenced && alive {
+            } else if fenced && alive && caught_up {
                 self.command(ControllerCommand::UnfenceBroker { id, incarnation });
             }
         }

@@ -62,6 +62,8 @@ enum Bug {
     ClassicKeepsPartitions,
     /// Share-partition leaders answer acknowledgements without writing them down.
     ShareAcksUnwritten,
+    /// Leaders drop an accepted ISR change before the metadata brings it.
+    IsrForgottenWhenAccepted,
 }
 
 /// The disk's hooks are process-wide: tests run one world, of either kind, at a time.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
             ),
             classic_keeps_partitions: matches!(args.bug, Some(Bug::ClassicKeepsPartitions)),
             share_acks_unwritten: matches!(args.bug, Some(Bug::ShareAcksUnwritten)),
+            isr_forgotten_when_accepted: matches!(args.bug, Some(Bug::IsrForgottenWhenAccepted)),
         };
         let outcome = world::run(seed, args.steps, &disk, bugs).and_then(|world| {
             let quorum = quorum::run(seed, args.quorum_steps, &disk)?;
@@ -109,7 +112,7 @@ fn main() -> ExitCode {
                 std::hash::Hash::hash(&(outcome.trace_hash, quorum.trace_hash), &mut hasher);
                 outcome.trace_hash = std::hash::Hasher::finish(&hasher);
                 println!(
-                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} static fenced, {} instance ids refused, {} parked requests completed, {} timed out, {} dropped with their coordinator), {} records acquired by share consumers, {} acknowledgements written, {} share-partitions loaded, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections)",
+                    "seed {seed}: trace hash {:016x} ({} steps, {} acknowledged ({} from {} producer requests, {} retries recognised, {} batches out of sequence), {} transactions committed and {} aborted ({} given up by their producer), {} offset commits acknowledged and {} restarts from one, {} partitions assigned to group members and {} members fenced, {} to classic members and {} unknown to it ({} static fenced, {} instance ids refused, {} parked requests completed, {} timed out, {} dropped with their coordinator), {} records acquired by share consumers, {} acknowledgements written, {} share-partitions loaded, {} crashes of which {} power cuts, {} failed disks, {} full disks, {} latency spikes, {} corrupt reads, {} elections, {} metadata catch-ups of which {} told a node it no longer led, {} records taken by a deposed leader of which {} acknowledged)",
                     outcome.trace_hash,
                     outcome.steps,
                     outcome.acked,
@@ -140,7 +143,11 @@ fn main() -> ExitCode {
                     outcome.full_disks,
                     outcome.latency_spikes,
                     outcome.corrupt_reads,
-                    outcome.elections
+                    outcome.elections,
+                    outcome.metadata_catch_ups,
+                    outcome.late_depositions,
+                    outcome.deposed_appends,
+                    outcome.deposed_acks
                 );
                 println!(
                     "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts, {} messages lost and {} duplicated",

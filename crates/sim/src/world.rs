@@ -9,8 +9,10 @@
 //! nodes run
 //! Strand's own `Partition` and `Log` (appends, the high watermark, ISR expansion and
 //! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
-//! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not yet
-//! simulated), the group, transaction and share coordinators' own shards on the leaders
+//! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not
+//! simulated here), each node applying them after its own metadata lag (up to 300 ms, now
+//! and then 3 s), as a broker applies the metadata log it fetched (a deposed leader leads on in its old
+//! epoch meanwhile), the group, transaction and share coordinators' own shards on the leaders
 //! of their partitions (hosting.rs, group.rs, txn.rs, share.rs), and the data leader's
 //! share-partition (share.rs).
 
@@ -70,6 +72,14 @@ const MIN_ISR: i32 = 2;
 const EPOCH_MS: i64 = 1_700_000_000_000;
 const LAG_MAX: Duration = Duration::from_millis(3_000);
 const SESSION_MS: i64 = 2_500;
+/// A node applies the controller's decisions up to this long after they are made, as a
+/// broker applies the metadata log once its fetch from the quorum brings it: a deposed
+/// leader goes on leading in its old epoch for a while, a new leader starts late, an
+/// accepted ISR change reaches its leader late. Each node catches up on its own; one
+/// time in ten it is slow (a pause, a broker cut off from the quorum for a while) and
+/// takes up to `METADATA_LAG_SLOW_MS`.
+const METADATA_LAG_MAX_MS: i64 = 300;
+const METADATA_LAG_SLOW_MS: i64 = 3_000;
 const FETCH_MAX_BYTES: u64 = 64 * 1024;
 /// A follower's request unanswered this long is given up (lost, or ignored by a node
 /// that no longer leads), as the fetcher's deadline does.
@@ -103,6 +113,11 @@ pub struct Bugs {
     /// The share-partition's leader answers acknowledgements without writing them to
     /// the share coordinator: the next leader delivers acknowledged records again.
     pub share_acks_unwritten: bool,
+    /// A leader drops its ISR proposal once the controller accepts it, before the
+    /// metadata brings the new ISR: for the lag between, its high watermark counts the
+    /// old ISR only, without a follower the controller already counts in it (Strand
+    /// keeps the proposal, Kafka's "maximal ISR", until the image shows the outcome).
+    pub isr_forgotten_when_accepted: bool,
 }
 
 /// A batch the harness's own producer appended on a leader, its records' ids by offset:
@@ -172,6 +187,15 @@ pub struct Outcome {
     pub share_acquired: u64,
     pub share_settled: u64,
     pub share_loads: u64,
+    /// Times a node applied the controller's decisions late (metadata lag), and
+    /// leaderships a node learned only then that it had lost (it led on in its old
+    /// epoch meanwhile).
+    pub metadata_catch_ups: u64,
+    pub late_depositions: u64,
+    /// acks=all records a deposed leader that had not heard yet took, and of those it
+    /// acknowledged (its followers had not heard either, and fetched them).
+    pub deposed_appends: u64,
+    pub deposed_acks: u64,
 }
 
 /// Which bytes of a read `World::corrupt_read` may damage.
@@ -375,6 +399,9 @@ struct Node {
     /// share group's share-partition while it leads the data.
     share_coordinator: Option<(i32, ShareStateShard)>,
     share: ShareLeader,
+    /// When it applies the controller's latest decisions (metadata lag); None while it
+    /// has applied them all.
+    metadata_due: Option<i64>,
 }
 
 pub struct World {
@@ -542,6 +569,7 @@ impl World {
                 txn_coordinator: None,
                 share_coordinator: None,
                 share: ShareLeader::default(),
+                metadata_due: None,
             })
             .collect();
         let mut world = World {
@@ -673,6 +701,8 @@ impl World {
         node.request_out = [None; PARTITIONS];
         node.syncing = Default::default();
         node.failed = false;
+        // It starts from the controller's latest image (it registered just now).
+        node.metadata_due = None;
         self.load_coordinators();
         Ok(())
     }
@@ -693,6 +723,7 @@ impl World {
         *self.virtual_now.lock().unwrap_or_else(|p| p.into_inner()) +=
             Duration::from_millis(delta_ms as u64);
         self.run_due_syncs();
+        self.catch_up_metadata();
         if self
             .full_disk_until
             .is_some_and(|until| until <= self.now_ms)
@@ -703,9 +734,25 @@ impl World {
         }
     }
 
-    /// The node the controller names leader of the data partition, if it is running.
-    fn leader_partition(&self) -> Option<(i32, Arc<Partition>)> {
-        self.leader_replica(DATA)
+    /// The data partition's leader as a client's metadata names it, if it is running.
+    fn leader_partition(&mut self) -> Option<(i32, Arc<Partition>)> {
+        let leader = self.leader_as_seen(DATA);
+        (leader > 0)
+            .then(|| self.replica(leader, DATA))
+            .flatten()
+            .map(|replica| (leader, replica))
+    }
+
+    /// Partition `partition`'s leader in the metadata a client last fetched: a Metadata
+    /// request goes to any node, which answers from its own image (metadata lag: it may
+    /// name a leader the controller has deposed, which still takes requests in its old
+    /// epoch until it hears); from the controller's when that node is down.
+    fn leader_as_seen(&mut self, partition: usize) -> i32 {
+        let asked = NODES[self.rng.gen_range(0..NODES.len())];
+        match self.replica(asked, partition) {
+            Some(replica) => replica.assignment().leader,
+            None => self.controller.assignment(partition).leader,
+        }
     }
 
     fn leader_replica(&self, partition: usize) -> Option<(i32, Arc<Partition>)> {
@@ -726,12 +773,14 @@ impl World {
         self.trace(&("clock jump", id, jump));
     }
 
-    /// Publishes the controller's assignments to every running node.
+    /// Publishes the controller's assignments: each running node applies them after its
+    /// own metadata lag (`catch_up_metadata`), unless it is still to apply earlier ones
+    /// (then it applies these with them: a broker applies the log in batches).
     fn publish(&mut self) {
         let assignments = self.controller.assignments();
         self.rejoining
             .retain(|id| assignments.iter().any(|a| !a.isr.contains(id)));
-        for (index, assignment) in self.controller.assignments().into_iter().enumerate() {
+        for (index, assignment) in assignments.into_iter().enumerate() {
             let ends: Vec<(i32, i64, i64)> = NODES
                 .iter()
                 .filter_map(|&id| {
@@ -748,17 +797,55 @@ impl World {
                 &assignment.isr,
                 ends,
             ));
-            for node in &mut self.nodes {
-                if let Some((_, partitions)) = &node.running {
-                    let change = partitions[index].apply_assignment(assignment.clone());
-                    if !matches!(change, strand_broker::partition::RoleChange::Unchanged) {
-                        node.needs_truncation[index] = true;
-                        node.request_out[index] = None;
-                    }
-                }
+        }
+        for index in 0..self.nodes.len() {
+            if self.nodes[index].running.is_some() && self.nodes[index].metadata_due.is_none() {
+                let lag = match self.rng.gen_bool(0.1) {
+                    true => self
+                        .rng
+                        .gen_range(METADATA_LAG_MAX_MS..=METADATA_LAG_SLOW_MS),
+                    false => self.rng.gen_range(0..=METADATA_LAG_MAX_MS),
+                };
+                let due = self.now_ms + lag;
+                self.nodes[index].metadata_due = Some(due);
             }
         }
-        self.load_coordinators();
+        self.catch_up_metadata();
+    }
+
+    /// Nodes whose metadata lag ran out apply the controller's latest assignments, and
+    /// host the coordinators of the partitions they now lead.
+    fn catch_up_metadata(&mut self) {
+        let mut caught_up = false;
+        for index in 0..self.nodes.len() {
+            let node = &mut self.nodes[index];
+            if node.metadata_due.is_none_or(|due| due > self.now_ms) {
+                continue;
+            }
+            node.metadata_due = None;
+            let Some((_, partitions)) = &node.running else {
+                continue;
+            };
+            let mut deposed = 0;
+            for (p, assignment) in self.controller.assignments().into_iter().enumerate() {
+                let led = partitions[p].leader_epoch_if_leader().is_some();
+                let leads = assignment.leader == node.id;
+                let change = partitions[p].apply_assignment(assignment);
+                if !matches!(change, strand_broker::partition::RoleChange::Unchanged) {
+                    node.needs_truncation[p] = true;
+                    node.request_out[p] = None;
+                }
+                deposed += u64::from(led && !leads);
+            }
+            let id = node.id;
+            self.outcome.metadata_catch_ups += 1;
+            self.outcome.late_depositions += deposed;
+            self.trace(&("metadata applied", id, deposed));
+            caught_up = true;
+        }
+        if caught_up {
+            self.load_coordinators();
+        }
     }
 
     /// offset -> (record id, its batch's leader epoch) of `id`'s log below `end` (from
@@ -849,6 +936,11 @@ impl World {
         self.trace(&("alter_isr", from, partition, &proposal.isr, accepted));
         if accepted {
             self.publish();
+            if self.bugs.isr_forgotten_when_accepted {
+                if let Some(replica) = self.replica(from, partition) {
+                    replica.abandon_isr_proposal();
+                }
+            }
         } else if let Some(replica) = self.replica(from, partition) {
             replica.abandon_isr_proposal();
         }
@@ -862,7 +954,8 @@ impl World {
         let before = self.controller.assignments();
         for node in &self.nodes {
             if node.running.is_some() {
-                self.controller.heartbeat(node.id, self.now_ms);
+                let caught_up = node.metadata_due.is_none();
+                self.controller.heartbeat(node.id, self.now_ms, caught_up);
             }
         }
         self.controller.tick(self.now_ms, SESSION_MS);
@@ -1004,6 +1097,9 @@ impl World {
         match partition.append_unsynced(builder.build(), -1) {
             Ok((info, durable)) => {
                 self.trace(&("produced", leader, info.first_offset, count));
+                if self.controller.assignment(DATA).leader != leader {
+                    self.outcome.deposed_appends += count as u64;
+                }
                 self.pending.push(Produced {
                     leader,
                     epoch,
@@ -1055,6 +1151,9 @@ impl World {
                 continue; // the producer would see NOT_LEADER or a timeout: unknown
             }
             if partition.high_watermark() > produced.last {
+                if self.controller.assignment(DATA).leader != produced.leader {
+                    self.outcome.deposed_acks += (produced.last - produced.first + 1) as u64;
+                }
                 for offset in produced.first..=produced.last {
                     let id = produced.first_id + offset - produced.first;
                     self.acked.insert(offset, id);
@@ -1485,6 +1584,7 @@ impl World {
         node.txn_coordinator = None;
         node.share_coordinator = None;
         node.share = ShareLeader::default();
+        node.metadata_due = None;
         let dir = node.dir.clone();
         let lost = if power_cut {
             // Half the files lose all they had not synced; the others keep a torn prefix.
@@ -1582,10 +1682,15 @@ impl World {
             }
             880..=929 => self.controller_tick(),
             930..=959 => {
+                // The leaders' ISR check: the controller's leader, and a deposed one
+                // that has not heard yet (the controller refuses its epoch).
                 let replica = self.rng.gen_range(0..PARTITIONS);
-                if let Some((leader, partition)) = self.leader_replica(replica) {
-                    if let Some(proposal) = partition.propose_isr_shrink(LAG_MAX) {
-                        self.alter_isr(leader, replica, proposal);
+                for id in NODES {
+                    let proposal = self
+                        .replica(id, replica)
+                        .and_then(|p| p.propose_isr_shrink(LAG_MAX));
+                    if let Some(proposal) = proposal {
+                        self.alter_isr(id, replica, proposal);
                     }
                 }
             }
@@ -1958,9 +2063,12 @@ mod tests {
         let disk = Disk::default();
         let seeds = 0..12u64;
         let (mut hashes, mut acked, mut queued) = (Vec::new(), 0, 0);
+        let (mut late_depositions, mut deposed_appends) = (0, 0);
         for seed in seeds.clone() {
             let outcome = run(seed, 5_000, &disk, Bugs::default()).unwrap();
             queued += outcome.syncs_queued;
+            late_depositions += outcome.late_depositions;
+            deposed_appends += outcome.deposed_appends;
             assert!(
                 outcome.violations.is_empty(),
                 "seed {seed}: {:?}",
@@ -1972,6 +2080,11 @@ mod tests {
         assert!(acked > 1_000, "the seeds acknowledged only {acked} records");
         // Flush before ack: syncs take time and waiters poll for them (disk latency).
         assert!(queued > 100, "only {queued} syncs waited for the disk");
+        // Metadata lag: deposed leaders learned it late, and took writes meanwhile.
+        assert!(
+            late_depositions > 0 && deposed_appends > 0,
+            "{late_depositions} late depositions, {deposed_appends} records taken by deposed leaders"
+        );
         // Every seed again, after others ran: the same trace (a map iterated in its
         // hasher's order anywhere on the way would differ between runs in one process).
         for seed in seeds.clone() {
@@ -2051,6 +2164,16 @@ mod tests {
                 },
                 "acknowledged and answered so",
                 "a share group's acknowledged record delivered again",
+            ),
+            // Only metadata lag shows it: with every image applied at once, the new ISR
+            // reaches the leader before it could drop its proposal.
+            (
+                Bugs {
+                    isr_forgotten_when_accepted: true,
+                    ..none()
+                },
+                "records not in the final log",
+                "a leader counting the ISR without a follower the controller added",
             ),
         ] {
             assert!(caught(bugs, named), "no seed caught {what}");

@@ -412,13 +412,11 @@ impl World {
     fn client_send_one(&mut self, index: usize, position: usize) -> bool {
         let producer = &self.producers[index];
         let (partition, node) = match producer.outstanding[position].request {
-            Request::Data { .. } => (
-                DATA,
-                producer
-                    .connected()
-                    .unwrap_or(self.controller.assignment(DATA).leader),
-            ),
-            _ => (TXN, self.controller.assignment(TXN).leader),
+            Request::Data { .. } => match producer.connected() {
+                Some(node) => (DATA, node),
+                None => (DATA, self.leader_as_seen(DATA)),
+            },
+            _ => (TXN, self.leader_as_seen(TXN)),
         };
         if node <= 0 {
             return false;

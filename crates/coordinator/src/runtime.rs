@@ -9,7 +9,8 @@
 //! write waits for the disk and the in-sync replicas; replies therefore leave in event
 //! order, each only after every write issued before it has settled. A write that fails
 //! is answered with its error (`then` gets it, and undoes what it must); it is never
-//! dropped.
+//! dropped. An event that writes nothing while writes are in flight gets the last one's
+//! outcome: its answer may show what they changed.
 //!
 //! Bounds: the queue of events waiting for a shard, and the writes one shard has in
 //! flight (the loop stops taking events at the limit), so a slow partition holds back
@@ -153,13 +154,17 @@ impl<S> std::fmt::Debug for Shard<S> {
 /// A write appended and waiting to commit, with the replies that wait for it: each with
 /// its own outcome when it is not the write's (an event that wrote nothing, or whose
 /// append was refused).
+/// A write in flight and the replies waiting for it: its own, and those of the events
+/// after it that wrote nothing. Each gets the write's outcome: an event that wrote
+/// nothing was decided on the state as this write (and those before it) left it, so its
+/// answer may draw on what the write changed (a member's new assignment and epoch), and
+/// if the write fails it must not go out as if the log had it (the simulator, its
+/// metadata lag keeping a shard whose writes failed on its disk loaded, found a member
+/// told an epoch no later coordinator knew).
 struct InFlight<S> {
     commit: JoinHandle<Result<(), i16>>,
-    thens: Vec<Waiting<S>>,
+    thens: Vec<Then<S>>,
 }
-
-/// A reply waiting behind a write, with its own outcome when it is not the write's.
-type Waiting<S> = (Then<S>, Option<Result<(), i16>>);
 
 impl<S> Shard<S> {
     /// Stops the loop now (its partition moved away), whoever still holds the shard:
@@ -272,8 +277,8 @@ async fn run<S: Send + 'static>(
                 let done = in_flight.pop_front().expect("guarded");
                 waiting -= done.thens.len();
                 let outcome = committed.unwrap_or(Err(error_code::UNKNOWN_SERVER_ERROR));
-                for (then, own) in done.thens {
-                    then(&mut state, own.unwrap_or(outcome));
+                for then in done.thens {
+                    then(&mut state, outcome);
                 }
             }
             event = events.recv(),
@@ -281,14 +286,12 @@ async fn run<S: Send + 'static>(
             {
                 let Some(event) = event else { return };
                 let step = event(&mut state);
-                let own = if step.records.is_empty() {
-                    Some(Ok(()))
-                } else {
+                if !step.records.is_empty() {
                     match log.append(step.records) {
                         Ok(commit) => {
                             in_flight.push_back(InFlight {
                                 commit: tokio::spawn(commit),
-                                thens: vec![(step.then, None)],
+                                thens: vec![step.then],
                             });
                             waiting += 1;
                             continue;
@@ -306,13 +309,14 @@ async fn run<S: Send + 'static>(
                             continue;
                         }
                     }
-                };
+                }
+                // Wrote nothing: answered with the last write in flight, or at once.
                 match in_flight.back_mut() {
                     Some(last) => {
-                        last.thens.push((step.then, own));
+                        last.thens.push(step.then);
                         waiting += 1;
                     }
-                    None => (step.then)(&mut state, own.expect("set above")),
+                    None => (step.then)(&mut state, Ok(())),
                 }
             }
         }
@@ -547,6 +551,55 @@ mod tests {
             "the event after the refusal saw it"
         );
         assert_eq!(first.await.unwrap(), Ok(Ok(())));
+    }
+
+    /// Found by the simulator's metadata lag: a heartbeat that wrote nothing was answered
+    /// with the assignment an earlier heartbeat's write (still in flight) had made,
+    /// after that write failed; no later coordinator knew the member's epoch.
+    #[tokio::test]
+    async fn an_event_writing_nothing_gets_the_failure_of_the_write_it_follows() {
+        let log = Arc::new(ManualLog::default());
+        let shard = Arc::new(Shard::start(Committed::new, log.clone()));
+        let failed = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                shard
+                    .call(|state: &mut Committed| {
+                        state.push("a".to_string()); // at once, as a group change is
+                        (record("a"), |_: &mut Committed, written| written)
+                    })
+                    .await
+            })
+        };
+        until(|| appended(&log) == 1).await;
+        let reader = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                shard
+                    .call(|state: &mut Committed| {
+                        let seen = state.clone();
+                        (
+                            Vec::new(),
+                            move |_: &mut Committed, written: Result<(), i16>| {
+                                written.map(|()| seen)
+                            },
+                        )
+                    })
+                    .await
+            })
+        };
+        until(|| true).await;
+        assert!(!reader.is_finished(), "it waits for the write before it");
+        log.settle(0, Err(error_code::KAFKA_STORAGE_ERROR));
+        assert_eq!(
+            failed.await.unwrap(),
+            Ok(Err(error_code::KAFKA_STORAGE_ERROR))
+        );
+        assert_eq!(
+            reader.await.unwrap(),
+            Ok(Err(error_code::KAFKA_STORAGE_ERROR)),
+            "not the state the failed write left"
+        );
     }
 
     #[tokio::test]

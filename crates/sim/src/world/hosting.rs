@@ -2,7 +2,8 @@
 //! runtime hosts it: loaded afresh (a replay of the node's replica) at every new leader
 //! epoch, its writes appended by the broker's own `shard_log::append_write` in the epoch
 //! it was loaded for and answered once on every in-sync replica; a reply without records
-//! leaves after the writes not yet settled (a refused append settles at once). A shard
+//! leaves after the writes not yet settled, with the outcome of the last (a refused
+//! append settles at once). A shard
 //! takes no request (answering NOT_COORDINATOR; the runtime queues them) and runs no
 //! timer until what its load replayed is committed and confirmed by every in-sync
 //! follower in its epoch (`Partition::confirmed_in_epoch`). The group coordinator
@@ -248,6 +249,9 @@ impl World {
         // one still waiting.
         let mut behind = std::collections::BTreeSet::new();
         let mut kept = Vec::new();
+        // Each node's last write settled in this pass: the replies riding on it get its
+        // outcome (they may show what it changed), as the runtime's do.
+        let mut outcomes: std::collections::BTreeMap<i32, Result<(), i16>> = Default::default();
         for mut wait in std::mem::take(S::waits(self)) {
             let loaded = self
                 .hosted::<S>(wait.node)
@@ -265,8 +269,9 @@ impl World {
                 continue;
             }
             let Some(end) = wait.end else {
-                // Rides on the write before it, which has settled (or there is none).
-                self.settle(wait.node, wait.correlation, wait.reply, Ok(()));
+                // Rides on the write before it, which has settled.
+                let written = outcomes.get(&wait.node).copied().unwrap_or(Ok(()));
+                self.settle(wait.node, wait.correlation, wait.reply, written);
                 continue;
             };
             if self.now_ms - wait.written_ms >= S::WRITE_TIMEOUT_MS {
@@ -274,6 +279,7 @@ impl World {
                 // write would have done, as Kafka's coordinators do on a timeout).
                 self.trace(&("coordinator write timed out", S::PARTITION, wait.node, end));
                 let timed_out = Err(strand_broker::error_code::REQUEST_TIMED_OUT);
+                outcomes.insert(wait.node, timed_out);
                 self.settle(wait.node, wait.correlation, wait.reply, timed_out);
                 continue;
             }
@@ -287,6 +293,7 @@ impl World {
                     }
                     Some(Err(error)) => {
                         let code = strand_log::LogError::Io(error).kafka_error_code();
+                        outcomes.insert(wait.node, Err(code));
                         self.settle(wait.node, wait.correlation, wait.reply, Err(code));
                         continue;
                     }
@@ -302,6 +309,7 @@ impl World {
                 .is_some_and(|(epoch, _)| *epoch == wait.leader_epoch);
             match high_watermark {
                 Some(hw) if loaded && hw >= end => {
+                    outcomes.insert(wait.node, Ok(()));
                     self.settle(wait.node, wait.correlation, wait.reply, Ok(()))
                 }
                 Some(_) if loaded => {

@@ -5,7 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export STRAND_BOOTSTRAP="${STRAND_BOOTSTRAP:-127.0.0.1:9092}"
-if [ ! -d node_modules/kafkajs ] || [ ! -d node_modules/kafkajs-snappy ]; then
-  npm ci --no-audit --no-fund --loglevel=error
-fi
+./install.sh
 exec node driver.js "$@"

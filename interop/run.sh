@@ -86,8 +86,9 @@ in_dir() {
 wanted=("$@")
 want() { [ ${#wanted[@]} -eq 0 ] || printf '%s\n' "${wanted[@]}" | grep -qx "$1"; }
 
-# The second lane (above). Each of its drivers starts its brokers on free ports and none
-# uses the default HTTP address, so they run beside the first lane's.
+# The second lane (above). Each of its drivers starts its brokers on free ports, so they
+# run beside the first lane's. Brokers that name no HTTP address race for the default
+# one (the loser only warns); no driver that runs beside the lane reads it.
 second_lane() {
   if want security; then run_own security "PLAINTEXT, SSL with client certificates, SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM, from one server.properties: librdkafka, kafka-python, franz-go, KafkaJS, Sarama, Kafka's Java tools" in_dir interop/python timeout 600 python3 security_test.py; fi
   if want acls; then run_own acls "StandardAuthorizer, super.users and ACLs in the metadata log: kafka-acls; librdkafka over PLAIN, SCRAM, OAUTHBEARER and client certificates, and kafka-python, allowed and refused with Kafka's codes" in_dir interop/python timeout 600 python3 acls_test.py; fi
@@ -100,11 +101,22 @@ second_lane() {
 # Both lanes' KafkaJS drivers share one node_modules: installed before they start.
 if want kafkajs || want security; then interop/js/install.sh; fi
 lane_log=$(mktemp)
-set -m # the lane in a process group of its own, so that an early exit stops all of it
 second_lane >"$lane_log" 2>&1 &
 lane=$!
-set +m
-trap 'kill -TERM -- "-$lane" 2>/dev/null || true' EXIT
+# An early exit stops the whole lane (every driver runs under timeout, which makes a
+# process group of its own, so the lane's descendants are signalled one by one) and shows
+# how far it got.
+stop_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do stop_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
+stop_lane() {
+  stop_tree "$lane"
+  echo "--- the second lane, stopped:"
+  tail -50 "$lane_log"
+}
+trap stop_lane EXIT
 
 want confluent && run_driver confluent python3 interop/python/confluent_driver.py
 want admin && run_driver admin python3 interop/python/admin_driver.py

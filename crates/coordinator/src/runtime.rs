@@ -151,9 +151,6 @@ impl<S> std::fmt::Debug for Shard<S> {
     }
 }
 
-/// A write appended and waiting to commit, with the replies that wait for it: each with
-/// its own outcome when it is not the write's (an event that wrote nothing, or whose
-/// append was refused).
 /// A write in flight and the replies waiting for it: its own, and those of the events
 /// after it that wrote nothing. Each gets the write's outcome: an event that wrote
 /// nothing was decided on the state as this write (and those before it) left it, so its

@@ -11,7 +11,7 @@
 //! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
 //! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not
 //! simulated here), each node applying them after its own metadata lag (up to 300 ms, now
-//! and then 3 s), as a broker applies the metadata log it fetched (a deposed leader leads on in its old
+//! and then 2 s), as a broker applies the metadata log it fetched (a deposed leader leads on in its old
 //! epoch meanwhile), the group, transaction and share coordinators' own shards on the leaders
 //! of their partitions (hosting.rs, group.rs, txn.rs, share.rs), and the data leader's
 //! share-partition (share.rs).
@@ -77,9 +77,11 @@ const SESSION_MS: i64 = 2_500;
 /// leader goes on leading in its old epoch for a while, a new leader starts late, an
 /// accepted ISR change reaches its leader late. Each node catches up on its own; one
 /// time in ten it is slow (a pause, a broker cut off from the quorum for a while) and
-/// takes up to `METADATA_LAG_SLOW_MS`.
+/// takes up to `METADATA_LAG_SLOW_MS`: less than a broker session, since a broker whose
+/// image lags longer loses its lease and its coordinators stop answering, which the
+/// simulation does not model.
 const METADATA_LAG_MAX_MS: i64 = 300;
-const METADATA_LAG_SLOW_MS: i64 = 3_000;
+const METADATA_LAG_SLOW_MS: i64 = 2_000;
 const FETCH_MAX_BYTES: u64 = 64 * 1024;
 /// A follower's request unanswered this long is given up (lost, or ignored by a node
 /// that no longer leads), as the fetcher's deadline does.
@@ -1251,7 +1253,7 @@ impl World {
                 return Ok(());
             }
             Message::HeartbeatAnswer { result } => {
-                self.member_answer(flight.to, flight.correlation, result);
+                self.member_answer(flight.from, flight.to, flight.correlation, result);
                 return Ok(());
             }
             Message::JoinAnswer { result } => {
@@ -1259,7 +1261,7 @@ impl World {
                 return Ok(());
             }
             Message::SyncAnswer { result } => {
-                self.classic_sync_answer(flight.to, flight.correlation, result);
+                self.classic_sync_answer(flight.from, flight.to, flight.correlation, result);
                 return Ok(());
             }
             Message::ClassicAnswer { code } => {

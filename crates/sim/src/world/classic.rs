@@ -405,7 +405,14 @@ impl World {
     }
 
     /// The answer to a SyncGroup.
-    pub(super) fn classic_sync_answer(&mut self, to: i32, correlation: u64, result: SyncResult) {
+    /// The SyncGroup answer coordinator `from` sent member `to`.
+    pub(super) fn classic_sync_answer(
+        &mut self,
+        from: i32,
+        to: i32,
+        correlation: u64,
+        result: SyncResult,
+    ) {
         let Some(index) = self.classic_answer_expected(to, correlation) else {
             return;
         };
@@ -430,7 +437,7 @@ impl World {
                 self.trace(&("classic member owns", index, generation, owned));
                 self.outcome.classic_assignments += gained.len() as u64;
                 for partition in gained {
-                    self.check_classic_exclusive(index, partition);
+                    self.check_classic_exclusive(from, index, partition);
                 }
                 self.check_generation_kept(index);
             }
@@ -624,10 +631,9 @@ impl World {
         }
     }
 
-    /// `partition` just went to member `index`: no other member the current coordinator
-    /// still counts may own it.
-    fn check_classic_exclusive(&mut self, index: usize, partition: i32) {
-        let coordinator = self.controller.assignment(OFFSETS).leader;
+    /// `partition` just went to member `index`: no other member the coordinator that
+    /// said so still counts may own it (a deposed one answers until it hears).
+    fn check_classic_exclusive(&mut self, coordinator: i32, index: usize, partition: i32) {
         let Some(group) = (coordinator > 0)
             .then(|| self.nodes[self.index(coordinator)].coordinator.as_ref())
             .flatten()

@@ -245,8 +245,10 @@ impl World {
     }
 
     /// A member reads the answer to its outstanding heartbeat.
+    /// The answer coordinator `from` sent member `to`.
     pub(super) fn member_answer(
         &mut self,
+        from: i32,
         to: i32,
         correlation: u64,
         result: Result<(i32, Option<BTreeSet<i32>>), i16>,
@@ -269,7 +271,7 @@ impl World {
                 self.trace(&("member owns", index, epoch, owned));
                 self.outcome.assignments += gained.len() as u64;
                 for partition in gained {
-                    self.check_exclusive(index, &id, partition);
+                    self.check_exclusive(from, index, &id, partition);
                 }
             }
             Err(code @ (error_code::UNRELEASED_INSTANCE_ID | error_code::FENCED_INSTANCE_ID)) => {
@@ -324,10 +326,10 @@ impl World {
             .collect()
     }
 
-    /// `partition` just went to member `index`: no other member the current coordinator
-    /// still counts may own it.
-    fn check_exclusive(&mut self, index: usize, id: &str, partition: i32) {
-        let coordinator = self.controller.assignment(OFFSETS).leader;
+    /// `partition` just went to member `index`: no other member the coordinator that
+    /// said so still counts may own it (with metadata lag, a deposed coordinator still
+    /// answers for a while: its own shard, not the controller's choice's).
+    fn check_exclusive(&mut self, coordinator: i32, index: usize, id: &str, partition: i32) {
         let Some((_, shard)) = (coordinator > 0)
             .then(|| self.nodes[self.index(coordinator)].coordinator.as_ref())
             .flatten()

@@ -8,10 +8,9 @@
 #
 # Two lanes: while the drivers below run one after another, a second lane runs the
 # drivers that start their own single broker on free ports and spend their time waiting
-# on clients (security, acls, oauthbearer, the Java groups); its
-# output follows once both lanes are done. The cluster drivers, the nemesis, the
-# benchmarks and the drivers that measure rates (quotas, metrics, the console) then run
-# alone. The end is a list of every driver's seconds (CI has 90 minutes in all).
+# on clients (security, acls, oauthbearer, the Java groups); its output follows once both
+# lanes are done. The cluster drivers, the nemesis, the benchmarks and the drivers that
+# measure rates (quotas, metrics, the console) then run alone. The end is a list of every driver's seconds (CI has 90 minutes in all).
 #
 #   interop/run.sh              all drivers
 #   interop/run.sh confluent    only the named ones (confluent admin kafka-python transactions franz-go kafkajs sarama sarama-2.1 java java-4.1 java-transactions java-share-groups java-streams-groups streams-eos franz-go-kgo cli native-cli native-cli-kafka security acls quotas oauthbearer server-properties log-dirs metrics console tiered-storage restart transactions-restart kip848-restart corruption groups java-groups java-groups-kip848 franz-go-groups kafka-python-groups retention reference compare idempotence cluster-api cluster-prometheus cluster-secure cluster-quorum cluster-roles cluster-stall cluster-deposed-coordinator cluster-reassignment cluster-corruption cluster-bench cluster-clients cluster-static-members cluster-share-groups cluster-streams-groups cluster-transactions cluster-streams-eos cluster-franz-go-kgo cluster-metadata-replay cluster-tiered-storage cluster-nemesis cluster-nemesis-tiered cluster-nemesis-txn cluster-power-loss bench-smoke bench-probes)
@@ -172,13 +171,15 @@ if want compare; then run_own compare "same bytes to Apache Kafka 4.4.0 and Stra
 if want idempotence; then run_own idempotence "" timeout 1200 python3 interop/python/idempotent_restart_test.py; fi
 
 # The second lane's end: its output, or its failure.
-if ! wait "$lane"; then
-  cat "$lane_log"
+lane_status=0
+wait "$lane" || lane_status=$?
+trap - EXIT
+cat "$lane_log"
+rm -f "$lane_log"
+if [ "$lane_status" -ne 0 ]; then
   echo "--- a driver of the second lane failed (above)"
   exit 1
 fi
-trap - EXIT
-cat "$lane_log"
 
 # Alone from here: drivers that measure rates, and the clusters.
 if want quotas; then run_own quotas "kafka-configs sets and describes client quotas; a librdkafka producer held to its producer_byte_rate, another alongside not" in_dir interop/python timeout 300 python3 quotas_test.py; fi
@@ -251,3 +252,4 @@ bench_probes() {
 if want bench-probes; then run_own bench-probes "append_stall_probe.py, sync_probe.py, ab.sh" bench_probes; fi
 echo "interop: all drivers passed in $SECONDS s. Each driver's seconds, slowest first (the second lane's overlapped the first's):"
 sort -rn "$times" | awk '{ s = s (NR == 1 ? "" : NR % 8 == 1 ? ",\n" : ", ") $2 " " $1 } END { print s }'
+rm -f "$times"

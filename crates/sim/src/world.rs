@@ -10,10 +10,10 @@
 //! Strand's own `Partition` and `Log` (appends, the high watermark, ISR expansion and
 //! shrinking by lag, follower appends, truncation by leader epoch, recovery on open), the
 //! controller's own decisions (controller.rs: `decide` on a metadata image, Raft not
-//! simulated here), each node applying them after its own metadata lag (up to 300 ms, now
-//! and then 2 s), as a broker applies the metadata log it fetched (a deposed leader leads on in its old
-//! epoch meanwhile), the group, transaction and share coordinators' own shards on the leaders
-//! of their partitions (hosting.rs, group.rs, txn.rs, share.rs), and the data leader's
+//! simulated here), each node applying them after its own metadata lag (up to 300 ms,
+//! now and then 2 s), as a broker applies the metadata log it fetched (a deposed leader
+//! leads on in its old epoch meanwhile), the group, transaction and share coordinators'
+//! own shards on the leaders of their partitions (hosting.rs, group.rs, txn.rs, share.rs), and the data leader's
 //! share-partition (share.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -739,10 +739,7 @@ impl World {
     /// The data partition's leader as a client's metadata names it, if it is running.
     fn leader_partition(&mut self) -> Option<(i32, Arc<Partition>)> {
         let leader = self.leader_as_seen(DATA);
-        (leader > 0)
-            .then(|| self.replica(leader, DATA))
-            .flatten()
-            .map(|replica| (leader, replica))
+        self.replica_of_leader(leader, DATA)
     }
 
     /// Partition `partition`'s leader in the metadata a client last fetched: a Metadata
@@ -758,7 +755,11 @@ impl World {
     }
 
     fn leader_replica(&self, partition: usize) -> Option<(i32, Arc<Partition>)> {
-        let leader = self.controller.assignment(partition).leader;
+        self.replica_of_leader(self.controller.assignment(partition).leader, partition)
+    }
+
+    /// `leader`'s replica of `partition` with its id, if there is a leader and it runs.
+    fn replica_of_leader(&self, leader: i32, partition: usize) -> Option<(i32, Arc<Partition>)> {
         (leader > 0)
             .then(|| self.replica(leader, partition))
             .flatten()
@@ -818,7 +819,14 @@ impl World {
     /// Nodes whose metadata lag ran out apply the controller's latest assignments, and
     /// host the coordinators of the partitions they now lead.
     fn catch_up_metadata(&mut self) {
-        let mut caught_up = false;
+        if !self
+            .nodes
+            .iter()
+            .any(|n| n.metadata_due.is_some_and(|due| due <= self.now_ms))
+        {
+            return;
+        }
+        let assignments = self.controller.assignments();
         for index in 0..self.nodes.len() {
             let node = &mut self.nodes[index];
             if node.metadata_due.is_none_or(|due| due > self.now_ms) {
@@ -829,10 +837,10 @@ impl World {
                 continue;
             };
             let mut deposed = 0;
-            for (p, assignment) in self.controller.assignments().into_iter().enumerate() {
+            for (p, assignment) in assignments.iter().enumerate() {
                 let led = partitions[p].leader_epoch_if_leader().is_some();
                 let leads = assignment.leader == node.id;
-                let change = partitions[p].apply_assignment(assignment);
+                let change = partitions[p].apply_assignment(assignment.clone());
                 if !matches!(change, strand_broker::partition::RoleChange::Unchanged) {
                     node.needs_truncation[p] = true;
                     node.request_out[p] = None;
@@ -843,11 +851,8 @@ impl World {
             self.outcome.metadata_catch_ups += 1;
             self.outcome.late_depositions += deposed;
             self.trace(&("metadata applied", id, deposed));
-            caught_up = true;
         }
-        if caught_up {
-            self.load_coordinators();
-        }
+        self.load_coordinators();
     }
 
     /// offset -> (record id, its batch's leader epoch) of `id`'s log below `end` (from

@@ -404,7 +404,6 @@ impl World {
         member.owned.clear();
     }
 
-    /// The answer to a SyncGroup.
     /// The SyncGroup answer coordinator `from` sent member `to`.
     pub(super) fn classic_sync_answer(
         &mut self,

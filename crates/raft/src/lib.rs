@@ -11,6 +11,8 @@
 //!   the active controller.
 //! - `quorum_state.rs`: the quorum as its leader sees it (DescribeQuorum).
 //! - `voters.rs`: adding and removing voters (AddRaftVoter, RemoveRaftVoter, KIP-853).
+//! - `replica_keys.rs`: a voter whose metadata log was lost does not vote until it has
+//!   it back.
 //! - `controller_service.rs`: what the active controller does besides Raft: broker
 //!   heartbeats, fencing expired sessions, unfencing caught-up brokers, deciding writes,
 //!   preferred leader election.
@@ -21,6 +23,7 @@ pub mod log_store;
 pub mod network;
 pub mod node;
 pub mod quorum_state;
+pub mod replica_keys;
 pub mod rpc;
 pub mod state_machine;
 pub mod voters;

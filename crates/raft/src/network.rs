@@ -29,6 +29,7 @@ use strand_security::tls::{server_name_of, ReloadingClientConfig, ReloadingServe
 use strand_security::KafkaPrincipal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+use uuid::Uuid;
 
 use strand_protocol::connection_limits::{
     ConnectionLimits, ConnectionLimitsConfig, ConnectionSlot,
@@ -37,6 +38,7 @@ use strand_protocol::RequestMemory;
 
 use crate::controller_service::ControllerService;
 use crate::quorum_state::FollowerContacts;
+use crate::replica_keys::{refuses_vote, AddressedVote, ReplacedSignal};
 use crate::rpc::{read_frame, write_frame, Request, Response};
 use crate::{NodeId, QuorumPeer, Raft, TypeConfig};
 
@@ -185,10 +187,18 @@ impl Peer {
 pub struct Network {
     pub contacts: Arc<FollowerContacts>,
     pub tls: Option<QuorumTls>,
+    /// This node's metadata directory id, sent with its vote requests.
+    pub directory_id: Uuid,
+    /// Raised when a voter refuses this node's candidacy as replaced.
+    pub replaced: ReplacedSignal,
 }
 
 pub struct Connection {
     target: NodeId,
+    /// The directory id the membership records for the target.
+    target_directory: Uuid,
+    directory_id: Uuid,
+    replaced: ReplacedSignal,
     peer: Peer,
     contacts: Arc<FollowerContacts>,
 }
@@ -199,6 +209,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &QuorumPeer) -> Connection {
         Connection {
             target,
+            target_directory: node.directory_id,
+            directory_id: self.directory_id,
+            replaced: self.replaced.clone(),
             peer: Peer::new(node.addr.clone(), self.tls.clone()),
             contacts: self.contacts.clone(),
         }
@@ -264,29 +277,55 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
-        match self.call(Request::Vote(rpc), &option).await? {
+        let vote = AddressedVote {
+            rpc,
+            candidate_directory: self.directory_id,
+            voter_directory: self.target_directory,
+        };
+        match self.call(Request::Vote(vote), &option).await? {
             Response::Vote(result) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            Response::VoteRefused(refusal) => {
+                if refusal.candidate_replaced {
+                    self.replaced.raise();
+                }
+                Err(RPCError::Network(NetworkError::new(
+                    &std::io::Error::other(refusal.why),
+                )))
             }
             other => Err(unexpected(other)),
         }
     }
 }
 
-/// Answers Raft RPCs and broker requests on `listener` until the task is dropped.
+/// Answers Raft RPCs and broker requests on `listener` until the task is dropped;
+/// `directory_id` is this node's metadata directory's (votes asked of another are
+/// refused, and raise `replaced`).
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
     service: Arc<ControllerService>,
     tls: Option<QuorumTls>,
+    directory_id: Uuid,
+    replaced: ReplacedSignal,
 ) {
     let limits = ConnectionLimits::new(ConnectionLimitsConfig::total_only(CONNECTIONS_MAX));
     let memory = Arc::new(RequestMemory::new(
         Some(REQUEST_MEMORY_BYTES),
         UNPOOLED_BYTES_PER_REQUEST,
     ));
+    // Each connection's task is owned here: when this task is dropped (the node shut
+    // down), its connections close with it, rather than go on answering for a Raft that
+    // stopped (a node started again on the same address in one process would otherwise
+    // leave its peers talking to the stopped one).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "quorum listener: accept failed");
@@ -303,8 +342,8 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let (raft, service, memory) = (raft.clone(), service.clone(), memory.clone());
-        let tls = tls.clone();
-        tokio::spawn(async move {
+        let (tls, replaced) = (tls.clone(), replaced.clone());
+        connections.spawn(async move {
             let stream: Box<dyn Stream> = match tls {
                 None => Box::new(stream),
                 Some(tls) => match accept(&tls, stream, &slot).await {
@@ -315,7 +354,8 @@ pub async fn serve(
                     }
                 },
             };
-            serve_connection(BufReader::new(stream), slot, raft, service, memory).await
+            let keys = (directory_id, replaced);
+            serve_connection(BufReader::new(stream), slot, raft, service, memory, keys).await
         });
     }
 }
@@ -348,6 +388,7 @@ async fn serve_connection(
     raft: Raft,
     service: Arc<ControllerService>,
     memory: Arc<RequestMemory>,
+    (directory_id, replaced): (Uuid, ReplacedSignal),
 ) {
     loop {
         // Waits for the first byte of a request, bounded by the idle timeout and eviction.
@@ -374,7 +415,14 @@ async fn serve_connection(
         slot.activity.touch();
         let response = match request {
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
-            Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
+            Request::Vote(vote) => match refuses_vote(&raft, directory_id, &vote, &replaced) {
+                Some(refusal) => {
+                    let candidate = vote.rpc.vote.leader_id.node_id;
+                    tracing::info!(candidate, why = %refusal.why, "vote refused");
+                    Response::VoteRefused(refusal)
+                }
+                None => Response::Vote(raft.vote(vote.rpc).await),
+            },
             Request::InstallSnapshot(rpc) => {
                 Response::InstallSnapshot(raft.install_snapshot(rpc).await)
             }

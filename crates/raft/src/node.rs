@@ -19,6 +19,7 @@ use crate::controller_service::{ControllerService, ServiceConfig};
 use crate::log_store::LogStore;
 use crate::network::{Network, QuorumTls};
 use crate::quorum_state::FollowerContacts;
+use crate::replica_keys::{elect_only_as_recorded, ReplacedSignal};
 use crate::state_machine::{Published, StateMachine};
 use crate::{NodeId, QuorumPeer, Raft};
 
@@ -31,6 +32,9 @@ pub struct QuorumConfig {
     pub listen: SocketAddr,
     /// Directory of the Raft log and snapshots.
     pub dir: PathBuf,
+    /// That directory's id (`directory.id` in its `meta.properties`); nil if unknown,
+    /// and then votes are not checked against it (`replica_keys.rs`).
+    pub directory_id: Uuid,
     pub service: ServiceConfig,
     /// Raft heartbeat interval; elections time out after 5 to 10 of them.
     pub heartbeat_interval: Duration,
@@ -70,12 +74,15 @@ impl QuorumNode {
         let metadata = state_machine.subscribe();
         let raft_config = raft_config(config.heartbeat_interval).validate()?;
         let contacts = Arc::new(FollowerContacts::default());
+        let replaced = ReplacedSignal::default();
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
             Network {
                 contacts: contacts.clone(),
                 tls: config.tls.clone(),
+                directory_id: config.directory_id,
+                replaced: replaced.clone(),
             },
             log_store,
             state_machine,
@@ -99,7 +106,14 @@ impl QuorumNode {
             raft.clone(),
             service.clone(),
             config.tls.clone(),
+            config.directory_id,
+            replaced.clone(),
         ))];
+        tasks.push(tokio::spawn(elect_only_as_recorded(
+            raft.clone(),
+            config.directory_id,
+            replaced,
+        )));
         if config.voters.contains_key(&config.node_id) && !raft.is_initialized().await? {
             // Directory ids nil: every voter must propose the very same first entry, and
             // none knows the others' (each records its own when it registers).

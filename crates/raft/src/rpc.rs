@@ -5,7 +5,7 @@
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    VoteResponse,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use strand_metadata::{BrokerId, ControllerCommand, ControllerReply};
@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::quorum_state::QuorumDescription;
+use crate::replica_keys::{AddressedVote, Refusal};
 use crate::voters::VoterChangeError;
 use crate::{NodeId, TypeConfig};
 
@@ -32,7 +33,7 @@ pub const ENTRY_MAX_BYTES: usize = 512 * 1024;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
+    Vote(AddressedVote),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Controller(ControllerRequest),
 }
@@ -45,6 +46,8 @@ pub enum Response {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     Controller(ControllerResponse),
+    /// The vote was not considered: the replica keys do not match (`replica_keys.rs`).
+    VoteRefused(Refusal),
 }
 
 /// What a broker asks of the active controller.
@@ -86,6 +89,10 @@ pub enum ControllerRequest {
         caught_up: bool,
         /// The broker wants to stop: move its leaderships away first.
         shutting_down: bool,
+        /// The directory id of the node's metadata log: with `caught_up`, a voter whose
+        /// directory was replaced gets the new one recorded (`replica_keys.rs`).
+        #[serde(default)]
+        directory_id: Uuid,
     },
 }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, register_broker, start_node, three_nodes, wait_until};
+use common::{
+    create_topic_request, free_port, register_broker, start_node, three_nodes, wait_until,
+};
 use strand_metadata::{ControllerCommand, ControllerReply, NewTopic, NO_LEADER};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
@@ -29,6 +31,7 @@ async fn heartbeat(client: &QuorumClient, id: i32, incarnation: Uuid) -> Control
                 incarnation,
                 caught_up: true,
                 shutting_down: false,
+                directory_id: Uuid::nil(),
             },
             TIMEOUT,
         )
@@ -212,6 +215,7 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
                     incarnation: Uuid::new_v4(),
                     caught_up: true,
                     shutting_down: false,
+                    directory_id: Uuid::nil(),
                 },
                 Duration::from_secs(5),
             )
@@ -235,19 +239,7 @@ async fn register(
 
 async fn create_topic(client: &QuorumClient, name: &str, partitions: i32) -> ControllerResponse {
     client
-        .request(
-            ControllerRequest::Write(ControllerCommand::CreateTopics {
-                topics: vec![NewTopic {
-                    name: name.into(),
-                    id: Uuid::new_v4(),
-                    partitions,
-                    replication_factor: 3,
-                    assignments: Vec::new(),
-                    configs: BTreeMap::new(),
-                }],
-            }),
-            TIMEOUT,
-        )
+        .request(create_topic_request(name, partitions, 3), TIMEOUT)
         .await
         .unwrap()
 }

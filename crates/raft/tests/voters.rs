@@ -9,8 +9,10 @@ use std::time::Duration;
 
 mod common;
 
-use common::{free_port, register_broker, start_member, three_nodes, wait_until};
-use strand_metadata::{ControllerCommand, ControllerReply, NewTopic};
+use common::{
+    create_topic_request, free_port, register_broker, start_member, three_nodes, wait_until,
+};
+use strand_metadata::{ControllerCommand, ControllerReply};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
@@ -230,23 +232,12 @@ async fn voters_are_added_and_removed_and_the_quorum_keeps_deciding() {
                 incarnation,
                 caught_up: true,
                 shutting_down: false,
+                directory_id: Uuid::nil(),
             };
             client.request(heartbeat, TIMEOUT).await.unwrap();
         }
         let reply = client
-            .request(
-                ControllerRequest::Write(ControllerCommand::CreateTopics {
-                    topics: vec![NewTopic {
-                        name: "after-removal".into(),
-                        id: Uuid::new_v4(),
-                        partitions: 1,
-                        replication_factor: 1,
-                        assignments: Vec::new(),
-                        configs: BTreeMap::new(),
-                    }],
-                }),
-                TIMEOUT,
-            )
+            .request(create_topic_request("after-removal", 1, 1), TIMEOUT)
             .await
             .unwrap();
         match &reply {

@@ -156,6 +156,14 @@ impl Disk {
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
     }
 
+    /// The disk under `dir` is gone (lost or replaced): nothing there counts as synced.
+    pub fn forget(&self, dir: &Path) {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|path, _| !path.starts_with(dir));
+    }
+
     /// Everything under `dir` counts as on the disk (a node opening what it found).
     pub fn settle(&self, dir: &Path) {
         let mut all = Vec::new();

@@ -10,15 +10,20 @@
 //! deadline per attempt as the broker's client has.
 //!
 //! Faults: nodes crash (kill -9: every task of the node dropped at once, its connections
-//! reset) or lose power (their files back to what was fsynced, torn tails), links are cut
-//! one way or both, messages are delayed, lost, duplicated and reordered.
+//! reset), lose power (their files back to what was fsynced, torn tails) or lose their
+//! disk (they come back with an empty metadata log in a new directory, so a new
+//! directory id), links are cut one way or both, messages are delayed, lost, duplicated
+//! and reordered.
 //!
 //! Invariants: every node's image at a log index is the same image; a topic whose creation
 //! was answered (created or existing) is in the answering controller's image then, and
 //! with its id in every node's image at the end; producer id blocks handed out never
 //! overlap; no broker is fenced while a heartbeat answered unfenced gives it a lease
-//! (broker/cluster/lease.rs); once the faults stop, a leader is elected, a write commits, every node applies
-//! the same log and every broker is registered and unfenced (liveness). Not "one leader per
+//! (broker/cluster/lease.rs); no node leads while the membership records another metadata
+//! directory for it than the one it runs on; once the faults stop, a leader is elected, a
+//! write commits, every node applies the same log, every broker is registered and
+//! unfenced, and every member's directory is recorded as the one it runs on (liveness).
+//! Not "one leader per
 //! term": openraft orders votes by term and node id, so a term may have several leaders in
 //! turn (counted, `shared_terms`); Raft's safety is per leader id, which the images'
 //! agreement checks.
@@ -39,6 +44,7 @@ use strand_metadata::{ControllerCommand, ControllerReply, MetadataEntry, NewTopi
 use strand_raft::controller_service::{ControllerService, ServiceConfig};
 use strand_raft::log_store::LogStore;
 use strand_raft::quorum_state::FollowerContacts;
+use strand_raft::replica_keys::{elect_only_as_recorded, refuses_vote, ReplacedSignal};
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
 use strand_raft::state_machine::{Published, StateMachine};
 use strand_raft::{NodeId, QuorumPeer};
@@ -100,6 +106,12 @@ pub struct Outcome {
     /// AddRaftVoter and RemoveRaftVoter answered done.
     pub voter_changes: u64,
     pub stale_retries: u64,
+    /// Nodes that came back with an empty metadata log in a new directory.
+    pub disks_lost: u64,
+    /// Vote requests refused on replica keys (`strand_raft::replica_keys`).
+    pub votes_refused: u64,
+    /// Replaced directories recorded in the membership (the node votes again).
+    pub directories_recorded: u64,
     pub applied: u64,
     pub virtual_ms: u64,
     pub messages_lost: u64,
@@ -112,11 +124,14 @@ struct Up {
     raft: Raft,
     service: Arc<Service>,
     published: watch::Receiver<Published>,
+    replaced: ReplacedSignal,
 }
 
 struct Node {
     id: NodeId,
     dir: PathBuf,
+    /// Its metadata directory's id: new when its disk is lost.
+    directory_id: Uuid,
     /// Filled by the node's boot task.
     up: Arc<Mutex<Option<Up>>>,
     /// Down until then (a crash); None: running (or booting).
@@ -193,6 +208,14 @@ pub struct QuorumWorld {
     fenced: BTreeMap<(i32, Uuid), bool>,
     /// Every answer, by request, when scripted.
     heard: BTreeMap<u64, ControllerResponse>,
+    /// The directory the leaders' memberships record for each node, as last seen.
+    recorded_directories: BTreeMap<NodeId, Uuid>,
+    /// Disks lost so far (each new directory id draws on it).
+    disks_lost: u128,
+    /// Nodes back from a lost disk whose new directory no leader's membership records
+    /// yet: a fault still under way (a second lost disk then could leave two voters with
+    /// empty logs, which the quorum does not promise to survive).
+    unrecorded: BTreeSet<NodeId>,
 }
 
 fn image_hash(image: &strand_metadata::MetadataImage) -> u64 {
@@ -234,6 +257,7 @@ impl QuorumWorld {
                 .map(|&id| Node {
                     id,
                     dir: root.join(format!("node{id}")),
+                    directory_id: directory_id(id, 0),
                     up: Arc::new(Mutex::new(None)),
                     down_until: None,
                     checked_index: 0,
@@ -264,6 +288,9 @@ impl QuorumWorld {
             fenced: BTreeMap::new(),
             leases: BTreeMap::new(),
             fence_index: 0,
+            recorded_directories: BTreeMap::new(),
+            disks_lost: 0,
+            unrecorded: BTreeSet::new(),
         };
         for (index, &id) in NODES.iter().enumerate() {
             world.boot(index);
@@ -314,9 +341,11 @@ impl QuorumWorld {
     fn boot(&mut self, index: usize) {
         let node = &self.nodes[index];
         let (id, dir, slot) = (node.id, node.dir.clone(), node.up.clone());
+        let directory_id = node.directory_id;
         self.disk.settle(&dir);
         let wire = self.wire.clone();
         let contacts = Arc::new(FollowerContacts::with_clock(runtime::virtual_ms));
+        let replaced = ReplacedSignal::default();
         self.exec.spawn(id, async move {
             let log = LogStore::<SimTypes>::open(&dir).expect("the raft log opens");
             let machine = StateMachine::<SimTypes>::open(&dir).expect("the state machine opens");
@@ -328,6 +357,8 @@ impl QuorumWorld {
                     from: id,
                     wire,
                     contacts: contacts.clone(),
+                    directory_id,
+                    replaced: replaced.clone(),
                 },
                 log,
                 machine,
@@ -357,10 +388,16 @@ impl QuorumWorld {
                 let _ = raft.initialize(members).await;
             }
             <SimRuntime as openraft::AsyncRuntime>::spawn(service.clone().run_duties());
+            <SimRuntime as openraft::AsyncRuntime>::spawn(elect_only_as_recorded(
+                raft.clone(),
+                directory_id,
+                replaced.clone(),
+            ));
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Up {
                 raft,
                 service,
                 published,
+                replaced,
             });
         });
     }
@@ -400,6 +437,42 @@ impl QuorumWorld {
         self.trace(&("crash", id, power, lost));
     }
 
+    /// The node crashes and comes back with a new, empty disk: its metadata log and
+    /// everything else gone, its directory a new one (a new `directory.id`).
+    fn lose_disk(&mut self, index: usize) {
+        self.crash(index, false);
+        let dir = self.nodes[index].dir.clone();
+        let _ = std::fs::remove_dir_all(&dir);
+        self.disk.forget(&dir);
+        self.disks_lost += 1;
+        let id = self.nodes[index].id;
+        self.nodes[index].directory_id = directory_id(id, self.disks_lost);
+        self.unrecorded.insert(id);
+        self.outcome.disks_lost += 1;
+        self.trace(&("disk lost", id, self.nodes[index].directory_id));
+    }
+
+    /// Every node holds the same voters, not a joint configuration: no voter change is
+    /// in flight. A disk lost during one can leave no electable candidate (docs/FAULTS.md:
+    /// the leaving voter may hold the newest entry, refuse the others and not stand
+    /// itself, while the node that lost its disk does not vote), which the quorum does not
+    /// promise to survive: two faults at once.
+    fn voters_settled(&self) -> bool {
+        let configs: BTreeSet<Vec<BTreeSet<NodeId>>> = (0..self.nodes.len())
+            .filter_map(|i| self.up(i))
+            .map(|up| {
+                let metrics = up.raft.metrics();
+                let metrics = metrics.borrow();
+                metrics
+                    .membership_config
+                    .membership()
+                    .get_joint_config()
+                    .clone()
+            })
+            .collect();
+        configs.len() == 1 && configs.iter().all(|joint| joint.len() == 1)
+    }
+
     fn restart_due(&mut self) {
         for index in 0..self.nodes.len() {
             if self.nodes[index]
@@ -425,11 +498,14 @@ impl QuorumWorld {
         };
         match roll {
             0..=9 => {
-                // A crash, while every node is up (a quorum survives one down).
-                if self.nodes.iter().all(|n| n.down_until.is_none()) {
+                // A crash, while every node is up (a quorum survives one down) and none
+                // is still to have its new directory recorded.
+                if self.nodes.iter().all(|n| n.down_until.is_none()) && self.unrecorded.is_empty() {
                     let index = self.rng.gen_range(0..self.nodes.len());
-                    let power = self.rng.gen_bool(0.5);
-                    self.crash(index, power);
+                    match self.rng.gen_range(0..8) {
+                        0 if self.voters_settled() => self.lose_disk(index),
+                        roll => self.crash(index, roll % 2 == 0),
+                    }
                 }
             }
             10..=19 => {
@@ -509,17 +585,26 @@ impl QuorumWorld {
         let (from, to) = (envelope.from, envelope.to);
         match envelope.message {
             Message::Answer { answer, reply } => {
+                if let Answer::VoteRefused(refusal) = &answer {
+                    self.outcome.votes_refused += 1;
+                    self.trace(&("vote refused", from, to, refusal.why.clone()));
+                }
                 let _ = reply.send(answer);
             }
             Message::Request { rpc, reply } => {
                 let Some(up) = self.up(index_of(to)) else {
                     return; // nobody listening: the caller times out
                 };
+                let own = self.nodes[index_of(to)].directory_id;
                 let wire = self.wire.clone();
                 self.exec.spawn(to, async move {
                     let answer = match rpc {
                         Rpc::Append(r) => Answer::Append(up.raft.append_entries(r).await),
-                        Rpc::Vote(r) => Answer::Vote(up.raft.vote(r).await),
+                        // As the quorum listener answers (strand_raft::network::serve).
+                        Rpc::Vote(vote) => match refuses_vote(&up.raft, own, &vote, &up.replaced) {
+                            Some(refusal) => Answer::VoteRefused(refusal),
+                            None => Answer::Vote(up.raft.vote(vote.rpc).await),
+                        },
                         Rpc::Snapshot(r) => Answer::Snapshot(up.raft.install_snapshot(r).await),
                     };
                     wire.lock()
@@ -612,12 +697,24 @@ impl QuorumWorld {
             }
             let broker = &self.brokers[index];
             let id = self.nodes[index].id as i32;
+            let directory_id = self.nodes[index].directory_id;
             let request = if broker.registered {
+                // Caught up as the broker judges it (cluster/mod.rs): its node's image
+                // holds its own registration.
+                let caught_up = self.up(index).is_some_and(|up| {
+                    up.published
+                        .borrow()
+                        .image
+                        .brokers
+                        .get(&id)
+                        .is_some_and(|b| b.incarnation == broker.incarnation)
+                });
                 ControllerRequest::Heartbeat {
                     id,
                     incarnation: broker.incarnation,
-                    caught_up: true,
+                    caught_up,
                     shutting_down: false,
+                    directory_id,
                 }
             } else {
                 ControllerRequest::Register {
@@ -631,7 +728,7 @@ impl QuorumWorld {
                         unclean_shutdown: broker.unclean,
                     },
                     raft_address: address(id as NodeId),
-                    directory_id: directory_id(id as NodeId),
+                    directory_id,
                 }
             };
             let target = broker.client.controller;
@@ -720,24 +817,30 @@ impl QuorumWorld {
                 let metrics = metrics.borrow();
                 let membership = metrics.membership_config.membership();
                 (
-                    membership.voter_ids().collect::<Vec<_>>(),
+                    membership
+                        .voter_ids()
+                        .map(|id| (id, membership.get_node(&id).map(|p| p.directory_id)))
+                        .collect::<Vec<_>>(),
                     membership.learner_ids().collect::<Vec<_>>(),
                 )
             });
         let request = match membership {
             Some((voters, learners)) if voters.len() < NODES.len() && !learners.is_empty() => {
+                // As kafka-metadata-quorum add-controller does, on the node itself: its
+                // directory as it runs now.
                 let id = learners[self.rng.gen_range(0..learners.len())];
                 Some(ControllerRequest::AddVoter {
                     id,
-                    directory_id: directory_id(id),
+                    directory_id: self.nodes[index_of(id)].directory_id,
                     listener_ports: vec![QUORUM_PORT],
                 })
             }
             Some((voters, _)) if voters.len() == NODES.len() => {
-                let id = voters[self.rng.gen_range(0..voters.len())];
+                // The replica key as DescribeQuorum shows it.
+                let (id, recorded) = voters[self.rng.gen_range(0..voters.len())];
                 Some(ControllerRequest::RemoveVoter {
                     id,
-                    directory_id: directory_id(id),
+                    directory_id: recorded.unwrap_or_default(),
                 })
             }
             _ => None,
@@ -944,6 +1047,41 @@ impl QuorumWorld {
         }
     }
 
+    /// A leader's membership, against the directories recorded before: a node running on
+    /// another directory than the one recorded for it must not lead (it was elected with
+    /// votes counting its lost log). Then the directories it records are the newest.
+    fn leader_directories(&mut self, up: &Up, index: usize) {
+        let (id, running) = (self.nodes[index].id, self.nodes[index].directory_id);
+        if let Some(&recorded) = self.recorded_directories.get(&id) {
+            if recorded != running {
+                self.violation(format!(
+                    "node {id} leads on metadata directory {running} while the membership records {recorded} for it"
+                ));
+            }
+        }
+        let records: Vec<(NodeId, Uuid)> = {
+            let metrics = up.raft.metrics();
+            let metrics = metrics.borrow();
+            metrics
+                .membership_config
+                .membership()
+                .nodes()
+                .filter(|(_, peer)| !peer.directory_id.is_nil())
+                .map(|(node, peer)| (*node, peer.directory_id))
+                .collect()
+        };
+        for (node, directory) in records {
+            if self.nodes[index_of(node)].directory_id == directory {
+                self.unrecorded.remove(&node);
+            }
+            let before = self.recorded_directories.insert(node, directory);
+            if before.is_some_and(|b| b != directory) {
+                self.outcome.directories_recorded += 1;
+                self.trace(&("directory recorded", node, directory));
+            }
+        }
+    }
+
     /// The invariants that hold at every step.
     fn check(&mut self) {
         for index in 0..self.nodes.len() {
@@ -965,6 +1103,9 @@ impl QuorumWorld {
                     self.outcome.shared_terms += 1;
                 }
                 self.trace(&("leader", term, id));
+            }
+            if leads {
+                self.leader_directories(&up, index);
             }
             let (applied, image) = {
                 let published = up.published.borrow();
@@ -1024,20 +1165,40 @@ impl QuorumWorld {
                 let image = up.published.borrow().image.clone();
                 image.brokers.values().filter(|b| !b.fenced).count() == NODES.len()
             });
+            // Every member's directory recorded as the one it runs on (a node that lost
+            // its disk votes again).
+            let recorded = self.up(0).is_some_and(|up| {
+                let metrics = up.raft.metrics();
+                let metrics = metrics.borrow();
+                let membership = metrics.membership_config.membership();
+                self.nodes.iter().all(|n| {
+                    membership
+                        .get_node(&n.id)
+                        .is_none_or(|p| p.directory_id.is_nil() || p.directory_id == n.directory_id)
+                })
+            });
             level = applied.len() == 1
                 && self.outcome.topics_created > topics_before
                 && self.brokers.iter().all(|b| b.registered)
-                && unfenced;
+                && unfenced
+                && recorded;
             if level && self.exec.ready().is_empty() {
                 break;
             }
         }
         if !level {
             self.violation(format!(
-                "no progress within {HEAL_DEADLINE:?} of the faults stopping (a leader, a topic created, every node level, every broker registered and unfenced): {} topics created after, applied {:?}",
+                "no progress within {HEAL_DEADLINE:?} of the faults stopping (a leader, a topic created, every node level, every broker registered and unfenced, every member's directory recorded): {} topics created after, applied {:?}, memberships {:?}",
                 self.outcome.topics_created - topics_before,
                 (0..self.nodes.len())
                     .map(|i| self.up(i).map(|u| u.published.borrow().applied_index))
+                    .collect::<Vec<_>>(),
+                (0..self.nodes.len())
+                    .map(|i| self.up(i).map(|u| {
+                        let metrics = u.raft.metrics();
+                        let metrics = metrics.borrow();
+                        format!("{} {:?}", self.nodes[i].directory_id, metrics.membership_config.membership())
+                    }))
                     .collect::<Vec<_>>()
             ));
         }
@@ -1075,9 +1236,10 @@ fn address(id: NodeId) -> String {
     format!("node{id}:{QUORUM_PORT}")
 }
 
-/// The id of node `id`'s metadata log directory (KIP-853's replica key with its id).
-fn directory_id(id: NodeId) -> Uuid {
-    Uuid::from_u128(0xD1 << 64 | id as u128)
+/// The id of node `id`'s metadata log directory after `disks_lost` disks lost in the
+/// world (KIP-853's replica key with its id).
+fn directory_id(id: NodeId, disks_lost: u128) -> Uuid {
+    Uuid::from_u128(0xD1 << 96 | disks_lost << 32 | id as u128)
 }
 
 fn index_of(id: NodeId) -> usize {
@@ -1305,6 +1467,84 @@ mod tests {
         );
     }
 
+    /// Whether the leader's membership records, for every voter, the directory it runs on.
+    fn directories_recorded(world: &QuorumWorld) -> bool {
+        leader(world).is_some_and(|l| {
+            let up = world.up(l).unwrap();
+            let metrics = up.raft.metrics();
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            VOTERS.iter().all(|&v| {
+                membership.get_node(&v).map(|p| p.directory_id)
+                    == Some(world.nodes[index_of(v)].directory_id)
+            })
+        })
+    }
+
+    /// A voter that lost its disk comes back on a new directory with an empty log, where
+    /// its vote would elect a candidate that lacks a committed entry: `kept` is committed
+    /// on A and B while C is cut off; A goes down and B loses its disk; then B and C are
+    /// two of the three voters. B must not vote for C (nor C win otherwise) until A is
+    /// back; then B takes the log and, its broker caught up, its new directory is
+    /// recorded. Without the replica-key check, B votes for C and `kept` is lost.
+    #[test]
+    fn a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back() {
+        let _one_at_a_time = crate::one_world_at_a_time();
+        for seed in 0..4 {
+            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
+            world.scripted = true;
+            steps_until(&mut world, |w| settled(w) && directories_recorded(w));
+            let a = leader(&world).expect("a leader");
+            let a_id = world.nodes[a].id;
+            let others: Vec<usize> = VOTERS
+                .iter()
+                .map(|&v| index_of(v))
+                .filter(|&i| i != a)
+                .collect();
+            let (b, c) = (others[0], others[1]);
+            let c_id = world.nodes[c].id;
+            {
+                let mut wire = world.wire.lock().unwrap();
+                for &n in NODES.iter().filter(|&&n| n != c_id) {
+                    wire.cut.insert((n, c_id));
+                    wire.cut.insert((c_id, n));
+                }
+            }
+            let (kept, _) = world.send(None, a_id, create("kept", 9)).unwrap();
+            steps_until(&mut world, |w| answer(w, kept).is_some());
+            match answer(&world, kept) {
+                Some(ControllerResponse::Reply(ControllerReply::Results(results))) => {
+                    assert!(results[0].is_ok(), "seed {seed}: {results:?}")
+                }
+                other => panic!("seed {seed}: the creation was answered {other:?}"),
+            }
+            world.created.insert("kept".into(), Uuid::from_u128(9));
+            // A down for long; B back at once on a new disk; C in touch again.
+            world.crash(a, false);
+            world.nodes[a].down_until = Some(world.now() + Duration::from_secs(60));
+            world.lose_disk(b);
+            world.nodes[b].down_until = Some(world.now());
+            world.wire.lock().unwrap().cut.clear();
+            let until = world.now() + Duration::from_secs(20);
+            steps_until(&mut world, |w| w.now() >= until || leader(w).is_some());
+            assert_eq!(
+                leader(&world),
+                None,
+                "seed {seed}: elected without A, so with the vote of B, which lost its disk"
+            );
+            assert!(world.outcome.votes_refused > 0, "seed {seed}");
+            world.nodes[a].down_until = Some(world.now());
+            steps_until(&mut world, |w| settled(w) && directories_recorded(w));
+            let outcome = world.finish();
+            assert!(
+                outcome.violations.is_empty(),
+                "seed {seed}: {:?}",
+                outcome.violations
+            );
+            assert!(outcome.directories_recorded >= 1, "seed {seed}");
+        }
+    }
+
     #[test]
     fn quorum_seeds_replay_exactly_and_keep_every_invariant() {
         let _one_at_a_time = crate::one_world_at_a_time();
@@ -1312,7 +1552,7 @@ mod tests {
         let seeds = 0..8u64;
         let mut hashes = Vec::new();
         let (mut leaders, mut crashes, mut power_cuts, mut topics, mut blocks) = (0, 0, 0, 0, 0);
-        let (mut voter_changes, mut fencings) = (0, 0);
+        let (mut voter_changes, mut fencings, mut disks_lost, mut recorded) = (0, 0, 0, 0);
         for seed in seeds.clone() {
             let outcome = run(seed, 10_000, &disk).unwrap();
             assert!(
@@ -1327,6 +1567,8 @@ mod tests {
             blocks += outcome.id_blocks;
             voter_changes += outcome.voter_changes;
             fencings += outcome.fencings;
+            disks_lost += outcome.disks_lost;
+            recorded += outcome.directories_recorded;
             hashes.push(outcome.trace_hash);
         }
         // The faults happened and the quorum worked through them.
@@ -1335,9 +1577,15 @@ mod tests {
             crashes > 8 && power_cuts > 4,
             "{crashes} crashes, {power_cuts} power cuts"
         );
+        // Fewer than before disks were lost: no fault starts while a node waits for its
+        // new directory to be recorded.
         assert!(
-            topics > 100 && blocks > 100,
+            topics > 80 && blocks > 100,
             "{topics} topics, {blocks} id blocks"
+        );
+        assert!(
+            disks_lost > 0 && recorded > 0,
+            "{disks_lost} disks lost, {recorded} replaced directories recorded"
         );
         assert!(voter_changes > 8, "{voter_changes} voter changes");
         assert!(fencings > 0, "no broker session expired");

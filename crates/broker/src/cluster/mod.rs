@@ -155,6 +155,10 @@ fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfi
             .collect(),
         listen: config.quorum_listen,
         dir: data_dir.join("__cluster_metadata"),
+        // A controller-only node has no broker to heartbeat the controller with its
+        // directory, so it does not check votes by it (`replica_keys.rs`); a broker's
+        // node sets its own (`Cluster::start`).
+        directory_id: Uuid::nil(),
         service: ServiceConfig {
             session_timeout: config.broker_session_timeout,
             preferred_leader_check: config.leader_imbalance_check_interval,
@@ -172,13 +176,14 @@ impl Cluster {
         config: ClusterConfig,
     ) -> anyhow::Result<Arc<Cluster>> {
         let node_id = broker.node_id();
-        let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
+        let mut quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
         let voters = quorum_config.voters.clone();
         let directory_id = crate::broker::metadata_directory_id(
             &quorum_config.dir,
             &broker.cluster_id(),
             node_id,
         )?;
+        quorum_config.directory_id = directory_id;
         let inter_broker = config.inter_broker.clone();
         let quorum = QuorumNode::start(quorum_config).await?;
         let quorum_client =
@@ -422,6 +427,7 @@ impl Cluster {
                 incarnation: self.incarnation,
                 caught_up: self.caught_up(),
                 shutting_down: self.shutting_down.load(Ordering::Relaxed),
+                directory_id: self.directory_id,
             };
             let timeout = self.config.broker_session_timeout;
             let sent = std::time::Instant::now();
@@ -614,6 +620,8 @@ impl Cluster {
                 incarnation: self.incarnation,
                 caught_up: true,
                 shutting_down: true,
+                // Its `caught_up` here is not checked: no directory to record from it.
+                directory_id: Uuid::nil(),
             };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             match self.client.request(request, left).await {

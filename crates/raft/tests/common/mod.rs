@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use strand_metadata::ControllerCommand;
+use strand_metadata::{ControllerCommand, NewTopic};
 use strand_raft::client::QuorumClient;
 use strand_raft::controller_service::ServiceConfig;
 use strand_raft::network::QuorumTls;
@@ -41,11 +41,25 @@ pub async fn start_member(
     root: &Path,
     tls: Option<QuorumTls>,
 ) -> QuorumNode {
+    start_keyed(id, voters, listen, root, tls, Uuid::nil()).await
+}
+
+/// `start_member` with the metadata directory id `directory_id` (votes checked by it).
+#[allow(dead_code)]
+pub async fn start_keyed(
+    id: u64,
+    voters: &BTreeMap<u64, String>,
+    listen: &str,
+    root: &Path,
+    tls: Option<QuorumTls>,
+    directory_id: Uuid,
+) -> QuorumNode {
     QuorumNode::start(QuorumConfig {
         node_id: id,
         voters: voters.clone(),
         listen: listen.parse().unwrap(),
         dir: root.join(format!("node-{id}")),
+        directory_id,
         service: ServiceConfig {
             session_timeout: Duration::from_millis(1500),
             preferred_leader_check: None,
@@ -82,6 +96,25 @@ pub async fn three_nodes(root: &Path) -> (BTreeMap<u64, String>, Vec<QuorumNode>
         nodes.push(start_node(id, &voters, root, None).await);
     }
     (voters, nodes)
+}
+
+/// A CreateTopics of `name` (a new id, no assignments, no configs).
+#[allow(dead_code)]
+pub fn create_topic_request(
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> ControllerRequest {
+    ControllerRequest::Write(ControllerCommand::CreateTopics {
+        topics: vec![NewTopic {
+            name: name.into(),
+            id: Uuid::new_v4(),
+            partitions,
+            replication_factor,
+            assignments: Vec::new(),
+            configs: BTreeMap::new(),
+        }],
+    })
 }
 
 /// Registers broker `id` (incarnation `incarnation`), receiving the metadata log at

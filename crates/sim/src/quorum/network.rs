@@ -22,15 +22,17 @@ use openraft::{RaftNetwork, RaftNetworkFactory};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use strand_raft::quorum_state::FollowerContacts;
+use strand_raft::replica_keys::{AddressedVote, Refusal, ReplacedSignal};
 use strand_raft::{NodeId, QuorumPeer};
 use tokio::sync::oneshot;
+use uuid::Uuid;
 
 use super::runtime::SimInstant;
 use super::SimTypes;
 
 pub enum Rpc {
     Append(AppendEntriesRequest<SimTypes>),
-    Vote(VoteRequest<NodeId>),
+    Vote(AddressedVote),
     Snapshot(InstallSnapshotRequest<SimTypes>),
 }
 
@@ -38,6 +40,8 @@ pub enum Answer {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// The vote was not considered: the replica keys do not match.
+    VoteRefused(Refusal),
 }
 
 impl Rpc {
@@ -176,6 +180,7 @@ pub fn describe(envelope: &Envelope) -> (NodeId, NodeId, &'static str) {
             Answer::Append(_) => "append answer",
             Answer::Vote(_) => "vote answer",
             Answer::Snapshot(_) => "snapshot answer",
+            Answer::VoteRefused(_) => "vote refused",
         },
     };
     (envelope.from, envelope.to, kind)
@@ -188,11 +193,18 @@ pub struct Network {
     /// The leader's record of acknowledgements (AddRaftVoter's caught-up check), kept as
     /// production's network keeps it.
     pub contacts: Arc<FollowerContacts>,
+    /// The node's metadata directory id, sent with its vote requests.
+    pub directory_id: Uuid,
+    /// Raised when a voter refuses the node's candidacy as replaced.
+    pub replaced: ReplacedSignal,
 }
 
 pub struct Connection {
     from: NodeId,
     target: NodeId,
+    target_directory: Uuid,
+    directory_id: Uuid,
+    replaced: ReplacedSignal,
     wire: Arc<Mutex<Wire>>,
     contacts: Arc<FollowerContacts>,
 }
@@ -200,10 +212,13 @@ pub struct Connection {
 impl RaftNetworkFactory<SimTypes> for Network {
     type Network = Connection;
 
-    async fn new_client(&mut self, target: NodeId, _node: &QuorumPeer) -> Connection {
+    async fn new_client(&mut self, target: NodeId, node: &QuorumPeer) -> Connection {
         Connection {
             from: self.from,
             target,
+            target_directory: node.directory_id,
+            directory_id: self.directory_id,
+            replaced: self.replaced.clone(),
             wire: self.wire.clone(),
             contacts: self.contacts.clone(),
         }
@@ -279,9 +294,22 @@ impl RaftNetwork<SimTypes> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
-        match self.call(Rpc::Vote(rpc), &option).await {
+        let vote = AddressedVote {
+            rpc,
+            candidate_directory: self.directory_id,
+            voter_directory: self.target_directory,
+        };
+        match self.call(Rpc::Vote(vote), &option).await {
             Some(Answer::Vote(result)) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            Some(Answer::VoteRefused(refusal)) => {
+                if refusal.candidate_replaced {
+                    self.replaced.raise();
+                }
+                Err(RPCError::Network(NetworkError::new(
+                    &std::io::Error::other(refusal.why),
+                )))
             }
             _ => Err(unanswered()),
         }

@@ -17,9 +17,9 @@
 //!   (auto.leader.rebalance.enable).
 //! - Voters: promotes learners and demotes voters (`voters.rs` decides, openraft's joint
 //!   consensus changes the membership); registration records each node's metadata
-//!   directory id, its half of KIP-853's replica key, and a member whose directory was
-//!   replaced gets the new one recorded once its broker heartbeats caught up
-//!   (`replica_keys.rs`: until then it does not vote).
+//!   directory id, its half of KIP-853's replica key, and records the new one of a node
+//!   whose metadata log was lost or replaced (`replica_keys.rs`: until then it takes no
+//!   part in the quorum).
 //!
 //! Thread-safe: sessions behind a mutex; Raft is internally synchronised.
 //!
@@ -39,7 +39,6 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::quorum_state::FollowerContacts;
-use crate::replica_keys::replaced_directory;
 use crate::rpc::{ControllerRequest, ControllerResponse};
 use crate::state_machine::Published;
 use crate::voters::{QuorumView, ReplicaKey, VoterChangeError};
@@ -114,9 +113,6 @@ pub struct ControllerService<C: MetadataRaft = TypeConfig> {
     /// This leader removed itself from the voters and is handing leadership over: it
     /// answers as a follower meanwhile.
     resigning: std::sync::atomic::AtomicBool,
-    /// Members whose broker heartbeated caught up on another metadata directory than the
-    /// membership records: node -> the directory it runs on, recorded by the duties.
-    replaced_directories: Mutex<BTreeMap<NodeId, Uuid>>,
 }
 
 impl<C: MetadataRaft> ControllerService<C> {
@@ -141,7 +137,6 @@ impl<C: MetadataRaft> ControllerService<C> {
             next_seq: AtomicU64::new(0),
             contacts,
             resigning: std::sync::atomic::AtomicBool::new(false),
-            replaced_directories: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -255,31 +250,21 @@ impl<C: MetadataRaft> ControllerService<C> {
                 incarnation,
                 caught_up,
                 shutting_down,
-                directory_id,
             } => {
-                let response = self
-                    .heartbeat(id, incarnation, caught_up, shutting_down)
-                    .await;
-                if caught_up
-                    && matches!(
-                        response,
-                        ControllerResponse::Heartbeat {
-                            registered: true,
-                            ..
-                        }
-                    )
-                {
-                    self.note_directory(id as NodeId, directory_id);
-                }
-                response
+                self.heartbeat(id, incarnation, caught_up, shutting_down)
+                    .await
             }
         }
     }
 
     /// A registering node receives the metadata log: a node outside the membership joins
-    /// it as a learner; one already in it with the same address and no directory id yet
-    /// (a voter named at start) gets its directory id. A voter's address is not changed
-    /// here. Bounded as every membership change (`change_membership`).
+    /// it as a learner; one already in it with the same address gets the directory id it
+    /// runs on recorded: a voter named at start has none yet, and a node whose metadata
+    /// log was lost or replaced comes back on a new one. Until then the others address
+    /// it by the old one and it refuses their messages (`replica_keys.rs`); once recorded,
+    /// a leader holding the record was elected after the old log was lost, so it takes
+    /// the log from there and votes again. A voter's address is not changed here. Bounded
+    /// as every membership change (`change_membership`).
     async fn join_quorum(
         &self,
         node: NodeId,
@@ -298,7 +283,15 @@ impl<C: MetadataRaft> ControllerService<C> {
         let peer = BTreeMap::from([(node, QuorumPeer::new(raft_address, directory_id))]);
         match known {
             Some(known) if known.addr == peer[&node].addr => {
-                if known.directory_id.is_nil() && !directory_id.is_nil() {
+                if known.directory_id != directory_id && !directory_id.is_nil() {
+                    if !known.directory_id.is_nil() {
+                        tracing::warn!(
+                            node,
+                            old = %known.directory_id,
+                            new = %directory_id,
+                            "a member's metadata log directory was replaced: recording the new one"
+                        );
+                    }
                     self.change_membership(ChangeMembers::SetNodes(peer))
                         .await?;
                 }
@@ -683,62 +676,6 @@ impl<C: MetadataRaft> ControllerService<C> {
         }
     }
 
-    /// A member's broker heartbeated caught up (its own registration applied: every entry
-    /// committed before its node started is in its log) from metadata directory
-    /// `running`: if the membership records another, the duties record this one.
-    fn note_directory(&self, node: NodeId, running: Uuid) {
-        let metrics = self.raft.metrics();
-        let replaced = replaced_directory(
-            metrics.borrow().membership_config.membership(),
-            node,
-            running,
-        );
-        if replaced.is_some() {
-            self.replaced_directories
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(node, running);
-        }
-    }
-
-    /// Records the directories members now run on (`note_directory`), so that the
-    /// others take their votes again. A change that fails is tried at the next
-    /// heartbeat's note.
-    async fn record_replaced_directories(&self) {
-        let noted = std::mem::take(
-            &mut *self
-                .replaced_directories
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        for (node, running) in noted {
-            let peer = {
-                let metrics = self.raft.metrics();
-                let metrics = metrics.borrow();
-                let membership = metrics.membership_config.membership();
-                replaced_directory(membership, node, running)
-                    .and_then(|_| membership.get_node(&node))
-                    .map(|peer| QuorumPeer::new(peer.addr.clone(), running))
-            };
-            let Some(peer) = peer else { continue };
-            match self
-                .change_membership(ChangeMembers::SetNodes(BTreeMap::from([(node, peer)])))
-                .await
-            {
-                Ok(()) => tracing::info!(
-                    node,
-                    directory = %running,
-                    "a member's metadata directory was replaced; it caught up, and its new directory is recorded (it votes again)"
-                ),
-                Err(error) => tracing::warn!(
-                    node,
-                    ?error,
-                    "recording a member's new metadata directory failed"
-                ),
-            }
-        }
-    }
-
     /// Session expiry and preferred-leader elections, while this node leads. Runs until
     /// the process ends.
     pub async fn run_duties(self: Arc<Self>) {
@@ -790,7 +727,6 @@ impl<C: MetadataRaft> ControllerService<C> {
                     .await;
             }
             self.fence_expired().await;
-            self.record_replaced_directories().await;
             if let Some(interval) = self.config.preferred_leader_check {
                 if last_preferred_check.elapsed() >= interval {
                     last_preferred_check = C::now();

@@ -38,7 +38,7 @@ use strand_protocol::RequestMemory;
 
 use crate::controller_service::ControllerService;
 use crate::quorum_state::FollowerContacts;
-use crate::replica_keys::{refuses_vote, AddressedVote, ReplacedSignal};
+use crate::replica_keys::{Addressed, Refusal, ReplicaKeyGuard};
 use crate::rpc::{read_frame, write_frame, Request, Response};
 use crate::{NodeId, QuorumPeer, Raft, TypeConfig};
 
@@ -187,18 +187,15 @@ impl Peer {
 pub struct Network {
     pub contacts: Arc<FollowerContacts>,
     pub tls: Option<QuorumTls>,
-    /// This node's metadata directory id, sent with its vote requests.
-    pub directory_id: Uuid,
-    /// Raised when a voter refuses this node's candidacy as replaced.
-    pub replaced: ReplacedSignal,
+    /// This node's replica key: its directory id is sent with every Raft message.
+    pub keys: ReplicaKeyGuard,
 }
 
 pub struct Connection {
     target: NodeId,
     /// The directory id the membership records for the target.
     target_directory: Uuid,
-    directory_id: Uuid,
-    replaced: ReplacedSignal,
+    keys: ReplicaKeyGuard,
     peer: Peer,
     contacts: Arc<FollowerContacts>,
 }
@@ -210,8 +207,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             target,
             target_directory: node.directory_id,
-            directory_id: self.directory_id,
-            replaced: self.replaced.clone(),
+            keys: self.keys.clone(),
             peer: Peer::new(node.addr.clone(), self.tls.clone()),
             contacts: self.contacts.clone(),
         }
@@ -221,6 +217,25 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>>>;
 
 impl Connection {
+    fn addressed<T>(&self, rpc: T) -> Addressed<T> {
+        Addressed {
+            rpc,
+            sender_directory: self.keys.own,
+            recipient_directory: self.target_directory,
+        }
+    }
+
+    /// A refusal on the replica keys, as openraft hears it: the message did not arrive.
+    fn refused<E: std::error::Error>(
+        &self,
+        refusal: Refusal,
+    ) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
+        if refusal.candidate_replaced {
+            self.keys.replaced.raise();
+        }
+        RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
+    }
+
     async fn call(
         &mut self,
         request: Request,
@@ -247,7 +262,8 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
         let sent_end = FollowerContacts::sent_end(&rpc);
-        match self.call(Request::AppendEntries(rpc), &option).await? {
+        let request = Request::AppendEntries(self.addressed(rpc));
+        match self.call(request, &option).await? {
             Response::AppendEntries(result) => {
                 if let Ok(response) = &result {
                     self.contacts
@@ -255,6 +271,7 @@ impl RaftNetwork<TypeConfig> for Connection {
                 }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
+            Response::Refused(refusal) => Err(self.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }
@@ -264,10 +281,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self.call(Request::InstallSnapshot(rpc), &option).await? {
+        let request = Request::InstallSnapshot(self.addressed(rpc));
+        match self.call(request, &option).await? {
             Response::InstallSnapshot(result) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
+            Response::Refused(refusal) => Err(self.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }
@@ -277,38 +296,28 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
-        let vote = AddressedVote {
-            rpc,
-            candidate_directory: self.directory_id,
-            voter_directory: self.target_directory,
-        };
-        match self.call(Request::Vote(vote), &option).await? {
+        match self
+            .call(Request::Vote(self.addressed(rpc)), &option)
+            .await?
+        {
             Response::Vote(result) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Response::VoteRefused(refusal) => {
-                if refusal.candidate_replaced {
-                    self.replaced.raise();
-                }
-                Err(RPCError::Network(NetworkError::new(
-                    &std::io::Error::other(refusal.why),
-                )))
-            }
+            Response::Refused(refusal) => Err(self.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }
 }
 
 /// Answers Raft RPCs and broker requests on `listener` until the task is dropped;
-/// `directory_id` is this node's metadata directory's (votes asked of another are
-/// refused, and raise `replaced`).
+/// Raft messages addressed to another metadata directory than `keys.own` are refused
+/// (`replica_keys.rs`).
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
     service: Arc<ControllerService>,
     tls: Option<QuorumTls>,
-    directory_id: Uuid,
-    replaced: ReplacedSignal,
+    keys: ReplicaKeyGuard,
 ) {
     let limits = ConnectionLimits::new(ConnectionLimitsConfig::total_only(CONNECTIONS_MAX));
     let memory = Arc::new(RequestMemory::new(
@@ -342,7 +351,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let (raft, service, memory) = (raft.clone(), service.clone(), memory.clone());
-        let (tls, replaced) = (tls.clone(), replaced.clone());
+        let (tls, keys) = (tls.clone(), keys.clone());
         connections.spawn(async move {
             let stream: Box<dyn Stream> = match tls {
                 None => Box::new(stream),
@@ -354,7 +363,6 @@ pub async fn serve(
                     }
                 },
             };
-            let keys = (directory_id, replaced);
             serve_connection(BufReader::new(stream), slot, raft, service, memory, keys).await
         });
     }
@@ -388,7 +396,7 @@ async fn serve_connection(
     raft: Raft,
     service: Arc<ControllerService>,
     memory: Arc<RequestMemory>,
-    (directory_id, replaced): (Uuid, ReplacedSignal),
+    keys: ReplicaKeyGuard,
 ) {
     loop {
         // Waits for the first byte of a request, bounded by the idle timeout and eviction.
@@ -413,21 +421,22 @@ async fn serve_connection(
             }
         };
         slot.activity.touch();
-        let response = match request {
-            Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
-            Request::Vote(vote) => match refuses_vote(&raft, directory_id, &vote, &replaced) {
-                Some(refusal) => {
-                    let candidate = vote.rpc.vote.leader_id.node_id;
-                    tracing::info!(candidate, why = %refusal.why, "vote refused");
-                    Response::VoteRefused(refusal)
-                }
-                None => Response::Vote(raft.vote(vote.rpc).await),
-            },
-            Request::InstallSnapshot(rpc) => {
-                Response::InstallSnapshot(raft.install_snapshot(rpc).await)
-            }
-            Request::Controller(request) => Response::Controller(service.handle(request).await),
+        let answer = match request {
+            Request::AppendEntries(rpc) => keys
+                .answer_append(&raft, rpc)
+                .await
+                .map(Response::AppendEntries),
+            Request::Vote(vote) => keys.answer_vote(&raft, vote).await.map(Response::Vote),
+            Request::InstallSnapshot(rpc) => keys
+                .answer_snapshot(&raft, rpc)
+                .await
+                .map(Response::InstallSnapshot),
+            Request::Controller(request) => Ok(Response::Controller(service.handle(request).await)),
         };
+        let response = answer.unwrap_or_else(|refusal| {
+            tracing::info!(why = %refusal.why, "a Raft message refused on its replica keys");
+            Response::Refused(refusal)
+        });
         // A peer that stops reading its answers is dropped, not waited for.
         match tokio::time::timeout(BODY_READ_TIMEOUT, write_frame(&mut stream, &response)).await {
             Ok(Ok(())) => slot.activity.touch(),

@@ -19,7 +19,7 @@ use crate::controller_service::{ControllerService, ServiceConfig};
 use crate::log_store::LogStore;
 use crate::network::{Network, QuorumTls};
 use crate::quorum_state::FollowerContacts;
-use crate::replica_keys::{elect_only_as_recorded, ReplacedSignal};
+use crate::replica_keys::{elect_only_as_recorded, ReplicaKeyGuard};
 use crate::state_machine::{Published, StateMachine};
 use crate::{NodeId, QuorumPeer, Raft};
 
@@ -74,15 +74,14 @@ impl QuorumNode {
         let metadata = state_machine.subscribe();
         let raft_config = raft_config(config.heartbeat_interval).validate()?;
         let contacts = Arc::new(FollowerContacts::default());
-        let replaced = ReplacedSignal::default();
+        let keys = ReplicaKeyGuard::new(config.directory_id);
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
             Network {
                 contacts: contacts.clone(),
                 tls: config.tls.clone(),
-                directory_id: config.directory_id,
-                replaced: replaced.clone(),
+                keys: keys.clone(),
             },
             log_store,
             state_machine,
@@ -106,14 +105,9 @@ impl QuorumNode {
             raft.clone(),
             service.clone(),
             config.tls.clone(),
-            config.directory_id,
-            replaced.clone(),
+            keys.clone(),
         ))];
-        tasks.push(tokio::spawn(elect_only_as_recorded(
-            raft.clone(),
-            config.directory_id,
-            replaced,
-        )));
+        tasks.push(tokio::spawn(elect_only_as_recorded(raft.clone(), keys)));
         if config.voters.contains_key(&config.node_id) && !raft.is_initialized().await? {
             // Directory ids nil: every voter must propose the very same first entry, and
             // none knows the others' (each records its own when it registers).

@@ -1,40 +1,44 @@
-//! A voter that lost its metadata log must not vote until it has it back (KIP-853's
-//! replica keys).
+//! A voter that lost its metadata log must take no part in the quorum until the
+//! membership knows it by its new directory (KIP-853's replica keys).
 //!
-//! Raft's safety rests on every voter remembering what it acknowledged. A voter whose
-//! disk was lost or replaced comes back with an empty log under the same node id; were
-//! it to vote, it could elect a candidate that lacks entries committed with the old
-//! log's acknowledgement, and those entries would be lost (entry X committed on A and B;
-//! B loses its disk; with A down, C, which never had X, wins B's vote and overwrites X).
+//! Raft's safety rests on every voter remembering what it acknowledged and whom it voted
+//! for. A voter whose disk was lost or replaced comes back with an empty log and no vote
+//! under the same node id. Were it to vote, it could elect a candidate that lacks entries
+//! committed with the old log's acknowledgement (entry X committed on A and B; B loses its
+//! disk; with A down, C, which never had X, wins B's vote). Were its acknowledgements
+//! counted, a deposed leader of an older term, which B no longer knows it voted against,
+//! could commit other entries at X's index with B's help.
 //!
-//! The metadata directory id (`directory.id` in its `meta.properties`, new with every
-//! new directory) tells the two lives apart. The membership records each member's id once
-//! it registers (`controller_service.rs`), and every vote request carries both halves:
-//! - the directory the candidate's membership records for the voter asked: a voter
-//!   running on another directory refuses (it is not the voter the candidate counts);
-//! - the candidate's own directory: a voter whose membership records another for the
-//!   candidate refuses (the candidate's log may lack what its old directory
-//!   acknowledged).
+//! The metadata directory id (`directory.id` in its `meta.properties`, new with every new
+//! directory) tells the two lives apart. The membership records each member's id when it
+//! registers (`controller_service.rs`), and every Raft message names the directory the
+//! sender's membership records for the recipient; the recipient refuses one addressed to
+//! another directory than its own. So a replaced node votes for nobody and acknowledges
+//! nothing until its registration records its new directory. Any leader that addresses it
+//! by the new one holds that record in its log, so it was appended after the old log was
+//! lost: its term is past every vote the old log cast, and its log holds every entry the
+//! old log helped commit. From then on the node takes the log and votes as any follower.
+//! (Kafka keeps such a node an observer until an operator removes the old replica key and
+//! adds the new one; `docs/ARCHITECTURE.md`, deliberate differences.)
 //!
-//! A replaced node does not stand for election either (openraft's `elect` switch, as
-//! `elect_only_as_recorded` sets it): once a voter refused its candidacy on these grounds,
-//! or someone asked it as its old directory, or its membership records the old one. Its
-//! candidacies could never win, but their ever higher terms would depose each leader
-//! that reached it with an append, and it would never take the log.
+//! Votes also name the candidate's own directory, and a voter whose membership records
+//! another one for the candidate refuses it. Not covered: a candidate whose membership
+//! does not record the replaced node's old directory at all (it was cut off since before
+//! that registration) addresses it by nil, and is not refused (`docs/FAULTS.md`). A
+//! replaced node also stops standing
+//! for election (openraft's `elect` switch, `elect_only_as_recorded`): its candidacies
+//! could not win, but their ever higher terms would depose every leader that reached it.
 //!
-//! Appends are not refused: a replaced node takes the log from the leader like any
-//! follower, and an acknowledgement it gives covers the whole prefix it now holds, so
-//! counting it is sound. Once its broker heartbeats caught up (its own registration
-//! applied, so every entry committed before its restart is in its log), the active
-//! controller records its new directory and it votes again (Kafka asks the operator to
-//! remove the old replica key and add the new one instead; `docs/COMPATIBILITY.md`).
-//!
-//! A nil directory id on either side means unknown (voters named at start before they
-//! register, nodes older than this check): nothing is refused on it.
+//! A nil directory id means unknown (voters named at start before they register,
+//! controller-only nodes, nodes older than this check): nothing is refused on it.
 
 use std::sync::Arc;
 
-use openraft::raft::VoteRequest;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
 use openraft::Membership;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -42,23 +46,43 @@ use uuid::Uuid;
 
 use crate::{MetadataRaft, NodeId, QuorumPeer};
 
-/// A vote request with the replica keys of both ends.
+/// A Raft message with the replica keys of both ends. (Not flattened into the message:
+/// serde's flattening buffers the whole message, and openraft's entries do not survive
+/// it. Quorum nodes of versions before the keys cannot talk to these.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AddressedVote {
-    pub rpc: VoteRequest<NodeId>,
-    /// The candidate's own metadata directory id.
-    pub candidate_directory: Uuid,
-    /// The directory id the candidate's membership records for the voter asked.
-    pub voter_directory: Uuid,
+pub struct Addressed<T> {
+    pub rpc: T,
+    /// The sender's own metadata directory id.
+    #[serde(default)]
+    pub sender_directory: Uuid,
+    /// The directory id the sender's membership records for the recipient.
+    #[serde(default)]
+    pub recipient_directory: Uuid,
 }
 
-/// A vote request not considered, and why.
+pub type AddressedVote = Addressed<VoteRequest<NodeId>>;
+
+/// A message not considered, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     pub why: String,
     /// The candidate runs on another directory than the one recorded for it: it should
     /// stop standing for election (`ReplacedSignal`).
     pub candidate_replaced: bool,
+}
+
+fn known(id: Uuid) -> bool {
+    !id.is_nil()
+}
+
+/// Why a node running on directory `own` refuses a message addressed to `recipient`.
+pub fn misaddressed(own: Uuid, recipient: Uuid) -> Option<Refusal> {
+    (known(own) && known(recipient) && recipient != own).then(|| Refusal {
+        why: format!(
+            "addressed to metadata directory {recipient}, but this node runs on {own} (its log was lost or replaced): it takes part again once its registration records the new directory"
+        ),
+        candidate_replaced: false,
+    })
 }
 
 /// Why a node running on directory `own`, holding `membership`, refuses `vote` (None:
@@ -68,25 +92,24 @@ pub fn vote_refusal(
     own: Uuid,
     vote: &AddressedVote,
 ) -> Option<Refusal> {
-    let known = |id: Uuid| !id.is_nil();
-    if known(own) && known(vote.voter_directory) && vote.voter_directory != own {
-        return Some(Refusal {
-            why: format!(
-                "asked as metadata directory {}, but this node runs on {own} (its log was lost or replaced): it votes again once the controller records its new directory",
-                vote.voter_directory
-            ),
-            candidate_replaced: false,
-        });
+    if let Some(refusal) = misaddressed(own, vote.recipient_directory) {
+        return Some(refusal);
     }
     let candidate = vote.rpc.vote.leader_id.node_id;
-    let recorded = membership
-        .get_node(&candidate)
-        .map_or(Uuid::nil(), |peer| peer.directory_id);
-    if known(recorded) && known(vote.candidate_directory) && recorded != vote.candidate_directory {
+    let recorded = |node: NodeId| {
+        membership
+            .get_node(&node)
+            .map_or(Uuid::nil(), |peer| peer.directory_id)
+    };
+    let candidate_recorded = recorded(candidate);
+    if known(candidate_recorded)
+        && known(vote.sender_directory)
+        && candidate_recorded != vote.sender_directory
+    {
         return Some(Refusal {
             why: format!(
-                "candidate {candidate} runs on metadata directory {}, but the membership records {recorded}: its log may lack what the old one acknowledged",
-                vote.candidate_directory
+                "candidate {candidate} runs on metadata directory {}, but the membership records {candidate_recorded}: its log may lack what the old one acknowledged",
+                vote.sender_directory
             ),
             candidate_replaced: true,
         });
@@ -94,27 +117,81 @@ pub fn vote_refusal(
     None
 }
 
-/// `vote_refusal` against the membership `raft` holds now; a refusal because this node
-/// is not the one asked raises `replaced`.
-pub fn refuses_vote<C: MetadataRaft>(
-    raft: &openraft::Raft<C>,
-    own: Uuid,
-    vote: &AddressedVote,
-    replaced: &ReplacedSignal,
-) -> Option<Refusal> {
-    let refusal = {
-        let metrics = raft.metrics();
-        let metrics = metrics.borrow();
-        vote_refusal(metrics.membership_config.membership(), own, vote)
-    };
-    if refusal.as_ref().is_some_and(|r| !r.candidate_replaced) {
-        replaced.raise();
+/// This node's half of the replica keys: its directory, and the signal it raises when
+/// it learns that others know it by another one.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaKeyGuard {
+    pub own: Uuid,
+    pub replaced: ReplacedSignal,
+}
+
+impl ReplicaKeyGuard {
+    pub fn new(own: Uuid) -> ReplicaKeyGuard {
+        ReplicaKeyGuard {
+            own,
+            replaced: ReplacedSignal::default(),
+        }
     }
-    refusal
+
+    fn misaddressed(&self, recipient: Uuid) -> Option<Refusal> {
+        let refusal = misaddressed(self.own, recipient);
+        if refusal.is_some() {
+            self.replaced.raise();
+        }
+        refusal
+    }
+
+    /// A vote request, as the quorum listener answers it: refused on the replica keys,
+    /// or decided by Raft.
+    pub async fn answer_vote<C: MetadataRaft>(
+        &self,
+        raft: &openraft::Raft<C>,
+        vote: AddressedVote,
+    ) -> Result<Result<VoteResponse<NodeId>, RaftError<NodeId>>, Refusal> {
+        let refusal = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            vote_refusal(membership, self.own, &vote)
+        };
+        if let Some(refusal) = refusal {
+            if misaddressed(self.own, vote.recipient_directory).is_some() {
+                self.replaced.raise();
+            }
+            return Err(refusal);
+        }
+        Ok(raft.vote(vote.rpc).await)
+    }
+
+    pub async fn answer_append<C: MetadataRaft>(
+        &self,
+        raft: &openraft::Raft<C>,
+        append: Addressed<AppendEntriesRequest<C>>,
+    ) -> Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, Refusal> {
+        if let Some(refusal) = self.misaddressed(append.recipient_directory) {
+            return Err(refusal);
+        }
+        Ok(raft.append_entries(append.rpc).await)
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub async fn answer_snapshot<C: MetadataRaft>(
+        &self,
+        raft: &openraft::Raft<C>,
+        snapshot: Addressed<InstallSnapshotRequest<C>>,
+    ) -> Result<
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+        Refusal,
+    > {
+        if let Some(refusal) = self.misaddressed(snapshot.recipient_directory) {
+            return Err(refusal);
+        }
+        Ok(raft.install_snapshot(snapshot.rpc).await)
+    }
 }
 
 /// Raised when this node learns that others know it by another metadata directory (a
-/// candidacy refused as replaced, a vote asked of its old directory).
+/// candidacy refused as replaced, a message addressed to its old directory).
 #[derive(Debug, Clone)]
 pub struct ReplacedSignal(Arc<watch::Sender<bool>>);
 
@@ -137,17 +214,17 @@ impl ReplacedSignal {
 
 /// Keeps this node out of elections while it runs on another metadata directory than
 /// the one recorded for it: its membership records another, or (its membership
-/// recording none, as the one it started with after losing its disk) `replaced` was
-/// raised. Runs until Raft stops.
+/// recording none, as the one it started with after losing its disk) the signal was
+/// raised. Once its membership records its own directory, that decides, whatever the
+/// signal said before. Runs until Raft stops.
 pub async fn elect_only_as_recorded<C: MetadataRaft>(
     raft: openraft::Raft<C>,
-    own: Uuid,
-    replaced: ReplacedSignal,
+    guard: ReplicaKeyGuard,
 ) {
-    if own.is_nil() {
+    if guard.own.is_nil() {
         return;
     }
-    let mut told = replaced.subscribe();
+    let mut told = guard.replaced.subscribe();
     let mut metrics = raft.metrics();
     let mut electing = true;
     loop {
@@ -158,7 +235,7 @@ pub async fn elect_only_as_recorded<C: MetadataRaft>(
                 .get_node(&metrics.id)
                 .map(|peer| peer.directory_id)
             {
-                Some(recorded) if !recorded.is_nil() => recorded != own,
+                Some(recorded) if known(recorded) => recorded != guard.own,
                 _ => *told.borrow_and_update(),
             }
         };
@@ -169,7 +246,7 @@ pub async fn elect_only_as_recorded<C: MetadataRaft>(
                 true => "this node's metadata directory is recorded: it stands for election again",
                 false => "this node runs on another metadata directory than the one recorded for it: it stands for election once its new one is recorded",
             };
-            tracing::info!(directory = %own, "{what}");
+            tracing::info!(directory = %guard.own, "{what}");
         }
         // Biased: the simulator replays it (no draw from tokio's unseeded RNG).
         tokio::select! {
@@ -180,22 +257,11 @@ pub async fn elect_only_as_recorded<C: MetadataRaft>(
     }
 }
 
-/// The directory `membership` records for `node` when it is known and differs from
-/// `running`, the one the node reports it runs on: its metadata log was replaced.
-pub fn replaced_directory(
-    membership: &Membership<NodeId, QuorumPeer>,
-    node: NodeId,
-    running: Uuid,
-) -> Option<Uuid> {
-    let recorded = membership.get_node(&node)?.directory_id;
-    (!recorded.is_nil() && !running.is_nil() && recorded != running).then_some(recorded)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use openraft::{LeaderId, Vote};
+    use openraft::{CommittedLeaderId, LeaderId, LogId, Vote};
 
     use super::*;
 
@@ -213,7 +279,9 @@ mod tests {
         Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
     }
 
-    fn vote(candidate: NodeId, candidate_directory: Uuid, voter_directory: Uuid) -> AddressedVote {
+    /// A vote asked by `candidate` (last log at `last_index`) running on `sender`, of a
+    /// voter it knows as `recipient`.
+    fn vote(candidate: NodeId, sender: Uuid, recipient: Uuid, last_index: u64) -> AddressedVote {
         AddressedVote {
             rpc: VoteRequest {
                 vote: Vote {
@@ -223,21 +291,22 @@ mod tests {
                     },
                     committed: false,
                 },
-                last_log_id: None,
+                last_log_id: Some(LogId::new(CommittedLeaderId::new(4, candidate), last_index)),
             },
-            candidate_directory,
-            voter_directory,
+            sender_directory: sender,
+            recipient_directory: recipient,
         }
     }
 
     #[test]
     fn a_voter_running_on_another_directory_than_the_one_asked_refuses() {
         // Voter 2 lost its disk: it now runs on 23; candidate 1 asks for 22.
-        let refusal = vote_refusal(&membership(), dir(23), &vote(1, dir(11), dir(22))).unwrap();
+        let refusal = vote_refusal(&membership(), dir(23), &vote(1, dir(11), dir(22), 9));
+        let refusal = refusal.unwrap();
         assert!(refusal.why.contains("runs on") && !refusal.candidate_replaced);
         // The same voter on its recorded directory decides as Raft does.
         assert_eq!(
-            vote_refusal(&membership(), dir(22), &vote(1, dir(11), dir(22))),
+            vote_refusal(&membership(), dir(22), &vote(1, dir(11), dir(22), 9)),
             None
         );
     }
@@ -245,7 +314,8 @@ mod tests {
     #[test]
     fn a_candidate_on_another_directory_than_the_recorded_one_is_refused() {
         // Candidate 2 came back on 23; voter 1's membership records 22.
-        let refusal = vote_refusal(&membership(), dir(11), &vote(2, dir(23), dir(11))).unwrap();
+        let refusal = vote_refusal(&membership(), dir(11), &vote(2, dir(23), dir(11), 9));
+        let refusal = refusal.unwrap();
         assert!(refusal.why.contains("candidate 2") && refusal.candidate_replaced);
     }
 
@@ -253,32 +323,42 @@ mod tests {
     fn unknown_directories_refuse_nothing() {
         // Node 3 never registered (nil in the membership): its candidacy is judged by Raft.
         assert_eq!(
-            vote_refusal(&membership(), dir(11), &vote(3, dir(33), dir(11))),
+            vote_refusal(&membership(), dir(11), &vote(3, dir(33), dir(11), 9)),
             None
         );
         // A candidate that does not know the voter's directory, or its own.
         assert_eq!(
-            vote_refusal(&membership(), dir(23), &vote(1, dir(11), Uuid::nil())),
+            vote_refusal(
+                &membership(),
+                dir(11),
+                &vote(2, Uuid::nil(), Uuid::nil(), 9)
+            ),
             None
         );
+        // A node that does not know its own (controller-only).
         assert_eq!(
-            vote_refusal(&membership(), dir(11), &vote(2, Uuid::nil(), dir(11))),
+            vote_refusal(&membership(), Uuid::nil(), &vote(1, dir(11), dir(22), 9)),
             None
         );
-        // A node that does not know its own.
-        assert_eq!(
-            vote_refusal(&membership(), Uuid::nil(), &vote(1, dir(11), dir(22))),
-            None
-        );
+        assert_eq!(misaddressed(Uuid::nil(), dir(22)), None);
+        assert_eq!(misaddressed(dir(23), Uuid::nil()), None);
     }
 
     #[test]
-    fn a_replaced_directory_is_the_recorded_one_when_both_are_known_and_differ() {
-        let m = membership();
-        assert_eq!(replaced_directory(&m, 2, dir(23)), Some(dir(22)));
-        assert_eq!(replaced_directory(&m, 2, dir(22)), None);
-        assert_eq!(replaced_directory(&m, 3, dir(33)), None, "nil recorded");
-        assert_eq!(replaced_directory(&m, 2, Uuid::nil()), None, "nil reported");
-        assert_eq!(replaced_directory(&m, 9, dir(99)), None, "not a member");
+    fn appends_addressed_to_another_directory_are_refused() {
+        assert!(misaddressed(dir(23), dir(22)).is_some());
+        assert_eq!(misaddressed(dir(22), dir(22)), None);
+    }
+
+    #[test]
+    fn addressed_messages_read_back_with_their_keys() {
+        let addressed = vote(1, dir(11), dir(22), 9);
+        let json = serde_json::to_string(&addressed).unwrap();
+        let read: AddressedVote = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.rpc, addressed.rpc);
+        assert_eq!(
+            (read.sender_directory, read.recipient_directory),
+            (dir(11), dir(22))
+        );
     }
 }

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::quorum_state::QuorumDescription;
-use crate::replica_keys::{AddressedVote, Refusal};
+use crate::replica_keys::{Addressed, AddressedVote, Refusal};
 use crate::voters::VoterChangeError;
 use crate::{NodeId, TypeConfig};
 
@@ -32,9 +32,9 @@ pub const ENTRY_MAX_BYTES: usize = 512 * 1024;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
-    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    AppendEntries(Addressed<AppendEntriesRequest<TypeConfig>>),
     Vote(AddressedVote),
-    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    InstallSnapshot(Addressed<InstallSnapshotRequest<TypeConfig>>),
     Controller(ControllerRequest),
 }
 
@@ -46,8 +46,8 @@ pub enum Response {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     Controller(ControllerResponse),
-    /// The vote was not considered: the replica keys do not match (`replica_keys.rs`).
-    VoteRefused(Refusal),
+    /// The message was not considered: the replica keys do not match (`replica_keys.rs`).
+    Refused(Refusal),
 }
 
 /// What a broker asks of the active controller.
@@ -89,10 +89,6 @@ pub enum ControllerRequest {
         caught_up: bool,
         /// The broker wants to stop: move its leaderships away first.
         shutting_down: bool,
-        /// The directory id of the node's metadata log: with `caught_up`, a voter whose
-        /// directory was replaced gets the new one recorded (`replica_keys.rs`).
-        #[serde(default)]
-        directory_id: Uuid,
     },
 }
 

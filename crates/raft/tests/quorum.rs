@@ -31,7 +31,6 @@ async fn heartbeat(client: &QuorumClient, id: i32, incarnation: Uuid) -> Control
                 incarnation,
                 caught_up: true,
                 shutting_down: false,
-                directory_id: Uuid::nil(),
             },
             TIMEOUT,
         )
@@ -215,7 +214,6 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
                     incarnation: Uuid::new_v4(),
                     caught_up: true,
                     shutting_down: false,
-                    directory_id: Uuid::nil(),
                 },
                 Duration::from_secs(5),
             )

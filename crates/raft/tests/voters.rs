@@ -232,7 +232,6 @@ async fn voters_are_added_and_removed_and_the_quorum_keeps_deciding() {
                 incarnation,
                 caught_up: true,
                 shutting_down: false,
-                directory_id: Uuid::nil(),
             };
             client.request(heartbeat, TIMEOUT).await.unwrap();
         }

@@ -150,7 +150,7 @@ fn main() -> ExitCode {
                     outcome.deposed_acks
                 );
                 println!(
-                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts and {} disks lost ({} votes refused on replica keys, {} replaced directories recorded), {} messages lost and {} duplicated",
+                    "seed {seed}: metadata quorum: {} steps, {} virtual seconds, {} entries applied, {} topics created ({} more answered as existing on a retry), {} producer id blocks, {} voter changes, {} sessions expired, {} writes retried after a stale decision, {} Raft leaders ({} in a term another node led too), {} crashes of which {} power cuts and {} disks lost ({} Raft messages refused on replica keys, {} replaced directories recorded), {} messages lost and {} duplicated",
                     quorum.steps,
                     quorum.virtual_ms / 1000,
                     quorum.applied,
@@ -165,7 +165,7 @@ fn main() -> ExitCode {
                     quorum.crashes,
                     quorum.power_cuts,
                     quorum.disks_lost,
-                    quorum.votes_refused,
+                    quorum.refusals,
                     quorum.directories_recorded,
                     quorum.messages_lost,
                     quorum.messages_duplicated,

@@ -44,7 +44,7 @@ use strand_metadata::{ControllerCommand, ControllerReply, MetadataEntry, NewTopi
 use strand_raft::controller_service::{ControllerService, ServiceConfig};
 use strand_raft::log_store::LogStore;
 use strand_raft::quorum_state::FollowerContacts;
-use strand_raft::replica_keys::{elect_only_as_recorded, refuses_vote, ReplacedSignal};
+use strand_raft::replica_keys::{elect_only_as_recorded, ReplicaKeyGuard};
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
 use strand_raft::state_machine::{Published, StateMachine};
 use strand_raft::{NodeId, QuorumPeer};
@@ -108,8 +108,8 @@ pub struct Outcome {
     pub stale_retries: u64,
     /// Nodes that came back with an empty metadata log in a new directory.
     pub disks_lost: u64,
-    /// Vote requests refused on replica keys (`strand_raft::replica_keys`).
-    pub votes_refused: u64,
+    /// Raft messages refused on replica keys (`strand_raft::replica_keys`).
+    pub refusals: u64,
     /// Replaced directories recorded in the membership (the node votes again).
     pub directories_recorded: u64,
     pub applied: u64,
@@ -124,7 +124,7 @@ struct Up {
     raft: Raft,
     service: Arc<Service>,
     published: watch::Receiver<Published>,
-    replaced: ReplacedSignal,
+    keys: ReplicaKeyGuard,
 }
 
 struct Node {
@@ -345,7 +345,7 @@ impl QuorumWorld {
         self.disk.settle(&dir);
         let wire = self.wire.clone();
         let contacts = Arc::new(FollowerContacts::with_clock(runtime::virtual_ms));
-        let replaced = ReplacedSignal::default();
+        let keys = ReplicaKeyGuard::new(directory_id);
         self.exec.spawn(id, async move {
             let log = LogStore::<SimTypes>::open(&dir).expect("the raft log opens");
             let machine = StateMachine::<SimTypes>::open(&dir).expect("the state machine opens");
@@ -357,8 +357,7 @@ impl QuorumWorld {
                     from: id,
                     wire,
                     contacts: contacts.clone(),
-                    directory_id,
-                    replaced: replaced.clone(),
+                    keys: keys.clone(),
                 },
                 log,
                 machine,
@@ -390,14 +389,13 @@ impl QuorumWorld {
             <SimRuntime as openraft::AsyncRuntime>::spawn(service.clone().run_duties());
             <SimRuntime as openraft::AsyncRuntime>::spawn(elect_only_as_recorded(
                 raft.clone(),
-                directory_id,
-                replaced.clone(),
+                keys.clone(),
             ));
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Up {
                 raft,
                 service,
                 published,
-                replaced,
+                keys,
             });
         });
     }
@@ -502,9 +500,11 @@ impl QuorumWorld {
                 // is still to have its new directory recorded.
                 if self.nodes.iter().all(|n| n.down_until.is_none()) && self.unrecorded.is_empty() {
                     let index = self.rng.gen_range(0..self.nodes.len());
-                    match self.rng.gen_range(0..8) {
-                        0 if self.voters_settled() => self.lose_disk(index),
-                        roll => self.crash(index, roll % 2 == 0),
+                    let lose_disk = self.rng.gen_ratio(1, 8) && self.voters_settled();
+                    let power = self.rng.gen_bool(0.5);
+                    match lose_disk {
+                        true => self.lose_disk(index),
+                        false => self.crash(index, power),
                     }
                 }
             }
@@ -585,9 +585,9 @@ impl QuorumWorld {
         let (from, to) = (envelope.from, envelope.to);
         match envelope.message {
             Message::Answer { answer, reply } => {
-                if let Answer::VoteRefused(refusal) = &answer {
-                    self.outcome.votes_refused += 1;
-                    self.trace(&("vote refused", from, to, refusal.why.clone()));
+                if let Answer::Refused(refusal) = &answer {
+                    self.outcome.refusals += 1;
+                    self.trace(&("refused", from, to, refusal.why.clone()));
                 }
                 let _ = reply.send(answer);
             }
@@ -595,18 +595,18 @@ impl QuorumWorld {
                 let Some(up) = self.up(index_of(to)) else {
                     return; // nobody listening: the caller times out
                 };
-                let own = self.nodes[index_of(to)].directory_id;
                 let wire = self.wire.clone();
                 self.exec.spawn(to, async move {
+                    // As the quorum listener answers (strand_raft::network::serve).
+                    let (raft, keys) = (&up.raft, &up.keys);
                     let answer = match rpc {
-                        Rpc::Append(r) => Answer::Append(up.raft.append_entries(r).await),
-                        // As the quorum listener answers (strand_raft::network::serve).
-                        Rpc::Vote(vote) => match refuses_vote(&up.raft, own, &vote, &up.replaced) {
-                            Some(refusal) => Answer::VoteRefused(refusal),
-                            None => Answer::Vote(up.raft.vote(vote.rpc).await),
-                        },
-                        Rpc::Snapshot(r) => Answer::Snapshot(up.raft.install_snapshot(r).await),
+                        Rpc::Append(r) => keys.answer_append(raft, r).await.map(Answer::Append),
+                        Rpc::Vote(vote) => keys.answer_vote(raft, vote).await.map(Answer::Vote),
+                        Rpc::Snapshot(r) => {
+                            keys.answer_snapshot(raft, r).await.map(Answer::Snapshot)
+                        }
                     };
+                    let answer = answer.unwrap_or_else(Answer::Refused);
                     wire.lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .answer(to, from, answer, reply);
@@ -714,7 +714,6 @@ impl QuorumWorld {
                     incarnation: broker.incarnation,
                     caught_up,
                     shutting_down: false,
-                    directory_id,
                 }
             } else {
                 ControllerRequest::Register {
@@ -1047,29 +1046,36 @@ impl QuorumWorld {
         }
     }
 
-    /// A leader's membership, against the directories recorded before: a node running on
-    /// another directory than the one recorded for it must not lead (it was elected with
-    /// votes counting its lost log). Then the directories it records are the newest.
+    /// A leader's membership: it must not record another directory for the leader than
+    /// the one it runs on (a node that lost its log would lead on votes and appends
+    /// counted for the old one). Once committed, the directories it records are the
+    /// newest.
     fn leader_directories(&mut self, up: &Up, index: usize) {
         let (id, running) = (self.nodes[index].id, self.nodes[index].directory_id);
-        if let Some(&recorded) = self.recorded_directories.get(&id) {
-            if recorded != running {
-                self.violation(format!(
-                    "node {id} leads on metadata directory {running} while the membership records {recorded} for it"
-                ));
-            }
-        }
-        let records: Vec<(NodeId, Uuid)> = {
+        let (own_record, committed, records) = {
             let metrics = up.raft.metrics();
             let metrics = metrics.borrow();
-            metrics
-                .membership_config
-                .membership()
+            let stored = &metrics.membership_config;
+            let membership = stored.membership();
+            let records: Vec<(NodeId, Uuid)> = membership
                 .nodes()
                 .filter(|(_, peer)| !peer.directory_id.is_nil())
                 .map(|(node, peer)| (*node, peer.directory_id))
-                .collect()
+                .collect();
+            (
+                membership.get_node(&id).map(|peer| peer.directory_id),
+                stored.log_id().as_ref() <= metrics.last_applied.as_ref(),
+                records,
+            )
         };
+        if let Some(recorded) = own_record.filter(|r| !r.is_nil() && *r != running) {
+            self.violation(format!(
+                "node {id} leads on metadata directory {running} while its membership records {recorded} for it"
+            ));
+        }
+        if !committed {
+            return;
+        }
         for (node, directory) in records {
             if self.nodes[index_of(node)].directory_id == directory {
                 self.unrecorded.remove(&node);
@@ -1532,7 +1538,7 @@ mod tests {
                 None,
                 "seed {seed}: elected without A, so with the vote of B, which lost its disk"
             );
-            assert!(world.outcome.votes_refused > 0, "seed {seed}");
+            assert!(world.outcome.refusals > 0, "seed {seed}");
             world.nodes[a].down_until = Some(world.now());
             steps_until(&mut world, |w| settled(w) && directories_recorded(w));
             let outcome = world.finish();

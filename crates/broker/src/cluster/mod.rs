@@ -155,9 +155,9 @@ fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfi
             .collect(),
         listen: config.quorum_listen,
         dir: data_dir.join("__cluster_metadata"),
-        // A controller-only node has no broker to heartbeat the controller with its
-        // directory, so it does not check votes by it (`replica_keys.rs`); a broker's
-        // node sets its own (`Cluster::start`).
+        // A controller-only node has no broker to register its directory with, so it
+        // does not check messages by its own (`replica_keys.rs`); a broker's node sets it
+        // (`Cluster::start`).
         directory_id: Uuid::nil(),
         service: ServiceConfig {
             session_timeout: config.broker_session_timeout,
@@ -427,7 +427,6 @@ impl Cluster {
                 incarnation: self.incarnation,
                 caught_up: self.caught_up(),
                 shutting_down: self.shutting_down.load(Ordering::Relaxed),
-                directory_id: self.directory_id,
             };
             let timeout = self.config.broker_session_timeout;
             let sent = std::time::Instant::now();
@@ -620,8 +619,6 @@ impl Cluster {
                 incarnation: self.incarnation,
                 caught_up: true,
                 shutting_down: true,
-                // Its `caught_up` here is not checked: no directory to record from it.
-                directory_id: Uuid::nil(),
             };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             match self.client.request(request, left).await {

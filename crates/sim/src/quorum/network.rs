@@ -22,7 +22,7 @@ use openraft::{RaftNetwork, RaftNetworkFactory};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use strand_raft::quorum_state::FollowerContacts;
-use strand_raft::replica_keys::{AddressedVote, Refusal, ReplacedSignal};
+use strand_raft::replica_keys::{Addressed, AddressedVote, Refusal, ReplicaKeyGuard};
 use strand_raft::{NodeId, QuorumPeer};
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -31,17 +31,17 @@ use super::runtime::SimInstant;
 use super::SimTypes;
 
 pub enum Rpc {
-    Append(AppendEntriesRequest<SimTypes>),
+    Append(Addressed<AppendEntriesRequest<SimTypes>>),
     Vote(AddressedVote),
-    Snapshot(InstallSnapshotRequest<SimTypes>),
+    Snapshot(Addressed<InstallSnapshotRequest<SimTypes>>),
 }
 
 pub enum Answer {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    /// The vote was not considered: the replica keys do not match.
-    VoteRefused(Refusal),
+    /// The message was not considered: the replica keys do not match.
+    Refused(Refusal),
 }
 
 impl Rpc {
@@ -180,7 +180,7 @@ pub fn describe(envelope: &Envelope) -> (NodeId, NodeId, &'static str) {
             Answer::Append(_) => "append answer",
             Answer::Vote(_) => "vote answer",
             Answer::Snapshot(_) => "snapshot answer",
-            Answer::VoteRefused(_) => "vote refused",
+            Answer::Refused(_) => "refused",
         },
     };
     (envelope.from, envelope.to, kind)
@@ -193,18 +193,15 @@ pub struct Network {
     /// The leader's record of acknowledgements (AddRaftVoter's caught-up check), kept as
     /// production's network keeps it.
     pub contacts: Arc<FollowerContacts>,
-    /// The node's metadata directory id, sent with its vote requests.
-    pub directory_id: Uuid,
-    /// Raised when a voter refuses the node's candidacy as replaced.
-    pub replaced: ReplacedSignal,
+    /// The node's replica key: its directory id is sent with every message.
+    pub keys: ReplicaKeyGuard,
 }
 
 pub struct Connection {
     from: NodeId,
     target: NodeId,
     target_directory: Uuid,
-    directory_id: Uuid,
-    replaced: ReplacedSignal,
+    keys: ReplicaKeyGuard,
     wire: Arc<Mutex<Wire>>,
     contacts: Arc<FollowerContacts>,
 }
@@ -217,8 +214,7 @@ impl RaftNetworkFactory<SimTypes> for Network {
             from: self.from,
             target,
             target_directory: node.directory_id,
-            directory_id: self.directory_id,
-            replaced: self.replaced.clone(),
+            keys: self.keys.clone(),
             wire: self.wire.clone(),
             contacts: self.contacts.clone(),
         }
@@ -257,6 +253,27 @@ impl Connection {
     }
 }
 
+impl Connection {
+    fn addressed<T>(&self, rpc: T) -> Addressed<T> {
+        Addressed {
+            rpc,
+            sender_directory: self.keys.own,
+            recipient_directory: self.target_directory,
+        }
+    }
+
+    /// A refusal on the replica keys, as production's network reports it.
+    fn refused<E: std::error::Error>(
+        &self,
+        refusal: Refusal,
+    ) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
+        if refusal.candidate_replaced {
+            self.keys.replaced.raise();
+        }
+        RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
+    }
+}
+
 impl RaftNetwork<SimTypes> for Connection {
     async fn append_entries(
         &mut self,
@@ -264,7 +281,7 @@ impl RaftNetwork<SimTypes> for Connection {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
         let sent_end = FollowerContacts::sent_end(&rpc);
-        match self.call(Rpc::Append(rpc), &option).await {
+        match self.call(Rpc::Append(self.addressed(rpc)), &option).await {
             Some(Answer::Append(result)) => {
                 if let Ok(response) = &result {
                     self.contacts
@@ -272,6 +289,7 @@ impl RaftNetwork<SimTypes> for Connection {
                 }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
+            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
             _ => Err(unanswered()),
         }
     }
@@ -281,10 +299,11 @@ impl RaftNetwork<SimTypes> for Connection {
         rpc: InstallSnapshotRequest<SimTypes>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self.call(Rpc::Snapshot(rpc), &option).await {
+        match self.call(Rpc::Snapshot(self.addressed(rpc)), &option).await {
             Some(Answer::Snapshot(result)) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
+            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
             _ => Err(unanswered()),
         }
     }
@@ -294,23 +313,11 @@ impl RaftNetwork<SimTypes> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
-        let vote = AddressedVote {
-            rpc,
-            candidate_directory: self.directory_id,
-            voter_directory: self.target_directory,
-        };
-        match self.call(Rpc::Vote(vote), &option).await {
+        match self.call(Rpc::Vote(self.addressed(rpc)), &option).await {
             Some(Answer::Vote(result)) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Some(Answer::VoteRefused(refusal)) => {
-                if refusal.candidate_replaced {
-                    self.replaced.raise();
-                }
-                Err(RPCError::Network(NetworkError::new(
-                    &std::io::Error::other(refusal.why),
-                )))
-            }
+            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
             _ => Err(unanswered()),
         }
     }

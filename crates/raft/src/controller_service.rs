@@ -285,6 +285,18 @@ impl<C: MetadataRaft> ControllerService<C> {
             Some(known) if known.addr == peer[&node].addr => {
                 if known.directory_id != directory_id && !directory_id.is_nil() {
                     if !known.directory_id.is_nil() {
+                        // A leader deposed without knowing it must not record it: the node
+                        // would take its appends (its lost log forgot voting for the new
+                        // leader) and help it commit over what the new one committed. A
+                        // quorum confirming this leadership now cannot count the node (it
+                        // refuses what is addressed to the old directory), so no later
+                        // term was elected before, and none can be after without this
+                        // record in its log.
+                        if !self.leadership_confirmed().await {
+                            return Err(VoterChangeError::TimedOut(format!(
+                                "recording node {node}'s new metadata directory: no quorum confirmed this controller's leadership"
+                            )));
+                        }
                         tracing::warn!(
                             node,
                             old = %known.directory_id,

@@ -38,7 +38,7 @@ use strand_protocol::RequestMemory;
 
 use crate::controller_service::ControllerService;
 use crate::quorum_state::FollowerContacts;
-use crate::replica_keys::{Addressed, Refusal, ReplicaKeyGuard};
+use crate::replica_keys::{Addressed, ReplicaKeyGuard};
 use crate::rpc::{read_frame, write_frame, Request, Response};
 use crate::{NodeId, QuorumPeer, Raft, TypeConfig};
 
@@ -218,22 +218,7 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumPeer, RaftError<NodeId, 
 
 impl Connection {
     fn addressed<T>(&self, rpc: T) -> Addressed<T> {
-        Addressed {
-            rpc,
-            sender_directory: self.keys.own,
-            recipient_directory: self.target_directory,
-        }
-    }
-
-    /// A refusal on the replica keys, as openraft hears it: the message did not arrive.
-    fn refused<E: std::error::Error>(
-        &self,
-        refusal: Refusal,
-    ) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
-        if refusal.candidate_replaced {
-            self.keys.replaced.raise();
-        }
-        RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
+        self.keys.address(rpc, self.target_directory)
     }
 
     async fn call(
@@ -271,7 +256,7 @@ impl RaftNetwork<TypeConfig> for Connection {
                 }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Response::Refused(refusal) => Err(self.refused(refusal)),
+            Response::Refused(refusal) => Err(self.keys.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }
@@ -286,7 +271,7 @@ impl RaftNetwork<TypeConfig> for Connection {
             Response::InstallSnapshot(result) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Response::Refused(refusal) => Err(self.refused(refusal)),
+            Response::Refused(refusal) => Err(self.keys.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }
@@ -303,7 +288,7 @@ impl RaftNetwork<TypeConfig> for Connection {
             Response::Vote(result) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Response::Refused(refusal) => Err(self.refused(refusal)),
+            Response::Refused(refusal) => Err(self.keys.refused(refusal)),
             other => Err(unexpected(other)),
         }
     }

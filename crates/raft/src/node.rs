@@ -33,7 +33,8 @@ pub struct QuorumConfig {
     /// Directory of the Raft log and snapshots.
     pub dir: PathBuf,
     /// That directory's id (`directory.id` in its `meta.properties`); nil if unknown,
-    /// and then votes are not checked against it (`replica_keys.rs`).
+    /// and then no Raft message is refused for being addressed to another
+    /// (`replica_keys.rs`).
     pub directory_id: Uuid,
     pub service: ServiceConfig,
     /// Raft heartbeat interval; elections time out after 5 to 10 of them.

@@ -34,7 +34,7 @@
 
 use std::sync::Arc;
 
-use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -92,16 +92,19 @@ pub fn vote_refusal(
     own: Uuid,
     vote: &AddressedVote,
 ) -> Option<Refusal> {
-    if let Some(refusal) = misaddressed(own, vote.recipient_directory) {
-        return Some(refusal);
-    }
+    misaddressed(own, vote.recipient_directory).or_else(|| candidate_refusal(membership, vote))
+}
+
+/// Why a voter holding `membership` refuses `vote` for its candidate: the candidate runs
+/// on another directory than the one recorded for it.
+fn candidate_refusal(
+    membership: &Membership<NodeId, QuorumPeer>,
+    vote: &AddressedVote,
+) -> Option<Refusal> {
     let candidate = vote.rpc.vote.leader_id.node_id;
-    let recorded = |node: NodeId| {
-        membership
-            .get_node(&node)
-            .map_or(Uuid::nil(), |peer| peer.directory_id)
-    };
-    let candidate_recorded = recorded(candidate);
+    let candidate_recorded = membership
+        .get_node(&candidate)
+        .map_or(Uuid::nil(), |peer| peer.directory_id);
     if known(candidate_recorded)
         && known(vote.sender_directory)
         && candidate_recorded != vote.sender_directory
@@ -133,6 +136,30 @@ impl ReplicaKeyGuard {
         }
     }
 
+    /// `rpc` addressed from this node to a recipient the membership records as
+    /// `recipient`.
+    pub fn address<T>(&self, rpc: T, recipient: Uuid) -> Addressed<T> {
+        Addressed {
+            rpc,
+            sender_directory: self.own,
+            recipient_directory: recipient,
+        }
+    }
+
+    /// A refusal this node heard, as openraft is told it: the message did not arrive. A
+    /// candidacy refused as replaced raises the signal.
+    pub fn refused<E: std::error::Error>(
+        &self,
+        refusal: Refusal,
+    ) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
+        if refusal.candidate_replaced {
+            self.replaced.raise();
+        }
+        RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
+    }
+
+    /// A message addressed to another directory than this node's: refused, and the
+    /// signal raised (others know this node by another directory).
     fn misaddressed(&self, recipient: Uuid) -> Option<Refusal> {
         let refusal = misaddressed(self.own, recipient);
         if refusal.is_some() {
@@ -148,19 +175,18 @@ impl ReplicaKeyGuard {
         raft: &openraft::Raft<C>,
         vote: AddressedVote,
     ) -> Result<Result<VoteResponse<NodeId>, RaftError<NodeId>>, Refusal> {
+        if let Some(refusal) = self.misaddressed(vote.recipient_directory) {
+            return Err(refusal);
+        }
         let refusal = {
             let metrics = raft.metrics();
             let metrics = metrics.borrow();
-            let membership = metrics.membership_config.membership();
-            vote_refusal(membership, self.own, &vote)
+            candidate_refusal(metrics.membership_config.membership(), &vote)
         };
-        if let Some(refusal) = refusal {
-            if misaddressed(self.own, vote.recipient_directory).is_some() {
-                self.replaced.raise();
-            }
-            return Err(refusal);
+        match refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(raft.vote(vote.rpc).await),
         }
-        Ok(raft.vote(vote.rpc).await)
     }
 
     pub async fn answer_append<C: MetadataRaft>(

@@ -210,8 +210,6 @@ pub struct QuorumWorld {
     heard: BTreeMap<u64, ControllerResponse>,
     /// The directory the leaders' memberships record for each node, as last seen.
     recorded_directories: BTreeMap<NodeId, Uuid>,
-    /// Disks lost so far (each new directory id draws on it).
-    disks_lost: u128,
     /// Nodes back from a lost disk whose new directory no leader's membership records
     /// yet: a fault still under way (a second lost disk then could leave two voters with
     /// empty logs, which the quorum does not promise to survive).
@@ -289,7 +287,6 @@ impl QuorumWorld {
             leases: BTreeMap::new(),
             fence_index: 0,
             recorded_directories: BTreeMap::new(),
-            disks_lost: 0,
             unrecorded: BTreeSet::new(),
         };
         for (index, &id) in NODES.iter().enumerate() {
@@ -442,11 +439,10 @@ impl QuorumWorld {
         let dir = self.nodes[index].dir.clone();
         let _ = std::fs::remove_dir_all(&dir);
         self.disk.forget(&dir);
-        self.disks_lost += 1;
-        let id = self.nodes[index].id;
-        self.nodes[index].directory_id = directory_id(id, self.disks_lost);
-        self.unrecorded.insert(id);
         self.outcome.disks_lost += 1;
+        let id = self.nodes[index].id;
+        self.nodes[index].directory_id = directory_id(id, self.outcome.disks_lost);
+        self.unrecorded.insert(id);
         self.trace(&("disk lost", id, self.nodes[index].directory_id));
     }
 
@@ -1244,8 +1240,8 @@ fn address(id: NodeId) -> String {
 
 /// The id of node `id`'s metadata log directory after `disks_lost` disks lost in the
 /// world (KIP-853's replica key with its id).
-fn directory_id(id: NodeId, disks_lost: u128) -> Uuid {
-    Uuid::from_u128(0xD1 << 96 | disks_lost << 32 | id as u128)
+fn directory_id(id: NodeId, disks_lost: u64) -> Uuid {
+    Uuid::from_u128(0xD1 << 96 | (disks_lost as u128) << 32 | id as u128)
 }
 
 fn index_of(id: NodeId) -> usize {

@@ -142,10 +142,23 @@ pub async fn start_controller_only(
     data_dir: &std::path::Path,
     config: &ClusterConfig,
 ) -> anyhow::Result<QuorumNode> {
-    QuorumNode::start(quorum_config(node_id, data_dir, config)).await
+    // A controller-only node has no broker to register its directory with, so it checks
+    // no Raft message against its own (`replica_keys.rs`).
+    QuorumNode::start(quorum_config(node_id, data_dir, config, Uuid::nil())).await
 }
 
-fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfig) -> QuorumConfig {
+/// Where a node keeps the metadata log (Kafka's metadata.log.dir).
+fn metadata_log_dir(data_dir: &std::path::Path) -> std::path::PathBuf {
+    data_dir.join("__cluster_metadata")
+}
+
+/// `directory_id`: the metadata log directory's (`broker::metadata_directory_id`), or nil.
+fn quorum_config(
+    node_id: i32,
+    data_dir: &std::path::Path,
+    config: &ClusterConfig,
+    directory_id: Uuid,
+) -> QuorumConfig {
     QuorumConfig {
         node_id: node_id as u64,
         voters: config
@@ -154,11 +167,8 @@ fn quorum_config(node_id: i32, data_dir: &std::path::Path, config: &ClusterConfi
             .map(|(id, address)| (*id as u64, address.clone()))
             .collect(),
         listen: config.quorum_listen,
-        dir: data_dir.join("__cluster_metadata"),
-        // A controller-only node has no broker to register its directory with, so it
-        // does not check messages by its own (`replica_keys.rs`); a broker's node sets it
-        // (`Cluster::start`).
-        directory_id: Uuid::nil(),
+        dir: metadata_log_dir(data_dir),
+        directory_id,
         service: ServiceConfig {
             session_timeout: config.broker_session_timeout,
             preferred_leader_check: config.leader_imbalance_check_interval,
@@ -176,14 +186,13 @@ impl Cluster {
         config: ClusterConfig,
     ) -> anyhow::Result<Arc<Cluster>> {
         let node_id = broker.node_id();
-        let mut quorum_config = quorum_config(node_id, &broker.config.data_dir, &config);
-        let voters = quorum_config.voters.clone();
         let directory_id = crate::broker::metadata_directory_id(
-            &quorum_config.dir,
+            &metadata_log_dir(&broker.config.data_dir),
             &broker.cluster_id(),
             node_id,
         )?;
-        quorum_config.directory_id = directory_id;
+        let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config, directory_id);
+        let voters = quorum_config.voters.clone();
         let inter_broker = config.inter_broker.clone();
         let quorum = QuorumNode::start(quorum_config).await?;
         let quorum_client =

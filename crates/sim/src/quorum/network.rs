@@ -230,6 +230,10 @@ fn unanswered<E: std::error::Error>() -> RPCError<NodeId, QuorumPeer, RaftError<
 }
 
 impl Connection {
+    fn addressed<T>(&self, rpc: T) -> Addressed<T> {
+        self.keys.address(rpc, self.target_directory)
+    }
+
     /// Sends `rpc` and waits for its answer; silence until the RPC's deadline if either
     /// is lost (openraft times the call out first).
     async fn call(&mut self, rpc: Rpc, option: &RPCOption) -> Option<Answer> {
@@ -253,27 +257,6 @@ impl Connection {
     }
 }
 
-impl Connection {
-    fn addressed<T>(&self, rpc: T) -> Addressed<T> {
-        Addressed {
-            rpc,
-            sender_directory: self.keys.own,
-            recipient_directory: self.target_directory,
-        }
-    }
-
-    /// A refusal on the replica keys, as production's network reports it.
-    fn refused<E: std::error::Error>(
-        &self,
-        refusal: Refusal,
-    ) -> RPCError<NodeId, QuorumPeer, RaftError<NodeId, E>> {
-        if refusal.candidate_replaced {
-            self.keys.replaced.raise();
-        }
-        RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
-    }
-}
-
 impl RaftNetwork<SimTypes> for Connection {
     async fn append_entries(
         &mut self,
@@ -289,7 +272,7 @@ impl RaftNetwork<SimTypes> for Connection {
                 }
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
+            Some(Answer::Refused(refusal)) => Err(self.keys.refused(refusal)),
             _ => Err(unanswered()),
         }
     }
@@ -303,7 +286,7 @@ impl RaftNetwork<SimTypes> for Connection {
             Some(Answer::Snapshot(result)) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
+            Some(Answer::Refused(refusal)) => Err(self.keys.refused(refusal)),
             _ => Err(unanswered()),
         }
     }
@@ -317,7 +300,7 @@ impl RaftNetwork<SimTypes> for Connection {
             Some(Answer::Vote(result)) => {
                 result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
-            Some(Answer::Refused(refusal)) => Err(self.refused(refusal)),
+            Some(Answer::Refused(refusal)) => Err(self.keys.refused(refusal)),
             _ => Err(unanswered()),
         }
     }

@@ -1246,6 +1246,44 @@ pub fn metadata_directory_id(dir: &Path, cluster_id: &str, node_id: i32) -> anyh
     Ok(directory_id)
 }
 
+/// The file of the data directory that remembers the metadata log directory's id.
+const METADATA_DIRECTORY_REMEMBERED: &str = "metadata-directory.id";
+
+/// Has the data directory (`data_dir`) remember the metadata log directory's id, and
+/// marks that directory (`metadata_dir`) as replacing a lost one when the data directory
+/// remembers another: its Raft log was lost while this node's data survived, so it votes
+/// for nobody until its registration records it (`strand_raft::replica_keys`). Run on
+/// every start, so a crash between the new directory's making and its marking is made
+/// good at the next. (Nothing remembered yet: a first start, or a node of an older
+/// Strand; nothing is marked.)
+pub fn remember_metadata_directory(
+    data_dir: &Path,
+    metadata_dir: &Path,
+    directory_id: Uuid,
+) -> anyhow::Result<()> {
+    let path = data_dir.join(METADATA_DIRECTORY_REMEMBERED);
+    let remembered = match std::fs::read_to_string(&path) {
+        Ok(text) => kafka_uuid::from_text(text.trim()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+    };
+    if remembered == Some(directory_id) {
+        return Ok(());
+    }
+    if let Some(lost) = remembered {
+        tracing::warn!(
+            lost = %kafka_uuid::to_text(&lost),
+            new = %kafka_uuid::to_text(&directory_id),
+            dir = %metadata_dir.display(),
+            "the metadata log directory was lost and made again: this node takes no part in the quorum until its registration records the new one"
+        );
+        strand_raft::replica_keys::mark_replaced(metadata_dir)
+            .map_err(|error| anyhow::anyhow!("cannot mark {}: {error}", metadata_dir.display()))?;
+    }
+    strand_log::checkpoint::write_atomically(&path, kafka_uuid::to_text(&directory_id).as_bytes())
+        .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))
+}
+
 /// Writes a `meta.properties` (version 1, as Kafka's), with a `directory.id` if given.
 fn write_identity(
     path: &Path,
@@ -1338,6 +1376,44 @@ mod tests {
         let reopened = broker.partition(&TopicPartition::new("wide", 7)).unwrap();
         assert_eq!(reopened.log().log_end_offset(), 0);
         assert_eq!(broker.partition(&last).unwrap().log().log_end_offset(), 1);
+    }
+
+    #[test]
+    fn a_metadata_directory_made_again_is_marked_as_replacing_the_lost_one() {
+        use strand_raft::replica_keys::is_marked_replaced;
+        let data = tempfile::tempdir().unwrap();
+        let metadata = data.path().join("__cluster_metadata");
+        let first = metadata_directory_id(&metadata, "c", 1).unwrap();
+        remember_metadata_directory(data.path(), &metadata, first).unwrap();
+        assert!(
+            !is_marked_replaced(&metadata),
+            "a first start replaces nothing"
+        );
+        // A restart on the same directory.
+        assert_eq!(metadata_directory_id(&metadata, "c", 1).unwrap(), first);
+        remember_metadata_directory(data.path(), &metadata, first).unwrap();
+        assert!(!is_marked_replaced(&metadata));
+        // The metadata log's disk is lost; the data directory survives.
+        std::fs::remove_dir_all(&metadata).unwrap();
+        let second = metadata_directory_id(&metadata, "c", 1).unwrap();
+        assert_ne!(second, first);
+        remember_metadata_directory(data.path(), &metadata, second).unwrap();
+        assert!(is_marked_replaced(&metadata));
+        // The marker stays for the directory's life.
+        remember_metadata_directory(data.path(), &metadata, second).unwrap();
+        assert!(is_marked_replaced(&metadata));
+    }
+
+    #[test]
+    fn a_node_of_an_older_strand_is_not_taken_for_one_that_lost_its_metadata() {
+        // Its data directory remembers no metadata directory.
+        let data = tempfile::tempdir().unwrap();
+        let metadata = data.path().join("__cluster_metadata");
+        std::fs::create_dir_all(&metadata).unwrap();
+        std::fs::write(metadata.join("raft.log"), b"").unwrap();
+        let id = metadata_directory_id(&metadata, "c", 1).unwrap();
+        remember_metadata_directory(data.path(), &metadata, id).unwrap();
+        assert!(!strand_raft::replica_keys::is_marked_replaced(&metadata));
     }
 
     #[test]

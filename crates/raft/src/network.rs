@@ -218,7 +218,7 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumPeer, RaftError<NodeId, 
 
 impl Connection {
     fn addressed<T>(&self, rpc: T) -> Addressed<T> {
-        self.keys.address(rpc, self.target_directory)
+        self.keys.address(rpc, self.target, self.target_directory)
     }
 
     async fn call(

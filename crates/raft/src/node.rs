@@ -75,7 +75,7 @@ impl QuorumNode {
         let metadata = state_machine.subscribe();
         let raft_config = raft_config(config.heartbeat_interval).validate()?;
         let contacts = Arc::new(FollowerContacts::default());
-        let keys = ReplicaKeyGuard::new(config.directory_id);
+        let keys = ReplicaKeyGuard::open(config.directory_id, &config.dir);
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),

@@ -22,16 +22,24 @@
 //! adds the new one; `docs/ARCHITECTURE.md`, deliberate differences.)
 //!
 //! Votes also name the candidate's own directory, and a voter whose membership records
-//! another one for the candidate refuses it. Not covered: a candidate whose membership
-//! does not record the replaced node's old directory at all (it was cut off since before
-//! that registration) addresses it by nil, and is not refused (`docs/FAULTS.md`). A
-//! replaced node also stops standing
-//! for election (openraft's `elect` switch, `elect_only_as_recorded`): its candidacies
-//! could not win, but their ever higher terms would depose every leader that reached it.
+//! another one for the candidate refuses it. A replaced node also stops standing for
+//! election (openraft's `elect` switch, `elect_only_as_recorded`): its candidacies could
+//! not win, but their ever higher terms would depose every leader that reached it.
 //!
-//! A nil directory id means unknown (voters named at start before they register,
-//! controller-only nodes, nodes older than this check): nothing is refused on it.
+//! A nil directory id means unknown: voters named at start before they register,
+//! controller-only nodes. A sender whose membership records none for the recipient
+//! addresses it by nil, and a node refuses that only once it knows its directory replaced
+//! a lost one (`ReplacedSignal`): a candidate cut off since before the node's first
+//! registration would otherwise win its vote with a log lacking what the old directory
+//! acknowledged (simulator seed 881912749). It knows so from the marker its broker leaves
+//! in a new metadata directory when the data directory remembers an older one
+//! (`mark_replaced`), or from a message addressed to another directory. A node that lost
+//! its data directory too has nothing to tell it: it cannot tell itself from a new node,
+//! and votes as one (`docs/FAULTS.md`). Refusing nil for good once replaced is safe: a
+//! sender that knows the node by no directory lacks the registration recording the new
+//! one, so it is no leader elected after that registration was committed.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
@@ -58,6 +66,11 @@ pub struct Addressed<T> {
     /// The directory id the sender's membership records for the recipient.
     #[serde(default)]
     pub recipient_directory: Uuid,
+    /// The node the sender meant it for: the address recorded for one node may reach
+    /// another (a broker registered with another node's quorum address), whose
+    /// acknowledgements would then count as the first's, or a leader's as its own.
+    #[serde(default)]
+    pub recipient: Option<NodeId>,
 }
 
 pub type AddressedVote = Addressed<VoteRequest<NodeId>>;
@@ -75,24 +88,55 @@ fn known(id: Uuid) -> bool {
     !id.is_nil()
 }
 
-/// Why a node running on directory `own` refuses a message addressed to `recipient`.
-pub fn misaddressed(own: Uuid, recipient: Uuid) -> Option<Refusal> {
-    (known(own) && known(recipient) && recipient != own).then(|| Refusal {
-        why: format!(
+/// The marker a broker leaves in a new metadata directory that replaces a lost one.
+const REPLACED_MARKER: &str = "replaces-a-lost-directory";
+
+/// Marks `dir`, a new metadata directory, as replacing a lost one: the node refuses what
+/// is addressed by nil too, for as long as the directory lives (`ReplicaKeyGuard::open`).
+pub fn mark_replaced(dir: &Path) -> std::io::Result<()> {
+    strand_log::checkpoint::write_atomically(
+        &dir.join(REPLACED_MARKER),
+        b"this metadata directory replaces one that was lost: Raft messages that do not address it by its directory id are refused\n",
+    )
+}
+
+pub fn is_marked_replaced(dir: &Path) -> bool {
+    dir.join(REPLACED_MARKER).exists()
+}
+
+/// Why a node running on directory `own` refuses a message addressed to `recipient`;
+/// `replaced`: it knows its directory replaced a lost one.
+pub fn misaddressed(own: Uuid, recipient: Uuid, replaced: bool) -> Option<Refusal> {
+    if !known(own) {
+        return None;
+    }
+    let why = if known(recipient) && recipient != own {
+        format!(
             "addressed to metadata directory {recipient}, but this node runs on {own} (its log was lost or replaced): it takes part again once its registration records the new directory"
-        ),
+        )
+    } else if !known(recipient) && replaced {
+        format!(
+            "the sender knows this node by no metadata directory, and this node's ({own}) replaced a lost one: it takes part again once its registration records the new directory, with a sender that knows it"
+        )
+    } else {
+        return None;
+    };
+    Some(Refusal {
+        why,
         candidate_replaced: false,
     })
 }
 
-/// Why a node running on directory `own`, holding `membership`, refuses `vote` (None:
-/// Raft decides it as usual).
+/// Why a node running on directory `own` (`replaced`: a replacement of a lost one),
+/// holding `membership`, refuses `vote` (None: Raft decides it as usual).
 pub fn vote_refusal(
     membership: &Membership<NodeId, QuorumPeer>,
     own: Uuid,
+    replaced: bool,
     vote: &AddressedVote,
 ) -> Option<Refusal> {
-    misaddressed(own, vote.recipient_directory).or_else(|| candidate_refusal(membership, vote))
+    misaddressed(own, vote.recipient_directory, replaced)
+        .or_else(|| candidate_refusal(membership, vote))
 }
 
 /// Why a voter holding `membership` refuses `vote` for its candidate: the candidate runs
@@ -136,13 +180,28 @@ impl ReplicaKeyGuard {
         }
     }
 
-    /// `rpc` addressed from this node to a recipient the membership records as
-    /// `recipient`.
-    pub fn address<T>(&self, rpc: T, recipient: Uuid) -> Addressed<T> {
+    /// The guard of a node running on directory `own` at `dir`: the signal raised from
+    /// the start if the directory is marked as replacing a lost one (`mark_replaced`).
+    pub fn open(own: Uuid, dir: &Path) -> ReplicaKeyGuard {
+        let guard = ReplicaKeyGuard::new(own);
+        if known(own) && is_marked_replaced(dir) {
+            tracing::warn!(
+                directory = %own,
+                "this metadata directory replaces a lost one: this node votes for nobody and takes no log until its registration records the new directory"
+            );
+            guard.replaced.raise();
+        }
+        guard
+    }
+
+    /// `rpc` addressed from this node to node `recipient`, whose directory the
+    /// membership records as `directory`.
+    pub fn address<T>(&self, rpc: T, recipient: NodeId, directory: Uuid) -> Addressed<T> {
         Addressed {
             rpc,
             sender_directory: self.own,
-            recipient_directory: recipient,
+            recipient_directory: directory,
+            recipient: Some(recipient),
         }
     }
 
@@ -158,10 +217,27 @@ impl ReplicaKeyGuard {
         RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
     }
 
-    /// A message addressed to another directory than this node's: refused, and the
-    /// signal raised (others know this node by another directory).
+    /// A message meant for another node than `raft`'s (its address recorded for the
+    /// wrong node).
+    fn another_node<C: MetadataRaft, T>(
+        raft: &openraft::Raft<C>,
+        message: &Addressed<T>,
+    ) -> Option<Refusal> {
+        let own = raft.metrics().borrow().id;
+        let meant = message.recipient.filter(|&meant| meant != own)?;
+        Some(Refusal {
+            why: format!(
+                "meant for node {meant}, but this is node {own}: the quorum address recorded for node {meant} reaches this node"
+            ),
+            candidate_replaced: false,
+        })
+    }
+
+    /// A message addressed to another directory than this node's, or by nil to a node
+    /// that knows it replaced a lost one: refused, and the signal raised (others know
+    /// this node by another directory).
     fn misaddressed(&self, recipient: Uuid) -> Option<Refusal> {
-        let refusal = misaddressed(self.own, recipient);
+        let refusal = misaddressed(self.own, recipient, self.replaced.is_raised());
         if refusal.is_some() {
             self.replaced.raise();
         }
@@ -175,7 +251,9 @@ impl ReplicaKeyGuard {
         raft: &openraft::Raft<C>,
         vote: AddressedVote,
     ) -> Result<Result<VoteResponse<NodeId>, RaftError<NodeId>>, Refusal> {
-        if let Some(refusal) = self.misaddressed(vote.recipient_directory) {
+        if let Some(refusal) =
+            Self::another_node(raft, &vote).or_else(|| self.misaddressed(vote.recipient_directory))
+        {
             return Err(refusal);
         }
         let refusal = {
@@ -194,7 +272,9 @@ impl ReplicaKeyGuard {
         raft: &openraft::Raft<C>,
         append: Addressed<AppendEntriesRequest<C>>,
     ) -> Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, Refusal> {
-        if let Some(refusal) = self.misaddressed(append.recipient_directory) {
+        if let Some(refusal) = Self::another_node(raft, &append)
+            .or_else(|| self.misaddressed(append.recipient_directory))
+        {
             return Err(refusal);
         }
         Ok(raft.append_entries(append.rpc).await)
@@ -209,7 +289,9 @@ impl ReplicaKeyGuard {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
         Refusal,
     > {
-        if let Some(refusal) = self.misaddressed(snapshot.recipient_directory) {
+        if let Some(refusal) = Self::another_node(raft, &snapshot)
+            .or_else(|| self.misaddressed(snapshot.recipient_directory))
+        {
             return Err(refusal);
         }
         Ok(raft.install_snapshot(snapshot.rpc).await)
@@ -235,6 +317,10 @@ impl ReplacedSignal {
 
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.0.subscribe()
+    }
+
+    pub fn is_raised(&self) -> bool {
+        *self.0.borrow()
     }
 }
 
@@ -321,18 +407,19 @@ mod tests {
             },
             sender_directory: sender,
             recipient_directory: recipient,
+            recipient: Some(2),
         }
     }
 
     #[test]
     fn a_voter_running_on_another_directory_than_the_one_asked_refuses() {
         // Voter 2 lost its disk: it now runs on 23; candidate 1 asks for 22.
-        let refusal = vote_refusal(&membership(), dir(23), &vote(1, dir(11), dir(22), 9));
+        let refusal = vote_refusal(&membership(), dir(23), false, &vote(1, dir(11), dir(22), 9));
         let refusal = refusal.unwrap();
         assert!(refusal.why.contains("runs on") && !refusal.candidate_replaced);
         // The same voter on its recorded directory decides as Raft does.
         assert_eq!(
-            vote_refusal(&membership(), dir(22), &vote(1, dir(11), dir(22), 9)),
+            vote_refusal(&membership(), dir(22), false, &vote(1, dir(11), dir(22), 9)),
             None
         );
     }
@@ -340,7 +427,7 @@ mod tests {
     #[test]
     fn a_candidate_on_another_directory_than_the_recorded_one_is_refused() {
         // Candidate 2 came back on 23; voter 1's membership records 22.
-        let refusal = vote_refusal(&membership(), dir(11), &vote(2, dir(23), dir(11), 9));
+        let refusal = vote_refusal(&membership(), dir(11), false, &vote(2, dir(23), dir(11), 9));
         let refusal = refusal.unwrap();
         assert!(refusal.why.contains("candidate 2") && refusal.candidate_replaced);
     }
@@ -349,7 +436,7 @@ mod tests {
     fn unknown_directories_refuse_nothing() {
         // Node 3 never registered (nil in the membership): its candidacy is judged by Raft.
         assert_eq!(
-            vote_refusal(&membership(), dir(11), &vote(3, dir(33), dir(11), 9)),
+            vote_refusal(&membership(), dir(11), false, &vote(3, dir(33), dir(11), 9)),
             None
         );
         // A candidate that does not know the voter's directory, or its own.
@@ -357,23 +444,66 @@ mod tests {
             vote_refusal(
                 &membership(),
                 dir(11),
+                false,
                 &vote(2, Uuid::nil(), Uuid::nil(), 9)
             ),
             None
         );
         // A node that does not know its own (controller-only).
         assert_eq!(
-            vote_refusal(&membership(), Uuid::nil(), &vote(1, dir(11), dir(22), 9)),
+            vote_refusal(
+                &membership(),
+                Uuid::nil(),
+                false,
+                &vote(1, dir(11), dir(22), 9)
+            ),
             None
         );
-        assert_eq!(misaddressed(Uuid::nil(), dir(22)), None);
-        assert_eq!(misaddressed(dir(23), Uuid::nil()), None);
+        assert_eq!(misaddressed(Uuid::nil(), dir(22), false), None);
+        assert_eq!(misaddressed(dir(23), Uuid::nil(), false), None);
+    }
+
+    #[test]
+    fn a_node_that_knows_it_replaced_a_lost_directory_refuses_what_is_addressed_by_nil() {
+        // Voter 2 came back on 23 and knows it; candidate 1, cut off since before 2's first
+        // registration, knows it by no directory.
+        let refusal = vote_refusal(
+            &membership(),
+            dir(23),
+            true,
+            &vote(1, dir(11), Uuid::nil(), 9),
+        );
+        assert!(refusal
+            .unwrap()
+            .why
+            .contains("knows this node by no metadata directory"));
+        assert!(misaddressed(dir(23), Uuid::nil(), true).is_some());
+        // Addressed by its new directory, it takes part.
+        assert_eq!(misaddressed(dir(23), dir(23), true), None);
+        // A node that knows no directory of its own refuses nothing.
+        assert_eq!(misaddressed(Uuid::nil(), Uuid::nil(), true), None);
+    }
+
+    #[test]
+    fn a_marked_directory_raises_the_signal_from_the_start() {
+        let marked = tempfile::tempdir().unwrap();
+        mark_replaced(marked.path()).unwrap();
+        assert!(ReplicaKeyGuard::open(dir(23), marked.path())
+            .replaced
+            .is_raised());
+        let fresh = tempfile::tempdir().unwrap();
+        let guard = ReplicaKeyGuard::open(dir(23), fresh.path());
+        assert!(!guard.replaced.is_raised());
+        // Until a message addressed to its old directory tells it.
+        assert!(guard.misaddressed(Uuid::nil()).is_none());
+        assert!(guard.misaddressed(dir(22)).is_some());
+        assert!(guard.replaced.is_raised() && guard.misaddressed(Uuid::nil()).is_some());
     }
 
     #[test]
     fn appends_addressed_to_another_directory_are_refused() {
-        assert!(misaddressed(dir(23), dir(22)).is_some());
-        assert_eq!(misaddressed(dir(22), dir(22)), None);
+        assert!(misaddressed(dir(23), dir(22), false).is_some());
+        assert_eq!(misaddressed(dir(22), dir(22), false), None);
     }
 
     #[test]

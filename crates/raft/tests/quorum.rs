@@ -225,6 +225,44 @@ async fn a_flooded_quorum_port_still_serves_its_peers() {
     node.shutdown().await;
 }
 
+/// A broker registered with another node's quorum address (here the only voter's own):
+/// the leader's appends to it as a learner reach the leader itself, which refuses them as
+/// meant for another node. Before, the leader took its own appends as a follower does,
+/// and openraft stopped on its assertion that a leader has no follower's work (in a
+/// release build, without the assertion, it would act on them as both): no controller
+/// answered. Addressed elsewhere, the same mistake would count one node's
+/// acknowledgements as another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_registered_with_another_nodes_quorum_address_stops_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let voters: BTreeMap<u64, String> = BTreeMap::from([(1, format!("127.0.0.1:{}", free_port()))]);
+    let node = start(1, &voters, root.path()).await;
+    let client = QuorumClient::new(voters.clone(), None);
+    let incarnation = Uuid::new_v4();
+    register(&client, &voters, 1, incarnation).await;
+    heartbeat(&client, 1, incarnation).await; // unfenced: the topic's replica
+                                              // Broker 2 names node 1's quorum address as its own.
+    register_broker(
+        &client,
+        2,
+        Uuid::new_v4(),
+        voters[&1].clone(),
+        Uuid::new_v4(),
+    )
+    .await;
+    // The leader's replication to "node 2" runs for many heartbeats.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reply = client
+        .request(create_topic_request("after", 1, 1), TIMEOUT)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&reply, ControllerResponse::Reply(ControllerReply::Results(r)) if r[0].is_ok()),
+        "{reply:?}"
+    );
+    node.shutdown().await;
+}
+
 async fn register(
     client: &QuorumClient,
     voters: &BTreeMap<u64, String>,

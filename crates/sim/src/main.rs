@@ -66,6 +66,21 @@ enum Bug {
     IsrForgottenWhenAccepted,
 }
 
+/// The seed being run, for the panic hook: a panic in the real code is a violation too,
+/// and its seed must be printed to be replayed (seeds are drawn at random).
+static SEED_RUNNING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Prints the running seed and the command that replays it before the panic's message.
+fn name_the_seed_on_panic(replay_options: String) {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let seed = SEED_RUNNING.load(std::sync::atomic::Ordering::Relaxed);
+        println!("seed {seed}: VIOLATION the real code panicked (message below)");
+        println!("replay with: scripts/sim --seed {seed} {replay_options}");
+        report(info);
+    }));
+}
+
 /// The disk's hooks are process-wide: tests run one world, of either kind, at a time.
 #[cfg(test)]
 fn one_world_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -83,9 +98,20 @@ fn main() -> ExitCode {
         }
     };
     let disk = disk::Disk::default();
+    let replay_options = format!(
+        "--steps {} --quorum-steps {}{}",
+        args.steps,
+        args.quorum_steps,
+        args.bug
+            .and_then(|bug| clap::ValueEnum::to_possible_value(&bug))
+            .map(|value| format!(" --bug {}", value.get_name()))
+            .unwrap_or_default()
+    );
+    name_the_seed_on_panic(replay_options.clone());
     let started = Instant::now();
     let (mut total_steps, mut violations, mut ran) = (0u64, 0usize, 0u64);
     for seed in seeds {
+        SEED_RUNNING.store(seed, std::sync::atomic::Ordering::Relaxed);
         let bugs = world::Bugs {
             follower_skips_sync: matches!(args.bug, Some(Bug::FollowerSkipsSync)),
             stale_answers: matches!(args.bug, Some(Bug::StaleAnswers)),
@@ -181,15 +207,7 @@ fn main() -> ExitCode {
             }
         }
         if violations > 0 {
-            let bug = args
-                .bug
-                .and_then(|bug| clap::ValueEnum::to_possible_value(&bug))
-                .map(|value| format!(" --bug {}", value.get_name()))
-                .unwrap_or_default();
-            println!(
-                "replay with: scripts/sim --seed {seed} --steps {} --quorum-steps {}{bug}",
-                args.steps, args.quorum_steps
-            );
+            println!("replay with: scripts/sim --seed {seed} {replay_options}");
             break;
         }
     }

@@ -208,8 +208,10 @@ pub struct QuorumWorld {
     fenced: BTreeMap<(i32, Uuid), bool>,
     /// Every answer, by request, when scripted.
     heard: BTreeMap<u64, ControllerResponse>,
-    /// The directory the leaders' memberships record for each node, as last seen.
-    recorded_directories: BTreeMap<NodeId, Uuid>,
+    /// Every directory a leader's committed membership recorded for each node. (Not the
+    /// last seen only: a leader deposed without knowing it still shows the old record,
+    /// and each step's alternation between the two counted as a new record.)
+    recorded_directories: BTreeSet<(NodeId, Uuid)>,
     /// Nodes back from a lost disk whose new directory no leader's membership records
     /// yet: a fault still under way (a second lost disk then could leave two voters with
     /// empty logs, which the quorum does not promise to survive).
@@ -286,7 +288,7 @@ impl QuorumWorld {
             fenced: BTreeMap::new(),
             leases: BTreeMap::new(),
             fence_index: 0,
-            recorded_directories: BTreeMap::new(),
+            recorded_directories: BTreeSet::new(),
             unrecorded: BTreeSet::new(),
         };
         for (index, &id) in NODES.iter().enumerate() {
@@ -342,7 +344,7 @@ impl QuorumWorld {
         self.disk.settle(&dir);
         let wire = self.wire.clone();
         let contacts = Arc::new(FollowerContacts::with_clock(runtime::virtual_ms));
-        let keys = ReplicaKeyGuard::new(directory_id);
+        let keys = ReplicaKeyGuard::open(directory_id, &dir);
         self.exec.spawn(id, async move {
             let log = LogStore::<SimTypes>::open(&dir).expect("the raft log opens");
             let machine = StateMachine::<SimTypes>::open(&dir).expect("the state machine opens");
@@ -439,6 +441,10 @@ impl QuorumWorld {
         let dir = self.nodes[index].dir.clone();
         let _ = std::fs::remove_dir_all(&dir);
         self.disk.forget(&dir);
+        // The broker's data directory survived and remembers the lost one (`strand serve`
+        // marks the new directory so; a node that lost both is not simulated).
+        std::fs::create_dir_all(&dir).expect("the new directory is made");
+        strand_raft::replica_keys::mark_replaced(&dir).expect("the marker is written");
         self.outcome.disks_lost += 1;
         let id = self.nodes[index].id;
         self.nodes[index].directory_id = directory_id(id, self.outcome.disks_lost);
@@ -1076,8 +1082,12 @@ impl QuorumWorld {
             if self.nodes[index_of(node)].directory_id == directory {
                 self.unrecorded.remove(&node);
             }
-            let before = self.recorded_directories.insert(node, directory);
-            if before.is_some_and(|b| b != directory) {
+            let replaced = self
+                .recorded_directories
+                .range((node, Uuid::nil())..=(node, Uuid::max()))
+                .next()
+                .is_some();
+            if self.recorded_directories.insert((node, directory)) && replaced {
                 self.outcome.directories_recorded += 1;
                 self.trace(&("directory recorded", node, directory));
             }
@@ -1326,9 +1336,20 @@ mod tests {
 
     /// Every broker registered and unfenced, as the leader sees it.
     fn settled(world: &QuorumWorld) -> bool {
-        leader(world).is_some_and(|l| {
-            let image = world.up(l).unwrap().published.borrow().image.clone();
-            image.brokers.values().filter(|b| !b.fenced).count() == NODES.len()
+        brokers_unfenced(world) == NODES.len()
+    }
+
+    /// How many brokers the leader's image has unfenced (0 without a leader).
+    fn brokers_unfenced(world: &QuorumWorld) -> usize {
+        leader(world).map_or(0, |l| {
+            let up = world.up(l).unwrap();
+            let published = up.published.borrow();
+            published
+                .image
+                .brokers
+                .values()
+                .filter(|b| !b.fenced)
+                .count()
         })
     }
 
@@ -1471,16 +1492,107 @@ mod tests {
 
     /// Whether the leader's membership records, for every voter, the directory it runs on.
     fn directories_recorded(world: &QuorumWorld) -> bool {
+        recorded(world, &VOTERS)
+    }
+
+    /// Whether the leader's membership records, for each of `voters`, the directory it
+    /// runs on.
+    fn recorded(world: &QuorumWorld, voters: &[NodeId]) -> bool {
         leader(world).is_some_and(|l| {
             let up = world.up(l).unwrap();
             let metrics = up.raft.metrics();
             let metrics = metrics.borrow();
             let membership = metrics.membership_config.membership();
-            VOTERS.iter().all(|&v| {
+            voters.iter().all(|&v| {
                 membership.get_node(&v).map(|p| p.directory_id)
                     == Some(world.nodes[index_of(v)].directory_id)
             })
         })
+    }
+
+    /// Cuts node `index` off from every other node, both ways.
+    fn isolate(world: &QuorumWorld, index: usize) {
+        let id = world.nodes[index].id;
+        let mut wire = world.wire.lock().unwrap();
+        for &n in NODES.iter().filter(|&&n| n != id) {
+            wire.cut.insert((n, id));
+            wire.cut.insert((id, n));
+        }
+    }
+
+    /// As `a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back`, but C is cut off from the first step, so its membership records no
+    /// directory for anyone and it asks B's vote addressed by nil. B knows from its
+    /// directory's marker that it replaced a lost one and refuses that too. Without the
+    /// marker, B votes for C, whose log lacks `kept` (simulator seed 881912749 found it at
+    /// random: openraft then overwrote a committed entry on the old leader and panicked).
+    #[test]
+    fn a_voter_back_on_a_new_disk_refuses_a_candidate_that_knows_it_by_no_directory() {
+        let _one_at_a_time = crate::one_world_at_a_time();
+        for seed in 0..4 {
+            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
+            world.scripted = true;
+            let c = index_of(VOTERS[2]);
+            isolate(&world, c);
+            steps_until(&mut world, |w| {
+                leader(w).is_some_and(|l| l != c)
+                    && recorded(w, &VOTERS[..2])
+                    && brokers_unfenced(w) >= 2 // the topic's replicas
+            });
+            let a = leader(&world).expect("a leader");
+            let b = index_of(
+                VOTERS[..2]
+                    .iter()
+                    .copied()
+                    .find(|&v| index_of(v) != a)
+                    .unwrap(),
+            );
+            kept_while_b_loses_its_disk(world, seed, a, b);
+        }
+    }
+
+    /// Leader A commits `kept` with B (the third voter cut off), goes down for long, and B
+    /// loses its disk and comes back at once; the cut heals. No leader may be elected for
+    /// 20 virtual seconds (that would be with B's vote). Then A returns: every directory
+    /// is recorded and every check holds.
+    fn kept_while_b_loses_its_disk(
+        mut world: QuorumWorld,
+        seed: u64,
+        a: usize,
+        b: usize,
+    ) -> Outcome {
+        let (kept, _) = world
+            .send(None, world.nodes[a].id, create("kept", 9))
+            .unwrap();
+        steps_until(&mut world, |w| answer(w, kept).is_some());
+        match answer(&world, kept) {
+            Some(ControllerResponse::Reply(ControllerReply::Results(results))) => {
+                assert!(results[0].is_ok(), "seed {seed}: {results:?}")
+            }
+            other => panic!("seed {seed}: the creation was answered {other:?}"),
+        }
+        world.created.insert("kept".into(), Uuid::from_u128(9));
+        world.crash(a, false);
+        world.nodes[a].down_until = Some(world.now() + Duration::from_secs(60));
+        world.lose_disk(b);
+        world.nodes[b].down_until = Some(world.now());
+        world.wire.lock().unwrap().cut.clear();
+        let until = world.now() + Duration::from_secs(20);
+        steps_until(&mut world, |w| w.now() >= until || leader(w).is_some());
+        assert_eq!(
+            leader(&world),
+            None,
+            "seed {seed}: elected without A, so with the vote of B, which lost its disk"
+        );
+        assert!(world.outcome.refusals > 0, "seed {seed}");
+        world.nodes[a].down_until = Some(world.now());
+        steps_until(&mut world, |w| settled(w) && directories_recorded(w));
+        let outcome = world.finish();
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {:?}",
+            outcome.violations
+        );
+        outcome
     }
 
     /// A voter that lost its disk comes back on a new directory with an empty log, where
@@ -1497,52 +1609,14 @@ mod tests {
             world.scripted = true;
             steps_until(&mut world, |w| settled(w) && directories_recorded(w));
             let a = leader(&world).expect("a leader");
-            let a_id = world.nodes[a].id;
             let others: Vec<usize> = VOTERS
                 .iter()
                 .map(|&v| index_of(v))
                 .filter(|&i| i != a)
                 .collect();
             let (b, c) = (others[0], others[1]);
-            let c_id = world.nodes[c].id;
-            {
-                let mut wire = world.wire.lock().unwrap();
-                for &n in NODES.iter().filter(|&&n| n != c_id) {
-                    wire.cut.insert((n, c_id));
-                    wire.cut.insert((c_id, n));
-                }
-            }
-            let (kept, _) = world.send(None, a_id, create("kept", 9)).unwrap();
-            steps_until(&mut world, |w| answer(w, kept).is_some());
-            match answer(&world, kept) {
-                Some(ControllerResponse::Reply(ControllerReply::Results(results))) => {
-                    assert!(results[0].is_ok(), "seed {seed}: {results:?}")
-                }
-                other => panic!("seed {seed}: the creation was answered {other:?}"),
-            }
-            world.created.insert("kept".into(), Uuid::from_u128(9));
-            // A down for long; B back at once on a new disk; C in touch again.
-            world.crash(a, false);
-            world.nodes[a].down_until = Some(world.now() + Duration::from_secs(60));
-            world.lose_disk(b);
-            world.nodes[b].down_until = Some(world.now());
-            world.wire.lock().unwrap().cut.clear();
-            let until = world.now() + Duration::from_secs(20);
-            steps_until(&mut world, |w| w.now() >= until || leader(w).is_some());
-            assert_eq!(
-                leader(&world),
-                None,
-                "seed {seed}: elected without A, so with the vote of B, which lost its disk"
-            );
-            assert!(world.outcome.refusals > 0, "seed {seed}");
-            world.nodes[a].down_until = Some(world.now());
-            steps_until(&mut world, |w| settled(w) && directories_recorded(w));
-            let outcome = world.finish();
-            assert!(
-                outcome.violations.is_empty(),
-                "seed {seed}: {:?}",
-                outcome.violations
-            );
+            isolate(&world, c);
+            let outcome = kept_while_b_loses_its_disk(world, seed, a, b);
             assert!(outcome.directories_recorded >= 1, "seed {seed}");
         }
     }

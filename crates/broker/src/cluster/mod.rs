@@ -186,10 +186,13 @@ impl Cluster {
         config: ClusterConfig,
     ) -> anyhow::Result<Arc<Cluster>> {
         let node_id = broker.node_id();
-        let directory_id = crate::broker::metadata_directory_id(
-            &metadata_log_dir(&broker.config.data_dir),
-            &broker.cluster_id(),
-            node_id,
+        let metadata_dir = metadata_log_dir(&broker.config.data_dir);
+        let directory_id =
+            crate::broker::metadata_directory_id(&metadata_dir, &broker.cluster_id(), node_id)?;
+        crate::broker::remember_metadata_directory(
+            &broker.config.data_dir,
+            &metadata_dir,
+            directory_id,
         )?;
         let quorum_config = quorum_config(node_id, &broker.config.data_dir, &config, directory_id);
         let voters = quorum_config.voters.clone();

@@ -231,7 +231,7 @@ fn unanswered<E: std::error::Error>() -> RPCError<NodeId, QuorumPeer, RaftError<
 
 impl Connection {
     fn addressed<T>(&self, rpc: T) -> Addressed<T> {
-        self.keys.address(rpc, self.target_directory)
+        self.keys.address(rpc, self.target, self.target_directory)
     }
 
     /// Sends `rpc` and waits for its answer; silence until the RPC's deadline if either

@@ -18,7 +18,9 @@ AdminClient.elect_leaders:
 - a voter's lost metadata disk: a follower killed, its __cluster_metadata removed and
   started again comes back on a new directory id; it takes the log, and --replication
   shows it a voter (Follower) again under the new directory id, caught up, with no
-  operator step (Strand records it once the node caught up; it votes only then);
+  operator step (Strand records it once the node caught up; it votes only then); its new
+  directory is marked as replacing a lost one, and its /metrics shows it taking part
+  again (strand_raft_awaiting_directory_record 0) and what it refused;
 
 - preferred: a broker restarted after a controlled shutdown is back in the ISR but leads
   nothing; kafka-leader-election --election-type PREFERRED for one partition moves that
@@ -43,6 +45,7 @@ import os
 import shutil
 import signal
 import subprocess
+import urllib.request
 import sys
 import tempfile
 import time
@@ -279,10 +282,27 @@ def check_lost_metadata_disk(cluster, admin, bootstrap):
                 and int(row["LogEndOffset"]) >= int(lead["LogEndOffset"]) - 1)
     until(f"node {victim} a voter on its new directory, caught up", recorded_anew)
     new = quorum_replication(bootstrap)[0][victim]["DirectoryId"]
+    # Its broker found the data directory remembering the lost one, and marked the new.
+    marker = os.path.join(cluster.root, f"n{victim}", "__cluster_metadata", "replaces-a-lost-directory")
+    if not os.path.exists(marker):
+        fail(f"node {victim}'s new metadata directory is not marked as replacing a lost one")
+    host, port = cluster.http[victim]
+
+    def metrics():
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in lines if line and not line.startswith("#")}
+    until(f"node {victim} takes part (strand_raft_awaiting_directory_record 0)",
+          lambda: metrics().get("strand_raft_awaiting_directory_record") == 0.0)
+    refused = metrics().get("strand_raft_replica_key_refusals_total")
+    if refused is None:
+        fail(f"node {victim}'s /metrics has no strand_raft_replica_key_refusals_total")
     until(f"node {victim} to be live again", lambda: victim in admin.list_topics(timeout=10).brokers)
     admin.create_topics([NewTopic("after-disk-lost", 1, 3)])["after-disk-lost"].result(30)
-    log(f"node {victim} lost its metadata disk: back on directory {new} (was {old}), "
-        f"a caught-up voter again, and topics are created")
+    log(f"node {victim} lost its metadata disk: back on directory {new} (was {old}), marked "
+        f"as replacing it, a caught-up voter again ({refused:.0f} Raft messages refused on "
+        f"replica keys), and topics are created")
 
 
 def main():

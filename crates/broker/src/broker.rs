@@ -1263,7 +1263,12 @@ pub fn remember_metadata_directory(
 ) -> anyhow::Result<()> {
     let path = data_dir.join(METADATA_DIRECTORY_REMEMBERED);
     let remembered = match std::fs::read_to_string(&path) {
-        Ok(text) => kafka_uuid::from_text(text.trim()),
+        // Unreadable: taken as another directory's, the safe side (a node wrongly marked
+        // only refuses what is addressed by nil, and stands for election once recorded).
+        Ok(text) => Some(kafka_uuid::from_text(text.trim()).unwrap_or_else(|| {
+            tracing::warn!(file = %path.display(), "unreadable: taken as naming another metadata directory");
+            Uuid::nil()
+        })),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
     };

@@ -263,8 +263,10 @@ impl<C: MetadataRaft> ControllerService<C> {
     /// log was lost or replaced comes back on a new one. Until then the others address
     /// it by the old one and it refuses their messages (`replica_keys.rs`); once recorded,
     /// a leader holding the record was elected after the old log was lost, so it takes
-    /// the log from there and votes again. A voter's address is not changed here. Bounded
-    /// as every membership change (`change_membership`).
+    /// the log from there and votes again. A voter's address is not changed here: one
+    /// registering from another address than the membership's (`--controllers` naming a
+    /// host name, the listener an address) has its directory recorded under the
+    /// membership's. Bounded as every membership change (`change_membership`).
     async fn join_quorum(
         &self,
         node: NodeId,
@@ -280,23 +282,24 @@ impl<C: MetadataRaft> ControllerService<C> {
                 membership.voter_ids().any(|v| v == node),
             )
         };
-        let peer = BTreeMap::from([(node, QuorumPeer::new(raft_address, directory_id))]);
         match known {
-            Some(known) if known.addr == peer[&node].addr => {
+            Some(known) if known.addr == raft_address || is_voter => {
                 if known.directory_id != directory_id && !directory_id.is_nil() {
+                    // A leader deposed without knowing it must not record it: the node
+                    // would take its appends (its lost log forgot voting for the new
+                    // leader) and help it commit over what the new one committed. A
+                    // quorum confirming this leadership now cannot count the node (it
+                    // refuses what is addressed to its old directory, and by nil once it
+                    // knows it replaced a lost one), so no later term was elected before,
+                    // and none can be after without this record in its log. A first
+                    // record (nil before) is confirmed too: the old directory may have
+                    // been recorded in a term this leader never heard of.
+                    if !self.leadership_confirmed().await {
+                        return Err(VoterChangeError::TimedOut(format!(
+                            "recording node {node}'s metadata directory: no quorum confirmed this controller's leadership"
+                        )));
+                    }
                     if !known.directory_id.is_nil() {
-                        // A leader deposed without knowing it must not record it: the node
-                        // would take its appends (its lost log forgot voting for the new
-                        // leader) and help it commit over what the new one committed. A
-                        // quorum confirming this leadership now cannot count the node (it
-                        // refuses what is addressed to the old directory), so no later
-                        // term was elected before, and none can be after without this
-                        // record in its log.
-                        if !self.leadership_confirmed().await {
-                            return Err(VoterChangeError::TimedOut(format!(
-                                "recording node {node}'s new metadata directory: no quorum confirmed this controller's leadership"
-                            )));
-                        }
                         tracing::warn!(
                             node,
                             old = %known.directory_id,
@@ -304,14 +307,17 @@ impl<C: MetadataRaft> ControllerService<C> {
                             "a member's metadata log directory was replaced: recording the new one"
                         );
                     }
+                    let peer = BTreeMap::from([(node, QuorumPeer::new(known.addr, directory_id))]);
                     self.change_membership(ChangeMembers::SetNodes(peer))
                         .await?;
                 }
                 Ok(())
             }
-            Some(_) if is_voter => Ok(()),
             // What openraft's add_learner does, without waiting for it to catch up.
-            _ => self.change_membership(ChangeMembers::AddNodes(peer)).await,
+            _ => {
+                let peer = BTreeMap::from([(node, QuorumPeer::new(raft_address, directory_id))]);
+                self.change_membership(ChangeMembers::AddNodes(peer)).await
+            }
         }
     }
 

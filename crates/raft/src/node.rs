@@ -65,6 +65,8 @@ pub struct QuorumNode {
     pub raft: Raft,
     pub service: Arc<ControllerService>,
     pub metadata: watch::Receiver<Published>,
+    /// This node's replica keys: what it refused, whether it knows it was replaced.
+    pub keys: ReplicaKeyGuard,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -108,7 +110,10 @@ impl QuorumNode {
             config.tls.clone(),
             keys.clone(),
         ))];
-        tasks.push(tokio::spawn(elect_only_as_recorded(raft.clone(), keys)));
+        tasks.push(tokio::spawn(elect_only_as_recorded(
+            raft.clone(),
+            keys.clone(),
+        )));
         if config.voters.contains_key(&config.node_id) && !raft.is_initialized().await? {
             // Directory ids nil: every voter must propose the very same first entry, and
             // none knows the others' (each records its own when it registers).
@@ -129,8 +134,23 @@ impl QuorumNode {
             raft,
             service,
             metadata,
+            keys,
             tasks,
         })
+    }
+
+    /// Whether this node takes no part in the quorum for now: it runs on a metadata
+    /// directory that replaced a lost one, and its membership does not record it yet
+    /// (`strand_raft_awaiting_directory_record`).
+    pub fn awaiting_directory_record(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        !self.keys.own.is_nil()
+            && self.keys.takes_no_part(
+                metrics.membership_config.membership(),
+                metrics.id,
+                self.keys.replaced.is_raised(),
+            )
     }
 
     /// Stops Raft and the listener.

@@ -40,6 +40,7 @@
 //! one, so it is no leader elected after that registration was committed.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
@@ -170,6 +171,8 @@ fn candidate_refusal(
 pub struct ReplicaKeyGuard {
     pub own: Uuid,
     pub replaced: ReplacedSignal,
+    /// Raft messages this node refused on the keys (`strand_raft_replica_key_refusals_total`).
+    refusals: Arc<AtomicU64>,
 }
 
 impl ReplicaKeyGuard {
@@ -177,6 +180,33 @@ impl ReplicaKeyGuard {
         ReplicaKeyGuard {
             own,
             replaced: ReplacedSignal::default(),
+            refusals: Arc::default(),
+        }
+    }
+
+    fn counted(&self, refusal: Refusal) -> Refusal {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        refusal
+    }
+
+    /// Raft messages this node refused on the keys since it started.
+    pub fn refusals(&self) -> u64 {
+        self.refusals.load(Ordering::Relaxed)
+    }
+
+    /// Whether node `id`, holding `membership`, takes no part in the quorum: it runs on
+    /// another directory than the one recorded for it, or (none recorded, as in the
+    /// membership it started with after losing its disk) it was `told` it replaced a lost
+    /// one. Once its membership records its own directory, that decides.
+    pub fn takes_no_part(
+        &self,
+        membership: &Membership<NodeId, QuorumPeer>,
+        id: NodeId,
+        told: bool,
+    ) -> bool {
+        match membership.get_node(&id).map(|peer| peer.directory_id) {
+            Some(recorded) if known(recorded) => recorded != self.own,
+            _ => told,
         }
     }
 
@@ -187,7 +217,8 @@ impl ReplicaKeyGuard {
         if known(own) && is_marked_replaced(dir) {
             tracing::warn!(
                 directory = %own,
-                "this metadata directory replaces a lost one: this node votes for nobody and takes no log until its registration records the new directory"
+                marker = %dir.join(REPLACED_MARKER).display(),
+                "this metadata directory replaces a lost one: this node votes for nobody and takes no log until its registration records the new directory (if every node's metadata log was deleted on purpose, to form the quorum anew, no node can record another: remove the marker on each)"
             );
             guard.replaced.raise();
         }
@@ -254,7 +285,7 @@ impl ReplicaKeyGuard {
         if let Some(refusal) =
             Self::another_node(raft, &vote).or_else(|| self.misaddressed(vote.recipient_directory))
         {
-            return Err(refusal);
+            return Err(self.counted(refusal));
         }
         let refusal = {
             let metrics = raft.metrics();
@@ -262,7 +293,7 @@ impl ReplicaKeyGuard {
             candidate_refusal(metrics.membership_config.membership(), &vote)
         };
         match refusal {
-            Some(refusal) => Err(refusal),
+            Some(refusal) => Err(self.counted(refusal)),
             None => Ok(raft.vote(vote.rpc).await),
         }
     }
@@ -275,7 +306,7 @@ impl ReplicaKeyGuard {
         if let Some(refusal) = Self::another_node(raft, &append)
             .or_else(|| self.misaddressed(append.recipient_directory))
         {
-            return Err(refusal);
+            return Err(self.counted(refusal));
         }
         Ok(raft.append_entries(append.rpc).await)
     }
@@ -292,7 +323,7 @@ impl ReplicaKeyGuard {
         if let Some(refusal) = Self::another_node(raft, &snapshot)
             .or_else(|| self.misaddressed(snapshot.recipient_directory))
         {
-            return Err(refusal);
+            return Err(self.counted(refusal));
         }
         Ok(raft.install_snapshot(snapshot.rpc).await)
     }
@@ -343,13 +374,7 @@ pub async fn elect_only_as_recorded<C: MetadataRaft>(
         let stand_aside = {
             let metrics = metrics.borrow_and_update();
             let membership = metrics.membership_config.membership();
-            match membership
-                .get_node(&metrics.id)
-                .map(|peer| peer.directory_id)
-            {
-                Some(recorded) if known(recorded) => recorded != guard.own,
-                _ => *told.borrow_and_update(),
-            }
+            guard.takes_no_part(membership, metrics.id, *told.borrow_and_update())
         };
         if stand_aside == electing {
             electing = !stand_aside;

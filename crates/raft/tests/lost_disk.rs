@@ -3,7 +3,10 @@
 //! registration records the new one; then it takes the log from the leader and votes
 //! again, so the quorum elects a leader with it when the old leader stops. (That it takes
 //! no part before is shown deterministically by the simulator's
-//! `a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back`.)
+//! `a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back`.) The brokers
+//! register their quorum address spelled otherwise than the voters named at start (a
+//! host name there, an address here, as `--controllers` and a listener may differ): the
+//! directories are recorded all the same.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,11 +52,13 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Registers broker `id` of a node at `address`, as a new incarnation.
+    /// Registers broker `id` of a node at `address` (`127.0.0.1:PORT`), as a new
+    /// incarnation, naming it `localhost:PORT`.
     async fn register(&mut self, client: &QuorumClient, id: u64, address: &str) {
         let incarnation = Uuid::new_v4();
         let directory = self.directories[&id];
-        register_broker(client, id as i32, incarnation, address.into(), directory).await;
+        let spelled_otherwise = address.replace("127.0.0.1", "localhost");
+        register_broker(client, id as i32, incarnation, spelled_otherwise, directory).await;
         self.incarnations.insert(id, incarnation);
     }
 
@@ -137,13 +142,23 @@ async fn a_voter_back_on_a_new_disk_takes_part_once_its_registration_records_it(
     let old = cluster.directories[&victim];
     cluster.nodes.remove(&victim).unwrap().shutdown().await;
     cluster.incarnations.remove(&victim);
-    std::fs::remove_dir_all(root.path().join(format!("node-{victim}"))).unwrap();
+    let dir = root.path().join(format!("node-{victim}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    // As its broker marks a directory made again while the data directory survived.
+    std::fs::create_dir_all(&dir).unwrap();
+    strand_raft::replica_keys::mark_replaced(&dir).unwrap();
     let new = Uuid::new_v4();
     cluster.directories.insert(victim, new);
     let node = start(victim, &voters, root.path(), new).await;
     cluster.nodes.insert(victim, node);
     create_topic(&client, &cluster, "while-replaced").await;
     assert_eq!(recorded(&cluster.nodes[&leader], victim), Some(old));
+    // What its metrics show (strand_raft_awaiting_directory_record, the refusals).
+    assert!(cluster.nodes[&victim].awaiting_directory_record());
+    wait_until("the leader's appends refused", || {
+        cluster.nodes[&victim].keys.refusals() > 0
+    })
+    .await;
 
     // Its broker registers: the new directory is recorded, and the node takes the log.
     cluster.register(&client, victim, &voters[&victim]).await;
@@ -153,6 +168,10 @@ async fn a_voter_back_on_a_new_disk_takes_part_once_its_registration_records_it(
         })
         .await;
     }
+    wait_until("the node takes part", || {
+        !cluster.nodes[&victim].awaiting_directory_record()
+    })
+    .await;
     let metadata = cluster.nodes[&victim].metadata.clone();
     wait_until("the new disk holds the log", || {
         let image = &metadata.borrow().image;

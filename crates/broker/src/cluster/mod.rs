@@ -304,6 +304,15 @@ impl Cluster {
         });
     }
 
+    /// Raft messages refused on the replica keys, and whether this node awaits its
+    /// metadata directory's record (`strand_raft::replica_keys`); None once stopped.
+    pub async fn replica_keys(&self) -> Option<(u64, bool)> {
+        let quorum = self.quorum.lock().await;
+        quorum
+            .as_ref()
+            .map(|q| (q.keys.refusals(), q.awaiting_directory_record()))
+    }
+
     /// The active controller's id, as far as this node knows.
     pub async fn controller_id(&self) -> Option<i32> {
         let quorum = self.quorum.lock().await;

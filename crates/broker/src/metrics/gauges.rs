@@ -19,13 +19,18 @@ pub struct Gathered {
     pub active_controller: bool,
     /// Each group's committed offsets: group -> (topic, partition) -> offset.
     pub group_offsets: BTreeMap<String, BTreeMap<(String, i32), i64>>,
+    /// The quorum's replica keys: messages refused, awaiting its directory's record.
+    pub replica_keys: Option<(u64, bool)>,
 }
 
 impl Gathered {
     pub async fn read(broker: &Broker) -> Gathered {
-        let active_controller = match broker.cluster() {
-            None => true,
-            Some(cluster) => cluster.controller_id().await == Some(broker.node_id()),
+        let (active_controller, replica_keys) = match broker.cluster() {
+            None => (true, None),
+            Some(cluster) => (
+                cluster.controller_id().await == Some(broker.node_id()),
+                cluster.replica_keys().await,
+            ),
         };
         let mut group_offsets = BTreeMap::new();
         for group in broker.groups.list(broker).await {
@@ -45,6 +50,7 @@ impl Gathered {
         Gathered {
             active_controller,
             group_offsets,
+            replica_keys,
         }
     }
 }
@@ -176,6 +182,14 @@ pub(super) fn collect(metrics: &Metrics, broker: &Broker, observed: &Gathered) {
     set(names::OFFLINE_REPLICAS, Vec::new(), offline as f64);
 
     ControllerCounts::of_broker(broker, observed.active_controller).set(&set);
+    if let Some((refusals, awaiting)) = observed.replica_keys {
+        super::counter(recorder, names::REPLICA_KEY_REFUSALS, Vec::new()).absolute(refusals);
+        set(
+            names::AWAITING_DIRECTORY_RECORD,
+            Vec::new(),
+            f64::from(u8::from(awaiting)),
+        );
+    }
 
     let operation = |name: &str| vec![Label::new("delayedoperation", name.to_string())];
     let waiting_produces = metrics

@@ -2,7 +2,8 @@
 //! (lowercaseOutputName, `kafka.(\w+)<type=(.+), name=(.+)PerSec\w*><>Count` ->
 //! `kafka_$1_$2_$3_total`, `...><>Value` -> `kafka_$1_$2_$3`, percentiles -> a `quantile`
 //! label) print the Kafka MBean it stands for; each one's HELP names that MBean. Consumer
-//! lag follows kafka-lag-exporter's names, which Kafka has no MBean for.
+//! lag follows kafka-lag-exporter's names, which Kafka has no MBean for; the two
+//! `strand_raft_` metrics of the replica keys have no Kafka counterpart.
 
 use metrics::Recorder;
 use metrics_exporter_prometheus::PrometheusRecorder;
@@ -69,6 +70,9 @@ pub const MEMORY_POOL_AVAILABLE: &str = "kafka_network_socketserver_memorypoolav
 pub const MEMORY_POOL_USED: &str = "kafka_network_socketserver_memorypoolused";
 pub const CONNECTIONS: &str = "kafka_server_socket_server_metrics_connection_count";
 
+pub const REPLICA_KEY_REFUSALS: &str = "strand_raft_replica_key_refusals_total";
+pub const AWAITING_DIRECTORY_RECORD: &str = "strand_raft_awaiting_directory_record";
+
 pub const GROUP_OFFSET: &str = "kafka_consumergroup_group_offset";
 pub const GROUP_LAG: &str = "kafka_consumergroup_group_lag";
 pub const GROUP_MAX_LAG: &str = "kafka_consumergroup_group_max_lag";
@@ -130,6 +134,8 @@ const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (Kind::Gauge, MEMORY_POOL_AVAILABLE, "kafka.network:type=SocketServer,name=MemoryPoolAvailable: bytes of queued.max.request.bytes free"),
     (Kind::Gauge, MEMORY_POOL_USED, "kafka.network:type=SocketServer,name=MemoryPoolUsed: bytes of queued.max.request.bytes holding request bodies"),
     (Kind::Gauge, CONNECTIONS, "kafka.server:type=socket-server-metrics,listener=L: connection-count"),
+    (Kind::Counter, REPLICA_KEY_REFUSALS, "Strand only (Kafka has no MBean for it): Raft messages this node refused on KIP-853's replica keys (addressed to another metadata directory or node, by nil to a node back on a new directory, or a candidate on another directory than the one recorded)"),
+    (Kind::Gauge, AWAITING_DIRECTORY_RECORD, "Strand only (Kafka shows such a node an observer): 1 while this node takes no part in the metadata quorum, back on a metadata directory that replaced a lost one and not yet recorded"),
     (Kind::Gauge, GROUP_OFFSET, "kafka-lag-exporter: the group's committed offset"),
     (Kind::Gauge, GROUP_LAG, "kafka-lag-exporter: records between the group's committed offset and the high watermark"),
     (Kind::Gauge, GROUP_MAX_LAG, "kafka-lag-exporter: the group's largest partition lag"),

@@ -1262,10 +1262,10 @@ pub fn remember_metadata_directory(
     directory_id: Uuid,
 ) -> anyhow::Result<()> {
     let path = data_dir.join(METADATA_DIRECTORY_REMEMBERED);
-    let remembered = match std::fs::read_to_string(&path) {
+    let remembered = match std::fs::read(&path) {
         // Unreadable: taken as another directory's, the safe side (a node wrongly marked
         // only refuses what is addressed by nil, and stands for election once recorded).
-        Ok(text) => Some(kafka_uuid::from_text(text.trim()).unwrap_or_else(|| {
+        Ok(bytes) => Some(kafka_uuid::from_text(String::from_utf8_lossy(&bytes).trim()).unwrap_or_else(|| {
             tracing::warn!(file = %path.display(), "unreadable: taken as naming another metadata directory");
             Uuid::nil()
         })),

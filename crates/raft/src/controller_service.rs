@@ -66,6 +66,10 @@ const VOTER_CHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 /// A learner is caught up for AddRaftVoter if an acknowledgement covered the leader's
 /// whole log this recently (Kafka's check: caught up within its fetch timeout).
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(5);
+/// A node that acknowledged this leader within it still runs on its recorded directory: a
+/// registration naming another for it is refused meanwhile (a second process with its
+/// node id). One that lost its disk acknowledges nothing addressed to the old directory.
+const LIVE_ON_RECORDED_DIRECTORY_WITHIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -285,6 +289,17 @@ impl<C: MetadataRaft> ControllerService<C> {
         match known {
             Some(known) if known.addr == raft_address || is_voter => {
                 if known.directory_id != directory_id && !directory_id.is_nil() {
+                    if !known.directory_id.is_nil()
+                        && self
+                            .contacts
+                            .acknowledged_within(node, LIVE_ON_RECORDED_DIRECTORY_WITHIN)
+                    {
+                        return Err(VoterChangeError::TimedOut(format!(
+                            "node {node} registers on metadata directory {directory_id}, but it acknowledged this controller on {} within the last {} s: two processes with one node id?",
+                            known.directory_id,
+                            LIVE_ON_RECORDED_DIRECTORY_WITHIN.as_secs()
+                        )));
+                    }
                     // A leader deposed without knowing it must not record it: the node
                     // would take its appends (its lost log forgot voting for the new
                     // leader) and help it commit over what the new one committed. A

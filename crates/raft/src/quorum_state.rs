@@ -146,6 +146,15 @@ impl FollowerContacts {
         }
     }
 
+    /// Whether `node` acknowledged an AppendEntries within `window`.
+    pub fn acknowledged_within(&self, node: NodeId, window: Duration) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&node).is_some_and(|contact| {
+            contact.last_ack_ms >= 0
+                && self.now_ms() - contact.last_ack_ms <= window.as_millis() as i64
+        })
+    }
+
     /// Whether an acknowledgement from `node` covered the leader's whole log within
     /// `window`.
     pub fn caught_up_within(&self, node: NodeId, window: Duration) -> bool {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 mod common;
 
-use common::{create_topic_request, free_port, register_broker, start_keyed, wait_until};
-use strand_metadata::ControllerReply;
+use common::{create_topic_request, free_port, start_keyed, wait_until};
+use strand_metadata::{ControllerCommand, ControllerReply};
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
@@ -53,12 +53,17 @@ struct Cluster {
 
 impl Cluster {
     /// Registers broker `id` of a node at `address` (`127.0.0.1:PORT`), as a new
-    /// incarnation, naming it `localhost:PORT`.
+    /// incarnation, naming it `localhost:PORT` (the client asks again while the
+    /// controller answers unavailable, as a node back on a new disk is while its last
+    /// acknowledgement on the old one is recent).
     async fn register(&mut self, client: &QuorumClient, id: u64, address: &str) {
         let incarnation = Uuid::new_v4();
         let directory = self.directories[&id];
-        let spelled_otherwise = address.replace("127.0.0.1", "localhost");
-        register_broker(client, id as i32, incarnation, spelled_otherwise, directory).await;
+        let reply = register_request(client, id, incarnation, address, directory, TIMEOUT).await;
+        assert!(
+            matches!(reply, Ok(ControllerResponse::Reply(_))),
+            "{reply:?}"
+        );
         self.incarnations.insert(id, incarnation);
     }
 
@@ -69,6 +74,31 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Registers broker `id` at `address` (spelled `localhost:PORT`) on `directory`.
+async fn register_request(
+    client: &QuorumClient,
+    id: u64,
+    incarnation: Uuid,
+    address: &str,
+    directory: Uuid,
+    timeout: Duration,
+) -> anyhow::Result<ControllerResponse> {
+    let request = ControllerRequest::Register {
+        command: ControllerCommand::RegisterBroker {
+            id: id as i32,
+            host: "127.0.0.1".into(),
+            port: 9000 + id as u16,
+            rack: None,
+            incarnation,
+            listeners: Vec::new(),
+            unclean_shutdown: false,
+        },
+        raft_address: address.replace("127.0.0.1", "localhost"),
+        directory_id: directory,
+    };
+    client.request(request, timeout).await
 }
 
 /// Creates `name`, the brokers heartbeating (unfenced), retrying while leadership moves.
@@ -140,6 +170,22 @@ async fn a_voter_back_on_a_new_disk_takes_part_once_its_registration_records_it(
     let leader = leader_of(&cluster.nodes[&1]).expect("a leader");
     let victim = (1..=3).find(|&id| id != leader).unwrap();
     let old = cluster.directories[&victim];
+    // A second process with the victim's node id, on another directory, is refused while
+    // the victim acknowledges the leader on its recorded one.
+    let impostor = register_request(
+        &client,
+        victim,
+        Uuid::new_v4(),
+        &voters[&victim],
+        Uuid::new_v4(),
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(
+        matches!(&impostor, Err(why) if why.to_string().contains("two processes with one node id")),
+        "{impostor:?}"
+    );
+    assert_eq!(recorded(&cluster.nodes[&leader], victim), Some(old));
     cluster.nodes.remove(&victim).unwrap().shutdown().await;
     cluster.incarnations.remove(&victim);
     let dir = root.path().join(format!("node-{victim}"));

@@ -15,7 +15,7 @@ use std::time::Duration;
 mod common;
 
 use common::{create_topic_request, free_port, start_keyed, wait_until};
-use strand_metadata::{ControllerCommand, ControllerReply};
+use strand_metadata::ControllerReply;
 use strand_raft::client::QuorumClient;
 use strand_raft::node::QuorumNode;
 use strand_raft::rpc::{ControllerRequest, ControllerResponse};
@@ -85,19 +85,8 @@ async fn register_request(
     directory: Uuid,
     timeout: Duration,
 ) -> anyhow::Result<ControllerResponse> {
-    let request = ControllerRequest::Register {
-        command: ControllerCommand::RegisterBroker {
-            id: id as i32,
-            host: "127.0.0.1".into(),
-            port: 9000 + id as u16,
-            rack: None,
-            incarnation,
-            listeners: Vec::new(),
-            unclean_shutdown: false,
-        },
-        raft_address: address.replace("127.0.0.1", "localhost"),
-        directory_id: directory,
-    };
+    let address = address.replace("127.0.0.1", "localhost");
+    let request = common::register_request(id as i32, incarnation, address, directory);
     client.request(request, timeout).await
 }
 

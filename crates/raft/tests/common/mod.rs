@@ -117,8 +117,30 @@ pub fn create_topic_request(
     })
 }
 
-/// Registers broker `id` (incarnation `incarnation`), receiving the metadata log at
-/// `raft_address` with metadata directory `directory_id`; the registration must succeed.
+/// The registration of broker `id` (incarnation `incarnation`), receiving the metadata
+/// log at `raft_address` with metadata directory `directory_id`.
+pub fn register_request(
+    id: i32,
+    incarnation: Uuid,
+    raft_address: String,
+    directory_id: Uuid,
+) -> ControllerRequest {
+    ControllerRequest::Register {
+        command: ControllerCommand::RegisterBroker {
+            id,
+            host: "127.0.0.1".into(),
+            port: 9000 + id as u16,
+            rack: None,
+            incarnation,
+            listeners: Vec::new(),
+            unclean_shutdown: false,
+        },
+        raft_address,
+        directory_id,
+    }
+}
+
+/// Registers broker `id` as `register_request` says; the registration must succeed.
 #[allow(dead_code)]
 pub async fn register_broker(
     client: &QuorumClient,
@@ -127,23 +149,9 @@ pub async fn register_broker(
     raft_address: String,
     directory_id: Uuid,
 ) {
+    let request = register_request(id, incarnation, raft_address, directory_id);
     let response = client
-        .request(
-            ControllerRequest::Register {
-                command: ControllerCommand::RegisterBroker {
-                    id,
-                    host: "127.0.0.1".into(),
-                    port: 9000 + id as u16,
-                    rack: None,
-                    incarnation,
-                    listeners: Vec::new(),
-                    unclean_shutdown: false,
-                },
-                raft_address,
-                directory_id,
-            },
-            Duration::from_secs(20),
-        )
+        .request(request, Duration::from_secs(20))
         .await
         .unwrap();
     assert!(

@@ -145,12 +145,11 @@ impl QuorumNode {
     pub fn awaiting_directory_record(&self) -> bool {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
-        !self.keys.own.is_nil()
-            && self.keys.takes_no_part(
-                metrics.membership_config.membership(),
-                metrics.id,
-                self.keys.replaced.is_raised(),
-            )
+        self.keys.takes_no_part(
+            metrics.membership_config.membership(),
+            metrics.id,
+            self.keys.replaced.is_raised(),
+        )
     }
 
     /// Stops Raft and the listener.

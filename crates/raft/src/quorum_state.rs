@@ -148,21 +148,22 @@ impl FollowerContacts {
 
     /// Whether `node` acknowledged an AppendEntries within `window`.
     pub fn acknowledged_within(&self, node: NodeId, window: Duration) -> bool {
-        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.get(&node).is_some_and(|contact| {
-            contact.last_ack_ms >= 0
-                && self.now_ms() - contact.last_ack_ms <= window.as_millis() as i64
-        })
+        self.within(node, window, |contact| contact.last_ack_ms)
     }
 
     /// Whether an acknowledgement from `node` covered the leader's whole log within
     /// `window`.
     pub fn caught_up_within(&self, node: NodeId, window: Duration) -> bool {
+        self.within(node, window, |contact| contact.last_caught_up_ms)
+    }
+
+    /// Whether the moment `when` picks from `node`'s contact (-1: never) lies within
+    /// `window`.
+    fn within(&self, node: NodeId, window: Duration, when: fn(&Contact) -> i64) -> bool {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.get(&node).is_some_and(|contact| {
-            contact.last_caught_up_ms >= 0
-                && self.now_ms() - contact.last_caught_up_ms <= window.as_millis() as i64
-        })
+        seen.get(&node)
+            .map(when)
+            .is_some_and(|at| at >= 0 && self.now_ms() - at <= window.as_millis() as i64)
     }
 
     /// The quorum as `metrics` (this node's, as leader) and the acknowledgements show it.

@@ -128,18 +128,6 @@ pub fn misaddressed(own: Uuid, recipient: Uuid, replaced: bool) -> Option<Refusa
     })
 }
 
-/// Why a node running on directory `own` (`replaced`: a replacement of a lost one),
-/// holding `membership`, refuses `vote` (None: Raft decides it as usual).
-pub fn vote_refusal(
-    membership: &Membership<NodeId, QuorumPeer>,
-    own: Uuid,
-    replaced: bool,
-    vote: &AddressedVote,
-) -> Option<Refusal> {
-    misaddressed(own, vote.recipient_directory, replaced)
-        .or_else(|| candidate_refusal(membership, vote))
-}
-
 /// Why a voter holding `membership` refuses `vote` for its candidate: the candidate runs
 /// on another directory than the one recorded for it.
 fn candidate_refusal(
@@ -197,13 +185,17 @@ impl ReplicaKeyGuard {
     /// Whether node `id`, holding `membership`, takes no part in the quorum: it runs on
     /// another directory than the one recorded for it, or (none recorded, as in the
     /// membership it started with after losing its disk) it was `told` it replaced a lost
-    /// one. Once its membership records its own directory, that decides.
+    /// one. Once its membership records its own directory, that decides. A node that
+    /// knows no directory of its own always takes part.
     pub fn takes_no_part(
         &self,
         membership: &Membership<NodeId, QuorumPeer>,
         id: NodeId,
         told: bool,
     ) -> bool {
+        if !known(self.own) {
+            return false;
+        }
         match membership.get_node(&id).map(|peer| peer.directory_id) {
             Some(recorded) if known(recorded) => recorded != self.own,
             _ => told,
@@ -248,6 +240,21 @@ impl ReplicaKeyGuard {
         RPCError::Network(NetworkError::new(&std::io::Error::other(refusal.why)))
     }
 
+    /// `message` refused on the keys (counted): meant for another node, or addressed to
+    /// another directory (`misaddressed`).
+    fn screen<C: MetadataRaft, T>(
+        &self,
+        raft: &openraft::Raft<C>,
+        message: &Addressed<T>,
+    ) -> Result<(), Refusal> {
+        match Self::another_node(raft, message)
+            .or_else(|| self.misaddressed(message.recipient_directory))
+        {
+            Some(refusal) => Err(self.counted(refusal)),
+            None => Ok(()),
+        }
+    }
+
     /// A message meant for another node than `raft`'s (its address recorded for the
     /// wrong node).
     fn another_node<C: MetadataRaft, T>(
@@ -282,11 +289,7 @@ impl ReplicaKeyGuard {
         raft: &openraft::Raft<C>,
         vote: AddressedVote,
     ) -> Result<Result<VoteResponse<NodeId>, RaftError<NodeId>>, Refusal> {
-        if let Some(refusal) =
-            Self::another_node(raft, &vote).or_else(|| self.misaddressed(vote.recipient_directory))
-        {
-            return Err(self.counted(refusal));
-        }
+        self.screen(raft, &vote)?;
         let refusal = {
             let metrics = raft.metrics();
             let metrics = metrics.borrow();
@@ -303,11 +306,7 @@ impl ReplicaKeyGuard {
         raft: &openraft::Raft<C>,
         append: Addressed<AppendEntriesRequest<C>>,
     ) -> Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, Refusal> {
-        if let Some(refusal) = Self::another_node(raft, &append)
-            .or_else(|| self.misaddressed(append.recipient_directory))
-        {
-            return Err(self.counted(refusal));
-        }
+        self.screen(raft, &append)?;
         Ok(raft.append_entries(append.rpc).await)
     }
 
@@ -320,11 +319,7 @@ impl ReplicaKeyGuard {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
         Refusal,
     > {
-        if let Some(refusal) = Self::another_node(raft, &snapshot)
-            .or_else(|| self.misaddressed(snapshot.recipient_directory))
-        {
-            return Err(self.counted(refusal));
-        }
+        self.screen(raft, &snapshot)?;
         Ok(raft.install_snapshot(snapshot.rpc).await)
     }
 }
@@ -401,6 +396,18 @@ mod tests {
     use openraft::{CommittedLeaderId, LeaderId, LogId, Vote};
 
     use super::*;
+
+    /// Why a node running on directory `own` (`replaced`: a replacement of a lost one),
+    /// holding `membership`, refuses `vote` on the keys, as `answer_vote` decides it.
+    fn vote_refusal(
+        membership: &Membership<NodeId, QuorumPeer>,
+        own: Uuid,
+        replaced: bool,
+        vote: &AddressedVote,
+    ) -> Option<Refusal> {
+        misaddressed(own, vote.recipient_directory, replaced)
+            .or_else(|| candidate_refusal(membership, vote))
+    }
 
     fn dir(n: u128) -> Uuid {
         Uuid::from_u128(n)

@@ -1362,8 +1362,7 @@ mod tests {
     fn a_retry_after_a_write_applied_late_is_answered() {
         let _one_at_a_time = crate::one_world_at_a_time();
         for seed in 0..4 {
-            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
-            world.scripted = true;
+            let mut world = scripted_world(seed);
             steps_until(&mut world, settled);
             let leader_id = world.nodes[leader(&world).expect("a leader")].id;
             {
@@ -1391,12 +1390,7 @@ mod tests {
                 }
                 other => panic!("seed {seed}: the retry was answered {other:?}"),
             }
-            let outcome = world.finish();
-            assert!(
-                outcome.violations.is_empty(),
-                "seed {seed}: {:?}",
-                outcome.violations
-            );
+            finish_without_violations(world, seed);
         }
     }
 
@@ -1412,8 +1406,7 @@ mod tests {
         let _one_at_a_time = crate::one_world_at_a_time();
         let mut retried = 0;
         for seed in 0..4 {
-            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
-            world.scripted = true;
+            let mut world = scripted_world(seed);
             // Every broker registered and unfenced, as the leader sees it.
             steps_until(&mut world, |w| {
                 leader(w).is_some_and(|l| {
@@ -1477,17 +1470,30 @@ mod tests {
                         if why.contains("changed under this write"))
                 })
                 .count();
-            let outcome = world.finish();
-            assert!(
-                outcome.violations.is_empty(),
-                "seed {seed}: {:?}",
-                outcome.violations
-            );
+            finish_without_violations(world, seed);
         }
         assert!(
             retried > 0,
             "no seed answered the racing creation with a retry"
         );
+    }
+
+    /// A world the test drives itself (no random faults or clients).
+    fn scripted_world(seed: u64) -> QuorumWorld {
+        let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
+        world.scripted = true;
+        world
+    }
+
+    /// The world healed and checked: every invariant held.
+    fn finish_without_violations(world: QuorumWorld, seed: u64) -> Outcome {
+        let outcome = world.finish();
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {:?}",
+            outcome.violations
+        );
+        outcome
     }
 
     /// Whether the leader's membership records, for every voter, the directory it runs on.
@@ -1520,8 +1526,9 @@ mod tests {
         }
     }
 
-    /// As `a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back`, but C is cut off from the first step, so its membership records no
-    /// directory for anyone and it asks B's vote addressed by nil. B knows from its
+    /// As `a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back`, but C is
+    /// cut off from the first step, so its membership records no directory for anyone and
+    /// it asks B's vote addressed by nil. B knows from its
     /// directory's marker that it replaced a lost one and refuses that too. Without the
     /// marker, B votes for C, whose log lacks `kept` (simulator seed 881912749 found it at
     /// random: openraft then overwrote a committed entry on the old leader and panicked).
@@ -1529,8 +1536,7 @@ mod tests {
     fn a_voter_back_on_a_new_disk_refuses_a_candidate_that_knows_it_by_no_directory() {
         let _one_at_a_time = crate::one_world_at_a_time();
         for seed in 0..4 {
-            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
-            world.scripted = true;
+            let mut world = scripted_world(seed);
             let c = index_of(VOTERS[2]);
             isolate(&world, c);
             steps_until(&mut world, |w| {
@@ -1586,13 +1592,7 @@ mod tests {
         assert!(world.outcome.refusals > 0, "seed {seed}");
         world.nodes[a].down_until = Some(world.now());
         steps_until(&mut world, |w| settled(w) && directories_recorded(w));
-        let outcome = world.finish();
-        assert!(
-            outcome.violations.is_empty(),
-            "seed {seed}: {:?}",
-            outcome.violations
-        );
-        outcome
+        finish_without_violations(world, seed)
     }
 
     /// A voter that lost its disk comes back on a new directory with an empty log, where
@@ -1605,8 +1605,7 @@ mod tests {
     fn a_voter_that_lost_its_disk_does_not_vote_until_it_has_the_log_back() {
         let _one_at_a_time = crate::one_world_at_a_time();
         for seed in 0..4 {
-            let mut world = QuorumWorld::new(seed, Disk::default()).unwrap();
-            world.scripted = true;
+            let mut world = scripted_world(seed);
             steps_until(&mut world, |w| settled(w) && directories_recorded(w));
             let a = leader(&world).expect("a leader");
             let others: Vec<usize> = VOTERS
